@@ -1,0 +1,209 @@
+"""Configuration of the quadrotor tasks: defaults per task, overrides from nested dicts, validation.
+
+`default_config(task)` gives a task's defaults (MuJoCo Playground style); `make_config(task, **overrides)`
+applies overrides such as `{"randomization": {"mass_scale": [0.8, 1.2]}}` (what Hydra composes) and
+validates the result, raising one `ConfigError` that names the offending field.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any, Mapping
+
+from sim.errors import ConfigError
+from sim.quadrotor.model import DEFAULT_VEHICLE, VEHICLES, Vehicle, resolve_vehicle
+
+TASKS = ("hover", "reach", "figure_eight")
+Range = tuple[float, float]
+
+
+@dataclasses.dataclass
+class ObservationNoise:
+    """Standard deviation of additive Gaussian noise per observation field (same units as the field)."""
+
+    position: float = 0.0
+    orientation: float = 0.0
+    velocity: float = 0.0
+    angular_velocity: float = 0.0
+
+
+@dataclasses.dataclass
+class RandomizationConfig:
+    """Per-episode domain randomization: ranges are sampled uniformly and independently per episode.
+
+    Scales multiply the vehicle's nominal value; disturbances are constant over an episode, in the world
+    frame, uniform in [-max, max] per axis; latency delays the applied action by whole control steps.
+    """
+
+    enabled: bool = True
+    mass_scale: Range = (0.95, 1.05)
+    inertia_scale: Range = (0.9, 1.1)  # per axis
+    thrust_scale: Range = (0.95, 1.05)  # per rotor: thrust-curve coefficient error
+    yaw_torque_scale: Range = (0.9, 1.1)
+    motor_tau_scale: Range = (0.8, 1.25)  # rise and fall constants scaled together
+    disturbance_force: float = 0.005  # [N] per axis, ~2% of the Crazyflie's weight
+    disturbance_torque: float = 1e-5  # [N m] per axis
+    latency_steps: tuple[int, int] = (0, 1)  # inclusive range of control steps
+    observation_noise: ObservationNoise = dataclasses.field(
+        default_factory=lambda: ObservationNoise(0.001, 0.001, 0.002, 0.002)  # learning-to-fly's values
+    )
+
+
+@dataclasses.dataclass
+class InitialStateConfig:
+    """Initial state around the start point, learning-to-fly style: uniform ranges, tilt up to a bound."""
+
+    position_range: float = 0.2  # [m] per axis
+    max_tilt_deg: float = 90.0
+    velocity_range: float = 1.0  # [m/s] per axis
+    angular_velocity_range: float = 1.0  # [rad/s] per axis
+    hover_fraction: float = 0.1  # share of episodes that start exactly at rest at the start point
+
+
+@dataclasses.dataclass
+class QuadrotorEnvConfig:
+    """Everything that defines a quadrotor task environment. See `default_config` for per-task values."""
+
+    task: str = "hover"
+    vehicle: str = DEFAULT_VEHICLE
+    vehicle_overrides: dict[str, Any] = dataclasses.field(default_factory=dict)  # fields of model.Vehicle
+    control_hz: float = 100.0
+    episode_seconds: float = 5.0
+    action_history: int = 8  # past actions in the observation (learning-to-fly used 32)
+    center: tuple[float, float, float] = (0.0, 0.0, 1.0)  # hover target / start point / figure-eight centre
+    reach_range: tuple[float, float, float] = (0.5, 0.5, 0.3)  # reach targets: centre +- this per axis [m]
+    figure_eight_amplitude: float = 0.5  # [m] half-width along x; y half-width is half of it
+    figure_eight_period: float = 6.0  # [s] per lap
+    initial_state: InitialStateConfig = dataclasses.field(default_factory=InitialStateConfig)
+    randomization: RandomizationConfig = dataclasses.field(default_factory=RandomizationConfig)
+    reward_scales: dict[str, float] = dataclasses.field(default_factory=dict)
+    success_radius: float = 0.1  # [m]
+    success_max_tilt_deg: float = 30.0
+    success_window_seconds: float = 1.0  # criterion must hold for this long, up to now
+    max_position_error: float = 0.6  # [m] terminate beyond (learning-to-fly: 0.6 per axis)
+    max_speed: float = 10.0  # [m/s] terminate beyond: diverging
+    max_angular_speed: float = 35.0  # [rad/s] terminate beyond: diverging
+    min_altitude: float = 0.05  # [m] terminate below: crash
+
+    @property
+    def control_dt(self) -> float:
+        """Control period [s]."""
+        return 1.0 / self.control_hz
+
+    @property
+    def episode_steps(self) -> int:
+        """Control steps before truncation."""
+        return int(round(self.episode_seconds * self.control_hz))
+
+
+DEFAULT_REWARD_SCALES: dict[str, float] = {
+    "position": -1.0,  # |p - p_ref|^2 [m^2]
+    "orientation": -0.5,  # 1 - cos(tilt)
+    "velocity": -0.05,  # |v - v_ref|^2 [m^2/s^2]
+    "angular_velocity": -0.005,  # |omega|^2 [rad^2/s^2]
+    "action": -0.2,  # sum_i (a_i - a_hover)^2
+    "action_rate": -0.5,  # sum_i (a_i - a_i,prev)^2
+    "alive": 1.0,  # 1 per step survived
+    "termination": -10.0,  # 1 on the step that terminates
+}
+
+
+def default_config(task: str = "hover") -> QuadrotorEnvConfig:
+    """The default configuration of one of `TASKS`."""
+    if task not in TASKS:
+        raise ConfigError(f"unknown quadrotor task {task!r}; known tasks: {', '.join(TASKS)}")
+    config = QuadrotorEnvConfig(task=task, reward_scales=dict(DEFAULT_REWARD_SCALES))
+    if task in ("reach", "figure_eight"):
+        config.initial_state = InitialStateConfig(0.05, 10.0, 0.1, 0.1, 0.0)
+    if task == "reach":
+        config.max_position_error = 1.5
+    if task == "figure_eight":
+        config.episode_seconds = 2 * config.figure_eight_period
+        config.success_radius = 0.15
+        config.success_window_seconds = config.figure_eight_period
+    return config
+
+
+def make_config(task: str = "hover", config: QuadrotorEnvConfig | Mapping[str, Any] | None = None,
+                **overrides: Any) -> QuadrotorEnvConfig:
+    """Build a validated config: a full `QuadrotorEnvConfig`, or task defaults updated by nested overrides."""
+    if isinstance(config, QuadrotorEnvConfig):
+        result = _merge(config, overrides, "config")
+    else:
+        merged = {**dict(config or {}), **overrides}
+        task = merged.pop("task", task)
+        result = _merge(default_config(task), merged, "config")
+    validate(result)
+    return result
+
+
+def _merge(target: Any, overrides: Mapping[str, Any], path: str) -> Any:
+    fields = {f.name: f for f in dataclasses.fields(target)}
+    updates = {}
+    for key, value in overrides.items():
+        if key not in fields:
+            raise ConfigError(f"unknown option {path}.{key}; valid options: {', '.join(fields)}")
+        current = getattr(target, key)
+        if dataclasses.is_dataclass(current) and isinstance(value, Mapping):
+            value = _merge(current, value, f"{path}.{key}")
+        elif isinstance(current, dict) and isinstance(value, Mapping):
+            value = {**current, **dict(value)}
+        elif isinstance(current, tuple) and value is not None and not isinstance(value, str):
+            value = tuple(value)
+        updates[key] = value
+    return dataclasses.replace(target, **updates)
+
+
+def _check_range(name: str, value: Any, low_bound: float = 0.0) -> None:
+    if len(value) != 2 or not (low_bound <= value[0] <= value[1]) or not all(map(math.isfinite, value)):
+        raise ConfigError(f"{name} must be a [low, high] range with {low_bound} <= low <= high, got {value}")
+
+
+def validate(config: QuadrotorEnvConfig) -> None:
+    """Raise ConfigError if any value of `config` is out of its valid domain."""
+    if config.task not in TASKS:
+        raise ConfigError(f"unknown quadrotor task {config.task!r}; known tasks: {', '.join(TASKS)}")
+    if config.vehicle not in VEHICLES:
+        raise ConfigError(f"unknown vehicle {config.vehicle!r}; known vehicles: {', '.join(sorted(VEHICLES))}")
+    vehicle_fields = {f.name for f in dataclasses.fields(Vehicle)} - {"source"}
+    unknown = set(config.vehicle_overrides) - vehicle_fields
+    if unknown:
+        raise ConfigError(f"unknown vehicle_overrides {sorted(unknown)}; valid: {sorted(vehicle_fields)}")
+    resolve_vehicle(vehicle_from_config(config))
+    positive = ("control_hz", "episode_seconds", "success_radius", "max_position_error", "max_speed", "max_angular_speed",
+                "figure_eight_period")
+    for name in positive:
+        if not getattr(config, name) > 0:
+            raise ConfigError(f"{name} must be > 0, got {getattr(config, name)}")
+    if config.action_history < 0:
+        raise ConfigError(f"action_history must be >= 0, got {config.action_history}")
+    if not 0 <= config.success_window_seconds <= config.episode_seconds:
+        raise ConfigError("success_window_seconds must lie in [0, episode_seconds]")
+    if len(config.center) != 3 or len(config.reach_range) != 3:
+        raise ConfigError("center and reach_range must have 3 entries")
+    unknown = set(config.reward_scales) - set(DEFAULT_REWARD_SCALES)
+    if unknown:
+        raise ConfigError(f"unknown reward terms {sorted(unknown)}; terms: {', '.join(DEFAULT_REWARD_SCALES)}")
+    init = config.initial_state
+    if min(init.position_range, init.max_tilt_deg, init.velocity_range, init.angular_velocity_range) < 0:
+        raise ConfigError("initial_state ranges must be >= 0")
+    if not 0 <= init.hover_fraction <= 1 or init.max_tilt_deg > 180:
+        raise ConfigError("initial_state.hover_fraction must be in [0, 1] and max_tilt_deg <= 180")
+    rand = config.randomization
+    for name in ("mass_scale", "inertia_scale", "thrust_scale", "yaw_torque_scale", "motor_tau_scale"):
+        _check_range(f"randomization.{name}", getattr(rand, name))
+        if getattr(rand, name)[0] <= 0 and name in ("mass_scale", "inertia_scale"):
+            raise ConfigError(f"randomization.{name} must stay > 0, got {getattr(rand, name)}")
+    _check_range("randomization.latency_steps", rand.latency_steps)
+    if any(int(v) != v for v in rand.latency_steps):
+        raise ConfigError(f"randomization.latency_steps must be integers, got {rand.latency_steps}")
+    if rand.disturbance_force < 0 or rand.disturbance_torque < 0:
+        raise ConfigError("randomization disturbance bounds must be >= 0")
+    if min(dataclasses.astuple(rand.observation_noise)) < 0:
+        raise ConfigError("randomization.observation_noise standard deviations must be >= 0")
+
+
+def vehicle_from_config(config: QuadrotorEnvConfig) -> Vehicle:
+    """The vehicle named in `config` with `vehicle_overrides` applied."""
+    return dataclasses.replace(VEHICLES[config.vehicle], **config.vehicle_overrides)

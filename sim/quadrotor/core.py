@@ -1,0 +1,281 @@
+"""The quadrotor task on a batch of N vehicles, independent of the physics backend.
+
+`QuadrotorBatch` owns everything between the policy and the rigid body: action latency, the rotor model,
+the reference, observation (with noise), the named reward terms, termination, truncation and success.
+It is written once for numpy and torch arrays (`xp`), so the single MuJoCo env, the MuJoCo batch and
+the torch batch share the same task semantics; only `physics` differs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any, Mapping
+
+import numpy as np
+import torch
+
+from sim.errors import ConfigError
+from sim.quadrotor import motor
+from sim.quadrotor.config import QuadrotorEnvConfig, vehicle_from_config
+from sim.quadrotor.model import QuadrotorParams, load_model
+from sim.quadrotor.observation import quadrotor_layout
+from sim.quadrotor.physics import MujocoBatchPhysics, MujocoSinglePhysics, TorchPhysics
+from sim.quadrotor.randomization import EpisodeParams, nominal_params, sample_params
+from sim.quadrotor.rotations import quat_to_matrix
+from sim.quadrotor.tasks import reference, sample_initial_states, sample_targets
+
+BACKENDS = ("mujoco", "mujoco_batch", "torch")
+
+
+@dataclasses.dataclass
+class StepResult:
+    """Arrays (N, ...) of one control step, before any autoreset."""
+
+    observation: Any
+    reward: Any
+    terminated: Any
+    truncated: Any
+    is_success: Any
+    reward_terms: dict[str, Any]
+
+
+class QuadrotorBatch:
+    """N quadrotor episodes of one task on one physics backend ("mujoco", "mujoco_batch" or "torch")."""
+
+    def __init__(self, config: QuadrotorEnvConfig, num_envs: int, backend: str = "mujoco", *,
+                 nthread: int = 0, device: str | torch.device = "cpu", dtype: torch.dtype = torch.float32,
+                 seed: int | None = None):
+        if backend not in BACKENDS:
+            raise ConfigError(f"unknown backend {backend!r}; known backends: {', '.join(BACKENDS)}")
+        if backend == "mujoco" and num_envs != 1:
+            raise ConfigError("the single MuJoCo backend runs exactly one env")
+        if num_envs < 1:
+            raise ConfigError(f"num_envs must be >= 1, got {num_envs}")
+        self.config = config
+        self.num_envs = num_envs
+        self.model = load_model(vehicle_from_config(config))
+        self.params = QuadrotorParams.from_model(self.model)
+        substeps = config.control_dt / self.params.timestep
+        if abs(substeps - round(substeps)) > 1e-6 or round(substeps) < 1:
+            raise ConfigError(
+                f"control_hz={config.control_hz} must divide the physics rate {1 / self.params.timestep:g} Hz"
+            )
+        self.substeps = int(round(substeps))
+        self.layout = quadrotor_layout(config.action_history)
+        if backend == "mujoco":
+            self.physics: Any = MujocoSinglePhysics(self.model)
+        elif backend == "mujoco_batch":
+            self.physics = MujocoBatchPhysics(self.model, num_envs, nthread)
+        else:
+            self.physics = TorchPhysics(self.params, num_envs, device, dtype)
+        self.xp = self.physics.xp
+        self.rng = np.random.default_rng(seed)
+        self._torch_rng = None
+        if self.xp is torch:
+            self._torch_rng = torch.Generator(device=self.physics.device)
+            self._torch_rng.manual_seed(int(self.rng.integers(2**62)))
+        self._window_steps = int(round(config.success_window_seconds * config.control_hz))
+        self._cos_success_tilt = math.cos(math.radians(config.success_max_tilt_deg))
+        self._scales = {k: float(v) for k, v in config.reward_scales.items() if v != 0.0}
+        self._noise = config.randomization.observation_noise if config.randomization.enabled else None
+        self._max_latency = int(config.randomization.latency_steps[1]) if config.randomization.enabled else 0
+        self.episode_params = nominal_params(self.params, num_envs)
+        self._targets_np = np.zeros((num_envs, 3))
+        n = num_envs
+        self.targets = self._array(self._targets_np)
+        self.steps = self._array(np.zeros(n))  # control steps since reset, as float for xp arithmetic
+        self.rotor_speed = self._array(np.full((n, 4), self.params.hover_rotor_speed))
+        hover = self.params.hover_command
+        self.history = self._array(np.full((n, config.action_history, 4), hover))
+        self.pending = self._array(np.full((n, self._max_latency + 1, 4), hover))
+        self.previous_action = self._array(np.full((n, 4), hover))
+        self.success_count = self._array(np.zeros(n))
+        self.latency = self._index_array(np.zeros(n, dtype=np.int64))
+        self.thrust_scale = self._array(np.ones((n, 4)))
+        self.decay_rise = self._array(np.ones((n, 1)))
+        self.decay_fall = self._array(np.ones((n, 1)))
+        self._rows = self._index_array(np.arange(n))
+        self._last: StepResult | None = None
+
+    # ----------------------------------------------------------------- arrays
+    def _array(self, value: np.ndarray) -> Any:
+        if self.xp is torch:
+            return torch.as_tensor(value, device=self.physics.device, dtype=self.physics.dtype)
+        return np.array(value, dtype=np.float64)
+
+    def _index_array(self, value: np.ndarray) -> Any:
+        if self.xp is torch:
+            return torch.as_tensor(value, device=self.physics.device, dtype=torch.long)
+        return np.array(value, dtype=np.int64)
+
+    def _set_rows(self, array: Any, ids: np.ndarray, value: np.ndarray) -> None:
+        if self.xp is torch:
+            array[torch.as_tensor(ids, device=array.device)] = torch.as_tensor(value, device=array.device, dtype=array.dtype)
+        else:
+            array[ids] = value
+
+    # ------------------------------------------------------------------ reset
+    def reset(self, ids: np.ndarray | None = None, options: Mapping[str, Any] | None = None) -> Any:
+        """Start new episodes in envs `ids` (all if None) and return the full observation batch.
+
+        options: "initial_state" {position, quaternion, velocity, angular_velocity} arrays (n, k) or (k,)
+        to start from a given state; "target" (3,) or (n, 3) to fix the target.
+        """
+        ids = np.arange(self.num_envs) if ids is None else np.asarray(ids, dtype=np.int64)
+        n = len(ids)
+        if n == 0:
+            return self.observe()
+        options = dict(options or {})
+        unknown = set(options) - {"initial_state", "target"}
+        if unknown:
+            raise ConfigError(f"unknown reset options {sorted(unknown)}; valid: initial_state, target")
+        params = sample_params(self.rng, self.params, self.config.randomization, n)
+        self.episode_params.assign(ids, params)
+        pos, quat, vel, angvel = sample_initial_states(self.rng, self.config, n)
+        targets = sample_targets(self.rng, self.config, n)
+        if "initial_state" in options:
+            pos, quat, vel, angvel = _explicit_state(options["initial_state"], n, self.config.center)
+        if "target" in options:
+            targets = np.broadcast_to(np.asarray(options["target"], dtype=np.float64), (n, 3)).copy()
+        self._targets_np[ids] = targets
+        self.physics.set_params(ids, params)
+        self.physics.set_state(ids, pos, quat, vel, angvel)
+        rise, fall = motor.lag_factors(np, self.params.timestep, params.motor_tau_rise, params.motor_tau_fall)
+        hover = self.params.hover_command
+        for array, value in (
+            (self.targets, targets),
+            (self.steps, np.zeros(n)),
+            (self.rotor_speed, np.full((n, 4), self.params.hover_rotor_speed)),
+            (self.history, np.full((n, self.config.action_history, 4), hover)),
+            (self.pending, np.full((n, self._max_latency + 1, 4), hover)),
+            (self.previous_action, np.full((n, 4), hover)),
+            (self.success_count, np.zeros(n)),
+            (self.latency, params.latency_steps),
+            (self.thrust_scale, params.thrust_scale),
+            (self.decay_rise, rise[:, None]),
+            (self.decay_fall, fall[:, None]),
+        ):
+            self._set_rows(array, ids, value)
+        return self.observe()
+
+    # ------------------------------------------------------------------- step
+    def step(self, action: Any) -> StepResult:
+        """Advance all envs one control step with normalized thrust commands (N, 4) in [0, 1]."""
+        xp = self.xp
+        action = self._check_action(action)
+        if self._max_latency:
+            self.pending = xp.concatenate([action[:, None], self.pending[:, :-1]], 1)
+            applied = self.pending[self._rows, self.latency]
+        else:
+            applied = action
+        setpoint = motor.rotor_speed_setpoint(xp, applied, self.params.thrust_curve)
+        speeds, self.rotor_speed = motor.rotor_speed_substeps(
+            xp, self.rotor_speed, setpoint, self.decay_rise, self.decay_fall, self.substeps
+        )
+        thrust = motor.thrust_from_speed(speeds, self.params.thrust_curve, self.thrust_scale[:, None, :])
+        self.physics.advance(thrust)
+        if self.config.action_history:
+            self.history = xp.concatenate([action[:, None], self.history[:, :-1]], 1)
+        self.steps = self.steps + 1.0
+        result = self._evaluate(action)
+        self.previous_action = action
+        return result
+
+    def _check_action(self, action: Any) -> Any:
+        xp = self.xp
+        if xp is torch:
+            action = torch.as_tensor(action, device=self.physics.device, dtype=self.physics.dtype)
+        else:
+            action = np.asarray(action, dtype=np.float64)
+        if tuple(action.shape) != (self.num_envs, 4):
+            raise ValueError(f"action must have shape ({self.num_envs}, 4), got {tuple(action.shape)}")
+        if not bool(xp.isfinite(action).all()):
+            raise ValueError("action contains NaN or Inf")
+        return xp.clip(action, 0.0, 1.0)
+
+    def _evaluate(self, action: Any) -> StepResult:
+        xp, config = self.xp, self.config
+        pos, quat, vel, angvel = self.physics.state()
+        rotation = quat_to_matrix(xp, quat)
+        ref_pos, ref_vel = reference(xp, config, self.targets, self.steps * config.control_dt)
+        pos_err = pos - ref_pos
+        vel_err = vel - ref_vel
+        dist2 = (pos_err * pos_err).sum(-1)
+        speed2 = (vel * vel).sum(-1)
+        rate2 = (angvel * angvel).sum(-1)
+        uprightness = rotation[:, 2, 2]
+        hover = self.params.hover_command
+        terms = {
+            "position": dist2,
+            "orientation": 1.0 - uprightness,
+            "velocity": (vel_err * vel_err).sum(-1),
+            "angular_velocity": rate2,
+            "action": ((action - hover) ** 2).sum(-1),
+            "action_rate": ((action - self.previous_action) ** 2).sum(-1),
+            "alive": xp.ones_like(dist2),
+        }
+        finite = xp.isfinite(pos).all(-1) & xp.isfinite(vel).all(-1) & xp.isfinite(angvel).all(-1)
+        terminated = (
+            ~finite
+            | (dist2 > config.max_position_error**2)
+            | (pos[:, 2] < config.min_altitude)
+            | (speed2 > config.max_speed**2)
+            | (rate2 > config.max_angular_speed**2)
+        )
+        terms["termination"] = terminated * 1.0
+        reward = sum(scale * terms[name] for name, scale in self._scales.items())
+        truncated = (self.steps >= config.episode_steps) & ~terminated
+        within = (dist2 < config.success_radius**2) & (uprightness > self._cos_success_tilt) & ~terminated
+        self.success_count = xp.where(within, self.success_count + 1.0, xp.zeros_like(self.success_count))
+        is_success = (self.success_count >= max(self._window_steps, 1)) & ~terminated
+        obs = self._observation(pos_err, rotation, vel_err, angvel)
+        return StepResult(obs, reward, terminated, truncated, is_success, terms)
+
+    # ------------------------------------------------------------ observation
+    def observe(self) -> Any:
+        """Observation batch (N, obs_dim) of the current state."""
+        xp = self.xp
+        pos, quat, vel, angvel = self.physics.state()
+        ref_pos, ref_vel = reference(xp, self.config, self.targets, self.steps * self.config.control_dt)
+        return self._observation(pos - ref_pos, quat_to_matrix(xp, quat), vel - ref_vel, angvel)
+
+    def _observation(self, pos_err: Any, rotation: Any, vel_err: Any, angvel: Any) -> Any:
+        xp, n = self.xp, self.num_envs
+        parts = [pos_err, rotation.reshape(n, 9), vel_err, angvel]
+        if self._noise is not None:
+            stds = (self._noise.position, self._noise.orientation, self._noise.velocity, self._noise.angular_velocity)
+            parts = [p + std * self._normal(p.shape) if std > 0 else p for p, std in zip(parts, stds)]
+        if self.config.action_history:
+            parts.append(self.history.reshape(n, -1))
+        return xp.concatenate(parts, -1)
+
+    def _normal(self, shape: tuple[int, ...]) -> Any:
+        if self.xp is torch:
+            return torch.randn(shape, generator=self._torch_rng, device=self.physics.device, dtype=self.physics.dtype)
+        return self.rng.standard_normal(shape)
+
+    def params_info(self, ids: np.ndarray | None = None) -> dict[str, np.ndarray]:
+        """The episode parameters (and targets) of envs `ids`, as numpy arrays, for `info["params"]`."""
+        rows = self.episode_params if ids is None else self.episode_params.rows(ids)
+        info = {k: v.copy() for k, v in rows.as_dict().items()}
+        info["target"] = self._targets_np.copy() if ids is None else self._targets_np[ids].copy()
+        return info
+
+
+def _explicit_state(state: Mapping[str, Any], n: int, center: Any) -> tuple[np.ndarray, ...]:
+    names = {"position": 3, "quaternion": 4, "velocity": 3, "angular_velocity": 3}
+    unknown = set(state) - set(names)
+    if unknown:
+        raise ConfigError(f"unknown initial_state keys {sorted(unknown)}; valid: {', '.join(names)}")
+    defaults = {"position": tuple(center), "quaternion": (1.0, 0.0, 0.0, 0.0),
+                "velocity": (0.0,) * 3, "angular_velocity": (0.0,) * 3}
+    out = []
+    for name, size in names.items():
+        value = np.asarray(state.get(name, defaults[name]), dtype=np.float64)
+        try:
+            out.append(np.broadcast_to(value, (n, size)).copy())
+        except ValueError as error:
+            raise ConfigError(f"initial_state[{name!r}] must have shape ({size},) or ({n}, {size})") from error
+    out[1] /= np.linalg.norm(out[1], axis=1, keepdims=True)
+    return tuple(out)

@@ -1,0 +1,166 @@
+"""Gymnasium environments for the Crazyflie tasks: a single MuJoCo env and batched vector envs.
+
+Action: four normalized thrust commands in [0, 1], motors M1..M4 in the Crazyflie firmware's order;
+action[i] is rotor i's commanded thrust as a fraction of the vehicle's maximum thrust
+`QuadrotorParams.thrust_max`. On the Crazyflie this is `control->normalizedForces[i]` of
+`controlModeForce`, scaled by thrust_max / THRUST_MAX (the firmware's 0.12 N for stock 2.1 propellers).
+The simulator turns it into a rotor-speed setpoint, lags the rotor speed (first order, separate rise and
+fall constants) and applies thrust quadratic in rotor speed, plus the reaction yaw torque.
+
+Observation: see `sim.quadrotor.observation.quadrotor_layout` (`env.layout`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import torch
+from gymnasium.vector import AutoresetMode, VectorEnv
+
+from sim.quadrotor.config import QuadrotorEnvConfig, make_config
+from sim.quadrotor.core import QuadrotorBatch
+
+
+def _spaces(batch: QuadrotorBatch) -> tuple[gym.spaces.Box, gym.spaces.Box]:
+    observation = gym.spaces.Box(-np.inf, np.inf, shape=(batch.layout.size,), dtype=np.float32)
+    action = gym.spaces.Box(0.0, 1.0, shape=(4,), dtype=np.float32)
+    return observation, action
+
+
+class QuadrotorEnv(gym.Env):
+    """One Crazyflie in MuJoCo (one MjData) flying a task: hover, reach or figure_eight.
+
+    Args:
+        task: task name, used when `config` does not set one.
+        config: a `QuadrotorEnvConfig`, or a dict of overrides of the task's defaults.
+        render_mode: None or "rgb_array" (offscreen MuJoCo renderer).
+        **overrides: further overrides, e.g. `vehicle="crazyflie_l2f_paper"`, `randomization={"enabled": False}`.
+    """
+
+    metadata = {"render_modes": ["rgb_array"], "render_fps": 50}
+
+    def __init__(self, task: str = "hover", config: QuadrotorEnvConfig | dict | None = None,
+                 render_mode: str | None = None, **overrides: Any):
+        self.config = make_config(task, config, **overrides)
+        self.batch = QuadrotorBatch(self.config, 1, "mujoco")
+        self.observation_space, self.action_space = _spaces(self.batch)
+        self.layout = self.batch.layout
+        self.render_mode = render_mode
+        self._renderer = None
+        self.metadata = {**self.metadata, "render_fps": int(round(self.config.control_hz))}
+
+    @property
+    def model(self):
+        """The MjModel (parameters of the current episode)."""
+        return self.batch.physics.model
+
+    @property
+    def data(self):
+        """The MjData."""
+        return self.batch.physics.data
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple[np.ndarray, dict]:
+        """Start an episode; `options` may set "initial_state" and "target" (see QuadrotorBatch.reset)."""
+        super().reset(seed=seed)
+        if seed is not None:
+            self.batch.rng = np.random.default_rng(seed)
+        obs = self.batch.reset(options=options)
+        info = {"params": {k: v[0] for k, v in self.batch.params_info().items()}, "is_success": False}
+        return obs[0].astype(np.float32), info
+
+    def step(self, action: Any) -> tuple[np.ndarray, float, bool, bool, dict]:
+        """Apply a (4,) normalized thrust command for one control step."""
+        action = np.asarray(action, dtype=np.float64)
+        if action.shape != (4,):
+            raise ValueError(f"action must have shape (4,), got {action.shape}")
+        result = self.batch.step(action[None])
+        info = {
+            "is_success": bool(result.is_success[0]),
+            "reward_terms": {k: float(v[0]) for k, v in result.reward_terms.items()},
+            "params": {k: v[0] for k, v in self.batch.params_info().items()},
+        }
+        return (result.observation[0].astype(np.float32), float(result.reward[0]),
+                bool(result.terminated[0]), bool(result.truncated[0]), info)
+
+    def render(self) -> np.ndarray | None:
+        """An RGB frame from a camera tracking the vehicle, if render_mode is "rgb_array"."""
+        if self.render_mode != "rgb_array":
+            return None
+        import mujoco
+
+        if self._renderer is None:
+            self._renderer = mujoco.Renderer(self.model, 480, 640)
+            self._camera = mujoco.MjvCamera()
+            self._camera.type = mujoco.mjtCamera.mjCAMERA_TRACKING
+            self._camera.trackbodyid = 1
+            self._camera.distance, self._camera.elevation = 0.6, -25.0
+        self._renderer.update_scene(self.data, self._camera)
+        return self._renderer.render()
+
+    def close(self) -> None:
+        """Release the renderer."""
+        if self._renderer is not None:
+            self._renderer.close()
+            self._renderer = None
+
+
+class QuadrotorVectorEnv(VectorEnv):
+    """N Crazyflies flying a task, stepped as one batch, with same-step autoreset.
+
+    backend "mujoco_batch": N MjData in a `mujoco.batch.Batch`, one C call per control step on `nthread`
+    threads; arrays are numpy. backend "torch": rigid-body dynamics as tensors on `device` (CPU or CUDA),
+    same equations as MuJoCo's; observations, rewards and flags are torch tensors on that device.
+
+    When an episode ends, `step` returns the first observation of the next one and puts the last one in
+    `info["final_obs"]` (with `info["_final_obs"]` marking those envs); `info["params"]` appears at reset
+    and on steps where some env restarted, with the current parameters of every env.
+    """
+
+    metadata = {"autoreset_mode": AutoresetMode.SAME_STEP, "render_modes": []}
+
+    def __init__(self, task: str = "hover", num_envs: int = 64, backend: str = "mujoco_batch",
+                 config: QuadrotorEnvConfig | dict | None = None, *, nthread: int = 0,
+                 device: str | torch.device | None = None, dtype: torch.dtype = torch.float32, **overrides: Any):
+        self.config = make_config(task, config, **overrides)
+        if device is None:
+            device = "cuda" if torch.cuda.is_available() else "cpu"
+        self.batch = QuadrotorBatch(self.config, num_envs, backend, nthread=nthread, device=device, dtype=dtype)
+        self.num_envs = num_envs
+        self.backend = backend
+        self.layout = self.batch.layout
+        self.single_observation_space, self.single_action_space = _spaces(self.batch)
+        self.observation_space = gym.vector.utils.batch_space(self.single_observation_space, num_envs)
+        self.action_space = gym.vector.utils.batch_space(self.single_action_space, num_envs)
+        self._np_dtype = np.float32
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple[Any, dict]:
+        """Reset every env; `options` as for QuadrotorBatch.reset (arrays may have a leading env axis)."""
+        if seed is not None:
+            self.batch.rng = np.random.default_rng(seed)
+            if self.batch._torch_rng is not None:
+                self.batch._torch_rng.manual_seed(seed)
+        obs = self.batch.reset(options=options)
+        return self._out(obs), {"params": self.batch.params_info()}
+
+    def step(self, actions: Any) -> tuple[Any, Any, Any, Any, dict]:
+        """Step every env with actions (N, 4); finished envs restart in the same call."""
+        result = self.batch.step(actions)
+        done = result.terminated | result.truncated
+        info: dict[str, Any] = {"is_success": result.is_success, "reward_terms": result.reward_terms}
+        obs = result.observation
+        done_ids = np.flatnonzero(_numpy(done))
+        if len(done_ids):
+            info["final_obs"] = self._out(obs.clone() if self.batch.xp is torch else obs.copy())
+            info["_final_obs"] = _numpy(done)
+            obs = self.batch.reset(done_ids)
+            info["params"] = self.batch.params_info()
+        return self._out(obs), result.reward, result.terminated, result.truncated, info
+
+    def _out(self, obs: Any) -> Any:
+        return obs if self.batch.xp is torch else obs.astype(self._np_dtype)
+
+
+def _numpy(array: Any) -> np.ndarray:
+    return array.detach().cpu().numpy() if isinstance(array, torch.Tensor) else np.asarray(array)

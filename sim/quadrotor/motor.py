@@ -1,0 +1,60 @@
+"""Rotor model: normalized thrust command -> rotor-speed setpoint -> first-order lag -> thrust.
+
+Shared by every simulation path (`xp` is numpy or torch). The command is held over a control step, so
+the lag is integrated exactly per physics substep: w_{k+1} = w_cmd + (w_k - w_cmd) exp(-h / tau), with
+tau the rise constant when speeding up and the fall constant when slowing down (the speed moves
+monotonically towards a constant setpoint, so one constant holds for the whole control step). Thrust
+during substep k is taken at w_k (zero-order hold), the value MuJoCo receives as actuator control.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def rotor_speed_setpoint(xp: Any, command: Any, thrust_curve: Any) -> Any:
+    """Steady-state normalized rotor speed giving `command * thrust_max` on the nominal thrust curve.
+
+    `command` is the per-rotor normalized thrust, the Crazyflie firmware's `normalizedForces` (0..1 of
+    this vehicle's maximum thrust); the controller inverts the nominal curve, the plant may differ.
+    """
+    c0, c1, c2 = (float(c) for c in thrust_curve)
+    thrust = xp.clip(command, 0.0, 1.0) * (c0 + c1 + c2)
+    thrust = xp.clip(thrust, c0, c0 + c1 + c2)
+    if c2 == 0.0:
+        return (thrust - c0) / c1
+    discriminant = xp.clip(c1 * c1 - 4.0 * c2 * (c0 - thrust), 0.0, None)
+    return xp.clip((-c1 + xp.sqrt(discriminant)) / (2.0 * c2), 0.0, 1.0)
+
+
+def lag_factors(xp: Any, timestep: float, tau_rise: Any, tau_fall: Any) -> tuple[Any, Any]:
+    """Per-substep decay factors exp(-h / tau) for rising and falling speed (0 for tau = 0: no lag)."""
+    rise = xp.exp(-timestep / xp.clip(tau_rise, 1e-9, None))
+    fall = xp.exp(-timestep / xp.clip(tau_fall, 1e-9, None))
+    return rise, fall
+
+
+def rotor_speed_substeps(
+    xp: Any, speed: Any, setpoint: Any, decay_rise: Any, decay_fall: Any, substeps: int
+) -> tuple[Any, Any]:
+    """Rotor speeds at the start of each of `substeps` physics steps, (N, K, 4), and at the end, (N, 4).
+
+    `decay_rise`/`decay_fall` broadcast against (N, 4) (e.g. (N, 1) per-episode values).
+    """
+    decay = xp.where(setpoint >= speed, decay_rise, decay_fall)
+    powers = decay[:, None, :] ** xp_arange(xp, substeps + 1, like=speed)[None, :, None]
+    speeds = setpoint[:, None, :] + (speed - setpoint)[:, None, :] * powers
+    return speeds[:, :substeps], speeds[:, substeps]
+
+
+def thrust_from_speed(speed: Any, thrust_curve: Any, thrust_scale: Any) -> Any:
+    """Rotor thrust [N] at normalized speed `speed`, times the per-rotor coefficient scale."""
+    c0, c1, c2 = (float(c) for c in thrust_curve)
+    return thrust_scale * (c0 + speed * (c1 + c2 * speed))
+
+
+def xp_arange(xp: Any, n: int, like: Any) -> Any:
+    """`arange(n)` with the dtype (and device, for torch) of `like`."""
+    if hasattr(like, "device"):
+        return xp.arange(n, dtype=like.dtype, device=like.device)
+    return xp.arange(n, dtype=like.dtype)
