@@ -1,0 +1,197 @@
+"""Gymnasium API, determinism, randomization ranges, tasks and bad configuration."""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+from gymnasium.utils.env_checker import check_env
+
+from sim import QUADROTOR_ENV_IDS
+from sim.errors import ConfigError
+from sim.quadrotor.env import QuadrotorVectorEnv
+from tests.sim.conftest import NO_RANDOMIZATION, fixed_randomization
+
+ENV_IDS = sorted(QUADROTOR_ENV_IDS)
+
+
+@pytest.mark.parametrize("env_id", ENV_IDS)
+def test_gymnasium_env_checker_passes(env_id):
+    check_env(gym.make(env_id).unwrapped, skip_render_check=True)
+
+
+@pytest.mark.parametrize("env_id", ENV_IDS)
+@pytest.mark.parametrize("backend", ["mujoco_batch", "torch"])
+def test_make_vec_returns_the_batched_env(env_id, backend):
+    env = gym.make_vec(env_id, num_envs=4, vectorization_mode="vector_entry_point", backend=backend, device="cpu")
+    assert isinstance(env, QuadrotorVectorEnv)
+    obs, info = env.reset(seed=0)
+    assert tuple(obs.shape) == (4, env.layout.size) == env.observation_space.shape
+    assert info["params"]["mass"].shape == (4,)
+    obs, reward, terminated, truncated, info = env.step(np.full((4, 4), 0.68, dtype=np.float32))
+    assert tuple(reward.shape) == (4,) and tuple(info["is_success"].shape) == (4,)
+    assert set(info["reward_terms"]) >= {"position", "orientation", "alive"}
+
+
+def _rollout(env_id: str, seed: int, steps: int = 60) -> np.ndarray:
+    env = gym.make(env_id)  # randomization, noise and latency on
+    obs, info = env.reset(seed=seed)
+    out = [obs]
+    rng = np.random.default_rng(123)
+    for _ in range(steps):
+        obs, reward, terminated, truncated, _ = env.step(rng.uniform(0.6, 0.75, 4))
+        out.append(np.append(obs, reward))
+        if terminated or truncated:
+            obs, _ = env.reset()
+    return np.concatenate(out)
+
+
+@pytest.mark.parametrize("env_id", ENV_IDS)
+def test_same_seed_same_rollout(env_id):
+    np.testing.assert_array_equal(_rollout(env_id, 7), _rollout(env_id, 7))
+    assert not np.array_equal(_rollout(env_id, 7), _rollout(env_id, 8))
+
+
+@pytest.mark.parametrize("backend", ["mujoco_batch", "torch"])
+def test_vector_env_same_seed_same_rollout(backend):
+    def run(seed: int) -> np.ndarray:
+        env = QuadrotorVectorEnv("hover", num_envs=16, backend=backend, device="cpu")
+        obs, _ = env.reset(seed=seed)
+        rows = [np.asarray(obs)]
+        for t in range(120):  # long enough for crashes and autoresets
+            obs, reward, *_ = env.step(np.full((16, 4), 0.55 + 0.002 * t))
+            rows.append(np.asarray(obs))
+        return np.stack(rows)
+
+    np.testing.assert_array_equal(run(3), run(3))
+
+
+def test_randomization_stays_in_its_ranges_and_is_reported():
+    ranges = {"mass_scale": (0.8, 1.2), "inertia_scale": (0.7, 1.3), "thrust_scale": (0.9, 1.1),
+              "yaw_torque_scale": (0.5, 1.5), "motor_tau_scale": (0.6, 1.4), "disturbance_force": 0.01,
+              "disturbance_torque": 2e-5, "latency_steps": (1, 3)}
+    env = QuadrotorVectorEnv("hover", num_envs=2000, backend="mujoco_batch", randomization=ranges)
+    _, info = env.reset(seed=0)
+    p, nominal = info["params"], env.batch.params
+    assert np.all((p["mass"] >= 0.8 * nominal.mass) & (p["mass"] <= 1.2 * nominal.mass))
+    ratio = p["inertia"] / nominal.inertia
+    assert ratio.min() >= 0.7 and ratio.max() <= 1.3 and ratio.std() > 0.1
+    assert p["thrust_scale"].min() >= 0.9 and p["thrust_scale"].max() <= 1.1
+    yaw = p["yaw_torque_coefficients"] / nominal.yaw_torque_coefficients
+    assert yaw.min() >= 0.5 and yaw.max() <= 1.5
+    tau = p["motor_tau_rise"] / nominal.motor_tau_rise
+    assert tau.min() >= 0.6 and tau.max() <= 1.4
+    np.testing.assert_allclose(p["motor_tau_fall"] / nominal.motor_tau_fall, tau)
+    assert np.abs(p["disturbance_force"]).max() <= 0.01 and np.abs(p["disturbance_torque"]).max() <= 2e-5
+    assert set(np.unique(p["latency_steps"])) == {1, 2, 3}
+    # the sampled values reach the simulation: per-simulation model fields of the MuJoCo batch
+    np.testing.assert_allclose(env.batch.physics._mass[:, 1], p["mass"])
+
+
+def test_latency_delays_the_applied_action_by_whole_steps(excitation):
+    high = {"center": (0.0, 0.0, 30.0), "max_position_error": 100.0}
+    delayed = gym.make("robo_rl/CrazyflieHover-v0", **high, **fixed_randomization(latency_steps=(2, 2)))
+    prompt = gym.make("robo_rl/CrazyflieHover-v0", **high, **NO_RANDOMIZATION)
+    for env in (delayed, prompt):
+        env.reset(seed=0, options={"initial_state": {"position": (0, 0, 30)}})
+    hover = prompt.unwrapped.batch.params.hover_command
+    shifted = np.concatenate([np.full((2, 4), hover), excitation[:-2]])
+    for a, b in zip(excitation, shifted):
+        delayed.step(a)
+        prompt.step(b)
+        np.testing.assert_array_equal(delayed.unwrapped.data.qpos, prompt.unwrapped.data.qpos)
+
+
+def test_observation_layout_names_every_entry():
+    env = gym.make("robo_rl/CrazyflieHover-v0", action_history=32, **NO_RANDOMIZATION)
+    layout = env.unwrapped.layout
+    assert layout.size == 146 == env.observation_space.shape[0]  # learning-to-fly's actor input
+    assert [f["name"] for f in layout.to_dict()] == [
+        "position_error", "rotation_matrix", "velocity_error", "angular_velocity", "action_history"]
+    obs, _ = env.reset(options={"initial_state": {"position": (0.1, 0.2, 0.9), "velocity": (0.5, 0, 0)}})
+    s = layout.slices()
+    np.testing.assert_allclose(obs[s["position_error"]], [0.1, 0.2, -0.1], atol=1e-6)
+    np.testing.assert_allclose(obs[s["rotation_matrix"]], np.eye(3).ravel())
+    np.testing.assert_allclose(obs[s["velocity_error"]], [0.5, 0, 0])
+
+
+def test_hovering_at_the_target_succeeds_and_leaving_the_arena_terminates():
+    env = gym.make("robo_rl/CrazyflieHover-v0", **NO_RANDOMIZATION)
+    env.reset(options={"initial_state": {}})
+    hover = np.full(4, env.unwrapped.batch.params.hover_command)
+    successes = [env.step(hover)[4]["is_success"] for _ in range(120)]
+    assert not successes[98] and all(successes[99:])  # after the 1 s window, not before
+    env.reset(options={"initial_state": {"velocity": (3.0, 0, 0)}})
+    for step in range(100):
+        _, reward, terminated, truncated, info = env.step(hover)
+        if terminated:
+            break
+    assert terminated and not truncated and info["reward_terms"]["termination"] == 1.0
+    assert step == pytest.approx(20, abs=2)  # 0.6 m at 3 m/s
+
+
+def test_episode_truncates_at_the_time_limit():
+    env = gym.make("robo_rl/CrazyflieHover-v0", episode_seconds=0.5, success_window_seconds=0.2,
+                   **NO_RANDOMIZATION)
+    env.reset(options={"initial_state": {}})
+    hover = np.full(4, env.unwrapped.batch.params.hover_command)
+    flags = [env.step(hover)[3] for _ in range(50)]
+    assert flags == [False] * 49 + [True]
+
+
+def test_reward_is_the_sum_of_scaled_named_terms():
+    env = gym.make("robo_rl/CrazyflieReach-v0")
+    env.reset(seed=1)
+    _, reward, _, _, info = env.step(np.full(4, 0.7))
+    scales = env.unwrapped.config.reward_scales
+    assert reward == pytest.approx(sum(scales[k] * v for k, v in info["reward_terms"].items()))
+
+
+def test_reach_targets_and_figure_eight_reference():
+    env = QuadrotorVectorEnv("reach", num_envs=500, backend="mujoco_batch")
+    _, info = env.reset(seed=0)
+    offset = info["params"]["target"] - np.array(env.config.center)
+    assert np.all(np.abs(offset) <= np.array(env.config.reach_range)) and offset.std(0).min() > 0.1
+    eight = QuadrotorVectorEnv("figure_eight", num_envs=1, backend="torch", device="cpu", dtype=torch.float64,
+                               **NO_RANDOMIZATION)
+    obs, _ = eight.reset(options={"initial_state": {}})
+    hover = np.full((1, 4), eight.batch.params.hover_command)
+    quarter = int(eight.config.figure_eight_period * eight.config.control_hz / 4)
+    for _ in range(quarter):
+        obs, *_ = eight.step(hover)
+    # a quarter lap in, the reference is at +x amplitude, the vehicle still at the centre
+    np.testing.assert_allclose(obs[0, :3].numpy(), [-eight.config.figure_eight_amplitude, 0, 0], atol=1e-9)
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"vehicle_overrides": {"mass": -0.03}}, "mass must be > 0"),
+        ({"task": "backflip"}, "unknown quadrotor task 'backflip'"),
+        ({"vehicle": "crazyflie_9000"}, "unknown vehicle 'crazyflie_9000'"),
+        ({"randomization": {"mass_scale": (1.2, 0.8)}}, "mass_scale must be a"),
+        ({"randomization": {"latency": 3}}, "unknown option config.randomization.latency"),
+        ({"control_hz": 333.0}, "must divide the physics rate"),
+        ({"reward_scales": {"style": 1.0}}, "unknown reward terms"),
+        ({"vehicle_overrides": {"inertia": (1e-5, -1e-5, 1e-5)}}, "inertia must be positive"),
+    ],
+)
+def test_bad_configuration_raises_one_clear_error(kwargs, message):
+    with pytest.raises(ConfigError, match=message):
+        gym.make("robo_rl/CrazyflieHover-v0", **kwargs)
+
+
+def test_bad_actions_raise_clear_errors():
+    env = gym.make("robo_rl/CrazyflieHover-v0").unwrapped
+    env.reset(seed=0)
+    with pytest.raises(ValueError, match=r"action must have shape \(4,\)"):
+        env.step(np.zeros(3))
+    with pytest.raises(ValueError, match="NaN or Inf"):
+        env.step(np.array([0.5, np.nan, 0.5, 0.5]))
+    venv = QuadrotorVectorEnv("hover", num_envs=3, backend="torch", device="cpu")
+    venv.reset(seed=0)
+    with pytest.raises(ValueError, match=r"action must have shape \(3, 4\)"):
+        venv.step(np.zeros((4, 4)))
+    with pytest.raises(ConfigError, match="unknown backend"):
+        QuadrotorVectorEnv("hover", num_envs=2, backend="jax")
