@@ -41,11 +41,14 @@ class StepResult:
 
 
 class QuadrotorBatch:
-    """N quadrotor episodes of one task on one physics backend ("mujoco", "mujoco_batch" or "torch")."""
+    """N quadrotor episodes of one task on one physics backend ("mujoco", "mujoco_batch" or "torch").
+
+    With `compile=True` the torch path compiles each control step into one kernel (torch.compile).
+    """
 
     def __init__(self, config: QuadrotorEnvConfig, num_envs: int, backend: str = "mujoco", *,
                  nthread: int = 0, device: str | torch.device = "cpu", dtype: torch.dtype = torch.float32,
-                 seed: int | None = None):
+                 seed: int | None = None, compile: bool = False):
         if backend not in BACKENDS:
             raise ConfigError(f"unknown backend {backend!r}; known backends: {', '.join(BACKENDS)}")
         if backend == "mujoco" and num_envs != 1:
@@ -63,6 +66,9 @@ class QuadrotorBatch:
             )
         self.substeps = int(round(substeps))
         self.layout = quadrotor_layout(config.action_history)
+        # Python floats, not arrays: constants of the (compiled, on the torch path) transition.
+        self._thrust_curve = tuple(float(c) for c in self.params.thrust_curve)
+        self._hover_command = float(self.params.hover_command)
         if backend == "mujoco":
             self.physics: Any = MujocoSinglePhysics(self.model)
         elif backend == "mujoco_batch":
@@ -78,7 +84,9 @@ class QuadrotorBatch:
         self._window_steps = int(round(config.success_window_seconds * config.control_hz))
         self._cos_success_tilt = math.cos(math.radians(config.success_max_tilt_deg))
         self._scales = {k: float(v) for k, v in config.reward_scales.items() if v != 0.0}
-        self._noise = config.randomization.observation_noise if config.randomization.enabled else None
+        noise = config.randomization.observation_noise
+        stds = np.repeat([noise.position, noise.orientation, noise.velocity, noise.angular_velocity], [3, 9, 3, 3])
+        self._noise_std = self._array(stds) if config.randomization.enabled and stds.any() else None
         self._max_latency = int(config.randomization.latency_steps[1]) if config.randomization.enabled else 0
         self.episode_params = nominal_params(self.params, num_envs)
         self._targets_np = np.zeros((num_envs, 3))
@@ -96,6 +104,9 @@ class QuadrotorBatch:
         self.decay_rise = self._array(np.ones((n, 1)))
         self.decay_fall = self._array(np.ones((n, 1)))
         self._rows = self._index_array(np.arange(n))
+        if compile and self.xp is torch:
+            # One fused kernel per control step (minutes of compile the first time, then ~10x eager).
+            self._transition = torch.compile(self._transition, dynamic=False)
         self._last: StepResult | None = None
 
     # ----------------------------------------------------------------- arrays
@@ -117,7 +128,7 @@ class QuadrotorBatch:
 
     # ------------------------------------------------------------------ reset
     def reset(self, ids: np.ndarray | None = None, options: Mapping[str, Any] | None = None) -> Any:
-        """Start new episodes in envs `ids` (all if None) and return the full observation batch.
+        """Start new episodes in envs `ids` (all if None) and return their first observations (len(ids), obs_dim).
 
         options: "initial_state" {position, quaternion, velocity, angular_velocity} arrays (n, k) or (k,)
         to start from a given state; "target" (3,) or (n, 3) to fix the target.
@@ -125,7 +136,7 @@ class QuadrotorBatch:
         ids = np.arange(self.num_envs) if ids is None else np.asarray(ids, dtype=np.int64)
         n = len(ids)
         if n == 0:
-            return self.observe()
+            return self.observe(ids)
         options = dict(options or {})
         unknown = set(options) - {"initial_state", "target"}
         if unknown:
@@ -157,28 +168,32 @@ class QuadrotorBatch:
             (self.decay_fall, fall[:, None]),
         ):
             self._set_rows(array, ids, value)
-        return self.observe()
+        return self.observe(None if n == self.num_envs else ids)
 
     # ------------------------------------------------------------------- step
     def step(self, action: Any) -> StepResult:
         """Advance all envs one control step with normalized thrust commands (N, 4) in [0, 1]."""
-        xp = self.xp
         action = self._check_action(action)
+        return self._transition(action, self._draw_noise())
+
+    def _transition(self, action: Any, noise: Any) -> StepResult:
+        # No host synchronization in here: on the torch path this whole method is one compiled kernel.
+        xp = self.xp
         if self._max_latency:
             self.pending = xp.concatenate([action[:, None], self.pending[:, :-1]], 1)
             applied = self.pending[self._rows, self.latency]
         else:
             applied = action
-        setpoint = motor.rotor_speed_setpoint(xp, applied, self.params.thrust_curve)
+        setpoint = motor.rotor_speed_setpoint(xp, applied, self._thrust_curve)
         speeds, self.rotor_speed = motor.rotor_speed_substeps(
             xp, self.rotor_speed, setpoint, self.decay_rise, self.decay_fall, self.substeps
         )
-        thrust = motor.thrust_from_speed(speeds, self.params.thrust_curve, self.thrust_scale[:, None, :])
+        thrust = motor.thrust_from_speed(speeds, self._thrust_curve, self.thrust_scale[:, None, :])
         self.physics.advance(thrust)
         if self.config.action_history:
             self.history = xp.concatenate([action[:, None], self.history[:, :-1]], 1)
         self.steps = self.steps + 1.0
-        result = self._evaluate(action)
+        result = self._evaluate(action, noise)
         self.previous_action = action
         return result
 
@@ -194,7 +209,7 @@ class QuadrotorBatch:
             raise ValueError("action contains NaN or Inf")
         return xp.clip(action, 0.0, 1.0)
 
-    def _evaluate(self, action: Any) -> StepResult:
+    def _evaluate(self, action: Any, noise: Any) -> StepResult:
         xp, config = self.xp, self.config
         pos, quat, vel, angvel = self.physics.state()
         rotation = quat_to_matrix(xp, quat)
@@ -205,7 +220,7 @@ class QuadrotorBatch:
         speed2 = (vel * vel).sum(-1)
         rate2 = (angvel * angvel).sum(-1)
         uprightness = rotation[:, 2, 2]
-        hover = self.params.hover_command
+        hover = self._hover_command
         terms = {
             "position": dist2,
             "orientation": 1.0 - uprightness,
@@ -224,43 +239,56 @@ class QuadrotorBatch:
             | (rate2 > config.max_angular_speed**2)
         )
         terms["termination"] = terminated * 1.0
-        reward = sum(scale * terms[name] for name, scale in self._scales.items())
+        reward = xp.zeros_like(dist2)
+        for name, scale in self._scales.items():
+            reward = reward + scale * terms[name]
         truncated = (self.steps >= config.episode_steps) & ~terminated
         within = (dist2 < config.success_radius**2) & (uprightness > self._cos_success_tilt) & ~terminated
         self.success_count = xp.where(within, self.success_count + 1.0, xp.zeros_like(self.success_count))
         is_success = (self.success_count >= max(self._window_steps, 1)) & ~terminated
-        obs = self._observation(pos_err, rotation, vel_err, angvel)
+        obs = self._observation(pos_err, rotation, vel_err, angvel, noise)
         return StepResult(obs, reward, terminated, truncated, is_success, terms)
 
     # ------------------------------------------------------------ observation
-    def observe(self) -> Any:
-        """Observation batch (N, obs_dim) of the current state."""
+    def observe(self, ids: np.ndarray | None = None) -> Any:
+        """Observations (N, obs_dim) of the current state, or only of envs `ids` (len(ids), obs_dim)."""
         xp = self.xp
-        pos, quat, vel, angvel = self.physics.state()
-        ref_pos, ref_vel = reference(xp, self.config, self.targets, self.steps * self.config.control_dt)
-        return self._observation(pos - ref_pos, quat_to_matrix(xp, quat), vel - ref_vel, angvel)
+        rows = slice(None) if ids is None else self._index_array(ids)
+        pos, quat, vel, angvel = (x[rows] for x in self.physics.state())
+        ref_pos, ref_vel = reference(xp, self.config, self.targets[rows], self.steps[rows] * self.config.control_dt)
+        n = pos.shape[0]
+        return self._observation(pos - ref_pos, quat_to_matrix(xp, quat), vel - ref_vel, angvel,
+                                 self._draw_noise(n), self.history[rows])
 
-    def _observation(self, pos_err: Any, rotation: Any, vel_err: Any, angvel: Any) -> Any:
-        xp, n = self.xp, self.num_envs
-        parts = [pos_err, rotation.reshape(n, 9), vel_err, angvel]
-        if self._noise is not None:
-            stds = (self._noise.position, self._noise.orientation, self._noise.velocity, self._noise.angular_velocity)
-            parts = [p + std * self._normal(p.shape) if std > 0 else p for p, std in zip(parts, stds)]
+    def _observation(self, pos_err: Any, rotation: Any, vel_err: Any, angvel: Any, noise: Any,
+                     history: Any = None) -> Any:
+        xp, n = self.xp, pos_err.shape[0]
+        state = xp.concatenate([pos_err, rotation.reshape(n, 9), vel_err, angvel], -1)
+        if noise is not None:
+            state = state + noise
         if self.config.action_history:
-            parts.append(self.history.reshape(n, -1))
-        return xp.concatenate(parts, -1)
+            history = self.history if history is None else history
+            return xp.concatenate([state, history.reshape(n, -1)], -1)
+        return state
 
-    def _normal(self, shape: tuple[int, ...]) -> Any:
+    def _draw_noise(self, n: int | None = None) -> Any:
+        """Observation noise (n, 18) for the state fields (n = N by default), or None without noise."""
+        if self._noise_std is None:
+            return None
+        shape = (self.num_envs if n is None else n, 18)
         if self.xp is torch:
-            return torch.randn(shape, generator=self._torch_rng, device=self.physics.device, dtype=self.physics.dtype)
-        return self.rng.standard_normal(shape)
+            normal = torch.randn(shape, generator=self._torch_rng, device=self.physics.device, dtype=self.physics.dtype)
+        else:
+            normal = self.rng.standard_normal(shape)
+        return normal * self._noise_std
 
-    def params_info(self, ids: np.ndarray | None = None) -> dict[str, np.ndarray]:
-        """The episode parameters (and targets) of envs `ids`, as numpy arrays, for `info["params"]`."""
-        rows = self.episode_params if ids is None else self.episode_params.rows(ids)
-        info = {k: v.copy() for k, v in rows.as_dict().items()}
-        info["target"] = self._targets_np.copy() if ids is None else self._targets_np[ids].copy()
-        return info
+    def params_info(self, copy: bool = True) -> dict[str, np.ndarray]:
+        """Every env's current episode parameters and target as numpy arrays (N, ...), for `info["params"]`.
+
+        With copy=False the arrays are the live ones, overwritten when episodes restart.
+        """
+        info = dict(self.episode_params.as_dict(), target=self._targets_np)
+        return {k: v.copy() for k, v in info.items()} if copy else info
 
 
 def _explicit_state(state: Mapping[str, Any], n: int, center: Any) -> tuple[np.ndarray, ...]:

@@ -111,22 +111,26 @@ class QuadrotorVectorEnv(VectorEnv):
 
     backend "mujoco_batch": N MjData in a `mujoco.batch.Batch`, one C call per control step on `nthread`
     threads; arrays are numpy. backend "torch": rigid-body dynamics as tensors on `device` (CPU or CUDA),
-    same equations as MuJoCo's; observations, rewards and flags are torch tensors on that device.
+    same equations as MuJoCo's; observations, rewards and flags are torch tensors on that device
+    (`device=None` picks CUDA when available); `compile=True` fuses each control step with torch.compile.
 
     When an episode ends, `step` returns the first observation of the next one and puts the last one in
     `info["final_obs"]` (with `info["_final_obs"]` marking those envs); `info["params"]` appears at reset
-    and on steps where some env restarted, with the current parameters of every env.
+    and on steps where some env restarted, with the current parameters of every env (on steps, the live
+    arrays: copy them to keep them).
     """
 
     metadata = {"autoreset_mode": AutoresetMode.SAME_STEP, "render_modes": []}
 
     def __init__(self, task: str = "hover", num_envs: int = 64, backend: str = "mujoco_batch",
                  config: QuadrotorEnvConfig | dict | None = None, *, nthread: int = 0,
-                 device: str | torch.device | None = None, dtype: torch.dtype = torch.float32, **overrides: Any):
+                 device: str | torch.device | None = None, dtype: torch.dtype = torch.float32,
+                 compile: bool = False, **overrides: Any):
         self.config = make_config(task, config, **overrides)
         if device is None:
             device = "cuda" if torch.cuda.is_available() else "cpu"
-        self.batch = QuadrotorBatch(self.config, num_envs, backend, nthread=nthread, device=device, dtype=dtype)
+        self.batch = QuadrotorBatch(self.config, num_envs, backend, nthread=nthread, device=device, dtype=dtype,
+                                    compile=compile)
         self.num_envs = num_envs
         self.backend = backend
         self.layout = self.batch.layout
@@ -154,8 +158,9 @@ class QuadrotorVectorEnv(VectorEnv):
         if len(done_ids):
             info["final_obs"] = self._out(obs.clone() if self.batch.xp is torch else obs.copy())
             info["_final_obs"] = _numpy(done)
-            obs = self.batch.reset(done_ids)
-            info["params"] = self.batch.params_info()
+            rows = torch.as_tensor(done_ids, device=obs.device) if self.batch.xp is torch else done_ids
+            obs[rows] = self.batch.reset(done_ids)
+            info["params"] = self.batch.params_info(copy=False)
         return self._out(obs), result.reward, result.terminated, result.truncated, info
 
     def _out(self, obs: Any) -> Any:

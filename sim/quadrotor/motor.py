@@ -9,10 +9,10 @@ during substep k is taken at w_k (zero-order hold), the value MuJoCo receives as
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Sequence
 
 
-def rotor_speed_setpoint(xp: Any, command: Any, thrust_curve: Any) -> Any:
+def rotor_speed_setpoint(xp: Any, command: Any, thrust_curve: Sequence[float]) -> Any:
     """Steady-state normalized rotor speed giving `command * thrust_max` on the nominal thrust curve.
 
     `command` is the per-rotor normalized thrust, the Crazyflie firmware's `normalizedForces` (0..1 of
@@ -47,7 +47,7 @@ def rotor_speed_substeps(
     return speeds[:, :substeps], speeds[:, substeps]
 
 
-def thrust_from_speed(speed: Any, thrust_curve: Any, thrust_scale: Any) -> Any:
+def thrust_from_speed(speed: Any, thrust_curve: Sequence[float], thrust_scale: Any) -> Any:
     """Rotor thrust [N] at normalized speed `speed`, times the per-rotor coefficient scale."""
     c0, c1, c2 = (float(c) for c in thrust_curve)
     return thrust_scale * (c0 + speed * (c1 + c2 * speed))

@@ -25,12 +25,8 @@ class EpisodeParams:
     latency_steps: np.ndarray  # (n,) int, control steps
 
     def as_dict(self) -> dict[str, np.ndarray]:
-        """The fields as a dict of arrays."""
-        return dataclasses.asdict(self)
-
-    def rows(self, ids: np.ndarray) -> "EpisodeParams":
-        """The parameters of episodes `ids`."""
-        return EpisodeParams(**{k: v[ids] for k, v in self.as_dict().items()})
+        """The fields as a dict of the (live, uncopied) arrays."""
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
 
     def assign(self, ids: np.ndarray, other: "EpisodeParams") -> None:
         """Overwrite rows `ids` with `other`'s rows (in order)."""
