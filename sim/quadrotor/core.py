@@ -72,7 +72,10 @@ class QuadrotorBatch:
         if backend == "mujoco":
             self.physics: Any = MujocoSinglePhysics(self.model)
         elif backend == "mujoco_batch":
-            self.physics = MujocoBatchPhysics(self.model, num_envs, nthread)
+            # Episodes end below min_altitude; if no geom can reach the floor before that, contacts
+            # cannot occur during an episode and their detection is skipped (the torch path has none).
+            contacts = config.min_altitude <= self.params.reach
+            self.physics = MujocoBatchPhysics(self.model, num_envs, nthread, contacts=contacts)
         else:
             self.physics = TorchPhysics(self.params, num_envs, device, dtype)
         self.xp = self.physics.xp
@@ -179,6 +182,7 @@ class QuadrotorBatch:
     def _transition(self, action: Any, noise: Any) -> StepResult:
         # No host synchronization in here: on the torch path this whole method is one compiled kernel.
         xp = self.xp
+        action = xp.clip(action, 0.0, 1.0)
         if self._max_latency:
             self.pending = xp.concatenate([action[:, None], self.pending[:, :-1]], 1)
             applied = self.pending[self._rows, self.latency]
@@ -207,7 +211,7 @@ class QuadrotorBatch:
             raise ValueError(f"action must have shape ({self.num_envs}, 4), got {tuple(action.shape)}")
         if not bool(xp.isfinite(action).all()):
             raise ValueError("action contains NaN or Inf")
-        return xp.clip(action, 0.0, 1.0)
+        return action
 
     def _evaluate(self, action: Any, noise: Any) -> StepResult:
         xp, config = self.xp, self.config

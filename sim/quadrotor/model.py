@@ -156,6 +156,7 @@ class QuadrotorParams:
     motor_tau_fall: float  # [s]
     gravity: float  # magnitude [m/s^2]
     timestep: float  # physics step [s]
+    reach: float  # farthest extent of the vehicle's geoms from its centre of mass [m]
 
     @classmethod
     def from_model(cls, model: mujoco.MjModel) -> "QuadrotorParams":
@@ -177,6 +178,10 @@ class QuadrotorParams:
             motor_tau_fall=float(_numeric(model, "motor_tau_fall")[0]),
             gravity=float(-model.opt.gravity[2]),
             timestep=float(model.opt.timestep),
+            reach=float(max(
+                np.linalg.norm(model.geom_pos[g]) + model.geom_rbound[g]
+                for g in range(model.ngeom) if model.geom_bodyid[g] == body
+            )),
         )
 
     def validate(self, name: str = "model") -> None:

@@ -42,9 +42,9 @@ def rotor_speed_substeps(
     `decay_rise`/`decay_fall` broadcast against (N, 4) (e.g. (N, 1) per-episode values).
     """
     decay = xp.where(setpoint >= speed, decay_rise, decay_fall)
-    powers = decay[:, None, :] ** xp_arange(xp, substeps + 1, like=speed)[None, :, None]
+    powers = decay[:, None, :] ** xp_arange(xp, substeps, like=speed)[None, :, None]
     speeds = setpoint[:, None, :] + (speed - setpoint)[:, None, :] * powers
-    return speeds[:, :substeps], speeds[:, substeps]
+    return speeds, setpoint + (speed - setpoint) * decay**substeps
 
 
 def thrust_from_speed(speed: Any, thrust_curve: Sequence[float], thrust_scale: Any) -> Any:

@@ -64,15 +64,19 @@ class MujocoSinglePhysics:
 class MujocoBatchPhysics:
     """N MuJoCo simulations in one `mujoco.batch.Batch`: one C call per control step on `nthread` threads.
 
-    Sensors are disabled (the tasks observe the state); enable them with `sensors=True`.
+    Sensors are disabled (the tasks observe the state); enable them with `sensors=True`. Collision
+    detection is skipped with `contacts=False`, for tasks that end before the vehicle can touch anything.
     """
 
     xp = np
 
-    def __init__(self, model: mujoco.MjModel, num_envs: int, nthread: int = 0, sensors: bool = False):
+    def __init__(self, model: mujoco.MjModel, num_envs: int, nthread: int = 0, sensors: bool = False,
+                 contacts: bool = True):
+        model = copy.copy(model)  # a deep copy: the caller's model keeps its flags
         if not sensors:
-            model = copy.copy(model)  # a deep copy: the caller's model keeps its flags
             model.opt.disableflags |= mujoco.mjtDisableBit.mjDSBL_SENSOR
+        if not contacts:
+            model.opt.disableflags |= mujoco.mjtDisableBit.mjDSBL_CONTACT
         self.model = model
         self.num_envs = num_envs
         self.batch = mujoco.batch.Batch(model, num_envs, nthread)
@@ -112,7 +116,12 @@ class MujocoBatchPhysics:
 
 
 class TorchPhysics:
-    """N quadrotors as torch tensors on any device: MuJoCo's Euler free-body step, vectorized."""
+    """N quadrotors as torch tensors on any device: MuJoCo's Euler free-body step, vectorized.
+
+    State and parameters are stored feature-major ((13, N) and (k, N) buffers; `state()` returns (N, k)
+    views of them) and the step is written on per-vehicle scalars, so that torch.compile fuses a whole
+    control step into one vectorized loop over vehicles.
+    """
 
     xp = torch
 
@@ -122,20 +131,17 @@ class TorchPhysics:
         self.device = torch.device(device)
         self.dtype = dtype
         self.timestep = params.timestep
+        self.gravity = params.gravity
+        self.rotor_x = tuple(float(x) for x in params.rotor_positions[:, 0])
+        self.rotor_y = tuple(float(y) for y in params.rotor_positions[:, 1])
         kw = dict(device=self.device, dtype=dtype)
-        rotors = torch.as_tensor(params.rotor_positions, **kw)
-        self._rotor_x, self._rotor_y = rotors[:, 0], rotors[:, 1]
-        self._gravity = torch.tensor([0.0, 0.0, -params.gravity], **kw)
-        self.pos = torch.zeros(num_envs, 3, **kw)
-        self.quat = torch.zeros(num_envs, 4, **kw)
-        self.quat[:, 0] = 1.0
-        self.vel = torch.zeros(num_envs, 3, **kw)
-        self.angvel = torch.zeros(num_envs, 3, **kw)
-        self.mass = torch.full((num_envs, 1), params.mass, **kw)
-        self.inertia = torch.as_tensor(params.inertia, **kw).repeat(num_envs, 1)
-        self.yaw_coefficients = torch.as_tensor(params.yaw_torque_coefficients, **kw).repeat(num_envs, 1)
-        self.force = torch.zeros(num_envs, 3, **kw)
-        self.torque = torch.zeros(num_envs, 3, **kw)
+        self.buffer = torch.zeros(13, num_envs, **kw)  # position 3, quaternion 4, velocity 3, angular velocity 3
+        self.buffer[3] = 1.0
+        self.mass = torch.full((num_envs,), params.mass, **kw)
+        self.inertia = torch.as_tensor(params.inertia, **kw)[:, None].repeat(1, num_envs)
+        self.yaw_coefficients = torch.as_tensor(params.yaw_torque_coefficients, **kw)[:, None].repeat(1, num_envs)
+        self.force = torch.zeros(3, num_envs, **kw)
+        self.torque = torch.zeros(3, num_envs, **kw)
 
     def _tensor(self, value: Any) -> torch.Tensor:
         return torch.as_tensor(np.asarray(value), device=self.device, dtype=self.dtype)
@@ -143,69 +149,81 @@ class TorchPhysics:
     def set_params(self, ids: np.ndarray, params: EpisodeParams) -> None:
         """Write episode parameters for envs `ids`."""
         index = torch.as_tensor(ids, device=self.device)
-        self.mass[index] = self._tensor(params.mass)[:, None]
-        self.inertia[index] = self._tensor(params.inertia)
-        self.yaw_coefficients[index] = self._tensor(params.yaw_torque_coefficients)
-        self.force[index] = self._tensor(params.disturbance_force)
-        self.torque[index] = self._tensor(params.disturbance_torque)
+        self.mass[index] = self._tensor(params.mass)
+        self.inertia[:, index] = self._tensor(params.inertia).T
+        self.yaw_coefficients[:, index] = self._tensor(params.yaw_torque_coefficients).T
+        self.force[:, index] = self._tensor(params.disturbance_force).T
+        self.torque[:, index] = self._tensor(params.disturbance_torque).T
 
     def set_state(self, ids: np.ndarray, pos: Any, quat: Any, vel: Any, angvel: Any) -> None:
         """Set the rigid-body state of envs `ids`."""
         index = torch.as_tensor(ids, device=self.device)
-        self.pos[index] = self._tensor(pos)
-        self.quat[index] = self._tensor(quat)
-        self.vel[index] = self._tensor(vel)
-        self.angvel[index] = self._tensor(angvel)
+        self.buffer[:, index] = self._tensor(np.concatenate([pos, quat, vel, angvel], 1)).T
 
     def advance(self, thrust: torch.Tensor) -> None:
         """Run K substeps of semi-implicit Euler with per-substep rotor thrusts (N, K, 4)."""
-        state = (self.pos, self.quat, self.vel, self.angvel)
-        for k in range(thrust.shape[1]):
+        state = tuple(self.buffer.unbind(0))
+        thrust = thrust.permute(1, 2, 0)  # (K, 4, N)
+        for k in range(thrust.shape[0]):
             state = free_body_substep(
-                *state, thrust[:, k], self.mass, self.inertia, self.yaw_coefficients, self._rotor_x,
-                self._rotor_y, self.force, self.torque, self._gravity, self.timestep,
+                state, tuple(thrust[k].unbind(0)), self.mass, tuple(self.inertia.unbind(0)),
+                tuple(self.yaw_coefficients.unbind(0)), self.rotor_x, self.rotor_y,
+                tuple(self.force.unbind(0)), tuple(self.torque.unbind(0)), self.gravity, self.timestep,
             )
-        self.pos, self.quat, self.vel, self.angvel = state
+        self.buffer = torch.stack(state, 0)
 
     def state(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-        """(pos, quat, vel, angvel) tensors."""
-        return self.pos, self.quat, self.vel, self.angvel
+        """(pos, quat, vel, angvel) as (N, k) views of the state buffer."""
+        view = self.buffer.T
+        return view[:, 0:3], view[:, 3:7], view[:, 7:10], view[:, 10:13]
+
+
+Scalars = tuple[torch.Tensor, ...]
 
 
 def free_body_substep(
-    pos: torch.Tensor, quat: torch.Tensor, vel: torch.Tensor, angvel: torch.Tensor, thrust: torch.Tensor,
-    mass: torch.Tensor, inertia: torch.Tensor, yaw_coefficients: torch.Tensor, rotor_x: torch.Tensor,
-    rotor_y: torch.Tensor, force: torch.Tensor, torque: torch.Tensor, gravity: torch.Tensor, h: float,
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-    """One MuJoCo-Euler step of a rigid quadrotor: accelerations at the current state, then
-    v += h a, omega += h alpha, p += h v_new, q = normalize(q) * exp(h omega_new / 2)."""
-    rotation = quat_to_matrix(torch, quat)
-    total_thrust = thrust.sum(-1, keepdim=True)
-    body_torque = torch.stack(
-        [thrust @ rotor_y, -(thrust @ rotor_x), (thrust * yaw_coefficients).sum(-1)], -1
-    ) + torch.einsum("nji,nj->ni", rotation, torque)
-    acceleration = rotation[:, :, 2] * total_thrust / mass + force / mass + gravity
-    momentum = inertia * angvel
-    angular_acceleration = (body_torque - torch.linalg.cross(angvel, momentum)) / inertia
-    vel = vel + h * acceleration
-    angvel = angvel + h * angular_acceleration
-    pos = pos + h * vel
-    rate = torch.sqrt((angvel * angvel).sum(-1, keepdim=True))
+    state: Scalars, thrust: Scalars, mass: torch.Tensor, inertia: Scalars, yaw_coefficients: Scalars,
+    rotor_x: tuple[float, ...], rotor_y: tuple[float, ...], force: Scalars, torque: Scalars,
+    gravity: float, h: float,
+) -> Scalars:
+    """One MuJoCo-Euler step of N rigid quadrotors, on per-vehicle component tensors of shape (N,).
+
+    state = (px, py, pz, qw, qx, qy, qz, vx, vy, vz, wx, wy, wz); rotor thrust acts along body z at
+    (rotor_x, rotor_y) with reaction yaw torque yaw_coefficients * thrust; force/torque are world-frame
+    disturbances. Accelerations at the current state, then v += h a, w += h alpha, p += h v_new,
+    q = normalize(q) * exp(h w_new / 2), as mj_Euler does for a free joint.
+    """
+    px, py, pz, qw, qx, qy, qz, vx, vy, vz, wx, wy, wz = state
+    ix, iy, iz = inertia
+    fx, fy, fz = force
+    tx, ty, tz = torque
+    r00, r01, r02 = 1 - 2 * (qy * qy + qz * qz), 2 * (qx * qy - qw * qz), 2 * (qx * qz + qw * qy)
+    r10, r11, r12 = 2 * (qx * qy + qw * qz), 1 - 2 * (qx * qx + qz * qz), 2 * (qy * qz - qw * qx)
+    r20, r21, r22 = 2 * (qx * qz - qw * qy), 2 * (qy * qz + qw * qx), 1 - 2 * (qx * qx + qy * qy)
+    total = thrust[0] + thrust[1] + thrust[2] + thrust[3]
+    # body torque: rotor moments r x (0, 0, T), reaction yaw torque, world disturbance rotated to body
+    bx = sum(t * y for t, y in zip(thrust, rotor_y)) + r00 * tx + r10 * ty + r20 * tz
+    by = -sum(t * x for t, x in zip(thrust, rotor_x)) + r01 * tx + r11 * ty + r21 * tz
+    bz = sum(t * c for t, c in zip(thrust, yaw_coefficients)) + r02 * tx + r12 * ty + r22 * tz
+    ax, ay, az = (r02 * total + fx) / mass, (r12 * total + fy) / mass, (r22 * total + fz) / mass - gravity
+    lx, ly, lz = ix * wx, iy * wy, iz * wz  # angular momentum, body frame
+    alpha_x = (bx - (wy * lz - wz * ly)) / ix
+    alpha_y = (by - (wz * lx - wx * lz)) / iy
+    alpha_z = (bz - (wx * ly - wy * lx)) / iz
+    vx, vy, vz = vx + h * ax, vy + h * ay, vz + h * az
+    wx, wy, wz = wx + h * alpha_x, wy + h * alpha_y, wz + h * alpha_z
+    px, py, pz = px + h * vx, py + h * vy, pz + h * vz
+    rate = torch.sqrt(wx * wx + wy * wy + wz * wz)
     half_angle = 0.5 * h * rate
-    axis_scale = torch.where(rate > 0, torch.sin(half_angle) / rate.clamp_min(1e-30), torch.full_like(rate, 0.5 * h))
-    rotation_quat = torch.cat([torch.cos(half_angle), axis_scale * angvel], -1)
-    quat = quat / torch.sqrt((quat * quat).sum(-1, keepdim=True))
-    quat = quat_multiply(quat, rotation_quat)
-    return pos, quat, vel, angvel
-
-
-def quat_multiply(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    """Hamilton product a * b of (N, 4) wxyz quaternions."""
-    aw, ax, ay, az = a.unbind(-1)
-    bw, bx, by, bz = b.unbind(-1)
-    return torch.stack([
-        aw * bw - ax * bx - ay * by - az * bz,
-        aw * bx + ax * bw + ay * bz - az * by,
-        aw * by - ax * bz + ay * bw + az * bx,
-        aw * bz + ax * by - ay * bx + az * bw,
-    ], -1)  # fmt: skip
+    scale = torch.where(rate > 0, torch.sin(half_angle) / rate.clamp_min(1e-30), torch.full_like(rate, 0.5 * h))
+    c, ex, ey, ez = torch.cos(half_angle), scale * wx, scale * wy, scale * wz
+    inv_norm = torch.rsqrt(qw * qw + qx * qx + qy * qy + qz * qz)
+    qw, qx, qy, qz = qw * inv_norm, qx * inv_norm, qy * inv_norm, qz * inv_norm
+    return (
+        px, py, pz,
+        qw * c - qx * ex - qy * ey - qz * ez,
+        qw * ex + qx * c + qy * ez - qz * ey,
+        qw * ey - qx * ez + qy * c + qz * ex,
+        qw * ez + qx * ey - qy * ex + qz * c,
+        vx, vy, vz, wx, wy, wz,
+    )  # fmt: skip

@@ -47,10 +47,12 @@ def test_l2f_paper_vehicle_hovers_at_its_published_rpm():
 def test_torch_path_uses_the_compiled_model_parameters():
     params = QuadrotorParams.from_model(load_model("crazyflie_l2f_paper"))
     physics = TorchPhysics(params, 2)
-    np.testing.assert_allclose(physics.mass[:, 0].numpy(), params.mass)
-    np.testing.assert_allclose(physics.inertia.numpy(), np.tile(params.inertia, (2, 1)), rtol=1e-6)
-    np.testing.assert_allclose(physics._rotor_x.numpy(), params.rotor_positions[:, 0], rtol=1e-6)
-    np.testing.assert_allclose(physics.yaw_coefficients.numpy()[0], params.yaw_torque_coefficients, rtol=1e-6)
+    np.testing.assert_allclose(physics.mass.numpy(), params.mass)
+    np.testing.assert_allclose(physics.inertia.numpy().T, np.tile(params.inertia, (2, 1)), rtol=1e-6)
+    np.testing.assert_allclose(physics.rotor_x, params.rotor_positions[:, 0])
+    np.testing.assert_allclose(physics.rotor_y, params.rotor_positions[:, 1])
+    np.testing.assert_allclose(physics.yaw_coefficients.numpy()[:, 0], params.yaw_torque_coefficients, rtol=1e-6)
+    assert physics.gravity == params.gravity and physics.timestep == params.timestep
 
 
 def test_motor_lag_has_separate_rise_and_fall_time_constants():

@@ -8,6 +8,7 @@ observation entry.
 from __future__ import annotations
 
 import gymnasium as gym
+import mujoco
 import numpy as np
 import pytest
 import torch
@@ -65,3 +66,16 @@ def test_batched_paths_reproduce_the_single_env(excitation, task, backend, dtype
     np.testing.assert_allclose(pos, ref_pos, rtol=0, atol=pos_tol)
     np.testing.assert_allclose(obs, ref_obs, rtol=0, atol=max(obs_tol, 1e-6))  # single env obs are float32
     np.testing.assert_allclose(rew, ref_rew, rtol=1e-5, atol=max(obs_tol, 1e-5))
+
+
+def test_batch_detects_contacts_only_when_the_vehicle_can_touch_the_floor():
+    flying = QuadrotorVectorEnv("hover", num_envs=2, backend="mujoco_batch", **NO_RANDOMIZATION)
+    reach = flying.batch.params.reach
+    assert flying.config.min_altitude > reach  # default tasks end before any geom reaches the floor
+    assert flying.batch.physics.model.opt.disableflags & mujoco.mjtDisableBit.mjDSBL_CONTACT
+    landing = QuadrotorVectorEnv("hover", num_envs=2, backend="mujoco_batch", min_altitude=-1.0,
+                                 max_position_error=5.0, **NO_RANDOMIZATION)
+    landing.reset(options={"initial_state": {"position": (0, 0, 0.2)}})
+    for _ in range(100):  # motors off: it falls and rests on the floor
+        landing.step(np.zeros((2, 4)))
+    assert np.asarray(landing.batch.physics.state()[0])[0, 2] == pytest.approx(0.006, abs=2e-3)

@@ -1,0 +1,181 @@
+"""Simulator throughput: robo-rl's Crazyflie paths next to the learning-to-fly simulator, in one run.
+
+Measured, each as an RL loop would use it (observation, reward, termination and autoreset included;
+random actions uniform over the action range, pre-sampled so RNG cost is not timed; median of repeats):
+  * single env: `gymnasium.make("robo_rl/CrazyflieHover-v0")`, one MuJoCo MjData;
+  * MuJoCo batch: `mujoco.batch.Batch` on 1 and 2 C threads, env steps/s and physics steps/s;
+  * torch batch: the tensor rigid-body path, eager and compiled (torch.compile), on this CPU;
+  * the learning-to-fly simulator (PyPI `l2f`, C++ with OpenMP, RK4 at 10 ms), single and vectorized,
+    installed by this script into its own venv (bench/.venv-l2f), never into the project's.
+
+One env step is 10 ms of simulated flight in every simulator (robo-rl: 5 Euler substeps of 2 ms; l2f:
+one RK4 step of 10 ms), so env steps/s compare like for like. Prints a table; writes JSON.
+
+    python bench/sim_speed.py [--seconds 2] [--repeats 3] [--json bench/results/sim_speed.json] [--no-l2f]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+import torch
+
+ROOT = Path(__file__).resolve().parent
+L2F_VENV = ROOT / ".venv-l2f"
+L2F_REQUIREMENTS = ["l2f==2.0.18", "numpy"]
+TASK = "hover"
+
+
+def measure(step: Callable[[], None], items_per_call: int, seconds: float, repeats: int) -> float:
+    """Median items/s of `step` over `repeats` windows of `seconds`, after a warm-up window."""
+    rates = []
+    for window in range(repeats + 1):
+        calls, start = 0, time.perf_counter()
+        while time.perf_counter() - start < (seconds if window else min(seconds, 0.5)):
+            step()
+            calls += 1
+        if window:
+            rates.append(calls * items_per_call / (time.perf_counter() - start))
+    return statistics.median(rates)
+
+
+def bench_single(seconds: float, repeats: int) -> dict[str, Any]:
+    """The single MuJoCo gymnasium env."""
+    import gymnasium as gym
+
+    import sim  # noqa: F401
+
+    env = gym.make(f"robo_rl/Crazyflie{TASK.capitalize()}-v0").unwrapped
+    env.reset(seed=0)
+    actions = np.random.default_rng(0).uniform(0, 1, size=(4096, 4))
+    counter = iter(range(10**12))
+
+    def step() -> None:
+        _, _, terminated, truncated, _ = env.step(actions[next(counter) % 4096])
+        if terminated or truncated:
+            env.reset()
+
+    rate = measure(step, 1, seconds, repeats)
+    return {"path": "robo-rl single MuJoCo env", "num_envs": 1, "threads": 1, "env_steps_per_s": rate,
+            "physics_steps_per_s": rate * env.batch.substeps}
+
+
+def bench_vector(backend: str, num_envs: int, seconds: float, repeats: int, nthread: int = 2,
+                 compile: bool = False) -> dict[str, Any]:
+    """A batched robo-rl path (MuJoCo batch or torch) with same-step autoreset."""
+    from sim.quadrotor.env import QuadrotorVectorEnv
+
+    env = QuadrotorVectorEnv(TASK, num_envs, backend, nthread=nthread, device="cpu", compile=compile)
+    env.reset(seed=0)
+    pool = np.random.default_rng(0).uniform(0, 1, size=(8, num_envs, 4))
+    actions = [torch.as_tensor(a, dtype=torch.float32) if backend == "torch" else a for a in pool]
+    compile_start = time.perf_counter()
+    env.step(actions[0])  # the first compiled call compiles
+    compile_seconds = time.perf_counter() - compile_start
+    counter = iter(range(10**12))
+    rate = measure(lambda: env.step(actions[next(counter) % 8]), num_envs, seconds, repeats)
+    name = {"mujoco_batch": "robo-rl MuJoCo batch", "torch": "robo-rl torch batch"}[backend]
+    if backend == "torch":
+        name += " (compiled)" if compile else " (eager)"
+    return {"path": name, "num_envs": num_envs, "threads": nthread if backend == "mujoco_batch" else torch.get_num_threads(),
+            "env_steps_per_s": rate, "physics_steps_per_s": rate * env.batch.substeps,
+            **({"first_call_seconds": compile_seconds} if compile else {})}
+
+
+def ensure_l2f_python() -> Path:
+    """A Python with l2f installed, in bench/.venv-l2f (created on first use)."""
+    python = L2F_VENV / "bin" / "python"
+    if not python.exists() or subprocess.run([str(python), "-c", "import l2f"], capture_output=True).returncode:
+        print(f"installing {', '.join(L2F_REQUIREMENTS)} into {L2F_VENV} (first run only) ...", flush=True)
+        subprocess.run([sys.executable, "-m", "venv", str(L2F_VENV)], check=True)
+        subprocess.run([str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
+                        *L2F_REQUIREMENTS], check=True)
+    return python
+
+
+def bench_l2f(seconds: float, repeats: int) -> list[dict[str, Any]]:
+    """The learning-to-fly simulator, through bench/l2f_peer.py in its own venv."""
+    python = ensure_l2f_python()
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "l2f.json"
+        subprocess.run([str(python), str(ROOT / "l2f_peer.py"), "--seconds", str(seconds), "--repeats",
+                        str(repeats), "--threads", "2", "--json", str(out)], check=True)
+        result = json.loads(out.read_text())
+    return [
+        {"path": f"l2f {result['l2f_version']} single env", "num_envs": 1, "threads": 1,
+         "env_steps_per_s": result["single_steps_per_s"], "physics_steps_per_s": result["single_steps_per_s"]},
+        {"path": f"l2f {result['l2f_version']} vectorized", "num_envs": result["vector_num_envs"],
+         "threads": int(result.get("vector_omp_num_threads", 2)), "env_steps_per_s": result["vector_steps_per_s"],
+         "physics_steps_per_s": result["vector_steps_per_s"]},
+    ]
+
+
+def main() -> None:
+    """Run every measurement, print the table and the targets, write JSON."""
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--seconds", type=float, default=2.0, help="length of each timed window")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--json", type=Path, default=ROOT / "results" / "sim_speed.json")
+    parser.add_argument("--no-l2f", action="store_true", help="skip the l2f peer")
+    args = parser.parse_args()
+    torch.set_num_threads(2)
+
+    plan: list[tuple[str, Callable[[], Any]]] = [
+        ("single MuJoCo env", lambda: bench_single(args.seconds, args.repeats)),
+        *[(f"MuJoCo batch, {t} thread(s), N={n}",
+           lambda t=t, n=n: bench_vector("mujoco_batch", n, args.seconds, args.repeats, nthread=t))
+          for t in (1, 2) for n in (1024, 4096)],
+        ("torch eager, N=65536", lambda: bench_vector("torch", 65536, args.seconds, args.repeats)),
+        *[(f"torch compiled, N={n}", lambda n=n: bench_vector("torch", n, args.seconds, args.repeats, compile=True))
+          for n in (16384, 65536)],
+    ]
+    if not args.no_l2f:
+        plan.append(("l2f peer (learning-to-fly simulator)", lambda: bench_l2f(args.seconds, args.repeats)))
+    rows: list[dict[str, Any]] = []
+    for index, (label, run) in enumerate(plan, 1):
+        print(f"[{index}/{len(plan)}] {label} ...", flush=True)
+        result = run()
+        rows.extend(result if isinstance(result, list) else [result])
+
+    def best(prefix: str) -> dict[str, Any] | None:
+        matching = [r for r in rows if r["path"].startswith(prefix)]
+        return max(matching, key=lambda r: r["env_steps_per_s"]) if matching else None
+
+    l2f_vector = best("l2f") and max((r for r in rows if "vectorized" in r["path"]), key=lambda r: r["env_steps_per_s"])
+    print(f"\n{'path':38s} {'envs':>6s} {'thr':>3s} {'env steps/s':>13s} {'physics steps/s':>16s} {'vs l2f vec':>10s}")
+    for r in rows:
+        ratio = f"{r['env_steps_per_s'] / l2f_vector['env_steps_per_s']:.2f}x" if l2f_vector else "-"
+        print(f"{r['path']:38s} {r['num_envs']:6d} {r['threads']:3d} {r['env_steps_per_s']:13,.0f} "
+              f"{r['physics_steps_per_s']:16,.0f} {ratio:>10s}")
+
+    tensor = best("robo-rl torch batch")
+    mujoco_2t = max((r for r in rows if r["path"] == "robo-rl MuJoCo batch" and r["threads"] == 2),
+                    key=lambda r: r["physics_steps_per_s"])
+    targets = {"mujoco_batch_physics_steps_per_s_2_threads": mujoco_2t["physics_steps_per_s"],
+               "mujoco_batch_target": 700_000}
+    print(f"\nMuJoCo batch, 2 threads: {mujoco_2t['physics_steps_per_s']:,.0f} physics steps/s (target >= 700,000)")
+    if l2f_vector:
+        ratio = tensor["env_steps_per_s"] / l2f_vector["env_steps_per_s"]
+        targets.update(tensor_vs_l2f_vectorized=ratio, tensor_target_ratio=5.0)
+        print(f"torch batch vs l2f vectorized: {ratio:.2f}x (target >= 5x, aim 10x)")
+    report = {"machine": {"cpus": os.cpu_count(), "processor": platform.processor(), "python": platform.python_version(),
+                          "torch": torch.__version__, "mujoco": __import__("mujoco").__version__},
+              "seconds": args.seconds, "repeats": args.repeats, "rows": rows, "targets": targets}
+    args.json.parent.mkdir(parents=True, exist_ok=True)
+    args.json.write_text(json.dumps(report, indent=2))
+    print(f"wrote {args.json}")
+
+
+if __name__ == "__main__":
+    main()
