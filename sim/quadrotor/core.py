@@ -110,7 +110,6 @@ class QuadrotorBatch:
         if compile and self.xp is torch:
             # One fused kernel per control step (minutes of compile the first time, then ~10x eager).
             self._transition = torch.compile(self._transition, dynamic=False)
-        self._last: StepResult | None = None
 
     # ----------------------------------------------------------------- arrays
     def _array(self, value: np.ndarray) -> Any:
