@@ -93,6 +93,24 @@ def bench_vector(backend: str, num_envs: int, seconds: float, repeats: int, nthr
             **({"first_call_seconds": compile_seconds} if compile else {})}
 
 
+def bench_torch_physics(num_envs: int, seconds: float, repeats: int) -> dict[str, Any]:
+    """The torch rigid-body step alone (5 substeps, no rotor model, task logic or autoreset), compiled,
+    with rotor thrusts stored feature-major: the ceiling the whole torch env step can approach once the
+    task code is feature-major too."""
+    from sim.quadrotor.model import QuadrotorParams, load_model
+    from sim.quadrotor.physics import TorchPhysics
+
+    params = QuadrotorParams.from_model(load_model())
+    physics = TorchPhysics(params, num_envs)
+    physics.buffer[2] = 30.0
+    thrust = torch.full((5, 4, num_envs), params.mass * params.gravity / 4).permute(2, 0, 1)  # (N, K, 4) view
+    advance = torch.compile(physics.advance, dynamic=False)
+    advance(thrust)
+    rate = measure(lambda: advance(thrust), num_envs, seconds, repeats)
+    return {"path": "robo-rl torch physics only (compiled)", "num_envs": num_envs, "threads": torch.get_num_threads(),
+            "env_steps_per_s": rate, "physics_steps_per_s": rate * 5}
+
+
 def ensure_l2f_python() -> Path:
     """A Python with l2f installed, in bench/.venv-l2f (created on first use)."""
     python = L2F_VENV / "bin" / "python"
@@ -139,6 +157,7 @@ def main() -> None:
         ("torch eager, N=65536", lambda: bench_vector("torch", 65536, args.seconds, args.repeats)),
         *[(f"torch compiled, N={n}", lambda n=n: bench_vector("torch", n, args.seconds, args.repeats, compile=True))
           for n in (16384, 65536)],
+        ("torch physics only, compiled, N=65536", lambda: bench_torch_physics(65536, args.seconds, args.repeats)),
     ]
     if not args.no_l2f:
         plan.append(("l2f peer (learning-to-fly simulator)", lambda: bench_l2f(args.seconds, args.repeats)))
@@ -159,7 +178,7 @@ def main() -> None:
         print(f"{r['path']:38s} {r['num_envs']:6d} {r['threads']:3d} {r['env_steps_per_s']:13,.0f} "
               f"{r['physics_steps_per_s']:16,.0f} {ratio:>10s}")
 
-    tensor = best("robo-rl torch batch")
+    tensor = best("robo-rl torch batch")  # whole env steps, not the physics-only row
     mujoco_2t = max((r for r in rows if r["path"] == "robo-rl MuJoCo batch" and r["threads"] == 2),
                     key=lambda r: r["physics_steps_per_s"])
     targets = {"mujoco_batch_physics_steps_per_s_2_threads": mujoco_2t["physics_steps_per_s"],
