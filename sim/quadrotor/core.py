@@ -21,7 +21,7 @@ from sim.quadrotor.config import QuadrotorEnvConfig, vehicle_from_config
 from sim.quadrotor.model import QuadrotorParams, load_model
 from sim.quadrotor.observation import quadrotor_layout
 from sim.quadrotor.physics import MujocoBatchPhysics, MujocoSinglePhysics, TorchPhysics
-from sim.quadrotor.randomization import EpisodeParams, nominal_params, sample_params
+from sim.quadrotor.randomization import nominal_params, sample_params
 from sim.quadrotor.rotations import quat_to_matrix
 from sim.quadrotor.tasks import reference, sample_initial_states, sample_targets
 

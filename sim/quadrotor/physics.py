@@ -20,7 +20,6 @@ import torch
 
 from sim.quadrotor.model import BODY_NAME, MOTOR_NAMES, QuadrotorParams
 from sim.quadrotor.randomization import EpisodeParams
-from sim.quadrotor.rotations import quat_to_matrix
 
 
 class MujocoSinglePhysics:
