@@ -94,16 +94,15 @@ def bench_vector(backend: str, num_envs: int, seconds: float, repeats: int, nthr
 
 
 def bench_torch_physics(num_envs: int, seconds: float, repeats: int) -> dict[str, Any]:
-    """The torch rigid-body step alone (5 substeps, no rotor model, task logic or autoreset), compiled,
-    with rotor thrusts stored feature-major: the ceiling the whole torch env step can approach once the
-    task code is feature-major too."""
+    """The torch rigid-body step alone (5 substeps, no rotor model, task logic or autoreset), compiled:
+    the ceiling of the whole torch env step."""
     from sim.quadrotor.model import QuadrotorParams, load_model
     from sim.quadrotor.physics import TorchPhysics
 
     params = QuadrotorParams.from_model(load_model())
     physics = TorchPhysics(params, num_envs)
     physics.buffer[2] = 30.0
-    thrust = torch.full((5, 4, num_envs), params.mass * params.gravity / 4).permute(2, 0, 1)  # (N, K, 4) view
+    thrust = torch.full((5, 4, num_envs), params.mass * params.gravity / 4)  # (K, 4, N)
     advance = torch.compile(physics.advance, dynamic=False)
     advance(thrust)
     rate = measure(lambda: advance(thrust), num_envs, seconds, repeats)

@@ -16,6 +16,7 @@ import numpy as np
 import torch
 
 from sim.errors import ConfigError
+from sim.noise import NoiseTable
 from sim.quadrotor import motor
 from sim.quadrotor.config import QuadrotorEnvConfig, vehicle_from_config
 from sim.quadrotor.model import QuadrotorParams, load_model
@@ -79,37 +80,44 @@ class QuadrotorBatch:
         else:
             self.physics = TorchPhysics(self.params, num_envs, device, dtype)
         self.xp = self.physics.xp
-        self.rng = np.random.default_rng(seed)
-        self._torch_rng = None
-        if self.xp is torch:
-            self._torch_rng = torch.Generator(device=self.physics.device)
-            self._torch_rng.manual_seed(int(self.rng.integers(2**62)))
         self._window_steps = int(round(config.success_window_seconds * config.control_hz))
         self._cos_success_tilt = math.cos(math.radians(config.success_max_tilt_deg))
         self._scales = {k: float(v) for k, v in config.reward_scales.items() if v != 0.0}
         noise = config.randomization.observation_noise
         stds = np.repeat([noise.position, noise.orientation, noise.velocity, noise.angular_velocity], [3, 9, 3, 3])
-        self._noise_std = self._array(stds) if config.randomization.enabled and stds.any() else None
+        self._noise_std, self._noise = None, None
+        if config.randomization.enabled and stds.any():
+            self._noise_std = self._array(stds[:, None])
+            if self.xp is torch:
+                self._noise = NoiseTable(18, num_envs, device=self.physics.device, dtype=self.physics.dtype)
+            else:
+                self._noise = NoiseTable(18, num_envs)
+        self.seed(seed)
         self._max_latency = int(config.randomization.latency_steps[1]) if config.randomization.enabled else 0
         self.episode_params = nominal_params(self.params, num_envs)
         self._targets_np = np.zeros((num_envs, 3))
-        n = num_envs
-        self.targets = self._array(self._targets_np)
+        # Per-env task state, feature-major like the physics state: (components, N).
+        n, hover = num_envs, self.params.hover_command
+        self.targets = self._array(np.zeros((3, n)))
         self.steps = self._array(np.zeros(n))  # control steps since reset, as float for xp arithmetic
-        self.rotor_speed = self._array(np.full((n, 4), self.params.hover_rotor_speed))
-        hover = self.params.hover_command
-        self.history = self._array(np.full((n, config.action_history, 4), hover))
-        self.pending = self._array(np.full((n, self._max_latency + 1, 4), hover))
-        self.previous_action = self._array(np.full((n, 4), hover))
+        self.rotor_speed = self._array(np.full((4, n), self.params.hover_rotor_speed))
+        self.history = self._array(np.full((4 * config.action_history, n), hover))  # newest first
+        self.pending = self._array(np.full((self._max_latency + 1, 4, n), hover))  # commands, newest first
+        self.previous_action = self._array(np.full((4, n), hover))
         self.success_count = self._array(np.zeros(n))
         self.latency = self._index_array(np.zeros(n, dtype=np.int64))
-        self.thrust_scale = self._array(np.ones((n, 4)))
-        self.decay_rise = self._array(np.ones((n, 1)))
-        self.decay_fall = self._array(np.ones((n, 1)))
-        self._rows = self._index_array(np.arange(n))
+        self.thrust_scale = self._array(np.ones((4, n)))
+        self.decay_rise = self._array(np.ones(n))
+        self.decay_fall = self._array(np.ones(n))
         if compile and self.xp is torch:
-            # One fused kernel per control step (minutes of compile the first time, then ~10x eager).
+            # One fused loop over vehicles per control step (seconds to compile the first time).
             self._transition = torch.compile(self._transition, dynamic=False)
+
+    def seed(self, seed: int | None) -> None:
+        """Reseed the episode sampler and the observation noise."""
+        self.rng = np.random.default_rng(seed)
+        if self._noise is not None:
+            self._noise.seed(self.rng)
 
     # ----------------------------------------------------------------- arrays
     def _array(self, value: np.ndarray) -> Any:
@@ -117,16 +125,15 @@ class QuadrotorBatch:
             return torch.as_tensor(value, device=self.physics.device, dtype=self.physics.dtype)
         return np.array(value, dtype=np.float64)
 
-    def _index_array(self, value: np.ndarray) -> Any:
+    def _index_array(self, value: Any) -> Any:
         if self.xp is torch:
             return torch.as_tensor(value, device=self.physics.device, dtype=torch.long)
         return np.array(value, dtype=np.int64)
 
-    def _set_rows(self, array: Any, ids: np.ndarray, value: np.ndarray) -> None:
+    def _arange(self, n: int) -> Any:
         if self.xp is torch:
-            array[torch.as_tensor(ids, device=array.device)] = torch.as_tensor(value, device=array.device, dtype=array.dtype)
-        else:
-            array[ids] = value
+            return torch.arange(n, device=self.physics.device)
+        return np.arange(n)
 
     # ------------------------------------------------------------------ reset
     def reset(self, ids: np.ndarray | None = None, options: Mapping[str, Any] | None = None) -> Any:
@@ -156,48 +163,51 @@ class QuadrotorBatch:
         self.physics.set_state(ids, pos, quat, vel, angvel)
         rise, fall = motor.lag_factors(np, self.params.timestep, params.motor_tau_rise, params.motor_tau_fall)
         hover = self.params.hover_command
-        for array, value in (
+        columns = self._index_array(ids)
+        for array, value in (  # rows (n, ...) of host values, written as columns (..., n)
             (self.targets, targets),
             (self.steps, np.zeros(n)),
             (self.rotor_speed, np.full((n, 4), self.params.hover_rotor_speed)),
-            (self.history, np.full((n, self.config.action_history, 4), hover)),
+            (self.history, np.full((n, 4 * self.config.action_history), hover)),
             (self.pending, np.full((n, self._max_latency + 1, 4), hover)),
             (self.previous_action, np.full((n, 4), hover)),
             (self.success_count, np.zeros(n)),
             (self.latency, params.latency_steps),
             (self.thrust_scale, params.thrust_scale),
-            (self.decay_rise, rise[:, None]),
-            (self.decay_fall, fall[:, None]),
+            (self.decay_rise, rise),
+            (self.decay_fall, fall),
         ):
-            self._set_rows(array, ids, value)
+            value = np.moveaxis(np.asarray(value), 0, -1)
+            array[..., columns] = self._array(value).to(array.dtype) if self.xp is torch else value
         return self.observe(None if n == self.num_envs else ids)
 
     # ------------------------------------------------------------------- step
     def step(self, action: Any) -> StepResult:
         """Advance all envs one control step with normalized thrust commands (N, 4) in [0, 1]."""
-        action = self._check_action(action)
-        return self._transition(action, self._draw_noise())
+        noise = None if self._noise is None else self._noise.window(self.rng)
+        return self._transition(self._check_action(action), noise)
 
     def _transition(self, action: Any, noise: Any) -> StepResult:
         # No host synchronization in here: on the torch path this whole method is one compiled kernel.
         xp = self.xp
-        action = xp.clip(action, 0.0, 1.0)
+        # Feature-major copy: results computed from a transposed view would inherit its (N, 4) strides.
+        command = xp.ascontiguousarray(xp.clip(action, 0.0, 1.0).T) if xp is np else xp.clip(action, 0.0, 1.0).T.contiguous()
+        applied = command
         if self._max_latency:
-            self.pending = xp.concatenate([action[:, None], self.pending[:, :-1]], 1)
-            applied = self.pending[self._rows, self.latency]
-        else:
-            applied = action
+            self.pending = xp.concatenate([command[None], self.pending[:-1]], 0)
+            applied = self.pending[0]
+            for lag in range(1, self._max_latency + 1):
+                applied = xp.where(self.latency == lag, self.pending[lag], applied)
         setpoint = motor.rotor_speed_setpoint(xp, applied, self._thrust_curve)
         speeds, self.rotor_speed = motor.rotor_speed_substeps(
             xp, self.rotor_speed, setpoint, self.decay_rise, self.decay_fall, self.substeps
         )
-        thrust = motor.thrust_from_speed(speeds, self._thrust_curve, self.thrust_scale[:, None, :])
-        self.physics.advance(thrust)
+        self.physics.advance(motor.thrust_from_speed(speeds, self._thrust_curve, self.thrust_scale))
         if self.config.action_history:
-            self.history = xp.concatenate([action[:, None], self.history[:, :-1]], 1)
+            self.history = xp.concatenate([command, self.history[:-4]], 0)
         self.steps = self.steps + 1.0
-        result = self._evaluate(action, noise)
-        self.previous_action = action
+        result = self._evaluate(command, noise)
+        self.previous_action = command
         return result
 
     def _check_action(self, action: Any) -> Any:
@@ -212,32 +222,31 @@ class QuadrotorBatch:
             raise ValueError("action contains NaN or Inf")
         return action
 
-    def _evaluate(self, action: Any, noise: Any) -> StepResult:
+    def _evaluate(self, command: Any, noise: Any) -> StepResult:
         xp, config = self.xp, self.config
         pos, quat, vel, angvel = self.physics.state()
         rotation = quat_to_matrix(xp, quat)
         ref_pos, ref_vel = reference(xp, config, self.targets, self.steps * config.control_dt)
         pos_err = pos - ref_pos
         vel_err = vel - ref_vel
-        dist2 = (pos_err * pos_err).sum(-1)
-        speed2 = (vel * vel).sum(-1)
-        rate2 = (angvel * angvel).sum(-1)
-        uprightness = rotation[:, 2, 2]
-        hover = self._hover_command
+        dist2 = (pos_err * pos_err).sum(0)
+        speed2 = (vel * vel).sum(0)
+        rate2 = (angvel * angvel).sum(0)
+        uprightness = rotation[8]
         terms = {
             "position": dist2,
             "orientation": 1.0 - uprightness,
-            "velocity": (vel_err * vel_err).sum(-1),
+            "velocity": (vel_err * vel_err).sum(0),
             "angular_velocity": rate2,
-            "action": ((action - hover) ** 2).sum(-1),
-            "action_rate": ((action - self.previous_action) ** 2).sum(-1),
+            "action": ((command - self._hover_command) ** 2).sum(0),
+            "action_rate": ((command - self.previous_action) ** 2).sum(0),
             "alive": xp.ones_like(dist2),
         }
-        finite = xp.isfinite(pos).all(-1) & xp.isfinite(vel).all(-1) & xp.isfinite(angvel).all(-1)
+        finite = xp.isfinite(pos).all(0) & xp.isfinite(vel).all(0) & xp.isfinite(angvel).all(0)
         terminated = (
             ~finite
             | (dist2 > config.max_position_error**2)
-            | (pos[:, 2] < config.min_altitude)
+            | (pos[2] < config.min_altitude)
             | (speed2 > config.max_speed**2)
             | (rate2 > config.max_angular_speed**2)
         )
@@ -249,41 +258,29 @@ class QuadrotorBatch:
         within = (dist2 < config.success_radius**2) & (uprightness > self._cos_success_tilt) & ~terminated
         self.success_count = xp.where(within, self.success_count + 1.0, xp.zeros_like(self.success_count))
         is_success = (self.success_count >= max(self._window_steps, 1)) & ~terminated
-        obs = self._observation(pos_err, rotation, vel_err, angvel, noise)
+        obs = self._observation(pos_err, rotation, vel_err, angvel, self.history, noise)
         return StepResult(obs, reward, terminated, truncated, is_success, terms)
 
     # ------------------------------------------------------------ observation
     def observe(self, ids: np.ndarray | None = None) -> Any:
         """Observations (N, obs_dim) of the current state, or only of envs `ids` (len(ids), obs_dim)."""
         xp = self.xp
-        rows = slice(None) if ids is None else self._index_array(ids)
-        pos, quat, vel, angvel = (x[rows] for x in self.physics.state())
-        ref_pos, ref_vel = reference(xp, self.config, self.targets[rows], self.steps[rows] * self.config.control_dt)
-        n = pos.shape[0]
+        rows = self._arange(self.num_envs) if ids is None else self._index_array(ids)
+        pos, quat, vel, angvel = (x[:, rows] for x in self.physics.state())
+        ref_pos, ref_vel = reference(xp, self.config, self.targets[:, rows], self.steps[rows] * self.config.control_dt)
+        noise = None if self._noise is None else self._noise.rows(self.rng, rows)
         return self._observation(pos - ref_pos, quat_to_matrix(xp, quat), vel - ref_vel, angvel,
-                                 self._draw_noise(n), self.history[rows])
+                                 self.history[:, rows], noise)
 
-    def _observation(self, pos_err: Any, rotation: Any, vel_err: Any, angvel: Any, noise: Any,
-                     history: Any = None) -> Any:
-        xp, n = self.xp, pos_err.shape[0]
-        state = xp.concatenate([pos_err, rotation.reshape(n, 9), vel_err, angvel], -1)
+    def _observation(self, pos_err: Any, rotation: Any, vel_err: Any, angvel: Any, history: Any, noise: Any) -> Any:
+        """Observations (n, obs_dim), a transposed view of a feature-major array; `noise` standard normal (18, n)."""
+        xp = self.xp
+        state = xp.concatenate([pos_err, rotation, vel_err, angvel], 0)
         if noise is not None:
-            state = state + noise
+            state = state + noise * self._noise_std
         if self.config.action_history:
-            history = self.history if history is None else history
-            return xp.concatenate([state, history.reshape(n, -1)], -1)
-        return state
-
-    def _draw_noise(self, n: int | None = None) -> Any:
-        """Observation noise (n, 18) for the state fields (n = N by default), or None without noise."""
-        if self._noise_std is None:
-            return None
-        shape = (self.num_envs if n is None else n, 18)
-        if self.xp is torch:
-            normal = torch.randn(shape, generator=self._torch_rng, device=self.physics.device, dtype=self.physics.dtype)
-        else:
-            normal = self.rng.standard_normal(shape)
-        return normal * self._noise_std
+            state = xp.concatenate([state, history], 0)
+        return state.T
 
     def params_info(self, copy: bool = True) -> dict[str, np.ndarray]:
         """Every env's current episode parameters and target as numpy arrays (N, ...), for `info["params"]`.

@@ -65,7 +65,7 @@ class QuadrotorEnv(gym.Env):
         """Start an episode; `options` may set "initial_state" and "target" (see QuadrotorBatch.reset)."""
         super().reset(seed=seed)
         if seed is not None:
-            self.batch.rng = np.random.default_rng(seed)
+            self.batch.seed(seed)
         obs = self.batch.reset(options=options)
         info = {"params": {k: v[0] for k, v in self.batch.params_info().items()}, "is_success": False}
         return obs[0].astype(np.float32), info
@@ -115,7 +115,7 @@ class QuadrotorVectorEnv(VectorEnv):
     (`device=None` picks CUDA when available); `compile=True` fuses each control step with torch.compile.
 
     When an episode ends, `step` returns the first observation of the next one and puts the last one in
-    `info["final_obs"]` (with `info["_final_obs"]` marking those envs); `info["params"]` appears at reset
+    `info["final_obs"]` (with `info["_final_obs"]` marking those envs; other rows are unspecified); `info["params"]` appears at reset
     and on steps where some env restarted, with the current parameters of every env (on steps, the live
     arrays: copy them to keep them).
     """
@@ -142,9 +142,7 @@ class QuadrotorVectorEnv(VectorEnv):
     def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple[Any, dict]:
         """Reset every env; `options` as for QuadrotorBatch.reset (arrays may have a leading env axis)."""
         if seed is not None:
-            self.batch.rng = np.random.default_rng(seed)
-            if self.batch._torch_rng is not None:
-                self.batch._torch_rng.manual_seed(seed)
+            self.batch.seed(seed)
         obs = self.batch.reset(options=options)
         return self._out(obs), {"params": self.batch.params_info()}
 
@@ -156,15 +154,20 @@ class QuadrotorVectorEnv(VectorEnv):
         obs = result.observation
         done_ids = np.flatnonzero(_numpy(done))
         if len(done_ids):
-            info["final_obs"] = self._out(obs.clone() if self.batch.xp is torch else obs.copy())
-            info["_final_obs"] = _numpy(done)
             rows = torch.as_tensor(done_ids, device=obs.device) if self.batch.xp is torch else done_ids
+            final_obs = torch.empty_like(obs) if self.batch.xp is torch else np.empty_like(obs)
+            final_obs[rows] = obs[rows]
+            info["final_obs"] = self._out(final_obs)
+            info["_final_obs"] = _numpy(done)
             obs[rows] = self.batch.reset(done_ids)
             info["params"] = self.batch.params_info(copy=False)
         return self._out(obs), result.reward, result.terminated, result.truncated, info
 
     def _out(self, obs: Any) -> Any:
-        return obs if self.batch.xp is torch else obs.astype(self._np_dtype)
+        if self.batch.xp is torch:
+            return obs
+        with np.errstate(over="ignore"):  # a diverged final state may exceed float32 (as inf)
+            return obs.astype(self._np_dtype)
 
 
 def _numpy(array: Any) -> np.ndarray:

@@ -37,24 +37,21 @@ def lag_factors(xp: Any, timestep: float, tau_rise: Any, tau_fall: Any) -> tuple
 def rotor_speed_substeps(
     xp: Any, speed: Any, setpoint: Any, decay_rise: Any, decay_fall: Any, substeps: int
 ) -> tuple[Any, Any]:
-    """Rotor speeds at the start of each of `substeps` physics steps, (N, K, 4), and at the end, (N, 4).
+    """Rotor speeds at the start of each of `substeps` physics steps, (K, 4, N), and at the end, (4, N).
 
-    `decay_rise`/`decay_fall` broadcast against (N, 4) (e.g. (N, 1) per-episode values).
+    Arrays are feature-major: `speed` and `setpoint` (4, N); `decay_rise`/`decay_fall` broadcast against
+    them (e.g. (N,) per-episode values).
     """
     decay = xp.where(setpoint >= speed, decay_rise, decay_fall)
-    powers = decay[:, None, :] ** xp_arange(xp, substeps, like=speed)[None, :, None]
-    speeds = setpoint[:, None, :] + (speed - setpoint)[:, None, :] * powers
-    return speeds, setpoint + (speed - setpoint) * decay**substeps
+    offset = speed - setpoint
+    speeds = []
+    for _ in range(substeps):
+        speeds.append(setpoint + offset)
+        offset = offset * decay
+    return xp.stack(speeds, 0), setpoint + offset
 
 
 def thrust_from_speed(speed: Any, thrust_curve: Sequence[float], thrust_scale: Any) -> Any:
     """Rotor thrust [N] at normalized speed `speed`, times the per-rotor coefficient scale."""
     c0, c1, c2 = (float(c) for c in thrust_curve)
     return thrust_scale * (c0 + speed * (c1 + c2 * speed))
-
-
-def xp_arange(xp: Any, n: int, like: Any) -> Any:
-    """`arange(n)` with the dtype (and device, for torch) of `like`."""
-    if hasattr(like, "device"):
-        return xp.arange(n, dtype=like.dtype, device=like.device)
-    return xp.arange(n, dtype=like.dtype)

@@ -1,8 +1,9 @@
 """Physics backends for the quadrotor: one MuJoCo MjData, a MuJoCo batch on C threads, and torch tensors.
 
-All three take per-substep rotor thrusts (N, K, 4) [N] for one control step and expose the rigid-body
-state as arrays: position (N, 3) world, quaternion (N, 4) wxyz body->world, linear velocity (N, 3)
-world, angular velocity (N, 3) body (MuJoCo's free-joint conventions). The torch backend integrates the
+All three take per-substep rotor thrusts (K, 4, N) [N] for one control step and expose the rigid-body
+state as feature-major arrays: position (3, N) world, quaternion (4, N) wxyz body->world, linear
+velocity (3, N) world, angular velocity (3, N) body (MuJoCo's free-joint conventions). Feature-major
+(component axis first) lets every per-vehicle operation run as a contiguous loop over vehicles. The torch backend integrates the
 same equations as MuJoCo's semi-implicit Euler for a free body whose inertial frame is its body frame,
 so the paths agree to rounding (see tests/sim/test_quadrotor_paths.py); it has no ground contact (the
 tasks terminate below `min_altitude`, before contact).
@@ -49,15 +50,15 @@ class MujocoSinglePhysics:
         mujoco.mj_forward(self.model, self.data)
 
     def advance(self, thrust: np.ndarray) -> None:
-        """Run K physics substeps with thrust[0, k] as actuator controls."""
-        for k in range(thrust.shape[1]):
-            self.data.ctrl[:] = thrust[0, k]
+        """Run K physics substeps with thrust[k, :, 0] as actuator controls."""
+        for k in range(thrust.shape[0]):
+            self.data.ctrl[:] = thrust[k, :, 0]
             mujoco.mj_step(self.model, self.data)
 
     def state(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """(pos, quat, vel, angvel), each with a leading batch dimension of 1."""
-        qpos, qvel = self.data.qpos[None], self.data.qvel[None]
-        return qpos[:, :3], qpos[:, 3:7], qvel[:, :3], qvel[:, 3:6]
+        """(pos, quat, vel, angvel) as (k, 1) views of the MjData."""
+        qpos, qvel = self.data.qpos[:, None], self.data.qvel[:, None]
+        return qpos[:3], qpos[3:7], qvel[:3], qvel[3:6]
 
 
 class MujocoBatchPhysics:
@@ -105,20 +106,22 @@ class MujocoBatchPhysics:
         self._qvel[ids, 3:6] = angvel
 
     def advance(self, thrust: np.ndarray) -> None:
-        """Run K substeps of every simulation in C, thrust[:, k] applied as controls before substep k."""
-        self.batch.rollout(thrust.shape[1], control=thrust, control_spec=self._ctrl_spec, record=())
+        """Run K substeps of every simulation in C, thrust[k] applied as controls before substep k."""
+        control = np.ascontiguousarray(thrust.transpose(2, 0, 1))  # the batch wants (N, K, nu)
+        self.batch.rollout(thrust.shape[0], control=control, control_spec=self._ctrl_spec, record=())
 
     def state(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """(pos, quat, vel, angvel): live views of the batch's state."""
-        return self._qpos[:, :3], self._qpos[:, 3:7], self._qvel[:, :3], self._qvel[:, 3:6]
+        """(pos, quat, vel, angvel): (k, N) live views of the batch's state."""
+        qpos, qvel = self._qpos.T, self._qvel.T
+        return qpos[:3], qpos[3:7], qvel[:3], qvel[3:6]
 
 
 
 class TorchPhysics:
     """N quadrotors as torch tensors on any device: MuJoCo's Euler free-body step, vectorized.
 
-    State and parameters are stored feature-major ((13, N) and (k, N) buffers; `state()` returns (N, k)
-    views of them) and the step is written on per-vehicle scalars, so that torch.compile fuses a whole
+    State and parameters are stored feature-major ((13, N) and (k, N) buffers; `state()` returns views
+    of them) and the step is written on per-vehicle scalars, so that torch.compile fuses a whole
     control step into one vectorized loop over vehicles.
     """
 
@@ -160,9 +163,8 @@ class TorchPhysics:
         self.buffer[:, index] = self._tensor(np.concatenate([pos, quat, vel, angvel], 1)).T
 
     def advance(self, thrust: torch.Tensor) -> None:
-        """Run K substeps of semi-implicit Euler with per-substep rotor thrusts (N, K, 4)."""
+        """Run K substeps of semi-implicit Euler with per-substep rotor thrusts (K, 4, N)."""
         state = tuple(self.buffer.unbind(0))
-        thrust = thrust.permute(1, 2, 0)  # (K, 4, N)
         for k in range(thrust.shape[0]):
             state = free_body_substep(
                 state, tuple(thrust[k].unbind(0)), self.mass, tuple(self.inertia.unbind(0)),
@@ -172,9 +174,9 @@ class TorchPhysics:
         self.buffer = torch.stack(state, 0)
 
     def state(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-        """(pos, quat, vel, angvel) as (N, k) views of the state buffer."""
-        view = self.buffer.T
-        return view[:, 0:3], view[:, 3:7], view[:, 7:10], view[:, 10:13]
+        """(pos, quat, vel, angvel) as (k, N) views of the state buffer."""
+        buffer = self.buffer
+        return buffer[0:3], buffer[3:7], buffer[7:10], buffer[10:13]
 
 
 Scalars = tuple[torch.Tensor, ...]

@@ -1,4 +1,7 @@
-"""Quaternion helpers on batches, for numpy or torch (`xp`). Quaternions are (w, x, y, z), body to world."""
+"""Quaternion helpers on batches, for numpy or torch (`xp`). Quaternions are (w, x, y, z), body to world.
+
+Batched arrays are feature-major: the component axis comes first, the batch axes after it.
+"""
 
 from __future__ import annotations
 
@@ -8,14 +11,14 @@ import numpy as np
 
 
 def quat_to_matrix(xp: Any, quat: Any) -> Any:
-    """Rotation matrices (N, 3, 3) mapping body to world vectors, from unit quaternions (N, 4)."""
-    w, x, y, z = quat[:, 0], quat[:, 1], quat[:, 2], quat[:, 3]
+    """Row-major rotation matrix entries (9, ...) mapping body to world vectors, from unit quaternions (4, ...)."""
+    w, x, y, z = quat[0], quat[1], quat[2], quat[3]
     rows = [
         1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y),
         2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x),
         2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y),
     ]  # fmt: skip
-    return xp.stack(rows, -1).reshape(quat.shape[0], 3, 3)
+    return xp.stack(rows, 0)
 
 
 def random_tilted_quats(rng: np.random.Generator, n: int, max_angle: float) -> np.ndarray:

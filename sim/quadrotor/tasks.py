@@ -20,15 +20,15 @@ def sample_targets(rng: np.random.Generator, config: QuadrotorEnvConfig, n: int)
 
 
 def reference(xp: Any, config: QuadrotorEnvConfig, targets: Any, time: Any) -> tuple[Any, Any]:
-    """Reference position and velocity (N, 3) at episode time `time` (N,) [s]."""
+    """Reference position and velocity (3, N) at episode time `time` (N,) [s], for targets (3, N)."""
     if config.task != "figure_eight":
         return targets, xp.zeros_like(targets)
     omega = 2.0 * math.pi / config.figure_eight_period
     amplitude = config.figure_eight_amplitude
     phase = omega * time
     zero = xp.zeros_like(time)
-    offset = xp.stack([amplitude * xp.sin(phase), 0.5 * amplitude * xp.sin(2.0 * phase), zero], -1)
-    velocity = xp.stack([amplitude * omega * xp.cos(phase), amplitude * omega * xp.cos(2.0 * phase), zero], -1)
+    offset = xp.stack([amplitude * xp.sin(phase), 0.5 * amplitude * xp.sin(2.0 * phase), zero], 0)
+    velocity = xp.stack([amplitude * omega * xp.cos(phase), amplitude * omega * xp.cos(2.0 * phase), zero], 0)
     return targets + offset, velocity
 
 

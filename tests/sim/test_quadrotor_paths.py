@@ -43,7 +43,7 @@ def _batched(task: str, actions: np.ndarray, backend: str, dtype: torch.dtype) -
     for a in actions:
         o, r, terminated, _, _ = env.step(np.tile(a, (n, 1)))
         assert not np.asarray(terminated).any()
-        state = env.batch.physics.state()[0]
+        state = env.batch.physics.state()[0].T  # (N, 3)
         pos.append(state.cpu().numpy().copy() if isinstance(state, torch.Tensor) else state.copy())
         obs.append(np.asarray(o))
         rewards.append(np.asarray(r))
@@ -78,4 +78,4 @@ def test_batch_detects_contacts_only_when_the_vehicle_can_touch_the_floor():
     landing.reset(options={"initial_state": {"position": (0, 0, 0.2)}})
     for _ in range(100):  # motors off: it falls and rests on the floor
         landing.step(np.zeros((2, 4)))
-    assert np.asarray(landing.batch.physics.state()[0])[0, 2] == pytest.approx(0.006, abs=2e-3)
+    assert np.asarray(landing.batch.physics.state()[0])[2, 0] == pytest.approx(0.006, abs=2e-3)
