@@ -19,9 +19,10 @@ $(STAMP): pyproject.toml Makefile
 	$(PY) -m pip install --quiet --disable-pip-version-check -e ".[dev]"
 	@touch $(STAMP)
 
-# Main job. Until training lands (issue 3) it benchmarks the simulators against learning-to-fly's.
+# Main job: train the default Crazyflie hover task (configs/train.yaml) into outputs/<date>/<time>/
+# (checkpoints, TensorBoard logs, learning_curve.png, summary.json). Extra Hydra overrides: ARGS="seed=1".
 train: $(STAMP)
-	$(PY) bench/sim_speed.py
+	$(PY) -m robo_rl.train $(ARGS)
 
 bench: $(STAMP)
 	$(PY) bench/sim_speed.py

@@ -1,0 +1,178 @@
+"""Soft Actor-Critic with the options of the SERL family (REDQ-style critic ensemble, LayerNorm critics,
+several critic updates per actor update, learnable temperature) and an optional asymmetric critic.
+
+The whole update is `SAC.update`, read top to bottom: critic steps on consecutive minibatches, then one
+actor step and one temperature step on the last minibatch. Everything stays on the agent's device and
+nothing in the update synchronizes with the host (metrics are returned as tensors).
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+from typing import Any, Mapping, Sequence
+
+import torch
+from torch import nn
+
+from robo_rl.agents.networks import CriticEnsemble, TanhGaussianActor
+
+
+@dataclasses.dataclass
+class SACConfig:
+    """Hyperparameters; defaults follow SERL's JAX state-based SAC (see ../shared/notes/serl.md)."""
+
+    actor_hidden: Sequence[int] = (256, 256)
+    critic_hidden: Sequence[int] = (256, 256)
+    activation: str = "tanh"
+    actor_layer_norm: bool = False
+    critic_layer_norm: bool = True
+    num_critics: int = 10
+    critic_subsample: int = 2  # REDQ: min over a random subset of this size forms the target
+    critic_updates_per_actor_update: int = 8  # UTD: minibatches per `update` call
+    batch_size: int = 256  # per minibatch
+    actor_lr: float = 3e-4
+    critic_lr: float = 3e-4
+    temperature_lr: float = 3e-4
+    discount: float = 0.99
+    tau: float = 0.005  # Polyak rate of the target critics
+    init_temperature: float = 0.01
+    target_entropy: float | None = None  # None: -action_dim / 2
+    backup_entropy: bool = True  # subtract alpha * log pi(a'|s') in the target
+
+    def validate(self) -> None:
+        """Raise ValueError naming the first inconsistent field."""
+        if not 1 <= self.critic_subsample <= self.num_critics:
+            raise ValueError(f"critic_subsample must be in [1, num_critics={self.num_critics}], got {self.critic_subsample}")
+        for name in ("critic_updates_per_actor_update", "batch_size", "num_critics"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if not 0.0 < self.tau <= 1.0 or not 0.0 <= self.discount <= 1.0:
+            raise ValueError("tau must be in (0, 1] and discount in [0, 1]")
+        if self.init_temperature <= 0:
+            raise ValueError(f"init_temperature must be > 0, got {self.init_temperature}")
+
+
+class SAC(nn.Module):
+    """The agent: actor, critic ensemble and its target, log-temperature, and their optimizers.
+
+    Args:
+        obs_dim: actor observation size.
+        action_low, action_high: bounds of the (box) action space, shape (action_dim,).
+        config: hyperparameters.
+        critic_obs_dim: size of the critic's observation if it differs from the actor's (an asymmetric
+            critic that sees privileged simulator state); None: the critic sees the actor's observation.
+    """
+
+    def __init__(self, obs_dim: int, action_low: Any, action_high: Any, config: SACConfig | None = None,
+                 critic_obs_dim: int | None = None, device: str | torch.device = "cpu"):
+        super().__init__()
+        self.config = config = config or SACConfig()
+        config.validate()
+        low = torch.as_tensor(action_low, dtype=torch.float32).flatten()
+        high = torch.as_tensor(action_high, dtype=torch.float32).flatten()
+        self.obs_dim, self.action_dim = obs_dim, low.numel()
+        self.critic_obs_dim = critic_obs_dim or obs_dim
+        self.target_entropy = config.target_entropy if config.target_entropy is not None else -self.action_dim / 2
+        self.actor = TanhGaussianActor(obs_dim, self.action_dim, config.actor_hidden, config.activation, low, high,
+                                       config.actor_layer_norm)
+        self.critic = CriticEnsemble(self.critic_obs_dim, self.action_dim, config.critic_hidden, config.activation,
+                                     config.num_critics, config.critic_layer_norm)
+        self.target_critic = copy.deepcopy(self.critic).requires_grad_(False)
+        self.log_temperature = nn.Parameter(torch.tensor(float(config.init_temperature)).log())
+        self.to(device)
+        self.actor_optimizer = torch.optim.Adam(self.actor.parameters(), lr=config.actor_lr)
+        self.critic_optimizer = torch.optim.Adam(self.critic.parameters(), lr=config.critic_lr)
+        self.temperature_optimizer = torch.optim.Adam([self.log_temperature], lr=config.temperature_lr)
+
+    @property
+    def device(self) -> torch.device:
+        """Where the parameters live."""
+        return self.log_temperature.device
+
+    @torch.no_grad()
+    def act(self, obs: torch.Tensor, deterministic: bool = False) -> torch.Tensor:
+        """Actions (B, action_dim) for observations (B, obs_dim): sampled, or the mean if deterministic."""
+        obs = torch.as_tensor(obs, dtype=torch.float32, device=self.device)
+        return self.actor.deterministic(obs) if deterministic else self.actor.sample(obs)[0]
+
+    def update(self, batch: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        """One SAC update from a batch of `critic_updates_per_actor_update * batch_size` transitions.
+
+        batch: obs, action, reward, next_obs, terminated, and critic_obs/next_critic_obs for an asymmetric
+        critic. Time-limit truncations are not terminations: their targets bootstrap.
+        Returns detached scalar metrics.
+        """
+        config = self.config
+        minibatches = _split(batch, config.critic_updates_per_actor_update)
+        alpha = self.log_temperature.exp().detach()
+
+        # Critic: several steps, each on its own minibatch.
+        for mb in minibatches:
+            critic_obs = mb.get("critic_obs", mb["obs"])
+            next_critic_obs = mb.get("next_critic_obs", mb["next_obs"])
+            with torch.no_grad():
+                next_action, next_log_prob = self.actor.sample(mb["next_obs"])
+                target_q = self.target_critic(next_critic_obs, next_action)  # (E, B)
+                subset = torch.randperm(config.num_critics, device=self.device)[: config.critic_subsample]
+                next_q = target_q[subset].min(0).values
+                if config.backup_entropy:
+                    next_q = next_q - alpha * next_log_prob
+                target = mb["reward"] + config.discount * (1.0 - mb["terminated"]) * next_q
+            q = self.critic(critic_obs, mb["action"])
+            critic_loss = ((q - target) ** 2).mean(1).sum()  # each member's MSE, summed
+            self.critic_optimizer.zero_grad(set_to_none=True)
+            critic_loss.backward()
+            self.critic_optimizer.step()
+            with torch.no_grad():
+                torch._foreach_lerp_(list(self.target_critic.parameters()), list(self.critic.parameters()), config.tau)
+
+        # Actor: maximize the ensemble-mean Q plus entropy, on the last minibatch.
+        mb = minibatches[-1]
+        action, log_prob = self.actor.sample(mb["obs"])
+        self.critic.requires_grad_(False)
+        actor_q = self.critic(mb.get("critic_obs", mb["obs"]), action).mean(0)
+        self.critic.requires_grad_(True)
+        actor_loss = (alpha * log_prob - actor_q).mean()
+        self.actor_optimizer.zero_grad(set_to_none=True)
+        actor_loss.backward()
+        self.actor_optimizer.step()
+
+        # Temperature: drive the policy's entropy towards the target.
+        entropy = -log_prob.detach().mean()
+        temperature_loss = self.log_temperature.exp() * (entropy - self.target_entropy)
+        self.temperature_optimizer.zero_grad(set_to_none=True)
+        temperature_loss.backward()
+        self.temperature_optimizer.step()
+
+        return {
+            "critic_loss": critic_loss.detach() / config.num_critics,
+            "q_mean": q.detach().mean(),
+            "actor_loss": actor_loss.detach(),
+            "entropy": entropy,
+            "temperature": alpha,
+        }
+
+    def training_state(self) -> dict[str, Any]:
+        """Everything needed to resume: networks, target, temperature and optimizer states."""
+        return {
+            "model": self.state_dict(),
+            "actor_optimizer": self.actor_optimizer.state_dict(),
+            "critic_optimizer": self.critic_optimizer.state_dict(),
+            "temperature_optimizer": self.temperature_optimizer.state_dict(),
+        }
+
+    def load_training_state(self, state: Mapping[str, Any]) -> None:
+        """Restore what `training_state` returned."""
+        self.load_state_dict(state["model"])
+        self.actor_optimizer.load_state_dict(state["actor_optimizer"])
+        self.critic_optimizer.load_state_dict(state["critic_optimizer"])
+        self.temperature_optimizer.load_state_dict(state["temperature_optimizer"])
+
+
+def _split(batch: Mapping[str, torch.Tensor], parts: int) -> list[dict[str, torch.Tensor]]:
+    size = next(iter(batch.values())).shape[0]
+    if size % parts:
+        raise ValueError(f"batch of {size} does not split into {parts} equal minibatches")
+    chunks = {k: v.chunk(parts) for k, v in batch.items()}
+    return [{k: v[i] for k, v in chunks.items()} for i in range(parts)]

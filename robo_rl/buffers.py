@@ -1,0 +1,146 @@
+"""Replay with sources: every transition is tagged online, demo or intervention, and a sampler mixes them.
+
+HIL-SERL semantics: an intervention transition counts as online AND offline data, so it is stored in
+both pools. `MixedReplay.sample` draws `offline_ratio` of each batch from the offline pool (demos and
+interventions) and the rest from the online pool (policy and intervention steps), RLPD-style 50/50 by
+default; while the offline pool is empty every sample comes from the online pool.
+
+Termination is stored; time-limit truncation is not (its `next_obs` is the last observation of the
+episode and its target bootstraps).
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import Any, Mapping
+
+import torch
+
+
+class Source(enum.IntEnum):
+    """Where a transition came from."""
+
+    ONLINE = 0
+    DEMO = 1
+    INTERVENTION = 2
+
+
+FIELDS = ("obs", "action", "reward", "next_obs", "terminated", "source")
+
+
+class ReplayBuffer:
+    """A ring buffer of transitions as tensors on `device`.
+
+    Args:
+        capacity: transitions kept; the oldest are overwritten.
+        obs_dim, action_dim: sizes of obs and action.
+        critic_obs_dim: if set, also stores critic_obs/next_critic_obs (privileged state) of that size.
+    """
+
+    def __init__(self, capacity: int, obs_dim: int, action_dim: int, critic_obs_dim: int | None = None,
+                 device: str | torch.device = "cpu"):
+        if capacity < 1:
+            raise ValueError(f"capacity must be >= 1, got {capacity}")
+        self.capacity, self.device = capacity, torch.device(device)
+        self.shapes: dict[str, tuple[int, ...]] = {
+            "obs": (obs_dim,), "action": (action_dim,), "reward": (), "next_obs": (obs_dim,), "terminated": (),
+        }
+        if critic_obs_dim:
+            self.shapes.update(critic_obs=(critic_obs_dim,), next_critic_obs=(critic_obs_dim,))
+        self._storage: dict[str, torch.Tensor] | None = None  # allocated on first use
+        self.position = 0  # next slot to write
+        self.size = 0
+
+    @property
+    def storage(self) -> dict[str, torch.Tensor]:
+        """Field name -> tensor (capacity, ...); the memory is taken when first needed."""
+        if self._storage is None:
+            self._storage = {k: torch.zeros((self.capacity, *s), device=self.device) for k, s in self.shapes.items()}
+            self._storage["source"] = torch.zeros(self.capacity, dtype=torch.int8, device=self.device)
+        return self._storage
+
+    def __len__(self) -> int:
+        return self.size
+
+    def add(self, source: Source | int, **transitions: Any) -> None:
+        """Append n transitions given as arrays (n, ...) per field, all tagged `source`."""
+        missing = set(self.shapes) - set(transitions)
+        if missing:
+            raise ValueError(f"transitions lack fields {sorted(missing)}")
+        n = int(torch.as_tensor(transitions["reward"]).shape[0])
+        if n > self.capacity:
+            transitions = {k: v[-self.capacity:] for k, v in transitions.items()}
+            n = self.capacity
+        index = (self.position + torch.arange(n, device=self.device)) % self.capacity
+        for key, value in transitions.items():
+            if key not in self.storage:
+                raise ValueError(f"unknown field {key!r}; fields: {', '.join(self.storage)}")
+            target = self.storage[key]
+            target[index] = torch.as_tensor(value, device=self.device, dtype=target.dtype).reshape(n, *target.shape[1:])
+        self.storage["source"][index] = int(source)
+        self.position = (self.position + n) % self.capacity
+        self.size = min(self.size + n, self.capacity)
+
+    def sample(self, n: int, generator: torch.Generator | None = None) -> dict[str, torch.Tensor]:
+        """n transitions drawn uniformly with replacement."""
+        if self.size == 0:
+            raise ValueError("cannot sample from an empty buffer")
+        index = torch.randint(self.size, (n,), device=self.device, generator=generator)
+        return {k: v[index] for k, v in self.storage.items()}
+
+    def state_dict(self) -> dict[str, Any]:
+        """The filled part of the storage and the write position, for checkpoints."""
+        storage = {k: v[: self.size].clone() for k, v in self.storage.items()} if self.size else {}
+        return {"storage": storage, "position": self.position, "size": self.size, "capacity": self.capacity}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Restore what `state_dict` returned (same capacity and field sizes)."""
+        if state["capacity"] != self.capacity:
+            raise ValueError(f"buffer capacity {state['capacity']} in the checkpoint, {self.capacity} configured")
+        for key, value in state["storage"].items():
+            if key not in self.storage or tuple(value.shape[1:]) != tuple(self.storage[key].shape[1:]):
+                raise ValueError(f"buffer field {key!r} does not match this configuration")
+            self.storage[key][: len(value)] = value.to(self.device)
+        self.position, self.size = int(state["position"]), int(state["size"])
+
+
+class MixedReplay:
+    """Online and offline pools sampled in a fixed ratio (HIL-SERL: interventions go to both)."""
+
+    def __init__(self, online: ReplayBuffer, offline: ReplayBuffer, offline_ratio: float = 0.5):
+        if not 0.0 <= offline_ratio <= 1.0:
+            raise ValueError(f"offline_ratio must be in [0, 1], got {offline_ratio}")
+        self.online, self.offline, self.offline_ratio = online, offline, offline_ratio
+
+    def add(self, source: Source | int, **transitions: Any) -> None:
+        """Store transitions by source: online -> online pool, demo -> offline, intervention -> both."""
+        if source in (Source.ONLINE, Source.INTERVENTION):
+            self.online.add(source, **transitions)
+        if source in (Source.DEMO, Source.INTERVENTION):
+            self.offline.add(source, **transitions)
+
+    def __len__(self) -> int:
+        return len(self.online) + len(self.offline)
+
+    def sample(self, n: int, generator: torch.Generator | None = None) -> dict[str, torch.Tensor]:
+        """n transitions: round(n * offline_ratio) from the offline pool (if it has data), the rest online."""
+        n_offline = round(n * self.offline_ratio) if len(self.offline) else 0
+        if len(self.online) == 0:
+            n_offline = n
+        if n_offline == 0:
+            return self.online.sample(n, generator)
+        if n_offline == n:
+            return self.offline.sample(n, generator)
+        online, offline = self.online.sample(n - n_offline, generator), self.offline.sample(n_offline, generator)
+        # shuffled, so that every minibatch cut from the batch keeps the ratio in expectation
+        order = torch.randperm(n, device=self.online.device, generator=generator)
+        return {k: torch.cat([online[k], offline[k]])[order] for k in online}
+
+    def state_dict(self) -> dict[str, Any]:
+        """Both pools, for checkpoints."""
+        return {"online": self.online.state_dict(), "offline": self.offline.state_dict()}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Restore both pools."""
+        self.online.load_state_dict(state["online"])
+        self.offline.load_state_dict(state["offline"])

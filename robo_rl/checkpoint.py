@@ -1,0 +1,86 @@
+"""Checkpoints: written atomically, the last k kept, validated on load.
+
+A checkpoint appears under its final name only once completely written and synced (write to a hidden
+temporary file, fsync, rename, fsync the directory), so a process killed at any moment leaves either
+the previous set of checkpoints or the new one, never a torn file.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+import torch
+
+PATTERN = re.compile(r"^checkpoint_(\d{12})\.pt$")
+
+
+class CheckpointError(RuntimeError):
+    """A checkpoint is missing, unreadable, or does not match the run it is loaded into."""
+
+
+def checkpoint_dir(run_dir: str | Path) -> Path:
+    """Where a run keeps its checkpoints."""
+    return Path(run_dir) / "checkpoints"
+
+
+def save_checkpoint(run_dir: str | Path, step: int, state: dict[str, Any], keep: int = 3) -> Path:
+    """Write `state` as the checkpoint of `step` and delete all but the newest `keep` checkpoints."""
+    directory = checkpoint_dir(run_dir)
+    directory.mkdir(parents=True, exist_ok=True)
+    final = directory / f"checkpoint_{step:012d}.pt"
+    temporary = directory / f".{final.name}.tmp"
+    with open(temporary, "wb") as f:
+        torch.save(state, f)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(temporary, final)
+    dir_fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
+    for old in list_checkpoints(run_dir)[:-keep] if keep > 0 else []:
+        old.unlink(missing_ok=True)
+    return final
+
+
+def list_checkpoints(run_dir: str | Path) -> list[Path]:
+    """Complete checkpoints of a run, oldest first."""
+    directory = checkpoint_dir(run_dir)
+    if not directory.is_dir():
+        return []
+    return sorted(p for p in directory.iterdir() if PATTERN.match(p.name))
+
+
+def load_checkpoint(path_or_run_dir: str | Path, map_location: str | torch.device = "cpu") -> dict[str, Any]:
+    """The newest checkpoint of a run directory, or the given checkpoint file; CheckpointError if none loads."""
+    path = Path(path_or_run_dir)
+    if path.is_dir():
+        found = list_checkpoints(path)
+        if not found:
+            raise CheckpointError(f"no checkpoint in {checkpoint_dir(path)} (is {path} a run directory?)")
+        path = found[-1]
+    if not path.is_file():
+        raise CheckpointError(f"checkpoint {path} does not exist")
+    try:
+        state = torch.load(path, map_location=map_location, weights_only=False)
+    except Exception as error:  # truncated, not a torch file, wrong pickle...
+        raise CheckpointError(f"checkpoint {path} is unreadable: {error}") from error
+    if not isinstance(state, dict) or "format" not in state:
+        raise CheckpointError(f"{path} is not a robo-rl checkpoint")
+    state["path"] = str(path)
+    return state
+
+
+def check_compatible(state: dict[str, Any], env_spec: dict[str, Any]) -> None:
+    """Raise CheckpointError unless the checkpoint was trained on an env with this id and these spaces."""
+    saved = state.get("env_spec", {})
+    for key in ("id", "observation_size", "action_size", "observation_layout"):
+        if saved.get(key) != env_spec.get(key):
+            raise CheckpointError(
+                f"checkpoint {state.get('path')} was trained on a different env: {key} is {saved.get(key)!r} "
+                f"there, {env_spec.get(key)!r} here"
+            )

@@ -1,0 +1,45 @@
+"""Building the batched environments a run trains and evaluates on, from its `env` config group."""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+import gymnasium as gym
+import torch
+
+import sim  # noqa: F401  (registers the robo_rl/* ids)
+
+
+def make_vector_env(env_cfg: Mapping[str, Any], num_envs: int, device: torch.device,
+                    overrides: Mapping[str, Any] | None = None, threads: int = 0) -> Any:
+    """`gymnasium.make_vec` of env_cfg.id with its backend and config overrides (plus `overrides`);
+    `threads` C threads for the MuJoCo batch backend (0: one per core)."""
+    config = _merge(dict(env_cfg.get("overrides") or {}), dict(overrides or {}))
+    kwargs: dict[str, Any] = {"backend": env_cfg.get("backend", "torch"), "config": config}
+    if kwargs["backend"] == "torch":
+        kwargs["device"] = device
+    elif kwargs["backend"] == "mujoco_batch":
+        kwargs["nthread"] = threads
+    return gym.make_vec(env_cfg["id"], num_envs=num_envs, vectorization_mode="vector_entry_point", **kwargs)
+
+
+def env_spec(env: Any, env_id: str) -> dict[str, Any]:
+    """What a checkpoint records about the env it was trained on (and is checked against on load)."""
+    return {
+        "id": env_id,
+        "observation_size": int(env.single_observation_space.shape[0]),
+        "action_size": int(env.single_action_space.shape[0]),
+        "action_low": env.single_action_space.low.tolist(),
+        "action_high": env.single_action_space.high.tolist(),
+        "observation_layout": env.layout.to_dict() if hasattr(env, "layout") else None,
+        "control_hz": getattr(getattr(env, "config", None), "control_hz", None),
+    }
+
+
+def _merge(base: dict, extra: Mapping[str, Any]) -> dict:
+    for key, value in extra.items():
+        if isinstance(value, Mapping) and isinstance(base.get(key), Mapping):
+            base[key] = _merge(dict(base[key]), value)
+        else:
+            base[key] = value
+    return base

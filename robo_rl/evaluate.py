@@ -1,0 +1,93 @@
+"""Evaluate a trained policy: `python -m robo_rl.evaluate run=<run dir> [vehicle=...] [latency_steps=[2,2]]`.
+
+Runs the deterministic policy of the run's newest (or a given) checkpoint on `episodes` seeded episodes
+of the run's env with the requested changes, prints success rate and mean return, and writes them as
+JSON under `<run>/evaluations/`. With `-m` over changes, every job adds a row and the last prints the
+robustness table of all evaluations of the run.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import hydra
+import torch
+from omegaconf import DictConfig, OmegaConf
+
+from robo_rl.agents.sac import SAC, SACConfig
+from robo_rl.checkpoint import check_compatible, load_checkpoint
+from robo_rl.envs import env_spec, make_vector_env
+from robo_rl.evaluation import evaluate_policy
+from robo_rl.train import select_device
+
+
+def env_changes(cfg: DictConfig) -> dict[str, Any]:
+    """The env config overrides an evaluation config asks for."""
+    changes: dict[str, Any] = dict(OmegaConf.to_container(cfg.overrides, resolve=True) or {})
+    randomization = dict(OmegaConf.to_container(cfg.randomization, resolve=True) or {}) if cfg.randomization else {}
+    if cfg.latency_steps is not None:
+        randomization["latency_steps"] = list(cfg.latency_steps)
+    if randomization:
+        changes["randomization"] = {**changes.get("randomization", {}), **randomization}
+    if cfg.vehicle:
+        changes["vehicle"] = cfg.vehicle
+    return changes
+
+
+def load_agent(state: dict[str, Any], device: torch.device) -> SAC:
+    """The SAC agent stored in a checkpoint, on `device`."""
+    spec = state["env_spec"]
+    agent = SAC(spec["observation_size"], spec["action_low"], spec["action_high"],
+                SACConfig(**state["agent_config"]), device=device)
+    agent.load_training_state(state["agent"])
+    return agent.eval()
+
+
+def evaluate_run(run: str | Path, checkpoint: str | Path | None = None, episodes: int = 100, seed: int = 12345,
+                 changes: dict[str, Any] | None = None, device: str = "auto") -> dict[str, Any]:
+    """Evaluate a run's policy under env `changes`; returns the result row (also what the CLI writes)."""
+    device_ = select_device(device)
+    state = load_checkpoint(checkpoint or run, map_location=device_)
+    run_cfg = OmegaConf.create(state["config"])
+    env = make_vector_env(run_cfg.env, episodes, device_, overrides=changes or {})
+    check_compatible(state, env_spec(env, run_cfg.env.id))
+    agent = load_agent(state, device_)
+    start = time.perf_counter()
+    result = evaluate_policy(lambda o: agent.act(o, deterministic=True), env, seed, device_)
+    return {
+        "run": str(run), "checkpoint": state["path"], "env_id": run_cfg.env.id, "changes": changes or {},
+        "episodes": episodes, "seed": seed, "trained_env_steps": state["counters"]["env_steps"],
+        "success_rate": result["success_rate"], "mean_return": result["mean_return"],
+        "mean_length": result["mean_length"], "seconds": time.perf_counter() - start,
+    }
+
+
+def robustness_table(run: str | Path) -> str:
+    """All evaluations recorded for a run, one row each."""
+    rows = [json.loads(p.read_text()) for p in sorted((Path(run) / "evaluations").glob("eval_*.json"))]
+    lines = [f"{'changes':60s} {'episodes':>8s} {'success':>8s} {'return':>9s}"]
+    for r in rows:
+        lines.append(f"{json.dumps(r['changes'])[:60]:60s} {r['episodes']:8d} {100 * r['success_rate']:7.1f}% "
+                     f"{r['mean_return']:9.1f}")
+    return "\n".join(lines)
+
+
+@hydra.main(config_path="../configs", config_name="evaluate", version_base="1.3")
+def main(cfg: DictConfig) -> None:
+    """Hydra entry point."""
+    torch.set_num_threads(2)
+    row = evaluate_run(cfg.run, cfg.checkpoint, int(cfg.episodes), int(cfg.seed), env_changes(cfg), cfg.device)
+    out = Path(cfg.run) / "evaluations" / f"eval_{time.strftime('%Y%m%d-%H%M%S')}_{time.time_ns() % 10**9:09d}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(row, indent=2))
+    print(json.dumps(row))
+    print(f"success {100 * row['success_rate']:.1f}% over {row['episodes']} episodes, mean return "
+          f"{row['mean_return']:.1f} (changes: {row['changes'] or 'none'}); written to {out}")
+    print(robustness_table(cfg.run))
+
+
+if __name__ == "__main__":
+    main()

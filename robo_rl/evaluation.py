@@ -1,0 +1,48 @@
+"""Deterministic evaluation on a fixed set of seeded episodes, run as one batch of environments."""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import numpy as np
+import torch
+
+
+def as_tensor(x: Any, device: torch.device) -> torch.Tensor:
+    """A float32 tensor on `device` from a numpy array or tensor."""
+    return torch.as_tensor(x, dtype=torch.float32, device=device)
+
+
+@torch.no_grad()
+def evaluate_policy(policy: Callable[[torch.Tensor], torch.Tensor], env: Any, seed: int,
+                    device: torch.device) -> dict[str, Any]:
+    """Run one episode in each of `env.num_envs` environments, reset with `seed`.
+
+    Returns success_rate (share of episodes with `is_success` on their last step), mean_return,
+    mean_length, and per-episode arrays.
+    """
+    n = env.num_envs
+    obs, _ = env.reset(seed=seed)
+    returns, lengths = np.zeros(n), np.zeros(n, dtype=np.int64)
+    success = np.zeros(n, dtype=bool)
+    running = np.ones(n, dtype=bool)
+    while running.any():
+        action = policy(as_tensor(obs, device))
+        obs, reward, terminated, truncated, info = env.step(action if env_uses_torch(env) else action.cpu().numpy())
+        reward, done = _np(reward), _np(terminated) | _np(truncated)
+        returns += np.where(running, reward, 0.0)
+        lengths += running
+        finished = running & done
+        success[finished] = _np(info["is_success"])[finished]
+        running &= ~done
+    return {"success_rate": float(success.mean()), "mean_return": float(returns.mean()),
+            "mean_length": float(lengths.mean()), "returns": returns, "successes": success}
+
+
+def env_uses_torch(env: Any) -> bool:
+    """Whether a vector env takes and returns torch tensors."""
+    return getattr(env, "backend", None) == "torch"
+
+
+def _np(x: Any) -> np.ndarray:
+    return x.detach().cpu().numpy() if isinstance(x, torch.Tensor) else np.asarray(x)

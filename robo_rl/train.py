@@ -1,0 +1,268 @@
+"""Train an agent: `python -m robo_rl.train env=hover seed=1 ...` (Hydra; `-m seed=0,1,2` sweeps).
+
+The loop: batched collection in `num_envs` simulated robots, transitions into the replay buffer, SAC
+updates, and every `eval.interval_env_steps` a deterministic evaluation on `eval.episodes` seeded
+episodes, TensorBoard scalars and an atomic checkpoint. At the end: a final evaluation, a checkpoint,
+`learning_curve.png` and `summary.json` in the run directory. `resume=<run dir>` continues a run from its
+newest checkpoint (networks, optimizers, temperature, buffers, counters, RNG states; episodes that were
+in flight restart).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import random
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+import hydra
+import numpy as np
+import torch
+from omegaconf import DictConfig, OmegaConf
+from tqdm import tqdm
+
+from robo_rl.agents.sac import SAC, SACConfig
+from robo_rl.buffers import MixedReplay, ReplayBuffer, Source
+from robo_rl.checkpoint import check_compatible, load_checkpoint, save_checkpoint
+from robo_rl.envs import env_spec, make_vector_env
+from robo_rl.evaluation import as_tensor, env_uses_torch, evaluate_policy
+from robo_rl.plotting import plot_learning_curve
+
+CHECKPOINT_FORMAT = 1
+OmegaConf.register_new_resolver("run_dir", lambda resume, default: resume or default, replace=True)
+
+
+def select_device(name: str) -> torch.device:
+    """"auto" -> CUDA when available, else CPU; otherwise the named device."""
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(name)
+
+
+def seed_everything(seed: int) -> None:
+    """Seed Python, NumPy and torch (all devices)."""
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+
+
+def rng_states() -> dict[str, Any]:
+    """Every global RNG state, for checkpoints."""
+    states = {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state()}
+    if torch.cuda.is_available():
+        states["cuda"] = torch.cuda.get_rng_state_all()
+    return states
+
+
+def restore_rng_states(states: dict[str, Any]) -> None:
+    """Inverse of `rng_states`."""
+    random.setstate(states["python"])
+    np.random.set_state(states["numpy"])
+    torch.set_rng_state(states["torch"])
+    if "cuda" in states and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(states["cuda"])
+
+
+def git_commit() -> str | None:
+    """The source commit, recorded with every run."""
+    try:
+        return subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, check=True,
+                              cwd=Path(__file__).parent).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return None
+
+
+class Trainer:
+    """One training run in `run_dir` from a composed config (see configs/train.yaml)."""
+
+    def __init__(self, cfg: DictConfig, run_dir: str | Path):
+        self.run_dir = Path(run_dir)
+        resume_state = None
+        if cfg.get("resume"):
+            resume_state = load_checkpoint(cfg.resume)
+            cfg = OmegaConf.create(resume_state["config"])  # the run continues with its own config
+        self.cfg = cfg
+        torch.set_num_threads(int(cfg.torch_threads))
+        self.device = select_device(cfg.device)
+        seed_everything(int(cfg.seed))
+        threads = int(cfg.torch_threads)
+        self.env = make_vector_env(cfg.env, int(cfg.num_envs), self.device, threads=threads)
+        self.eval_env = make_vector_env(cfg.env, int(cfg.eval.episodes), self.device, threads=threads)
+        self.spec = env_spec(self.env, cfg.env.id)
+        agent_cfg = SACConfig(**OmegaConf.to_container(cfg.agent, resolve=True))
+        space = self.env.single_action_space
+        self.agent = SAC(self.spec["observation_size"], space.low, space.high, agent_cfg, device=self.device)
+        obs_dim, act_dim = self.spec["observation_size"], self.spec["action_size"]
+        capacity = int(cfg.buffer.capacity)
+        self.replay = MixedReplay(ReplayBuffer(capacity, obs_dim, act_dim, device=self.device),
+                                  ReplayBuffer(capacity, obs_dim, act_dim, device=self.device),
+                                  float(cfg.buffer.offline_ratio))
+        self.env_steps = self.updates = 0
+        self.episodes_done = 0
+        self.wall_seconds = 0.0  # accumulated over resumes
+        self.history: list[dict[str, Any]] = []
+        if resume_state is not None:
+            self._restore(resume_state)
+        else:
+            self.run_dir.mkdir(parents=True, exist_ok=True)
+            (self.run_dir / "config.yaml").write_text(OmegaConf.to_yaml(cfg))
+        self.writer = None
+        if cfg.logging.tensorboard:
+            from torch.utils.tensorboard import SummaryWriter
+
+            self.writer = SummaryWriter(str(self.run_dir / "tensorboard"))
+
+    # ------------------------------------------------------------------ main loop
+    def run(self) -> dict[str, Any]:
+        """Train until `total_env_steps`, evaluating and checkpointing on the way; returns the summary."""
+        cfg, env, agent = self.cfg, self.env, self.agent
+        n = env.num_envs
+        total = int(cfg.total_env_steps)
+        batch_size = agent.config.batch_size * agent.config.critic_updates_per_actor_update
+        on_torch = env_uses_torch(env)
+        low = as_tensor(env.single_action_space.low, self.device)
+        high = as_tensor(env.single_action_space.high, self.device)
+        next_eval = self._next_multiple(cfg.eval.interval_env_steps)
+        next_checkpoint = self._next_multiple(cfg.checkpoint.interval_env_steps)
+        next_log = self._next_multiple(cfg.logging.log_interval_env_steps)
+        episode_return = torch.zeros(n, device=self.device)
+        recent_returns: list[float] = []
+        metrics: dict[str, torch.Tensor] = {}
+        obs = as_tensor(env.reset(seed=int(cfg.seed) + self.env_steps)[0], self.device)
+        bar = tqdm(total=total, initial=self.env_steps, unit="step", unit_scale=True, dynamic_ncols=True,
+                   disable=not cfg.logging.progress_bar, desc="train")
+        start = time.perf_counter() - self.wall_seconds
+        if not self.history:
+            self.evaluate()  # the untrained policy: where the learning curve starts
+        while self.env_steps < total:
+            # Collect one step in every env: uniform random actions first, then the stochastic policy.
+            if self.env_steps < cfg.learning_starts:
+                action = low + (high - low) * torch.rand(n, low.numel(), device=self.device)
+            else:
+                action = agent.act(obs)
+            next_obs, reward, terminated, truncated, info = env.step(action if on_torch else action.cpu().numpy())
+            next_obs, reward = as_tensor(next_obs, self.device), as_tensor(reward, self.device)
+            terminated = as_tensor(terminated, self.device)
+            done = terminated.bool() | as_tensor(truncated, self.device).bool()
+            final_obs = next_obs
+            if "_final_obs" in info:
+                ended = torch.as_tensor(info["_final_obs"], device=self.device)
+                final_obs = torch.where(ended[:, None], as_tensor(info["final_obs"], self.device), next_obs)
+            self.replay.add(Source.ONLINE, obs=obs, action=action, reward=reward, next_obs=final_obs,
+                            terminated=terminated)
+            episode_return += reward
+            if done.any():
+                recent_returns.extend(episode_return[done].tolist())
+                self.episodes_done += int(done.sum())
+                episode_return = torch.where(done, torch.zeros_like(episode_return), episode_return)
+            obs = next_obs
+            self.env_steps += n
+            bar.update(n)
+
+            # Learn.
+            if self.env_steps >= cfg.learning_starts:
+                for _ in range(int(cfg.updates_per_iteration)):
+                    metrics = agent.update(self.replay.sample(batch_size))
+                    self.updates += 1
+
+            if self.env_steps >= next_log:
+                next_log = self._next_multiple(cfg.logging.log_interval_env_steps)
+                self._log_training(metrics, recent_returns, time.perf_counter() - start)
+                recent_returns = []
+            if self.env_steps >= next_eval or self.env_steps >= total:
+                next_eval = self._next_multiple(cfg.eval.interval_env_steps)
+                self.wall_seconds = time.perf_counter() - start
+                result = self.evaluate()
+                bar.set_postfix(success=f"{100 * result['success_rate']:.0f}%", ret=f"{result['mean_return']:.0f}")
+            if self.env_steps >= next_checkpoint or self.env_steps >= total:
+                next_checkpoint = self._next_multiple(cfg.checkpoint.interval_env_steps)
+                self.wall_seconds = time.perf_counter() - start
+                self.save()
+        bar.close()
+        return self.finish()
+
+    def _next_multiple(self, interval: int) -> int:
+        interval = int(interval)
+        return (self.env_steps // interval + 1) * interval
+
+    # ------------------------------------------------------------ evaluation, logs
+    def evaluate(self) -> dict[str, Any]:
+        """Deterministic policy on the fixed evaluation episodes; appended to the history and logged."""
+        result = evaluate_policy(lambda o: self.agent.act(o, deterministic=True), self.eval_env,
+                                 int(self.cfg.eval.seed), self.device)
+        entry = {"env_steps": self.env_steps, "updates": self.updates, "wall_seconds": self.wall_seconds,
+                 "success_rate": result["success_rate"], "mean_return": result["mean_return"],
+                 "mean_length": result["mean_length"]}
+        self.history.append(entry)
+        if self.writer:
+            for key in ("success_rate", "mean_return", "mean_length"):
+                self.writer.add_scalar(f"eval/{key}", entry[key], self.env_steps)
+        return entry
+
+    def _log_training(self, metrics: dict[str, torch.Tensor], returns: list[float], elapsed: float) -> None:
+        if not self.writer:
+            return
+        for key, value in metrics.items():
+            self.writer.add_scalar(f"train/{key}", float(value), self.env_steps)
+        if returns:
+            self.writer.add_scalar("train/episode_return", float(np.mean(returns)), self.env_steps)
+        self.writer.add_scalar("time/env_steps_per_second", self.env_steps / max(elapsed, 1e-9), self.env_steps)
+        self.writer.add_scalar("time/updates", self.updates, self.env_steps)
+
+    # --------------------------------------------------------------- checkpoints
+    def save(self) -> Path:
+        """Atomically write a checkpoint of everything needed to resume."""
+        state = {
+            "format": CHECKPOINT_FORMAT,
+            "config": OmegaConf.to_container(self.cfg, resolve=True),
+            "env_spec": self.spec,
+            "agent_config": dataclasses.asdict(self.agent.config),
+            "agent": self.agent.training_state(),
+            "replay": self.replay.state_dict(),
+            "counters": {"env_steps": self.env_steps, "updates": self.updates,
+                         "episodes": self.episodes_done, "wall_seconds": self.wall_seconds},
+            "history": self.history,
+            "rng": rng_states(),
+            "commit": git_commit(),
+        }
+        return save_checkpoint(self.run_dir, self.env_steps, state, keep=int(self.cfg.checkpoint.keep))
+
+    def _restore(self, state: dict[str, Any]) -> None:
+        check_compatible(state, self.spec)
+        self.agent.load_training_state(state["agent"])
+        self.replay.load_state_dict(state["replay"])
+        counters = state["counters"]
+        self.env_steps, self.updates = counters["env_steps"], counters["updates"]
+        self.episodes_done, self.wall_seconds = counters["episodes"], counters["wall_seconds"]
+        self.history = list(state["history"])
+        restore_rng_states(state["rng"])
+
+    def finish(self) -> dict[str, Any]:
+        """Write the learning curve and summary.json; return the summary."""
+        if self.writer:
+            self.writer.close()
+        plot_learning_curve(self.history, self.run_dir / "learning_curve.png", title=self.cfg.env.id)
+        summary = {"env_id": self.cfg.env.id, "seed": int(self.cfg.seed), "env_steps": self.env_steps,
+                   "updates": self.updates, "wall_seconds": self.wall_seconds,
+                   "final": self.history[-1] if self.history else None, "history": self.history,
+                   "run_dir": str(self.run_dir)}
+        (self.run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
+        return summary
+
+
+@hydra.main(config_path="../configs", config_name="train", version_base="1.3")
+def main(cfg: DictConfig) -> None:
+    """Hydra entry point: train in Hydra's run directory and print where everything went."""
+    run_dir = hydra.core.hydra_config.HydraConfig.get().runtime.output_dir
+    summary = Trainer(cfg, run_dir).run()
+    final = summary["final"] or {}
+    print(f"run {run_dir}: {summary['env_steps']:,} env steps, {summary['updates']:,} updates, "
+          f"{summary['wall_seconds']:.1f} s; evaluation success {100 * final.get('success_rate', 0):.0f}%, "
+          f"return {final.get('mean_return', float('nan')):.1f}")
+
+
+if __name__ == "__main__":
+    main()
