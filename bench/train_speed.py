@@ -1,0 +1,190 @@
+"""Training speed: SAC gradient updates/s next to Stable-Baselines3 and a CleanRL-style reference, and
+the wall-clock time of the default hover training.
+
+    .venv/bin/python bench/train_speed.py [--seconds 3] [--skip-hover]
+
+Update rows use batch 256, observation 50 and action 4 (the hover task's sizes), two critics and one
+actor step per critic step for every implementation, so they do the same arithmetic. Peers: SB3's
+`SAC.train` in bench/.venv-sb3 (installed by this script only), and a CleanRL-style update written out
+below (two separate critics, plain Adam), in this process. The robo-rl rows use `robo_rl.agents.sac`
+with the same sizes, plus SERL's defaults (10 critics, LayerNorm, 8 critic steps per actor step) per
+critic step. Writes bench/results/train_speed.json. Run on an idle machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from peers import peer_python
+
+ROOT = Path(__file__).resolve().parent
+SB3_VENV = ROOT / ".venv-sb3"
+SB3_REQUIREMENTS = ["torch==2.13.0", "stable-baselines3==2.9.2", "gymnasium"]
+OBS, ACT, BATCH = 50, 4, 256
+
+
+def rate(step: Callable[[], None], seconds: float) -> float:
+    """Calls per second of `step` over `seconds`, after a warm-up."""
+    for _ in range(10):
+        step()
+    count, start = 0, time.perf_counter()
+    while time.perf_counter() - start < seconds:
+        step()
+        count += 1
+    return count / (time.perf_counter() - start)
+
+
+def batch(n: int) -> dict[str, torch.Tensor]:
+    """Random transitions of the hover task's sizes."""
+    return {"obs": torch.randn(n, OBS), "action": torch.rand(n, ACT), "reward": torch.randn(n),
+            "next_obs": torch.randn(n, OBS), "terminated": torch.zeros(n)}
+
+
+def robo_rl_updates(hidden: tuple[int, int], seconds: float, serl_defaults: bool = False) -> float:
+    """robo-rl SAC critic steps/s (with its actor and temperature steps)."""
+    sys.path.insert(0, str(ROOT.parent))
+    from robo_rl.agents.sac import SAC, SACConfig
+
+    if serl_defaults:
+        config = SACConfig(actor_hidden=hidden, critic_hidden=hidden, batch_size=BATCH)
+    else:
+        config = SACConfig(actor_hidden=hidden, critic_hidden=hidden, activation="relu", critic_layer_norm=False,
+                           num_critics=2, critic_updates_per_actor_update=1, batch_size=BATCH)
+    agent = SAC(OBS, torch.zeros(ACT), torch.ones(ACT), config)
+    data = batch(BATCH * config.critic_updates_per_actor_update)
+    return rate(lambda: agent.update(data), seconds) * config.critic_updates_per_actor_update
+
+
+def cleanrl_updates(hidden: tuple[int, int], seconds: float) -> float:
+    """A CleanRL-style SAC update (separate Q networks, Adam, autotuned alpha), steps/s."""
+    def q_net() -> nn.Module:
+        return nn.Sequential(nn.Linear(OBS + ACT, hidden[0]), nn.ReLU(), nn.Linear(hidden[0], hidden[1]), nn.ReLU(),
+                             nn.Linear(hidden[1], 1))
+
+    class Actor(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.trunk = nn.Sequential(nn.Linear(OBS, hidden[0]), nn.ReLU(), nn.Linear(hidden[0], hidden[1]), nn.ReLU())
+            self.mean, self.log_std = nn.Linear(hidden[1], ACT), nn.Linear(hidden[1], ACT)
+
+        def sample(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+            h = self.trunk(x)
+            mean, log_std = self.mean(h), torch.tanh(self.log_std(h))
+            log_std = -5 + 3.5 * (log_std + 1)
+            normal = torch.distributions.Normal(mean, log_std.exp())
+            u = normal.rsample()
+            a = torch.tanh(u)
+            return a * 0.5 + 0.5, (normal.log_prob(u) - torch.log(0.5 * (1 - a.pow(2)) + 1e-6)).sum(1)
+
+    actor, q1, q2 = Actor(), q_net(), q_net()
+    q1_target, q2_target = q_net(), q_net()
+    q1_target.load_state_dict(q1.state_dict())
+    q2_target.load_state_dict(q2.state_dict())
+    q_optimizer = torch.optim.Adam(list(q1.parameters()) + list(q2.parameters()), lr=3e-4)
+    actor_optimizer = torch.optim.Adam(actor.parameters(), lr=3e-4)
+    log_alpha = torch.zeros(1, requires_grad=True)
+    alpha_optimizer = torch.optim.Adam([log_alpha], lr=3e-4)
+    data = batch(BATCH)
+
+    def update() -> None:
+        alpha = log_alpha.exp().item()
+        with torch.no_grad():
+            next_action, next_log_pi = actor.sample(data["next_obs"])
+            x = torch.cat([data["next_obs"], next_action], 1)
+            target_q = torch.min(q1_target(x), q2_target(x)).view(-1) - alpha * next_log_pi
+            target = data["reward"] + 0.99 * (1 - data["terminated"]) * target_q
+        x = torch.cat([data["obs"], data["action"]], 1)
+        q_loss = F.mse_loss(q1(x).view(-1), target) + F.mse_loss(q2(x).view(-1), target)
+        q_optimizer.zero_grad()
+        q_loss.backward()
+        q_optimizer.step()
+        action, log_pi = actor.sample(data["obs"])
+        x = torch.cat([data["obs"], action], 1)
+        actor_loss = (alpha * log_pi - torch.min(q1(x), q2(x)).view(-1)).mean()
+        actor_optimizer.zero_grad()
+        actor_loss.backward()
+        actor_optimizer.step()
+        alpha_loss = (-log_alpha.exp() * (log_pi.detach() - ACT)).mean()
+        alpha_optimizer.zero_grad()
+        alpha_loss.backward()
+        alpha_optimizer.step()
+        with torch.no_grad():
+            for net, target_net in ((q1, q1_target), (q2, q2_target)):
+                for p, tp in zip(net.parameters(), target_net.parameters()):
+                    tp.data.mul_(0.995).add_(0.005 * p.data)
+
+    return rate(update, seconds)
+
+
+def sb3_updates(hidden: tuple[int, int], seconds: float) -> dict[str, Any]:
+    """Stable-Baselines3's SAC.train, in its own venv."""
+    python = peer_python(SB3_VENV, SB3_REQUIREMENTS, probe="stable_baselines3")
+    out = subprocess.run([str(python), str(ROOT / "sb3_peer.py"), "--hidden", *map(str, hidden), "--batch", str(BATCH),
+                          "--seconds", str(seconds), "--threads", str(torch.get_num_threads())],
+                         check=True, stdout=subprocess.PIPE, text=True).stdout
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def hover_training() -> dict[str, Any]:
+    """The default training run (`python -m robo_rl.train`), timed end to end, evaluations included."""
+    out_dir = ROOT / "results" / "hover_run"
+    start = time.perf_counter()
+    subprocess.run([sys.executable, "-m", "robo_rl.train", f"hydra.run.dir={out_dir}", "logging.progress_bar=false"],
+                   check=True, cwd=ROOT.parent)
+    summary = json.loads((out_dir / "summary.json").read_text())
+    reached = next((h for h in summary["history"] if h["success_rate"] >= 0.95), None)
+    return {"process_seconds": time.perf_counter() - start, "train_seconds": summary["wall_seconds"],
+            "final": summary["final"], "first_eval_at_95_percent": reached}
+
+
+def main() -> None:
+    """Measure, print the table, write JSON."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seconds", type=float, default=3.0)
+    parser.add_argument("--skip-hover", action="store_true", help="only the update rows")
+    args = parser.parse_args()
+    torch.set_num_threads(2)
+    rows = []
+    for hidden in ((64, 64), (256, 256)):
+        sb3 = sb3_updates(hidden, args.seconds)
+        rows += [
+            {"implementation": "robo-rl SAC (2 critics)", "hidden": hidden, "updates_per_s": robo_rl_updates(hidden, args.seconds)},
+            {"implementation": "robo-rl SAC, SERL defaults (per critic step)", "hidden": hidden,
+             "updates_per_s": robo_rl_updates(hidden, args.seconds, serl_defaults=True)},
+            {"implementation": "CleanRL-style SAC", "hidden": hidden, "updates_per_s": cleanrl_updates(hidden, args.seconds)},
+            {"implementation": f"Stable-Baselines3 {sb3['sb3_version']} SAC", "hidden": hidden, "updates_per_s": sb3["updates_per_s"]},
+        ]
+    print(f"\n{'implementation':48s} {'hidden':>10s} {'updates/s':>10s} {'vs SB3':>7s}")
+    for row in rows:
+        sb3_rate = next(r["updates_per_s"] for r in rows if r["hidden"] == row["hidden"] and "Stable" in r["implementation"])
+        row["vs_sb3"] = row["updates_per_s"] / sb3_rate
+        print(f"{row['implementation']:48s} {'x'.join(map(str, row['hidden'])):>10s} {row['updates_per_s']:10.0f} "
+              f"{row['vs_sb3']:6.2f}x")
+    result: dict[str, Any] = {"machine": {"cpus": torch.get_num_threads(), "python": platform.python_version(),
+                                          "torch": torch.__version__}, "batch": BATCH, "rows": rows}
+    if not args.skip_hover:
+        result["hover"] = hover_training()
+        hover = result["hover"]
+        reached = hover["first_eval_at_95_percent"]
+        print(f"\nhover training: {hover['process_seconds']:.1f} s end to end; final success "
+              f"{100 * hover['final']['success_rate']:.0f}%; "
+              + (f"95% first reached at {reached['wall_seconds']:.1f} s" if reached else "95% not reached"))
+    out = ROOT / "results" / "train_speed.json"
+    out.parent.mkdir(exist_ok=True)
+    out.write_text(json.dumps(result, indent=2))
+    print(f"wrote {out}")
+
+
+if __name__ == "__main__":
+    main()
