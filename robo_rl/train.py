@@ -95,6 +95,8 @@ class Trainer:
         agent_cfg = SACConfig(**OmegaConf.to_container(cfg.agent, resolve=True))
         space = self.env.single_action_space
         self.agent = SAC(self.spec["observation_size"], space.low, space.high, agent_cfg, device=self.device)
+        if cfg.start_from_nominal_action and getattr(self.env, "nominal_action", None) is not None:
+            self.agent.actor.center_on(torch.as_tensor(self.env.nominal_action))
         obs_dim, act_dim = self.spec["observation_size"], self.spec["action_size"]
         capacity = int(cfg.buffer.capacity)
         self.replay = MixedReplay(ReplayBuffer(capacity, obs_dim, act_dim, device=self.device),

@@ -127,6 +127,12 @@ class TanhGaussianActor(nn.Module):
         log_prob = log_prob - torch.log(self.action_scale).sum()
         return squashed * self.action_scale + self.action_bias, log_prob
 
+    @torch.no_grad()
+    def center_on(self, action: torch.Tensor) -> None:
+        """Make `action` the initial mean action: the output bias is set to its pre-squash value."""
+        squashed = ((torch.as_tensor(action, dtype=torch.float32) - self.action_bias.cpu()) / self.action_scale.cpu())
+        self.mean.bias.copy_(torch.atanh(squashed.clamp(-0.999, 0.999)))
+
     def deterministic(self, obs: torch.Tensor) -> torch.Tensor:
         """The mean action tanh(mu) scaled to [low, high]: what the export runs."""
         mean, _ = self(obs)

@@ -135,6 +135,8 @@ class QuadrotorVectorEnv(VectorEnv):
         self.backend = backend
         self.layout = self.batch.layout
         self.single_observation_space, self.single_action_space = _spaces(self.batch)
+        # the command that holds the nominal vehicle in the air: where a policy should start from
+        self.nominal_action = np.full(4, self.batch.params.hover_command, dtype=np.float32)
         self.observation_space = gym.vector.utils.batch_space(self.single_observation_space, num_envs)
         self.action_space = gym.vector.utils.batch_space(self.single_action_space, num_envs)
         self._np_dtype = np.float32
