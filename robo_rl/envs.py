@@ -11,11 +11,14 @@ import sim  # noqa: F401  (registers the robo_rl/* ids)
 
 
 def make_vector_env(env_cfg: Mapping[str, Any], num_envs: int, device: torch.device,
-                    overrides: Mapping[str, Any] | None = None, threads: int = 0) -> Any:
+                    overrides: Mapping[str, Any] | None = None, threads: int = 0, privileged: bool = False) -> Any:
     """`gymnasium.make_vec` of env_cfg.id with its backend and config overrides (plus `overrides`);
-    `threads` C threads for the MuJoCo batch backend (0: one per core)."""
+    `threads` C threads for the MuJoCo batch backend (0: one per core); `privileged` asks the env to put
+    privileged observations for an asymmetric critic into its infos."""
     config = _merge(dict(env_cfg.get("overrides") or {}), dict(overrides or {}))
     kwargs: dict[str, Any] = {"backend": env_cfg.get("backend", "torch"), "config": config}
+    if privileged:
+        kwargs["privileged"] = True
     if kwargs["backend"] == "torch":
         kwargs["device"] = device
     elif kwargs["backend"] == "mujoco_batch":

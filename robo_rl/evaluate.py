@@ -41,7 +41,7 @@ def load_agent(state: dict[str, Any], device: torch.device) -> SAC:
     """The SAC agent stored in a checkpoint, on `device`."""
     spec = state["env_spec"]
     agent = SAC(spec["observation_size"], spec["action_low"], spec["action_high"],
-                SACConfig(**state["agent_config"]), device=device)
+                SACConfig(**state["agent_config"]), critic_obs_dim=state.get("critic_obs_dim"), device=device)
     agent.load_training_state(state["agent"])
     return agent.eval()
 

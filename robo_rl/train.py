@@ -89,18 +89,23 @@ class Trainer:
         self.device = select_device(cfg.device)
         seed_everything(int(cfg.seed))
         threads = int(cfg.torch_threads)
-        self.env = make_vector_env(cfg.env, int(cfg.num_envs), self.device, threads=threads)
+        self.privileged = bool(cfg.privileged_critic)
+        self.env = make_vector_env(cfg.env, int(cfg.num_envs), self.device, threads=threads, privileged=self.privileged)
+        if self.privileged and not hasattr(self.env, "privileged_size"):
+            raise ValueError(f"privileged_critic=true, but {cfg.env.id} provides no privileged observation")
         self.eval_env = make_vector_env(cfg.env, int(cfg.eval.episodes), self.device, threads=threads)
         self.spec = env_spec(self.env, cfg.env.id)
+        critic_obs_dim = int(self.env.privileged_size) if self.privileged else None
         agent_cfg = SACConfig(**OmegaConf.to_container(cfg.agent, resolve=True))
         space = self.env.single_action_space
-        self.agent = SAC(self.spec["observation_size"], space.low, space.high, agent_cfg, device=self.device)
+        self.agent = SAC(self.spec["observation_size"], space.low, space.high, agent_cfg,
+                         critic_obs_dim=critic_obs_dim, device=self.device)
         if cfg.start_from_nominal_action and getattr(self.env, "nominal_action", None) is not None:
             self.agent.actor.center_on(torch.as_tensor(self.env.nominal_action))
         obs_dim, act_dim = self.spec["observation_size"], self.spec["action_size"]
         capacity = int(cfg.buffer.capacity)
-        self.replay = MixedReplay(ReplayBuffer(capacity, obs_dim, act_dim, device=self.device),
-                                  ReplayBuffer(capacity, obs_dim, act_dim, device=self.device),
+        self.replay = MixedReplay(ReplayBuffer(capacity, obs_dim, act_dim, critic_obs_dim, device=self.device),
+                                  ReplayBuffer(capacity, obs_dim, act_dim, critic_obs_dim, device=self.device),
                                   float(cfg.buffer.offline_ratio))
         self.env_steps = self.updates = 0
         self.episodes_done = 0
@@ -133,7 +138,9 @@ class Trainer:
         episode_return = torch.zeros(n, device=self.device)
         recent_returns: list[float] = []
         metrics: dict[str, torch.Tensor] = {}
-        obs = as_tensor(env.reset(seed=int(cfg.seed) + self.env_steps)[0], self.device)
+        obs, reset_info = env.reset(seed=int(cfg.seed) + self.env_steps)
+        obs = as_tensor(obs, self.device)
+        critic_obs = as_tensor(reset_info["privileged_obs"], self.device) if self.privileged else None
         bar = tqdm(total=total, initial=self.env_steps, unit="step", unit_scale=True, dynamic_ncols=True,
                    disable=not cfg.logging.progress_bar, desc="train")
         start = time.perf_counter() - self.wall_seconds
@@ -153,8 +160,17 @@ class Trainer:
             if "_final_obs" in info:
                 ended = torch.as_tensor(info["_final_obs"], device=self.device)
                 final_obs = torch.where(ended[:, None], as_tensor(info["final_obs"], self.device), next_obs)
+            extra = {}
+            if self.privileged:  # the asymmetric critic's view of the same transition
+                next_critic_obs = as_tensor(info["privileged_obs"], self.device)
+                final_critic_obs = next_critic_obs
+                if "_final_obs" in info:
+                    final_critic_obs = torch.where(ended[:, None], as_tensor(info["final_privileged_obs"], self.device),
+                                                   next_critic_obs)
+                extra = {"critic_obs": critic_obs, "next_critic_obs": final_critic_obs}
+                critic_obs = next_critic_obs
             self.replay.add(Source.ONLINE, obs=obs, action=action, reward=reward, next_obs=final_obs,
-                            terminated=terminated)
+                            terminated=terminated, **extra)
             episode_return += reward
             if done.any():
                 recent_returns.extend(episode_return[done].tolist())
@@ -222,6 +238,7 @@ class Trainer:
             "config": OmegaConf.to_container(self.cfg, resolve=True),
             "env_spec": self.spec,
             "agent_config": dataclasses.asdict(self.agent.config),
+            "critic_obs_dim": self.agent.critic_obs_dim,
             "agent": self.agent.training_state(),
             "replay": self.replay.state_dict(),
             "counters": {"env_steps": self.env_steps, "updates": self.updates,

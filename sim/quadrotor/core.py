@@ -282,6 +282,31 @@ class QuadrotorBatch:
             state = xp.concatenate([state, history], 0)
         return state.T
 
+    @property
+    def privileged_size(self) -> int:
+        """Length of `privileged_observation` rows."""
+        return self.layout.size + 4 + 12
+
+    def privileged_observation(self, ids: np.ndarray | None = None) -> Any:
+        """What an asymmetric critic may see, (n, privileged_size): the observation without noise, the
+        rotor speeds, and the episode's parameters (mass and per-rotor thrust errors, disturbance force and
+        torque as fractions of their configured bounds, latency in steps)."""
+        xp = self.xp
+        ids_np = np.arange(self.num_envs) if ids is None else np.asarray(ids, dtype=np.int64)
+        rows = self._arange(self.num_envs) if ids is None else self._index_array(ids_np)
+        pos, quat, vel, angvel = (x[:, rows] for x in self.physics.state())
+        ref_pos, ref_vel = reference(xp, self.config, self.targets[:, rows], self.steps[rows] * self.config.control_dt)
+        fields = [pos - ref_pos, quat_to_matrix(xp, quat), vel - ref_vel, angvel, self.history[:, rows],
+                  self.rotor_speed[:, rows]]
+        p, randomization = self.episode_params, self.config.randomization
+        params = np.concatenate([
+            p.mass[ids_np, None] / self.params.mass - 1.0, p.thrust_scale[ids_np] - 1.0,
+            p.disturbance_force[ids_np] / max(randomization.disturbance_force, 1e-12),
+            p.disturbance_torque[ids_np] / max(randomization.disturbance_torque, 1e-12),
+            p.latency_steps[ids_np, None].astype(np.float64),
+        ], 1)
+        return xp.concatenate([xp.concatenate(fields, 0).T, self._array(params)], 1)
+
     def params_info(self, copy: bool = True) -> dict[str, np.ndarray]:
         """Every env's current episode parameters and target as numpy arrays (N, ...), for `info["params"]`.
 

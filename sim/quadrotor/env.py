@@ -114,6 +114,9 @@ class QuadrotorVectorEnv(VectorEnv):
     same equations as MuJoCo's; observations, rewards and flags are torch tensors on that device
     (`device=None` picks CUDA when available); `compile=True` fuses each control step with torch.compile.
 
+    With `privileged=True`, `info["privileged_obs"]` (and `info["final_privileged_obs"]` where episodes
+    ended) holds `QuadrotorBatch.privileged_observation` rows, for an asymmetric critic.
+
     When an episode ends, `step` returns the first observation of the next one and puts the last one in
     `info["final_obs"]` (with `info["_final_obs"]` marking those envs; other rows are unspecified); `info["params"]` appears at reset
     and on steps where some env restarted, with the current parameters of every env (on steps, the live
@@ -125,8 +128,9 @@ class QuadrotorVectorEnv(VectorEnv):
     def __init__(self, task: str = "hover", num_envs: int = 64, backend: str = "mujoco_batch",
                  config: QuadrotorEnvConfig | dict | None = None, *, nthread: int = 0,
                  device: str | torch.device | None = None, dtype: torch.dtype = torch.float32,
-                 compile: bool = False, **overrides: Any):
+                 compile: bool = False, privileged: bool = False, **overrides: Any):
         self.config = make_config(task, config, **overrides)
+        self.privileged = privileged
         if device is None:
             device = "cuda" if torch.cuda.is_available() else "cpu"
         self.batch = QuadrotorBatch(self.config, num_envs, backend, nthread=nthread, device=device, dtype=dtype,
@@ -134,6 +138,7 @@ class QuadrotorVectorEnv(VectorEnv):
         self.num_envs = num_envs
         self.backend = backend
         self.layout = self.batch.layout
+        self.privileged_size = self.batch.privileged_size
         self.single_observation_space, self.single_action_space = _spaces(self.batch)
         # the command that holds the nominal vehicle in the air: where a policy should start from
         self.nominal_action = np.full(4, self.batch.params.hover_command, dtype=np.float32)
@@ -146,7 +151,10 @@ class QuadrotorVectorEnv(VectorEnv):
         if seed is not None:
             self.batch.seed(seed)
         obs = self.batch.reset(options=options)
-        return self._out(obs), {"params": self.batch.params_info()}
+        info: dict[str, Any] = {"params": self.batch.params_info()}
+        if self.privileged:
+            info["privileged_obs"] = self._out(self.batch.privileged_observation())
+        return self._out(obs), info
 
     def step(self, actions: Any) -> tuple[Any, Any, Any, Any, dict]:
         """Step every env with actions (N, 4); finished envs restart in the same call."""
@@ -155,6 +163,7 @@ class QuadrotorVectorEnv(VectorEnv):
         info: dict[str, Any] = {"is_success": result.is_success, "reward_terms": result.reward_terms}
         obs = result.observation
         done_ids = np.flatnonzero(_numpy(done))
+        privileged = self.batch.privileged_observation() if self.privileged else None
         if len(done_ids):
             rows = torch.as_tensor(done_ids, device=obs.device) if self.batch.xp is torch else done_ids
             final_obs = torch.empty_like(obs) if self.batch.xp is torch else np.empty_like(obs)
@@ -163,6 +172,11 @@ class QuadrotorVectorEnv(VectorEnv):
             info["_final_obs"] = _numpy(done)
             obs[rows] = self.batch.reset(done_ids)
             info["params"] = self.batch.params_info(copy=False)
+            if privileged is not None:
+                info["final_privileged_obs"] = self._out(privileged.clone() if self.batch.xp is torch else privileged.copy())
+                privileged[rows] = self.batch.privileged_observation(done_ids)
+        if privileged is not None:
+            info["privileged_obs"] = self._out(privileged)
         return self._out(obs), result.reward, result.terminated, result.truncated, info
 
     def _out(self, obs: Any) -> Any:

@@ -58,7 +58,9 @@ def test_short_run_learns_to_stay_airborne(tmp_path):
 
 def test_sigkill_mid_run_leaves_loadable_checkpoints_and_resume_continues(tmp_path):
     run = tmp_path / "run"
-    args = [*QUICK, "total_env_steps=12000", "eval.interval_env_steps=100000", "checkpoint.interval_env_steps=1600",
+    # with the asymmetric critic, so that its privileged observations go through the buffers and back
+    args = [*QUICK, "privileged_critic=true", "total_env_steps=12000", "eval.interval_env_steps=100000",
+            "checkpoint.interval_env_steps=1600",
             "checkpoint.keep=2", "logging.tensorboard=false", f"hydra.run.dir={run}"]
     process = subprocess.Popen([sys.executable, "-m", "robo_rl.train", *args], stdout=subprocess.PIPE,
                                stderr=subprocess.STDOUT)
@@ -82,6 +84,8 @@ def test_sigkill_mid_run_leaves_loadable_checkpoints_and_resume_continues(tmp_pa
     summary = json.loads((run / "summary.json").read_text())
     assert summary["history"][0]["env_steps"] == 0  # the history from before the kill is kept
     assert len(list_checkpoints(run)) == 2  # keep=2
+    assert final["critic_obs_dim"] > final["env_spec"]["observation_size"]
+    assert evaluate_run(run, episodes=4)["episodes"] == 4
 
 
 def test_bad_checkpoints_give_one_clear_error_and_overwrite_nothing(tmp_path):

@@ -195,3 +195,26 @@ def test_bad_actions_raise_clear_errors():
         venv.step(np.zeros((4, 4)))
     with pytest.raises(ConfigError, match="unknown backend"):
         QuadrotorVectorEnv("hover", num_envs=2, backend="jax")
+
+
+@pytest.mark.parametrize("backend", ["mujoco_batch", "torch"])
+def test_privileged_observation_is_the_noise_free_state_plus_hidden_variables(backend):
+    env = QuadrotorVectorEnv("hover", num_envs=6, backend=backend, device="cpu", privileged=True,
+                             randomization={"observation_noise": {"position": 0.0, "orientation": 0.0,
+                                                                  "velocity": 0.0, "angular_velocity": 0.0}})
+    obs, info = env.reset(seed=3)
+    size = env.layout.size
+    assert np.asarray(info["privileged_obs"]).shape == (6, env.privileged_size)
+    np.testing.assert_allclose(np.asarray(info["privileged_obs"])[:, :size], np.asarray(obs), atol=1e-6)
+    for _ in range(60):  # uniform random thrusts: most episodes end and restart within 60 steps
+        obs, _, terminated, truncated, info = env.step(np.random.default_rng(0).uniform(0, 1, (6, 4)))
+        privileged = np.asarray(info["privileged_obs"])
+        np.testing.assert_allclose(privileged[:, :size], np.asarray(obs), atol=1e-5)  # after autoreset too
+        rotor_speed = np.asarray(env.batch.rotor_speed).T
+        np.testing.assert_allclose(privileged[:, size:size + 4], rotor_speed, atol=1e-6)
+        if "_final_obs" in info:
+            ended = info["_final_obs"]
+            np.testing.assert_allclose(np.asarray(info["final_privileged_obs"])[ended, :size],
+                                       np.asarray(info["final_obs"])[ended], atol=1e-5)
+    mass_error = env.batch.params_info()["mass"] / env.batch.params.mass - 1.0
+    np.testing.assert_allclose(privileged[:, size + 4], mass_error, atol=1e-6)
