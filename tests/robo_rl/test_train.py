@@ -46,8 +46,8 @@ def test_short_run_learns_to_stay_airborne(tmp_path):
     before, after = summary["history"][0], summary["history"][-1]
     assert before["env_steps"] == 0 and after["env_steps"] >= 16000
     # untrained, the vehicle sinks out of the arena in ~0.5 s; trained, it stays up measurably longer
-    assert after["mean_return"] > before["mean_return"] + 15.0, summary["history"]  # +30 to +49 over seeds 0-2
-    assert after["mean_length"] > before["mean_length"], summary["history"]  # +5 to +11 steps over seeds 0-2
+    assert after["mean_return"] > before["mean_return"] + 15.0, summary["history"]  # +40 to +65 over seeds 0-2
+    assert after["mean_length"] > before["mean_length"], summary["history"]  # +7 to +20 steps over seeds 0-2
     for name in ("learning_curve.png", "summary.json", "config.yaml"):
         assert (tmp_path / name).is_file()
     assert list((tmp_path / "tensorboard").iterdir())
