@@ -156,18 +156,12 @@ class Trainer:
             next_obs, reward = as_tensor(next_obs, self.device), as_tensor(reward, self.device)
             terminated = as_tensor(terminated, self.device)
             done = terminated.bool() | as_tensor(truncated, self.device).bool()
-            final_obs = next_obs
-            if "_final_obs" in info:
-                ended = torch.as_tensor(info["_final_obs"], device=self.device)
-                final_obs = torch.where(ended[:, None], as_tensor(info["final_obs"], self.device), next_obs)
+            final_obs = self._final_rows(info, "final_obs", next_obs)
             extra = {}
             if self.privileged:  # the asymmetric critic's view of the same transition
                 next_critic_obs = as_tensor(info["privileged_obs"], self.device)
-                final_critic_obs = next_critic_obs
-                if "_final_obs" in info:
-                    final_critic_obs = torch.where(ended[:, None], as_tensor(info["final_privileged_obs"], self.device),
-                                                   next_critic_obs)
-                extra = {"critic_obs": critic_obs, "next_critic_obs": final_critic_obs}
+                extra = {"critic_obs": critic_obs,
+                         "next_critic_obs": self._final_rows(info, "final_privileged_obs", next_critic_obs)}
                 critic_obs = next_critic_obs
             self.replay.add(Source.ONLINE, obs=obs, action=action, reward=reward, next_obs=final_obs,
                             terminated=terminated, **extra)
@@ -201,6 +195,13 @@ class Trainer:
                 self.save()
         bar.close()
         return self.finish()
+
+    def _final_rows(self, info: dict[str, Any], key: str, current: torch.Tensor) -> torch.Tensor:
+        """`current` with the rows of envs whose episode just ended replaced by info[key] (their last state)."""
+        if "_final_obs" not in info:
+            return current
+        ended = torch.as_tensor(info["_final_obs"], device=self.device)
+        return torch.where(ended[:, None], as_tensor(info[key], self.device), current)
 
     def _next_multiple(self, interval: int) -> int:
         interval = int(interval)

@@ -264,13 +264,19 @@ class QuadrotorBatch:
     # ------------------------------------------------------------ observation
     def observe(self, ids: np.ndarray | None = None) -> Any:
         """Observations (N, obs_dim) of the current state, or only of envs `ids` (len(ids), obs_dim)."""
+        rows = self._rows(ids)
+        noise = None if self._noise is None else self._noise.rows(self.rng, rows)
+        return self._observation(*self._state_fields(rows), self.history[:, rows], noise)
+
+    def _rows(self, ids: np.ndarray | None) -> Any:
+        return self._arange(self.num_envs) if ids is None else self._index_array(ids)
+
+    def _state_fields(self, rows: Any) -> tuple[Any, Any, Any, Any]:
+        """Noise-free position error, rotation entries, velocity error and body rates (k, n) of envs `rows`."""
         xp = self.xp
-        rows = self._arange(self.num_envs) if ids is None else self._index_array(ids)
         pos, quat, vel, angvel = (x[:, rows] for x in self.physics.state())
         ref_pos, ref_vel = reference(xp, self.config, self.targets[:, rows], self.steps[rows] * self.config.control_dt)
-        noise = None if self._noise is None else self._noise.rows(self.rng, rows)
-        return self._observation(pos - ref_pos, quat_to_matrix(xp, quat), vel - ref_vel, angvel,
-                                 self.history[:, rows], noise)
+        return pos - ref_pos, quat_to_matrix(xp, quat), vel - ref_vel, angvel
 
     def _observation(self, pos_err: Any, rotation: Any, vel_err: Any, angvel: Any, history: Any, noise: Any) -> Any:
         """Observations (n, obs_dim), a transposed view of a feature-major array; `noise` standard normal (18, n)."""
@@ -293,11 +299,8 @@ class QuadrotorBatch:
         torque as fractions of their configured bounds, latency in steps)."""
         xp = self.xp
         ids_np = np.arange(self.num_envs) if ids is None else np.asarray(ids, dtype=np.int64)
-        rows = self._arange(self.num_envs) if ids is None else self._index_array(ids_np)
-        pos, quat, vel, angvel = (x[:, rows] for x in self.physics.state())
-        ref_pos, ref_vel = reference(xp, self.config, self.targets[:, rows], self.steps[rows] * self.config.control_dt)
-        fields = [pos - ref_pos, quat_to_matrix(xp, quat), vel - ref_vel, angvel, self.history[:, rows],
-                  self.rotor_speed[:, rows]]
+        rows = self._rows(ids)
+        fields = [*self._state_fields(rows), self.history[:, rows], self.rotor_speed[:, rows]]
         p, randomization = self.episode_params, self.config.randomization
         params = np.concatenate([
             p.mass[ids_np, None] / self.params.mass - 1.0, p.thrust_scale[ids_np] - 1.0,
