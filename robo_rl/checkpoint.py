@@ -26,25 +26,51 @@ def checkpoint_dir(run_dir: str | Path) -> Path:
     return Path(run_dir) / "checkpoints"
 
 
+BEST_POLICY = "best_policy.pt"
+
+
 def save_checkpoint(run_dir: str | Path, step: int, state: dict[str, Any], keep: int = 3) -> Path:
     """Write `state` as the checkpoint of `step` and delete all but the newest `keep` checkpoints."""
     directory = checkpoint_dir(run_dir)
     directory.mkdir(parents=True, exist_ok=True)
-    final = directory / f"checkpoint_{step:012d}.pt"
-    temporary = directory / f".{final.name}.tmp"
+    final = save_atomically(directory / f"checkpoint_{step:012d}.pt", state)
+    for old in list_checkpoints(run_dir)[:-keep] if keep > 0 else []:
+        old.unlink(missing_ok=True)
+    return final
+
+
+def save_best_policy(run_dir: str | Path, state: dict[str, Any]) -> Path:
+    """Write the run's best evaluated policy (agent and env spec, no replay) to `<run_dir>/best_policy.pt`."""
+    return save_atomically(Path(run_dir) / BEST_POLICY, state)
+
+
+def save_atomically(final: Path, state: dict[str, Any]) -> Path:
+    """torch.save `state` to `final` so that the file appears only complete (temporary file, fsync, rename)."""
+    temporary = final.parent / f".{final.name}.tmp"
     with open(temporary, "wb") as f:
         torch.save(state, f)
         f.flush()
         os.fsync(f.fileno())
     os.replace(temporary, final)
-    dir_fd = os.open(directory, os.O_RDONLY)
+    dir_fd = os.open(final.parent, os.O_RDONLY)
     try:
         os.fsync(dir_fd)
     finally:
         os.close(dir_fd)
-    for old in list_checkpoints(run_dir)[:-keep] if keep > 0 else []:
-        old.unlink(missing_ok=True)
     return final
+
+
+def policy_file(run_dir: str | Path, which: str | None = "best") -> Path:
+    """The checkpoint holding a run's policy: "best" (best evaluated, else newest), "last", or a file path."""
+    run_dir = Path(run_dir)
+    if which in (None, "best", "last"):
+        if which == "best" and (run_dir / BEST_POLICY).is_file():
+            return run_dir / BEST_POLICY
+        found = list_checkpoints(run_dir)
+        if not found:
+            raise CheckpointError(f"no policy in {run_dir} (is it a run directory?)")
+        return found[-1]
+    return Path(which)
 
 
 def list_checkpoints(run_dir: str | Path) -> list[Path]:

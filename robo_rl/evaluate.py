@@ -1,6 +1,6 @@
 """Evaluate a trained policy: `python -m robo_rl.evaluate run=<run dir> [vehicle=...] [latency_steps=[2,2]]`.
 
-Runs the deterministic policy of the run's newest (or a given) checkpoint on `episodes` seeded episodes
+Runs the deterministic policy of the run's best evaluated (or newest, or a given) checkpoint on `episodes` seeded episodes
 of the run's env with the requested changes, prints success rate and mean return, and writes them as
 JSON under `<run>/evaluations/`. With `-m` over changes, every job adds a row and the last prints the
 robustness table of all evaluations of the run.
@@ -17,8 +17,8 @@ import hydra
 import torch
 from omegaconf import DictConfig, OmegaConf
 
-from robo_rl.agents.sac import SAC, SACConfig
-from robo_rl.checkpoint import check_compatible, load_checkpoint
+from robo_rl.agents.sac import SAC
+from robo_rl.checkpoint import check_compatible, load_checkpoint, policy_file
 from robo_rl.envs import env_spec, make_vector_env
 from robo_rl.evaluation import evaluate_policy
 from robo_rl.train import select_device
@@ -37,24 +37,18 @@ def env_changes(cfg: DictConfig) -> dict[str, Any]:
     return changes
 
 
-def load_agent(state: dict[str, Any], device: torch.device) -> SAC:
-    """The SAC agent stored in a checkpoint, on `device`."""
-    spec = state["env_spec"]
-    agent = SAC(spec["observation_size"], spec["action_low"], spec["action_high"],
-                SACConfig(**state["agent_config"]), critic_obs_dim=state.get("critic_obs_dim"), device=device)
-    agent.load_training_state(state["agent"])
-    return agent.eval()
-
-
-def evaluate_run(run: str | Path, checkpoint: str | Path | None = None, episodes: int = 100, seed: int = 12345,
+def evaluate_run(run: str | Path, checkpoint: str | Path | None = "best", episodes: int = 100, seed: int = 12345,
                  changes: dict[str, Any] | None = None, device: str = "auto") -> dict[str, Any]:
-    """Evaluate a run's policy under env `changes`; returns the result row (also what the CLI writes)."""
+    """Evaluate a run's policy under env `changes`; returns the result row (also what the CLI writes).
+
+    checkpoint: "best" (the best evaluated policy of the run, else its newest checkpoint), "last", or a file.
+    """
     device_ = select_device(device)
-    state = load_checkpoint(checkpoint or run, map_location=device_)
+    state = load_checkpoint(policy_file(run, checkpoint), map_location=device_)
     run_cfg = OmegaConf.create(state["config"])
     env = make_vector_env(run_cfg.env, episodes, device_, overrides=changes or {})
     check_compatible(state, env_spec(env, run_cfg.env.id))
-    agent = load_agent(state, device_)
+    agent = SAC.from_checkpoint(state, device_)
     start = time.perf_counter()
     result = evaluate_policy(lambda o: agent.act(o, deterministic=True), env, seed, device_)
     return {

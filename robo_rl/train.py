@@ -26,7 +26,7 @@ from tqdm import tqdm
 
 from robo_rl.agents.sac import SAC, SACConfig
 from robo_rl.buffers import MixedReplay, ReplayBuffer, Source
-from robo_rl.checkpoint import check_compatible, load_checkpoint, save_checkpoint
+from robo_rl.checkpoint import check_compatible, load_checkpoint, save_best_policy, save_checkpoint
 from robo_rl.envs import env_spec, make_vector_env
 from robo_rl.evaluation import as_tensor, env_uses_torch, evaluate_policy
 from robo_rl.plotting import plot_learning_curve
@@ -145,7 +145,7 @@ class Trainer:
                    disable=not cfg.logging.progress_bar, desc="train")
         start = time.perf_counter() - self.wall_seconds
         if not self.history:
-            self.evaluate()  # the untrained policy: where the learning curve starts
+            self._keep_if_best(self.evaluate())  # the untrained policy: where the learning curve starts
         while self.env_steps < total:
             # Collect one step in every env: uniform random actions first, then the stochastic policy.
             if self.env_steps < cfg.learning_starts:
@@ -188,6 +188,7 @@ class Trainer:
                 next_eval = self._next_multiple(cfg.eval.interval_env_steps)
                 self.wall_seconds = time.perf_counter() - start
                 result = self.evaluate()
+                self._keep_if_best(result)
                 bar.set_postfix(success=f"{100 * result['success_rate']:.0f}%", ret=f"{result['mean_return']:.0f}")
             if self.env_steps >= next_checkpoint or self.env_steps >= total:
                 next_checkpoint = self._next_multiple(cfg.checkpoint.interval_env_steps)
@@ -232,23 +233,33 @@ class Trainer:
         self.writer.add_scalar("time/updates", self.updates, self.env_steps)
 
     # --------------------------------------------------------------- checkpoints
-    def save(self) -> Path:
-        """Atomically write a checkpoint of everything needed to resume."""
-        state = {
+    def _policy_state(self) -> dict[str, Any]:
+        """What evaluation and export need: config, env spec, agent, counters, source commit."""
+        return {
             "format": CHECKPOINT_FORMAT,
             "config": OmegaConf.to_container(self.cfg, resolve=True),
             "env_spec": self.spec,
             "agent_config": dataclasses.asdict(self.agent.config),
             "critic_obs_dim": self.agent.critic_obs_dim,
             "agent": self.agent.training_state(),
-            "replay": self.replay.state_dict(),
             "counters": {"env_steps": self.env_steps, "updates": self.updates,
                          "episodes": self.episodes_done, "wall_seconds": self.wall_seconds},
-            "history": self.history,
-            "rng": rng_states(),
             "commit": git_commit(),
         }
+
+    def save(self) -> Path:
+        """Atomically write a checkpoint of everything needed to resume."""
+        state = {**self._policy_state(), "replay": self.replay.state_dict(), "history": self.history,
+                 "rng": rng_states()}
         return save_checkpoint(self.run_dir, self.env_steps, state, keep=int(self.cfg.checkpoint.keep))
+
+    def _keep_if_best(self, result: dict[str, Any]) -> None:
+        """Save the policy as the run's best if no earlier evaluation beat it (success rate, then return)."""
+        def rank(entry: dict[str, Any]) -> tuple[float, float]:
+            return entry["success_rate"], entry["mean_return"]
+
+        if all(rank(result) > rank(other) for other in self.history if other is not result):
+            save_best_policy(self.run_dir, {**self._policy_state(), "evaluation": result})
 
     def _restore(self, state: dict[str, Any]) -> None:
         check_compatible(state, self.spec)

@@ -154,6 +154,15 @@ class SAC(nn.Module):
             "temperature": alpha,
         }
 
+    @classmethod
+    def from_checkpoint(cls, state: Mapping[str, Any], device: str | torch.device = "cpu") -> "SAC":
+        """The agent stored in a checkpoint dict (robo_rl.checkpoint.load_checkpoint), in eval mode."""
+        spec = state["env_spec"]
+        agent = cls(spec["observation_size"], spec["action_low"], spec["action_high"],
+                    SACConfig(**state["agent_config"]), critic_obs_dim=state.get("critic_obs_dim"), device=device)
+        agent.load_training_state(state["agent"])
+        return agent.eval()
+
     def training_state(self) -> dict[str, Any]:
         """Everything needed to resume: networks, target, temperature and optimizer states."""
         return {

@@ -233,10 +233,13 @@ class QuadrotorBatch:
         speed2 = (vel * vel).sum(0)
         rate2 = (angvel * angvel).sum(0)
         uprightness = rotation[8]
+        vel_err2 = (vel_err * vel_err).sum(0)
         terms = {
             "position": dist2,
+            "distance": xp.sqrt(dist2),
             "orientation": 1.0 - uprightness,
-            "velocity": (vel_err * vel_err).sum(0),
+            "velocity": vel_err2,
+            "speed": xp.sqrt(vel_err2),
             "angular_velocity": rate2,
             "action": ((command - self._hover_command) ** 2).sum(0),
             "action_rate": ((command - self.previous_action) ** 2).sum(0),
@@ -245,7 +248,7 @@ class QuadrotorBatch:
         finite = xp.isfinite(pos).all(0) & xp.isfinite(vel).all(0) & xp.isfinite(angvel).all(0)
         terminated = (
             ~finite
-            | (dist2 > config.max_position_error**2)
+            | (xp.abs(pos_err) > config.max_position_error).any(0)
             | (pos[2] < config.min_altitude)
             | (speed2 > config.max_speed**2)
             | (rate2 > config.max_angular_speed**2)

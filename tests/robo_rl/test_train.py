@@ -12,31 +12,11 @@ from pathlib import Path
 
 import pytest
 import torch
-from hydra import compose, initialize_config_dir
 
 from robo_rl.checkpoint import CheckpointError, list_checkpoints, load_checkpoint
 from robo_rl.evaluate import evaluate_run
 from robo_rl.train import Trainer
-
-CONFIGS = str(Path(__file__).resolve().parents[2] / "configs")
-# A quick run: small networks, easy starts (near hover), frequent evaluation on 20 episodes.
-QUICK = [
-    "agent=sac_quadrotor", "agent.actor_hidden=[32,32]", "agent.critic_hidden=[32,32]",
-    "agent.actor_lr=1e-3", "agent.critic_lr=1e-3", "agent.temperature_lr=1e-3",
-    "env.backend=mujoco_batch", "num_envs=16", "torch_threads=1", "learning_starts=2000", "updates_per_iteration=2",
-    "eval.episodes=20", "start_from_nominal_action=false", "logging.progress_bar=false", "logging.log_interval_env_steps=2000",
-    "+env.overrides.initial_state={position_range: 0.05, max_tilt_deg: 10.0, velocity_range: 0.1, "
-    "angular_velocity_range: 0.1, hover_fraction: 0.0}",
-    # dense shaping whose short-run gains are steady across seeds (the task defaults pay off over longer runs)
-    "+env.overrides.reward_scales={position: -1.0, orientation: -0.5, velocity: -0.05, angular_velocity: -0.005, "
-    "action: -0.2, action_rate: -0.5, alive: 1.0, termination: -10.0}",
-]
-
-
-def _config(*overrides: str):
-    with initialize_config_dir(config_dir=CONFIGS, version_base="1.3"):
-        return compose(config_name="train", overrides=[*QUICK, *overrides])
-
+from tests.robo_rl.quick import QUICK, quick_config as _config
 
 def _digest(directory: Path) -> dict[str, str]:
     return {str(p.relative_to(directory)): hashlib.sha256(p.read_bytes()).hexdigest()
@@ -54,9 +34,12 @@ def test_short_run_learns_to_stay_airborne(tmp_path):
     for name in ("learning_curve.png", "summary.json", "config.yaml"):
         assert (tmp_path / name).is_file()
     assert list((tmp_path / "tensorboard").iterdir())
-    # the trained policy evaluates the same through the evaluation command's function
+    # the best evaluated policy is kept apart and evaluates the same through the evaluation command
+    best = load_checkpoint(tmp_path / "best_policy.pt")
+    assert best["evaluation"] == max(summary["history"], key=lambda e: (e["success_rate"], e["mean_return"]))
     row = evaluate_run(tmp_path, episodes=20, seed=int(cfg.eval.seed))
-    assert row["mean_return"] == pytest.approx(after["mean_return"], rel=1e-4)
+    assert row["checkpoint"].endswith("best_policy.pt")
+    assert row["mean_return"] == pytest.approx(best["evaluation"]["mean_return"], rel=1e-4)
 
 
 def test_sigkill_mid_run_leaves_loadable_checkpoints_and_resume_continues(tmp_path):
@@ -110,7 +93,7 @@ def test_bad_checkpoints_give_one_clear_error_and_overwrite_nothing(tmp_path):
     with pytest.raises(CheckpointError, match="different env"):
         Trainer(_config(f"resume={run}"), run)
     with pytest.raises(CheckpointError, match="different env"):
-        evaluate_run(run, episodes=4)
+        evaluate_run(run, checkpoint="last", episodes=4)
     assert _digest(run) == before
 
     newest.write_bytes(newest.read_bytes()[:1000])  # torn file

@@ -129,6 +129,9 @@ def test_hovering_at_the_target_succeeds_and_leaving_the_arena_terminates():
             break
     assert terminated and not truncated and info["reward_terms"]["termination"] == 1.0
     assert step == pytest.approx(20, abs=2)  # 0.6 m at 3 m/s
+    env.reset(options={"initial_state": {"velocity": (3.0, 3.0, 0)}})
+    steps = next(i for i in range(100) if env.step(hover)[2])
+    assert steps == pytest.approx(20, abs=2)  # the arena is a box: 0.6 m per axis, not a 0.6 m sphere
 
 
 def test_episode_truncates_at_the_time_limit():
@@ -146,6 +149,9 @@ def test_reward_is_the_sum_of_scaled_named_terms():
     _, reward, _, _, info = env.step(np.full(4, 0.7))
     scales = env.unwrapped.config.reward_scales
     assert reward == pytest.approx(sum(scales[k] * v for k, v in info["reward_terms"].items()))
+    terms = info["reward_terms"]
+    assert terms["distance"] == pytest.approx(np.sqrt(terms["position"]))
+    assert terms["speed"] == pytest.approx(np.sqrt(terms["velocity"]))
 
 
 def test_reach_targets_and_figure_eight_reference():
