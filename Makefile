@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.robo-rl-installed
 TORCH ?= torch==2.13.0
 
-.PHONY: train test bench venv clean
+.PHONY: train test bench venv clean system-deps
 
 venv: $(STAMP)
 
@@ -19,15 +19,31 @@ $(STAMP): pyproject.toml Makefile
 	$(PY) -m pip install --quiet --disable-pip-version-check -e ".[dev]"
 	@touch $(STAMP)
 
-# Main job: train the default Crazyflie hover task (configs/train.yaml) into outputs/<date>/<time>/
-# (checkpoints, TensorBoard logs, learning_curve.png, summary.json). Extra Hydra overrides: ARGS="seed=1".
-train: $(STAMP)
-	$(PY) -m robo_rl.train $(ARGS)
+# Main job: train the default Crazyflie hover task (configs/train.yaml) into outputs/train-<date>_<time>/
+# (checkpoints, best_policy.pt, TensorBoard logs, learning_curve.png, summary.json), then export its best
+# policy to <run>/export/ (policy.onnx, policy.json, c/). Extra Hydra overrides: ARGS="seed=1".
+RUN ?= outputs/train-$(shell date +%Y-%m-%d_%H-%M-%S)
+train: $(STAMP) system-deps
+	$(PY) -m robo_rl.train hydra.run.dir=$(RUN) $(ARGS)
+	$(PY) -m robo_rl.export run=$(RUN)
 
 bench: $(STAMP)
 	$(PY) bench/sim_speed.py
 
-test: $(STAMP)
+# Debian packages the export tests need: the ARM cross compiler and QEMU (the Crazyflie's STM32F405).
+SYSTEM_TOOLS := arm-none-eabi-gcc qemu-system-arm make cc
+SYSTEM_PACKAGES := gcc gcc-arm-none-eabi libnewlib-arm-none-eabi qemu-system-arm make
+
+system-deps:
+	@missing=""; for tool in $(SYSTEM_TOOLS); do command -v $$tool >/dev/null || missing="$$missing $$tool"; done; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing Debian packages for:$$missing"; \
+	  if [ "$$(id -u)" = 0 ]; then SUDO=""; else SUDO="sudo"; fi; \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends \
+	    $(SYSTEM_PACKAGES) >/dev/null || { echo "could not install $(SYSTEM_PACKAGES)"; exit 1; }; \
+	fi
+
+test: $(STAMP) system-deps
 	$(PY) -m pytest -n 2 -q
 
 clean:

@@ -12,3 +12,27 @@ os.environ["OMP_WAIT_POLICY"] = "PASSIVE"
 import torch  # noqa: E402
 
 torch.set_num_threads(1)
+
+
+import pytest  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def trained_run(tmp_path_factory):
+    """A briefly trained hover run (tests/robo_rl/quick.py settings): 1600 env steps, one checkpoint."""
+    from robo_rl.train import Trainer
+    from tests.robo_rl.quick import quick_config
+
+    run = tmp_path_factory.mktemp("trained_run")
+    cfg = quick_config("total_env_steps=1600", "learning_starts=800", "eval.interval_env_steps=1600",
+                       "checkpoint.interval_env_steps=1600", "logging.tensorboard=false")
+    Trainer(cfg, run).run()
+    return run
+
+
+@pytest.fixture(scope="session")
+def exported_bundle(trained_run, tmp_path_factory):
+    """`trained_run` exported as a policy bundle."""
+    from robo_rl.export.bundle import export_bundle
+
+    return export_bundle(trained_run, out=tmp_path_factory.mktemp("bundle") / "bundle")

@@ -12,6 +12,7 @@ Observation: see `sim.quadrotor.observation.quadrotor_layout` (`env.layout`).
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import gymnasium as gym
@@ -146,6 +147,29 @@ class QuadrotorVectorEnv(VectorEnv):
         self.action_space = gym.vector.utils.batch_space(self.single_action_space, num_envs)
         self._np_dtype = np.float32
 
+    def description(self) -> dict[str, Any]:
+        """What a deployment target needs to know about this env, JSON-ready: task config, the nominal
+        vehicle's parameters, control rate, observation layout and the meaning of the action."""
+        params = self.batch.params
+        return {
+            "task": self.config.task,
+            "control_hz": self.config.control_hz,
+            "config": _jsonable(dataclasses.asdict(self.config)),
+            "vehicle_parameters": {**_jsonable(dataclasses.asdict(params)), "thrust_max": params.thrust_max,
+                                   "hover_command": params.hover_command},
+            "observation_layout": self.layout.to_dict(),
+            # what on-board glue needs beyond the layout (firmware/crazyflie reads them from policy_layout.h)
+            "deployment_constants": {"thrust_max_newton": params.thrust_max, "hover_command": params.hover_command,
+                                     "action_history": self.config.action_history,
+                                     "max_position_error_m": self.config.max_position_error},
+            "action_layout": [
+                {"name": f"m{i}_thrust", "size": 1, "unit": "fraction of thrust_max",
+                 "description": f"motor M{i} commanded thrust (crazyflie-firmware control_t.normalizedForces[{i - 1}] "
+                                "with controlMode = controlModeForce, scaled by thrust_max / THRUST_MAX)"}
+                for i in range(1, 5)
+            ],
+        }
+
     def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple[Any, dict]:
         """Reset every env; `options` as for QuadrotorBatch.reset (arrays may have a leading env axis)."""
         if seed is not None:
@@ -188,3 +212,16 @@ class QuadrotorVectorEnv(VectorEnv):
 
 def _numpy(array: Any) -> np.ndarray:
     return array.detach().cpu().numpy() if isinstance(array, torch.Tensor) else np.asarray(array)
+
+
+def _jsonable(value: Any) -> Any:
+    """numpy arrays and scalars, tuples and nested dicts as plain JSON types."""
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    if isinstance(value, np.generic):
+        return value.item()
+    return value

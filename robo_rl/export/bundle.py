@@ -1,0 +1,231 @@
+"""A run's policy as a deployable bundle: `policy.onnx`, `policy.json` and the generated C.
+
+`policy.json` is the contract with every target (ROS 2 node, firmware): the observation layout by named
+fields with units and normalization, the action layout, range and safe value, the control rate, the
+network's shape and activation, the env config and vehicle parameters it was trained on, the source run
+and commit, and (observation, action) pairs recorded from PyTorch on real rollouts that every target must
+reproduce. Export verifies ONNX Runtime and (where a C compiler exists) the host-compiled C on those pairs
+before it writes anything under its final name.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+import warnings
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+import torch
+from omegaconf import OmegaConf
+
+from robo_rl.agents.sac import SAC
+from robo_rl.checkpoint import check_compatible, load_checkpoint, policy_file
+from robo_rl.envs import env_spec, make_vector_env
+from robo_rl.export.c_generator import generate_c, generate_layout_header
+from robo_rl.export.policy_spec import DeterministicPolicy, PolicySpec
+
+BUNDLE_FORMAT = "robo_rl.policy_bundle/1"
+TOLERANCE = 1e-5  # absolute, per action entry: ONNX Runtime and C against PyTorch
+
+
+class ExportError(RuntimeError):
+    """The bundle could not be made, or a target disagrees with PyTorch."""
+
+
+def record_pairs(policy: DeterministicPolicy, env: Any, count: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """`count` (observation, action) pairs of the deterministic policy flying `env` (count envs, seeded):
+    env i contributes its observation after 3 i steps, so the pairs span starts, recoveries and hover."""
+    obs, _ = env.reset(seed=seed)
+    observations = []
+    with torch.no_grad():
+        for step in range(3 * count):
+            if step % 3 == 0:
+                observations.append(np.asarray(obs[step // 3], dtype=np.float32).copy())
+            action = policy(torch.as_tensor(np.asarray(obs), dtype=torch.float32)).numpy()
+            obs, *_ = env.step(action)
+        observations_array = np.stack(observations)
+        actions = policy(torch.as_tensor(observations_array)).numpy()
+    return observations_array, actions
+
+
+def export_onnx(policy: DeterministicPolicy, obs_size: int, path: Path, opset: int, ir_version: int) -> None:
+    """Write `policy` as ONNX (input "observation" (batch, obs), output "action" (batch, act))."""
+    import onnx
+
+    dummy = torch.zeros(1, obs_size)
+    with warnings.catch_warnings():  # the TorchScript exporter is deprecated, still exact and dependency-free
+        warnings.simplefilter("ignore", DeprecationWarning)
+        torch.onnx.export(policy, (dummy,), str(path), input_names=["observation"], output_names=["action"],
+                          dynamic_axes={"observation": {0: "batch"}, "action": {0: "batch"}},
+                          opset_version=opset, dynamo=False)
+    model = onnx.load(str(path))
+    model.ir_version = ir_version  # pinned so that older ONNX Runtime builds on robots load it
+    onnx.checker.check_model(model)
+    onnx.save(model, str(path))
+
+
+def onnx_actions(path: Path, observations: np.ndarray) -> np.ndarray:
+    """Actions from ONNX Runtime (CPU) for a batch of observations."""
+    import onnxruntime
+
+    session = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    return session.run(["action"], {"observation": observations.astype(np.float32)})[0]
+
+
+def export_bundle(run: str | Path, checkpoint: str | None = "best", out: str | Path | None = None, pairs: int = 16,
+                  seed: int = 0, safe_action: str | Sequence[float] = "nominal", opset: int = 17,
+                  ir_version: int = 8, prefix: str = "policy") -> Path:
+    """Export a run's policy to the folder `out` (default `<run>/export`); returns that folder.
+
+    checkpoint: "best", "last" or a checkpoint file. pairs: recorded (observation, action) pairs (>= 8).
+    safe_action: the action for invalid observations: "nominal" (the env's nominal action, e.g. hover
+    thrust, else the middle of the range), "midpoint", or explicit values.
+    """
+    if pairs < 8:
+        raise ExportError(f"at least 8 recorded pairs are needed, got {pairs}")
+    state = load_checkpoint(policy_file(run, checkpoint))
+    run_cfg = OmegaConf.create(state["config"])
+    env = make_vector_env(run_cfg.env, pairs, torch.device("cpu"), threads=1)
+    check_compatible(state, env_spec(env, run_cfg.env.id))
+    agent = SAC.from_checkpoint(state, torch.device("cpu"))
+    spec = PolicySpec.from_actor(agent.actor, agent.config.activation,
+                                 safe_action=_safe_action(safe_action, env))
+    policy = DeterministicPolicy(agent.actor, spec).eval()
+    observations, actions = record_pairs(policy, env, pairs, seed)
+
+    out = Path(out) if out else Path(run) / "export"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}-", dir=out.parent))
+    staging.chmod(0o755)
+    try:
+        export_onnx(policy, spec.obs_size, staging / "policy.onnx", opset, ir_version)
+        onnx_error = float(np.abs(onnx_actions(staging / "policy.onnx", observations) - actions).max())
+        if not onnx_error <= TOLERANCE:
+            raise ExportError(f"ONNX Runtime differs from PyTorch by {onnx_error:.3g} > {TOLERANCE}")
+        c_dir = staging / "c"
+        c_dir.mkdir()
+        description = f"{run_cfg.env.id} policy from {Path(run).resolve().name}"
+        for name, text in generate_c(spec, list(zip(observations, actions)), prefix, TOLERANCE, description).items():
+            (c_dir / name).write_text(text)
+        env_description = env.description() if hasattr(env, "description") else {}
+        if env_description.get("observation_layout"):
+            (c_dir / f"{prefix}_layout.h").write_text(generate_layout_header(
+                env_description["observation_layout"], env_description["control_hz"],
+                env_description.get("deployment_constants", {}), prefix))
+        verification = {"tolerance": TOLERANCE, "onnxruntime_max_abs_error": onnx_error,
+                        "c_host": _verify_c_on_host(c_dir, prefix),
+                        "cortex_m4": _verify_c_on_cortex_m4(c_dir, policy, spec, observations, seed)}
+        manifest = _manifest(state, env, spec, run, observations, actions, verification, opset, ir_version, prefix)
+        (staging / "policy.json").write_text(json.dumps(manifest, indent=2))
+        if out.exists():
+            shutil.rmtree(out)
+        os.replace(staging, out)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return out
+
+
+def _safe_action(choice: str | Sequence[float], env: Any) -> np.ndarray | None:
+    if isinstance(choice, str):
+        if choice == "nominal" and getattr(env, "nominal_action", None) is not None:
+            return np.asarray(env.nominal_action, dtype=np.float32)
+        if choice in ("nominal", "midpoint"):
+            return None  # PolicySpec's default: the middle of the action range
+        raise ExportError(f"safe_action must be 'nominal', 'midpoint' or a list of values, got {choice!r}")
+    return np.asarray(list(choice), dtype=np.float32)
+
+
+def _verify_c_on_host(c_dir: Path, prefix: str) -> dict[str, Any]:
+    from robo_rl.export.c_runtime import CompileError, CompiledPolicy, find_c_compiler
+
+    try:
+        find_c_compiler()
+    except CompileError as error:
+        return {"checked": False, "reason": str(error)}
+    results = {}
+    for kernel, fma in (("generic", False), ("fma", True)):
+        with tempfile.TemporaryDirectory() as build:
+            failures, worst = CompiledPolicy(c_dir, prefix, fma_kernel=fma, build_dir=build).self_test()
+        if failures:
+            raise ExportError(f"the generated C ({kernel} kernel) fails its self-test: {failures} pairs, "
+                              f"max error {worst:.3g}")
+        results[f"{kernel}_kernel_max_abs_error"] = worst
+    return {"checked": True, **results}
+
+
+def test_vectors(policy: DeterministicPolicy, spec: PolicySpec, recorded: np.ndarray, count: int,
+                 seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Observations for checking a target: the recorded ones, random ones at twice their spread, and one
+    with a NaN; with PyTorch's actions and the expected status (1 and the safe action for the NaN)."""
+    rng = np.random.default_rng(seed)
+    spread = 2.0 * recorded.std(0) + 1e-3
+    random_obs = (recorded.mean(0) + spread * rng.standard_normal((count, recorded.shape[1]))).astype(np.float32)
+    observations = np.concatenate([recorded, random_obs])
+    with torch.no_grad():
+        actions = policy(torch.as_tensor(observations)).numpy()
+    invalid = observations[:1].copy()
+    invalid[0, 0] = np.nan
+    statuses = np.zeros(len(observations) + 1, dtype=np.int64)
+    statuses[-1] = 1
+    return (np.concatenate([observations, invalid]), np.concatenate([actions, spec.safe_action[None]]), statuses)
+
+
+def _verify_c_on_cortex_m4(c_dir: Path, policy: DeterministicPolicy, spec: PolicySpec, recorded: np.ndarray,
+                           seed: int) -> dict[str, Any]:
+    from robo_rl.export.cortex_m4 import missing_tools, verify_on_cortex_m4
+
+    missing = missing_tools()
+    if missing:
+        return {"checked": False, "reason": f"missing {', '.join(missing)}"}
+    observations, actions, statuses = test_vectors(policy, spec, recorded, 32, seed)
+    with tempfile.TemporaryDirectory() as build:
+        result = verify_on_cortex_m4(c_dir, observations, actions, statuses, build)
+    if result.report["self_test_failures"] or result.report["test_vector_failures"]:
+        raise ExportError(f"the generated C disagrees with PyTorch on the emulated Cortex-M4: {result.report}")
+    return {"checked": True, "board": "qemu-system-arm -M netduinoplus2 (STM32F405)", "test_vectors": len(statuses),
+            "max_abs_error": result.report["test_vector_max_error_e12"] * 1e-12, **result.to_json()}
+
+
+def _manifest(state: dict[str, Any], env: Any, spec: PolicySpec, run: str | Path, observations: np.ndarray,
+              actions: np.ndarray, verification: dict[str, Any], opset: int, ir_version: int,
+              prefix: str) -> dict[str, Any]:
+    description = env.description() if hasattr(env, "description") else {}
+    observation_layout = description.get("observation_layout") or state["env_spec"].get("observation_layout")
+    return {
+        "format": BUNDLE_FORMAT,
+        "env_id": state["env_spec"]["id"],
+        "control_hz": description.get("control_hz", state["env_spec"].get("control_hz")),
+        "observation": {
+            "size": spec.obs_size,
+            "layout": observation_layout,
+            "normalization": {"mean": spec.obs_mean.tolist(), "std": spec.obs_std.tolist(),
+                              "formula": "(obs - mean) / std, inside the network's input (ONNX and C)"},
+        },
+        "action": {
+            "size": spec.action_size,
+            "layout": description.get("action_layout"),
+            "low": spec.action_low.tolist(),
+            "high": spec.action_high.tolist(),
+            "scaling": "action = tanh(y) * (high - low) / 2 + (high + low) / 2, clamped to [low, high]",
+            "safe_action": spec.safe_action.tolist(),
+            "deterministic": True,
+        },
+        "network": spec.to_json(),
+        "training": {
+            "run": str(Path(run).resolve()),
+            "checkpoint": state["path"],
+            "commit": state.get("commit"),
+            "env_steps": state["counters"]["env_steps"],
+            "evaluation": state.get("evaluation"),
+            "env_config": description.get("config"),
+            "vehicle_parameters": description.get("vehicle_parameters"),
+        },
+        "files": {"onnx": "policy.onnx", "onnx_opset": opset, "onnx_ir_version": ir_version,
+                  "c_header": f"c/{prefix}.h", "c_source": f"c/{prefix}.c", "c_layout": f"c/{prefix}_layout.h"},
+        "recorded_pairs": [{"observation": o.tolist(), "action": a.tolist()} for o, a in zip(observations, actions)],
+        "verification": verification,
+    }
