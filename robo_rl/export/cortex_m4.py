@@ -146,3 +146,84 @@ def _stack_of_step(stack_usage: Path) -> int:
         raise CortexM4Error(f"no policy_step in {stack_usage}")
     helpers = [size for name, size in frames.items() if name not in ("policy_step", "policy_self_test")]
     return frames["policy_step"] + max(helpers, default=0)
+
+
+class EmulatedPolicy:
+    """The policy running on an emulated STM32F405, reached over its USART1: `step(obs) -> (action, status)`.
+
+    Builds `firmware/cortex_m4`'s serial image around the C in `c_dir`, starts QEMU with USART1 on a Unix
+    socket and speaks the serial_loop.c protocol. Use as a context manager (QEMU stops on exit).
+    """
+
+    def __init__(self, c_dir: str | Path, build_dir: str | Path, obs_size: int, action_size: int,
+                 timeout: float = 30.0):
+        missing = missing_tools()
+        if missing:
+            raise CortexM4Error(f"missing {', '.join(missing)}")
+        self.obs_size, self.action_size, self.timeout = obs_size, action_size, timeout
+        build = Path(build_dir).resolve()
+        build.mkdir(parents=True, exist_ok=True)
+        make = subprocess.run(["make", "-s", "-C", str(HARNESS_DIR), "serial", f"POLICY_DIR={Path(c_dir).resolve()}",
+                               f"BUILD={build}"], capture_output=True, text=True)
+        if make.returncode != 0:
+            raise CortexM4Error(f"cross-compilation failed:\n{make.stdout}\n{make.stderr}")
+        self._socket_path = build / "usart1.sock"
+        self._socket_path.unlink(missing_ok=True)
+        self._qemu = subprocess.Popen(
+            ["qemu-system-arm", "-M", "netduinoplus2", "-nographic", "-monitor", "none",
+             "-serial", f"unix:{self._socket_path},server=on,wait=on",
+             "-semihosting-config", "enable=on,target=native", "-kernel", str(build / "policy_serial.elf")],
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        self._connection = self._connect()
+        if self._read(1) != b"R":
+            raise CortexM4Error("the emulated board did not announce itself")
+
+    def _connect(self) -> Any:
+        import socket
+        import time
+
+        deadline = time.monotonic() + self.timeout
+        while True:
+            if self._qemu.poll() is not None:
+                raise CortexM4Error(f"QEMU exited: {self._qemu.stderr.read().decode()[-1000:]}")
+            try:
+                connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+                connection.settimeout(self.timeout)
+                connection.connect(str(self._socket_path))
+                return connection
+            except (FileNotFoundError, ConnectionRefusedError):
+                connection.close()
+                if time.monotonic() > deadline:
+                    raise CortexM4Error("QEMU's serial socket did not open") from None
+                time.sleep(0.05)
+
+    def _read(self, n: int) -> bytes:
+        data = b""
+        while len(data) < n:
+            chunk = self._connection.recv(n - len(data))
+            if not chunk:
+                raise CortexM4Error("the emulated board closed the serial line")
+            data += chunk
+        return data
+
+    def step(self, obs: np.ndarray) -> tuple[np.ndarray, int]:
+        """The action the emulated board computes for one observation, and its status."""
+        obs = np.ascontiguousarray(obs, dtype="<f4")
+        if obs.shape != (self.obs_size,):
+            raise ValueError(f"observation must have shape ({self.obs_size},), got {obs.shape}")
+        self._connection.sendall(obs.tobytes())
+        reply = self._read(1 + 4 * self.action_size)
+        return np.frombuffer(reply[1:], dtype="<f4").copy(), reply[0]
+
+    def close(self) -> None:
+        """Stop QEMU."""
+        self._connection.close()
+        self._qemu.kill()
+        self._qemu.wait()
+        self._qemu.stderr.close()
+
+    def __enter__(self) -> "EmulatedPolicy":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
