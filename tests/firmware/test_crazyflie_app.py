@@ -14,7 +14,6 @@ from pathlib import Path
 
 import gymnasium as gym
 import numpy as np
-import pytest
 import torch
 
 import sim  # noqa: F401
