@@ -110,7 +110,8 @@ typedef enum {{
 extern const float {prefix}_safe_action[{up}_ACTION_SIZE];
 
 /* obs: {spec.obs_size} floats laid out as policy.json describes. action: {spec.action_size} floats, each
- * within [low, high] of policy.json. Reentrant; uses about {(2 * max_width + spec.obs_size) * 4} bytes of stack. */
+ * within [low, high] of policy.json. Reentrant; its scratch takes {(2 * max_width + spec.obs_size) * 4} bytes of stack,
+ * or of static RAM when compiled with -D{up}_STATIC_SCRATCH (then not reentrant). */
 {prefix}_status_t {prefix}_step(const float *obs, float *action);
 
 /* Runs the recorded (observation, action) pairs; returns how many differ by more than
@@ -235,9 +236,15 @@ static void safe(float *action)
 
 {prefix}_status_t {prefix}_step(const float *obs, float *action)
 {{
+#ifdef {up}_STATIC_SCRATCH /* scratch in .bss instead of on the stack: for small task stacks, not reentrant */
+    static float x[{up}_OBS_SIZE];
+    static float h0[{up}_MAX_WIDTH];
+    static float h1[{up}_MAX_WIDTH];
+#else
     float x[{up}_OBS_SIZE];
     float h0[{up}_MAX_WIDTH];
     float h1[{up}_MAX_WIDTH];
+#endif
     for (int k = 0; k < {up}_OBS_SIZE; ++k) {{
         if (!isfinite(obs[k])) {{
             safe(action);

@@ -41,19 +41,21 @@ class CompiledPolicy:
         prefix: the generator's prefix.
         fma_kernel: compile the fused multiply-add kernel (the Cortex-M4F one) instead of the generic one.
         build_dir: where the library goes (default: a temporary directory).
+        defines: extra preprocessor definitions, e.g. ("POLICY_STATIC_SCRATCH",).
     """
 
     def __init__(self, c_dir: str | Path, prefix: str = "policy", fma_kernel: bool = False,
-                 build_dir: str | Path | None = None):
+                 build_dir: str | Path | None = None, defines: tuple[str, ...] = ()):
         c_dir = Path(c_dir)
         source = c_dir / f"{prefix}.c"
         if not source.is_file():
             raise FileNotFoundError(f"no generated C at {source}")
         build = Path(build_dir) if build_dir else Path(tempfile.mkdtemp(prefix="robo_rl_c_"))
         build.mkdir(parents=True, exist_ok=True)
-        digest = hashlib.sha256(source.read_bytes() + bytes([fma_kernel])).hexdigest()[:12]
+        digest = hashlib.sha256(source.read_bytes() + repr((fma_kernel, defines)).encode()).hexdigest()[:12]
         library = build / f"lib{prefix}_{digest}.so"
         command = [find_c_compiler(), *HOST_CFLAGS, f"-D{prefix.upper()}_KERNEL_FMA={int(fma_kernel)}",
+                   *(f"-D{d}" for d in defines),
                    f"-I{c_dir}", str(source), "-o", str(library), "-lm"]
         result = subprocess.run(command, capture_output=True, text=True)
         if result.returncode != 0:

@@ -111,8 +111,8 @@ static bool policy_update(const setpoint_t *setpoint, const sensorData_t *sensor
             return false;
         }
     }
-    float obs[POLICY_OBS_SIZE];
-    float action[POLICY_ACTION_SIZE];
+    static float obs[POLICY_OBS_SIZE]; /* static: the stabilizer task's stack is small */
+    static float action[POLICY_ACTION_SIZE];
     rr_observation_build(&flight, target_position, target_velocity, &history, obs);
     const policy_status_t status = policy_step(obs, action);
     last_status = (uint8_t)status;

@@ -46,8 +46,12 @@ def test_c_matches_pytorch_for_every_activation_both_kernels(activation, layer_n
     observations = np.random.default_rng(2).normal(0, 3, (256, OBS)).astype(np.float32)
     with torch.no_grad():
         expected = policy(torch.as_tensor(observations)).numpy()
-    for fma in (False, True):
-        compiled = CompiledPolicy(tmp_path, fma_kernel=fma, build_dir=tmp_path / f"build{int(fma)}")
+    variants = [(False, ()), (True, ())]
+    if activation == "relu" and layer_norm:  # scratch buffers in .bss, as the Crazyflie app builds it
+        variants.append((True, ("POLICY_STATIC_SCRATCH",)))
+    for fma, defines in variants:
+        compiled = CompiledPolicy(tmp_path, fma_kernel=fma, build_dir=tmp_path / f"build{int(fma)}{len(defines)}",
+                                  defines=defines)
         actions, status = compiled.batch(observations)
         assert (status == 0).all()
         np.testing.assert_allclose(actions, expected, atol=TOLERANCE, rtol=0)
