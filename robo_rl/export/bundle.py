@@ -30,6 +30,8 @@ from robo_rl.export.policy_spec import DeterministicPolicy, PolicySpec
 
 BUNDLE_FORMAT = "robo_rl.policy_bundle/1"
 TOLERANCE = 1e-5  # absolute, per action entry: ONNX Runtime and C against PyTorch
+C_SELF_TEST_PAIRS = 8
+RANDOM_TEST_VECTORS = 1000  # random observations each target must also reproduce
 
 
 class ExportError(RuntimeError):
@@ -109,7 +111,9 @@ def export_bundle(run: str | Path, checkpoint: str | None = "best", out: str | P
         c_dir = staging / "c"
         c_dir.mkdir()
         description = f"{run_cfg.env.id} policy from {Path(run).resolve().name}"
-        for name, text in generate_c(spec, list(zip(observations, actions)), prefix, TOLERANCE, description).items():
+        # the firmware self-test keeps the first C_SELF_TEST_PAIRS (flash is precious); policy.json keeps all
+        c_pairs = list(zip(observations, actions))[:C_SELF_TEST_PAIRS]
+        for name, text in generate_c(spec, c_pairs, prefix, TOLERANCE, description).items():
             (c_dir / name).write_text(text)
         env_description = env.description() if hasattr(env, "description") else {}
         if env_description.get("observation_layout"):
@@ -117,7 +121,7 @@ def export_bundle(run: str | Path, checkpoint: str | None = "best", out: str | P
                 env_description["observation_layout"], env_description["control_hz"],
                 env_description.get("deployment_constants", {}), prefix))
         verification = {"tolerance": TOLERANCE, "onnxruntime_max_abs_error": onnx_error,
-                        "c_host": _verify_c_on_host(c_dir, prefix),
+                        "c_host": _verify_c_on_host(c_dir, prefix, policy, spec, observations, seed),
                         "cortex_m4": _verify_c_on_cortex_m4(c_dir, policy, spec, observations, seed)}
         manifest = _manifest(state, env, spec, run, observations, actions, verification, opset, ir_version, prefix)
         (staging / "policy.json").write_text(json.dumps(manifest, indent=2))
@@ -139,25 +143,30 @@ def _safe_action(choice: str | Sequence[float], env: Any) -> np.ndarray | None:
     return np.asarray(list(choice), dtype=np.float32)
 
 
-def _verify_c_on_host(c_dir: Path, prefix: str) -> dict[str, Any]:
+def _verify_c_on_host(c_dir: Path, prefix: str, policy: DeterministicPolicy, spec: PolicySpec,
+                      recorded: np.ndarray, seed: int) -> dict[str, Any]:
     from robo_rl.export.c_runtime import CompileError, CompiledPolicy, find_c_compiler
 
     try:
         find_c_compiler()
     except CompileError as error:
         return {"checked": False, "reason": str(error)}
-    results = {}
+    observations, actions, statuses = check_vectors(policy, spec, recorded, RANDOM_TEST_VECTORS, seed)
+    results: dict[str, Any] = {"test_vectors": len(statuses)}
     for kernel, fma in (("generic", False), ("fma", True)):
         with tempfile.TemporaryDirectory() as build:
-            failures, worst = CompiledPolicy(c_dir, prefix, fma_kernel=fma, build_dir=build).self_test()
-        if failures:
-            raise ExportError(f"the generated C ({kernel} kernel) fails its self-test: {failures} pairs, "
-                              f"max error {worst:.3g}")
-        results[f"{kernel}_kernel_max_abs_error"] = worst
+            compiled = CompiledPolicy(c_dir, prefix, fma_kernel=fma, build_dir=build)
+            failures, _ = compiled.self_test()
+            c_actions, c_statuses = compiled.batch(observations)
+        error = float(np.abs(c_actions - actions).max())
+        if failures or not error <= TOLERANCE or not np.array_equal(c_statuses, statuses):
+            raise ExportError(f"the generated C ({kernel} kernel) disagrees with PyTorch on the host: "
+                              f"{failures} self-test failures, max error {error:.3g}")
+        results[f"{kernel}_kernel_max_abs_error"] = error
     return {"checked": True, **results}
 
 
-def test_vectors(policy: DeterministicPolicy, spec: PolicySpec, recorded: np.ndarray, count: int,
+def check_vectors(policy: DeterministicPolicy, spec: PolicySpec, recorded: np.ndarray, count: int,
                  seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Observations for checking a target: the recorded ones, random ones at twice their spread, and one
     with a NaN; with PyTorch's actions and the expected status (1 and the safe action for the NaN)."""
@@ -181,7 +190,7 @@ def _verify_c_on_cortex_m4(c_dir: Path, policy: DeterministicPolicy, spec: Polic
     missing = missing_tools()
     if missing:
         return {"checked": False, "reason": f"missing {', '.join(missing)}"}
-    observations, actions, statuses = test_vectors(policy, spec, recorded, 32, seed)
+    observations, actions, statuses = check_vectors(policy, spec, recorded, RANDOM_TEST_VECTORS, seed)
     with tempfile.TemporaryDirectory() as build:
         result = verify_on_cortex_m4(c_dir, observations, actions, statuses, build)
     if result.report["self_test_failures"] or result.report["test_vector_failures"]:

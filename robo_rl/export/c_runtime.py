@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 # ISO C99 without contraction: the generic kernel then sums exactly in source order
-HOST_CFLAGS = ("-std=c99", "-O2", "-ffp-contract=off", "-Wall", "-Wextra", "-Werror", "-shared", "-fPIC")
+HOST_CFLAGS = ("-std=c99", "-pedantic", "-O2", "-ffp-contract=off", "-Wall", "-Wextra", "-Werror", "-shared", "-fPIC")
 
 
 class CompileError(RuntimeError):

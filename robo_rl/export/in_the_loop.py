@@ -36,14 +36,16 @@ def bundle_env(bundle: str | Path) -> gym.Env:
 
 
 def fly(bundle: str | Path, act: Act, seed: int, steps: int) -> dict[str, Any]:
-    """One closed-loop flight: positions (T+1, 3), actions (T, 4), return, and whether it terminated."""
+    """One closed-loop flight: positions (T+1, 3), actions (T, 4), return, whether it terminated and
+    whether the env counted it a success on its last step."""
     env = bundle_env(bundle)
     obs, _ = env.reset(seed=seed)
     positions = [np.asarray(env.unwrapped.batch.physics.state()[0])[:, 0].copy()]
-    actions, total, terminated = [], 0.0, False
+    actions, total, terminated, success = [], 0.0, False, False
     for _ in range(steps):
         action = np.asarray(act(obs), dtype=np.float32)
-        obs, reward, terminated, truncated, _ = env.step(action)
+        obs, reward, terminated, truncated, info = env.step(action)
+        success = bool(info["is_success"])
         actions.append(action)
         positions.append(np.asarray(env.unwrapped.batch.physics.state()[0])[:, 0].copy())
         total += float(reward)
@@ -51,7 +53,7 @@ def fly(bundle: str | Path, act: Act, seed: int, steps: int) -> dict[str, Any]:
             break
     env.close()
     return {"positions": np.array(positions), "actions": np.array(actions), "return": total,
-            "terminated": bool(terminated)}
+            "terminated": bool(terminated), "success": success}
 
 
 def compare_targets(bundle: str | Path, seed: int = 0, steps: int = 500, cortex_m4: bool = True,
@@ -91,6 +93,7 @@ def compare_targets(bundle: str | Path, seed: int = 0, steps: int = 500, cortex_
             "final_distance_to_target_m": float(np.linalg.norm(flight["positions"][-1] - center)),
             "return": flight["return"],
             "terminated": flight["terminated"],
+            "success": flight["success"],
         }
     return report
 
@@ -103,10 +106,11 @@ def main(argv: list[str]) -> None:
     torch.set_num_threads(1)
     report = compare_targets(args["bundle"], int(args.get("seed", 0)), int(args.get("steps", 500)),
                              args.get("cortex_m4", "true").lower() != "false")
-    print(f"{'target':18s} {'steps':>5s} {'max dev from torch [m]':>23s} {'final dist [m]':>15s} {'return':>8s}")
+    print(f"{'target':18s} {'steps':>5s} {'max dev from torch [m]':>23s} {'final dist [m]':>15s} {'return':>8s} "
+          f"{'success':>8s}")
     for name, row in report.items():
         print(f"{name:18s} {row['steps']:5d} {row['max_deviation_from_pytorch_m']:23.2e} "
-              f"{row['final_distance_to_target_m']:15.4f} {row['return']:8.1f}")
+              f"{row['final_distance_to_target_m']:15.4f} {row['return']:8.1f} {str(row['success']):>8s}")
     print(json.dumps(report))
 
 

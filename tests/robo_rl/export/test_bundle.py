@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from robo_rl.agents.sac import SAC
-from robo_rl.checkpoint import load_checkpoint, policy_file
+from robo_rl.checkpoint import CheckpointError, load_checkpoint, policy_file
 from robo_rl.export.bundle import ExportError, export_bundle, onnx_actions
 from robo_rl.export.c_runtime import CompiledPolicy
 
@@ -33,7 +33,8 @@ def test_bundle_reproduces_the_pytorch_policy_in_every_target(trained_run, tmp_p
     m4 = manifest["verification"]["cortex_m4"]
     assert m4["checked"], f"{m4.get('reason')}: run `make test`, which installs the ARM toolchain and QEMU"
     assert m4["report"]["test_vector_failures"] == 0 and m4["report"]["self_test_failures"] == 0
-    assert m4["test_vectors"] == 12 + 32 + 1 and m4["max_abs_error"] <= 1e-5
+    assert m4["test_vectors"] == 12 + 1000 + 1 and m4["max_abs_error"] <= 1e-5
+    assert manifest["verification"]["c_host"]["test_vectors"] == 12 + 1000 + 1
     assert 1000 < m4["instructions_per_inference"] < 200_000
     assert m4["policy_ram_bytes"] == 0 and 0 < m4["policy_stack_bytes"] < 2048
     assert m4["policy_flash_bytes"] > 4 * manifest["network"]["parameters"]  # the weights live in flash
@@ -47,7 +48,7 @@ def test_bundle_reproduces_the_pytorch_policy_in_every_target(trained_run, tmp_p
     agent = SAC.from_checkpoint(load_checkpoint(policy_file(trained_run)))
     torch_actions = agent.act(torch.as_tensor(observations), deterministic=True).numpy()
     np.testing.assert_allclose(recorded, torch_actions, atol=1e-6, rtol=0)
-    random_obs = np.random.default_rng(0).normal(0, 1, (200, observations.shape[1])).astype(np.float32)
+    random_obs = np.random.default_rng(0).normal(0, 1, (1000, observations.shape[1])).astype(np.float32)
     expected = agent.act(torch.as_tensor(random_obs), deterministic=True).numpy()
 
     model = onnx.load(str(out / "policy.onnx"))
@@ -79,3 +80,19 @@ def test_export_command_writes_the_bundle_and_rejects_bad_requests(trained_run, 
     with pytest.raises(ValueError, match="outside the action range"):
         export_bundle(trained_run, out=tmp_path / "c", safe_action=[2.0, 0, 0, 0])
     assert not (tmp_path / "c").exists()  # nothing half-written
+
+
+def test_missing_corrupt_or_unsupported_runs_give_one_clear_error_and_no_bundle(trained_run, tmp_path):
+    with pytest.raises(CheckpointError, match="no policy"):
+        export_bundle(tmp_path / "nothing", out=tmp_path / "out")
+    corrupt = tmp_path / "corrupt"
+    (corrupt / "checkpoints").mkdir(parents=True)
+    (corrupt / "checkpoints" / "checkpoint_000000001600.pt").write_bytes(b"not a checkpoint")
+    with pytest.raises(CheckpointError, match="unreadable"):
+        export_bundle(corrupt, checkpoint="last", out=tmp_path / "out")
+    state = torch.load(trained_run / "best_policy.pt", weights_only=False)
+    state["agent_config"]["activation"] = "gelu"  # a network the generator has no C for
+    torch.save(state, tmp_path / "gelu.pt")
+    with pytest.raises(ValueError, match="gelu"):
+        export_bundle(trained_run, checkpoint=str(tmp_path / "gelu.pt"), out=tmp_path / "out")
+    assert not (tmp_path / "out").exists() and not list(tmp_path.glob(".out-*"))

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import subprocess
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
@@ -118,3 +121,21 @@ def test_spec_rejects_what_it_cannot_export():
     with pytest.raises(ValueError, match="obs_std"):
         PolicySpec(spec.layers, "relu", spec.obs_mean, np.zeros(OBS, np.float32), spec.action_low, spec.action_high,
                    spec.safe_action)
+
+
+def test_a_million_hostile_inputs_give_finite_actions_in_range(tmp_path):
+    """NaN, +-Inf, values up to 3e38 and subnormals: every output finite and inside the action range."""
+    policy, spec = make_policy("silu", layer_norm=True, normalized=True)  # exp, sqrt and division inside
+    write_c(spec, policy, tmp_path)
+    driver = tmp_path / "fuzz"
+    subprocess.run(["cc", "-std=c99", "-pedantic", "-O2", "-Wall", "-Wextra", "-Werror", f"-I{tmp_path}",
+                    str(Path(__file__).with_name("fuzz_policy.c")), str(tmp_path / "policy.c"), "-o", str(driver),
+                    "-lm"], check=True)
+    lines = subprocess.run([str(driver), "1000000"], capture_output=True, text=True, check=True).stdout.splitlines()
+    counts = {line.split()[0]: int(line.split()[1]) for line in lines if not line.startswith("range")}
+    assert counts["non_finite"] == 0
+    assert counts["ok"] + counts["invalid_input"] + counts["invalid_output"] == 1_000_000
+    assert counts["ok"] > 200_000 and counts["invalid_input"] > 500_000  # both paths exercised
+    for line in (line for line in lines if line.startswith("range")):
+        _, k, low, high = line.split()
+        assert LOW[int(k)] <= float(low) <= float(high) <= HIGH[int(k)]
