@@ -61,6 +61,18 @@ def c_array(name: str, values: np.ndarray, per_line: int = 8) -> str:
     return f"static const float {name}{dims} = {{\n    {body}\n}};\n"
 
 
+FMA_BLOCK = 8  # outputs per block in the FMA kernel: 8 accumulators + input + weights fit the M4F's 32 registers
+
+
+def blocked_weights(weight: np.ndarray, block: int = FMA_BLOCK) -> np.ndarray:
+    """The FMA kernel's weight order (flat): full blocks of `block` rows stored input-major
+    (w[o + r][i] at (o * n_in + i * block + r)), then the leftover rows row-major."""
+    n_out, n_in = weight.shape
+    full = n_out // block * block
+    blocks = weight[:full].reshape(-1, block, n_in).transpose(0, 2, 1).ravel()
+    return np.concatenate([blocks, weight[full:].ravel()])
+
+
 def generate_c(spec: PolicySpec, pairs: Sequence[tuple[np.ndarray, np.ndarray]], prefix: str = "policy",
                tolerance: float = 1e-5, description: str = "") -> dict[str, str]:
     """C sources for `spec`: {"<prefix>.h": ..., "<prefix>.c": ...}.
@@ -151,38 +163,53 @@ def _source(spec: PolicySpec, pairs: Sequence[tuple[np.ndarray, np.ndarray]], pr
     parts.append(c_array("action_offset", (spec.action_high + spec.action_low) / np.float32(2)))
     parts.append(c_array(f"{prefix}_safe_action", spec.safe_action).replace("static const", "const", 1))
     for i, layer in enumerate(spec.layers):
-        parts.append(c_array(f"w{i}", layer.weight))
+        parts.append(f"#if {up}_KERNEL_FMA /* rows in blocks of {FMA_BLOCK}, input-major inside a block */\n")
+        parts.append(c_array(f"w{i}", blocked_weights(layer.weight)))
+        parts.append("#else\n")
+        parts.append(c_array(f"w{i}", layer.weight.ravel()))
+        parts.append("#endif\n")
         parts.append(c_array(f"b{i}", layer.bias))
         if layer.norm_weight is not None:
             parts.append(c_array(f"ln_w{i}", layer.norm_weight))
             parts.append(c_array(f"ln_b{i}", layer.norm_bias))
+    fma_lines = "\n".join(f"            acc[{r}] = fmaf(wi[{r}], xi, acc[{r}]);" for r in range(FMA_BLOCK))
     parts.append(f"""
-/* y[o] = b[o] + sum_i w[o][i] x[i], in a fixed order. */
+/* y[o] = b[o] + sum_i w[o][i] x[i], each sum in input order. */
 static void dense(const float *w, const float *b, const float *x, float *y, int n_in, int n_out)
 {{
+#if {up}_KERNEL_FMA
+    /* {FMA_BLOCK} outputs at a time: each input is loaded once for {FMA_BLOCK} fused multiply-adds, and the block's
+     * weights for that input are adjacent (one multiple load); leftover rows follow row-major. */
+    int o = 0;
+    for (; o + {FMA_BLOCK} <= n_out; o += {FMA_BLOCK}) {{
+        float acc[{FMA_BLOCK}] = {{0.0f}};
+        const float *wi = w + (size_t)o * (size_t)n_in;
+        for (int i = 0; i < n_in; ++i, wi += {FMA_BLOCK}) {{
+            const float xi = x[i];
+{fma_lines}
+        }}
+        for (int r = 0; r < {FMA_BLOCK}; ++r) {{
+            y[o + r] = b[o + r] + acc[r];
+        }}
+    }}
+    for (; o < n_out; ++o) {{
+        const float *row = w + (size_t)o * (size_t)n_in;
+        float acc = 0.0f;
+        for (int i = 0; i < n_in; ++i) {{
+            acc = fmaf(row[i], x[i], acc);
+        }}
+        y[o] = b[o] + acc;
+    }}
+#else
     for (int o = 0; o < n_out; ++o) {{
         const float *row = w + (size_t)o * (size_t)n_in;
-#if {up}_KERNEL_FMA
-        float a0 = 0.0f, a1 = 0.0f, a2 = 0.0f, a3 = 0.0f;
-        int i = 0;
-        for (; i + 4 <= n_in; i += 4) {{
-            a0 = fmaf(row[i], x[i], a0);
-            a1 = fmaf(row[i + 1], x[i + 1], a1);
-            a2 = fmaf(row[i + 2], x[i + 2], a2);
-            a3 = fmaf(row[i + 3], x[i + 3], a3);
-        }}
-        for (; i < n_in; ++i) {{
-            a0 = fmaf(row[i], x[i], a0);
-        }}
-        y[o] = b[o] + ((a0 + a1) + (a2 + a3));
-#else
         float acc = 0.0f;
         for (int i = 0; i < n_in; ++i) {{
             acc += row[i] * x[i];
         }}
         y[o] = b[o] + acc;
-#endif
     }}
+#endif
 }}
 
 static void activate(float *v, int n)
@@ -218,7 +245,7 @@ static void layer_norm(float *v, const float *gain, const float *bias, int n)
     for i, layer in enumerate(spec.layers):
         n_out, n_in = layer.weight.shape
         target = buffers[i % 2]
-        body.append(f"    dense(&w{i}[0][0], b{i}, {source_name}, {target}, {n_in}, {n_out});")
+        body.append(f"    dense(w{i}, b{i}, {source_name}, {target}, {n_in}, {n_out});")
         if i < len(spec.layers) - 1:
             if layer.norm_weight is not None:
                 body.append(f"    layer_norm({target}, ln_w{i}, ln_b{i}, {n_out});")

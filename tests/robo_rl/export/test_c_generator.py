@@ -100,7 +100,7 @@ def test_header_states_sizes_as_compile_time_constants(tmp_path):
                  f"#define POLICY_NUM_PARAMETERS {spec.parameter_count}"):
         assert line in header
     source = generate_c(spec, [])["policy.c"]
-    assert "malloc" not in source and "static const float w0[40][22]" in source
+    assert "malloc" not in source and "static const float w0[880]" in source
 
 
 def test_float_literals_round_trip_exactly():
