@@ -22,8 +22,10 @@ $(STAMP): pyproject.toml Makefile
 # Main job: train the default Crazyflie hover task (configs/train.yaml) into outputs/train-<date>_<time>/
 # (checkpoints, best_policy.pt, TensorBoard logs, learning_curve.png, summary.json), then export its best
 # policy to <run>/export/ (policy.onnx, policy.json, c/). Extra Hydra overrides: ARGS="seed=1".
-RUN ?= outputs/train-$(shell date +%Y-%m-%d_%H-%M-%S)
-train: $(STAMP) system-deps
+TIMESTAMP := $(shell date +%Y-%m-%d_%H-%M-%S)
+RUN ?= outputs/train-$(TIMESTAMP)
+train: $(STAMP)
+	@$(MAKE) --no-print-directory system-deps STRICT=0  # without them the export skips its STM32F405 check
 	$(PY) -m robo_rl.train hydra.run.dir=$(RUN) $(ARGS)
 	$(PY) -m robo_rl.export run=$(RUN)
 
@@ -31,6 +33,7 @@ bench: $(STAMP)
 	$(PY) bench/sim_speed.py
 
 # Debian packages the export tests need: the ARM cross compiler and QEMU (the Crazyflie's STM32F405).
+# STRICT=0: a failed installation only warns (make train; the export then records the check as skipped).
 SYSTEM_TOOLS := arm-none-eabi-gcc qemu-system-arm make cc
 SYSTEM_PACKAGES := gcc gcc-arm-none-eabi libnewlib-arm-none-eabi qemu-system-arm make
 
@@ -40,7 +43,7 @@ system-deps:
 	  echo "installing Debian packages for:$$missing"; \
 	  if [ "$$(id -u)" = 0 ]; then SUDO=""; else SUDO="sudo"; fi; \
 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends \
-	    $(SYSTEM_PACKAGES) >/dev/null || { echo "could not install $(SYSTEM_PACKAGES)"; exit 1; }; \
+	    $(SYSTEM_PACKAGES) >/dev/null || { echo "could not install $(SYSTEM_PACKAGES)"; [ "$(STRICT)" = 0 ] || exit 1; }; \
 	fi
 
 test: $(STAMP) system-deps
