@@ -113,8 +113,8 @@ extern "C" {{
 
 typedef enum {{
     {up}_OK = 0,              /* action computed by the network */
-    {up}_INVALID_INPUT = 1,   /* an observation entry was NaN or Inf: action = {up}_SAFE_ACTION */
-    {up}_INVALID_OUTPUT = 2   /* the network produced NaN or Inf: action = {up}_SAFE_ACTION */
+    {up}_INVALID_INPUT = 1,   /* an observation entry was NaN or Inf: action = {prefix}_safe_action */
+    {up}_INVALID_OUTPUT = 2   /* the network produced NaN or Inf: action = {prefix}_safe_action */
 }} {prefix}_status_t;
 
 /* The action written for invalid input or output; callers should treat any status other than
