@@ -1,0 +1,5 @@
+"""Robot arms in MuJoCo for manipulation tasks (issue 5, in progress): models and their specifications."""
+
+from sim.arm.robot import PANDA_LIKE, ArmSpec, load_arm
+
+__all__ = ["PANDA_LIKE", "ArmSpec", "load_arm"]
