@@ -5,6 +5,7 @@ from __future__ import annotations
 import mujoco
 import mujoco.batch
 import numpy as np
+import pytest
 
 from sim.arm import PANDA_LIKE, load_arm
 from sim.arm.controller import BatchedImpedanceController, rotation_error
@@ -12,7 +13,8 @@ from sim.arm.controller import BatchedImpedanceController, rotation_error
 HOME = np.array([0.0, -0.785, 0.0, -2.356, 0.0, 1.571, 0.785])
 
 
-def test_every_arm_reaches_its_own_target_pose():
+@pytest.mark.parametrize("jacobian_every", [1, 5])
+def test_every_arm_reaches_its_own_target_pose(jacobian_every):
     model = load_arm()
     n = 16
     batch = mujoco.batch.Batch(model, n, 1, persistent=True)
@@ -23,7 +25,7 @@ def test_every_arm_reaches_its_own_target_pose():
     start, rot = controller.tool_pose()
     target = start + np.random.default_rng(0).uniform([-0.15, -0.2, -0.2], [0.15, 0.2, 0.1], (n, 3))
     pointing_down = np.tile(rot[:1], (n, 1, 1))
-    controller.step(target, pointing_down, substeps=1000)  # 2 s
+    controller.step(target, pointing_down, substeps=1000, jacobian_every=jacobian_every)  # 2 s
     pos, rot = controller.tool_pose()
     assert np.linalg.norm(pos - target, axis=1).max() < 5e-3
     assert np.degrees(np.linalg.norm(rotation_error(pointing_down, rot), axis=1)).max() < 1.0
