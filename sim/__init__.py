@@ -1,12 +1,13 @@
 """robo-rl simulators (MuJoCo, headless, seeded, batched). Importing registers the gymnasium ids.
 
-Ids: robo_rl/CrazyflieHover-v0, robo_rl/CrazyflieReach-v0, robo_rl/CrazyflieFigureEight-v0.
+Ids: robo_rl/CrazyflieHover-v0, robo_rl/CrazyflieReach-v0, robo_rl/CrazyflieFigureEight-v0,
+robo_rl/ArmPickCube-v0, robo_rl/ArmReach-v0.
 `gymnasium.make(id, **overrides)` gives the single MuJoCo env; `gymnasium.make_vec(id, num_envs=N,
 vectorization_mode="vector_entry_point", backend="mujoco_batch" | "torch")` the batched one.
 """
 
-from sim.registration import QUADROTOR_ENV_IDS, register_envs
+from sim.registration import ARM_ENV_IDS, QUADROTOR_ENV_IDS, register_envs
 
 register_envs()
 
-__all__ = ["QUADROTOR_ENV_IDS", "register_envs"]
+__all__ = ["ARM_ENV_IDS", "QUADROTOR_ENV_IDS", "register_envs"]

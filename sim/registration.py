@@ -11,16 +11,24 @@ QUADROTOR_ENV_IDS = {
 }
 
 
+ARM_ENV_IDS = {
+    "robo_rl/ArmPickCube-v0": "pick_cube",
+    "robo_rl/ArmReach-v0": "reach",
+}
+
+
+# (ids -> task, single-env entry point, vector-env entry point)
+FAMILIES = (
+    (QUADROTOR_ENV_IDS, "sim.quadrotor.env:QuadrotorEnv", "sim.quadrotor.env:QuadrotorVectorEnv"),
+    (ARM_ENV_IDS, "sim.arm.env:ArmEnv", "sim.arm.env:ArmVectorEnv"),
+)
+
+
 def register_envs() -> None:
     """Register every robo-rl environment id (idempotent)."""
-    for env_id, task in QUADROTOR_ENV_IDS.items():
-        if env_id in gym.registry:
-            continue
-        gym.register(
-            id=env_id,
-            entry_point="sim.quadrotor.env:QuadrotorEnv",
-            vector_entry_point="sim.quadrotor.env:QuadrotorVectorEnv",
-            kwargs={"task": task},
-            max_episode_steps=None,
-            disable_env_checker=False,
-        )
+    for ids, entry_point, vector_entry_point in FAMILIES:
+        for env_id, task in ids.items():
+            if env_id in gym.registry:
+                continue
+            gym.register(id=env_id, entry_point=entry_point, vector_entry_point=vector_entry_point,
+                         kwargs={"task": task}, max_episode_steps=None, disable_env_checker=False)

@@ -24,10 +24,11 @@ from sim.arm.robot import ArmSpec
 
 @dataclasses.dataclass(frozen=True)
 class ImpedanceGains:
-    """Stiffness and damping of the tool in space (SERL's franka_sim uses similar magnitudes)."""
+    """Stiffness and damping of the tool in space: stiff enough that a 2 cm step is mostly done in one 20 ms
+    control step (at 600 N/m the arm crept 3 mm per step)."""
 
-    translation_stiffness: float = 600.0  # [N/m]
-    rotation_stiffness: float = 60.0  # [N m/rad]
+    translation_stiffness: float = 6000.0  # [N/m]
+    rotation_stiffness: float = 300.0  # [N m/rad]
     translation_damping_ratio: float = 1.0
     rotation_damping_ratio: float = 1.0
     null_damping: float = 2.0  # [N m s/rad] on every arm joint
@@ -64,6 +65,16 @@ class BatchedImpedanceController:
         """Current tool positions (N, 3) and rotation matrices (N, 3, 3), as of the last computed stage."""
         return self._site_xpos[:, 0].copy(), self._site_xmat[:, 0].reshape(-1, 3, 3).copy()
 
+    def tool_velocity(self) -> np.ndarray:
+        """Tool linear velocities (N, 3): the latest translational Jacobians times the current joint velocities."""
+        if self._jacobians is None:
+            self._jacobians = self._jacobians_now()
+        return np.einsum("nij,nj->ni", self._jacobians[0], self._qvel[:, self._dofs])
+
+    def _jacobians_now(self) -> tuple[np.ndarray, np.ndarray]:
+        jacp, jacr = self.batch.jac(self._body, self._site_xpos[:, 0])
+        return jacp[:, :, self._dofs], jacr[:, :, self._dofs]
+
     def apply(self, target_pos: np.ndarray, target_rot: np.ndarray, new_jacobian: bool = True) -> np.ndarray:
         """Write impedance torques towards targets (N, 3), (N, 3, 3) into ctrl; returns them (N, 7).
 
@@ -71,8 +82,7 @@ class BatchedImpedanceController:
         """
         pos, rot = self._site_xpos[:, 0], self._site_xmat[:, 0].reshape(-1, 3, 3)
         if new_jacobian or self._jacobians is None:
-            jacp, jacr = self.batch.jac(self._body, pos)
-            self._jacobians = jacp[:, :, self._dofs], jacr[:, :, self._dofs]
+            self._jacobians = self._jacobians_now()
         jacp, jacr = self._jacobians
         qvel = self._qvel[:, self._dofs]
         lin = np.einsum("nij,nj->ni", jacp, qvel)

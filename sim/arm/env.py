@@ -1,0 +1,224 @@
+"""Batched arm tasks under the gymnasium VectorEnv API: reach a point, and pick and lift a cube.
+
+N arms in one persistent `mujoco.batch.Batch`, driven by `BatchedImpedanceController` (SERL style):
+the action is a tool displacement (dx, dy, dz) in [-1, 1] scaled by `action_scale` metres per control
+step plus a gripper command in [-1, 1] (-1 open, +1 closed); the target is clipped to `workspace`, the
+tool points down. Observation (named fields, `layout`): tool position, tool velocity, gripper opening,
+cube position, cube minus tool, goal minus tool (the goal is the reach point, or the lift height above the
+cube's start). Rewards, a dict of named terms times scales: `reach` exp(-20 |goal - tool|) (reach task)
+or SERL's `approach` 0.3 exp(-20 |cube - tool|) and `lift` 0.7 clip(lift / lift_height, 0, 1) (dense
+pick), and `success` 1 on success (the sparse reward). Success: the tool within 2 cm of the reach point;
+the cube `lift_height` above its start. Episodes truncate at `episode_seconds`; nothing terminates.
+Same-step autoreset as the quadrotor envs (`info["final_obs"]`, `info["_final_obs"]`).
+
+Not yet here (issue 5): domain randomization of friction, cube size and mass, gains and latency.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import gymnasium as gym
+import mujoco
+import mujoco.batch
+import numpy as np
+from gymnasium.vector import AutoresetMode, VectorEnv
+
+from sim.arm.controller import BatchedImpedanceController, ImpedanceGains
+from sim.arm.robot import PANDA_LIKE, ArmSpec, load_arm
+from sim.errors import ConfigError
+from sim.observation import ObservationField, ObservationLayout
+
+ARM_TASKS = ("reach", "pick_cube")
+HOME = (0.0, -0.785, 0.0, -2.356, 0.0, 1.571, 0.785)  # tool about 0.49 m above the table, pointing down
+
+
+@dataclasses.dataclass
+class ArmTaskConfig:
+    """One arm task. Positions in metres in the world frame (the robot base at the origin)."""
+
+    task: str = "pick_cube"
+    control_hz: float = 50.0
+    substeps: int = 10  # physics steps of 2 ms per control step
+    episode_seconds: float = 3.0
+    action_scale: float = 0.02  # [m] tool displacement per control step at |action| = 1
+    workspace: tuple[tuple[float, float], ...] = ((0.25, 0.75), (-0.3, 0.3), (0.0, 0.45))
+    cube_x: tuple[float, float] = (0.4, 0.6)
+    cube_y: tuple[float, float] = (-0.15, 0.15)
+    reach_box: tuple[tuple[float, float], ...] = ((0.35, 0.65), (-0.2, 0.2), (0.05, 0.35))
+    lift_height: float = 0.1
+    success_radius: float = 0.02
+    dense: bool = True
+    gains: ImpedanceGains = dataclasses.field(default_factory=ImpedanceGains)
+    spec: ArmSpec = PANDA_LIKE
+
+    @property
+    def episode_steps(self) -> int:
+        """Control steps before truncation."""
+        return int(round(self.episode_seconds * self.control_hz))
+
+    def validate(self, timestep: float) -> None:
+        """Raise ConfigError naming the first bad field."""
+        if self.task not in ARM_TASKS:
+            raise ConfigError(f"unknown arm task {self.task!r}; known: {', '.join(ARM_TASKS)}")
+        if abs(self.substeps * timestep * self.control_hz - 1.0) > 1e-6:
+            raise ConfigError(f"substeps={self.substeps} of {timestep} s do not make one {self.control_hz} Hz control step")
+        if not self.action_scale > 0 or not self.episode_seconds > 0 or not self.lift_height > 0:
+            raise ConfigError("action_scale, episode_seconds and lift_height must be > 0")
+
+
+def arm_layout() -> ObservationLayout:
+    """Observation layout of the arm tasks."""
+    return ObservationLayout((
+        ObservationField("tool_position", 3, "m", "tool centre point, world frame"),
+        ObservationField("tool_velocity", 3, "m/s", "tool centre point velocity, world frame"),
+        ObservationField("gripper_opening", 1, "m", "opening of one finger (0 closed, 0.04 open)"),
+        ObservationField("cube_position", 3, "m", "cube centre, world frame"),
+        ObservationField("cube_minus_tool", 3, "m", "cube centre minus tool centre point"),
+        ObservationField("goal_minus_tool", 3, "m", "reach point (reach) or lift goal above the cube start (pick) minus tool"),
+    ))
+
+
+class ArmVectorEnv(VectorEnv):
+    """N arms on one task, stepped together; see the module docstring."""
+
+    metadata = {"autoreset_mode": AutoresetMode.SAME_STEP, "render_modes": []}
+
+    def __init__(self, task: str = "pick_cube", num_envs: int = 16, nthread: int = 0,
+                 config: ArmTaskConfig | None = None, **overrides: Any):
+        config = dataclasses.replace(config or ArmTaskConfig(task=task), **overrides)
+        self.model = load_arm(config.spec)
+        config.validate(self.model.opt.timestep)
+        self.config, self.num_envs = config, num_envs
+        self.batch = mujoco.batch.Batch(self.model, num_envs, nthread, persistent=True)
+        self.controller = BatchedImpedanceController(self.batch, self.model, config.spec, config.gains)
+        self._qpos, self._qvel = self.batch.bind("qpos"), self.batch.bind("qvel")
+        self._ctrl = self.batch.bind("ctrl")
+        self._gripper = self.model.actuator(config.spec.gripper_actuator).id
+        self._gripper_range = self.model.actuator_ctrlrange[self._gripper]
+        self._arm_qpos = np.array([self.model.jnt_qposadr[self.model.joint(n).id] for n in config.spec.joints])
+        self._finger_qpos = self.model.jnt_qposadr[self.model.actuator_trnid[self._gripper, 0]]
+        cube_joint = self.model.joint("cube")
+        self._cube_qpos, self._cube_qvel = cube_joint.qposadr[0], cube_joint.dofadr[0]
+        self._workspace = np.array(config.workspace).T  # (2, 3)
+        self.layout = arm_layout()
+        self.single_observation_space = gym.spaces.Box(-np.inf, np.inf, (self.layout.size,), np.float32)
+        self.single_action_space = gym.spaces.Box(-1.0, 1.0, (4,), np.float32)
+        self.observation_space = gym.vector.utils.batch_space(self.single_observation_space, num_envs)
+        self.action_space = gym.vector.utils.batch_space(self.single_action_space, num_envs)
+        self._rng = np.random.default_rng()
+        self.steps = np.zeros(num_envs, dtype=np.int64)
+        self.target = np.zeros((num_envs, 3))
+        self.goal = np.zeros((num_envs, 3))
+        self.cube_start = np.zeros((num_envs, 3))
+        self._down = None
+
+    # ----------------------------------------------------------------- episodes
+    def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple[np.ndarray, dict]:
+        """Reset every env (seeded: cube placement and reach points)."""
+        if seed is not None:
+            self._rng = np.random.default_rng(seed)
+        self._reset(np.arange(self.num_envs))
+        return self._observe(), {}
+
+    def _reset(self, ids: np.ndarray) -> None:
+        config, n = self.config, len(ids)
+        self.batch.reset(ids=ids, stage=mujoco.mjtStage.mjSTAGE_NONE)
+        self._qpos[np.ix_(ids, self._arm_qpos)] = HOME
+        self._qpos[ids, self._finger_qpos] = self._gripper_range[1]
+        cube = np.stack([self._rng.uniform(*config.cube_x, n), self._rng.uniform(*config.cube_y, n),
+                         np.full(n, 0.02)], axis=1)
+        self._qpos[ids, self._cube_qpos:self._cube_qpos + 3] = cube
+        self._qpos[ids, self._cube_qpos + 3:self._cube_qpos + 7] = (1.0, 0.0, 0.0, 0.0)
+        self._ctrl[ids, self._gripper] = self._gripper_range[1]
+        self.batch.forward(ids=ids, stage=mujoco.mjtStage.mjSTAGE_VEL)
+        tool, rot = self.controller.tool_pose()
+        if self._down is None:
+            self._down = rot[0].copy()  # the home orientation: pointing down
+        self.target[ids] = tool[ids]
+        self.cube_start[ids] = cube
+        if config.task == "reach":
+            box = np.array(config.reach_box).T
+            self.goal[ids] = self._rng.uniform(box[0], box[1], (n, 3))
+        else:
+            self.goal[ids] = cube + (0.0, 0.0, config.lift_height)
+        self.steps[ids] = 0
+
+    # ----------------------------------------------------------------- stepping
+    def step(self, actions: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, dict]:
+        """Move every tool target by its action, run the controller for one control step, autoreset."""
+        actions = np.asarray(actions, dtype=np.float64)
+        if actions.shape != (self.num_envs, 4) or not np.isfinite(actions).all():
+            raise ValueError(f"actions must be finite with shape ({self.num_envs}, 4), got {actions.shape}")
+        actions = np.clip(actions, -1.0, 1.0)
+        tool, _ = self.controller.tool_pose()  # SERL: displacement from where the tool is, not where it was sent
+        self.target = np.clip(tool + self.config.action_scale * actions[:, :3], self._workspace[0], self._workspace[1])
+        low, high = self._gripper_range
+        self._ctrl[:, self._gripper] = high + (low - high) * 0.5 * (actions[:, 3] + 1.0)
+        down = np.broadcast_to(self._down, (self.num_envs, 3, 3))
+        self.controller.step(self.target, down, self.config.substeps)
+        self.steps += 1
+        obs = self._observe()
+        reward, success, terms = self._reward(obs)
+        terminated = np.zeros(self.num_envs, dtype=bool)
+        truncated = self.steps >= self.config.episode_steps
+        info: dict[str, Any] = {"is_success": success, "reward_terms": terms}
+        if truncated.any():
+            ids = np.flatnonzero(truncated)
+            info["final_obs"] = obs.copy()
+            info["_final_obs"] = truncated.copy()
+            self._reset(ids)
+            obs[ids] = self._observe()[ids]
+        return obs, reward, terminated, truncated, info
+
+    def _observe(self) -> np.ndarray:
+        tool, _ = self.controller.tool_pose()
+        cube = self._qpos[:, self._cube_qpos:self._cube_qpos + 3]
+        velocity = self.controller.tool_velocity()
+        opening = self._qpos[:, self._finger_qpos:self._finger_qpos + 1]
+        return np.concatenate([tool, velocity, opening, cube, cube - tool, self.goal - tool], axis=1).astype(np.float32)
+
+    def _reward(self, obs: np.ndarray) -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]]:
+        s = self.layout.slices()
+        config = self.config
+        if config.task == "reach":
+            distance = np.linalg.norm(obs[:, s["goal_minus_tool"]], axis=1)
+            success = distance < config.success_radius
+            terms = {"reach": np.exp(-20.0 * distance), "success": success * 1.0}
+        else:
+            lift = obs[:, s["cube_position"]][:, 2] - self.cube_start[:, 2]
+            success = lift >= config.lift_height
+            approach = 0.3 * np.exp(-20.0 * np.linalg.norm(obs[:, s["cube_minus_tool"]], axis=1))
+            terms = {"approach": approach, "lift": 0.7 * np.clip(lift / config.lift_height, 0.0, 1.0),
+                     "success": success * 1.0}
+        if config.dense:
+            reward = sum(v for k, v in terms.items() if k != "success")
+        else:
+            reward = terms["success"]
+        return np.asarray(reward, dtype=np.float64), success, terms
+
+
+class ArmEnv(gym.Env):
+    """One arm on a task: `ArmVectorEnv` with a single simulation, under the plain gymnasium Env API."""
+
+    metadata = {"render_modes": []}
+
+    def __init__(self, task: str = "pick_cube", config: ArmTaskConfig | None = None, **overrides: Any):
+        self.vector = ArmVectorEnv(task, num_envs=1, nthread=1, config=config, **overrides)
+        self.observation_space = self.vector.single_observation_space
+        self.action_space = self.vector.single_action_space
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple[np.ndarray, dict]:
+        """Start an episode (seeded cube placement / reach point)."""
+        super().reset(seed=seed)
+        obs, info = self.vector.reset(seed=seed)
+        return obs[0], info
+
+    def step(self, action: Any) -> tuple[np.ndarray, float, bool, bool, dict]:
+        """One control step; at the time limit returns the episode's last observation (no autoreset)."""
+        obs, reward, terminated, truncated, info = self.vector.step(np.asarray(action, dtype=np.float64)[None])
+        last = info["final_obs"][0] if truncated[0] else obs[0]
+        return last, float(reward[0]), bool(terminated[0]), bool(truncated[0]), {
+            "is_success": bool(info["is_success"][0]),
+            "reward_terms": {k: float(v[0]) for k, v in info["reward_terms"].items()}}
