@@ -66,6 +66,14 @@ def restore_rng_states(states: dict[str, Any]) -> None:
         torch.cuda.set_rng_state_all(states["cuda"])
 
 
+def privileged_critic(cfg: DictConfig) -> bool:
+    """Whether the critic sees privileged state: cfg.privileged_critic, where "auto" means "if the env
+    group says its env provides it" (env.privileged_observation)."""
+    if cfg.privileged_critic == "auto":
+        return bool(cfg.env.get("privileged_observation", False))
+    return bool(cfg.privileged_critic)
+
+
 def git_commit() -> str | None:
     """The source commit, recorded with every run."""
     try:
@@ -89,7 +97,7 @@ class Trainer:
         self.device = select_device(cfg.device)
         seed_everything(int(cfg.seed))
         threads = int(cfg.torch_threads)
-        self.privileged = bool(cfg.privileged_critic)
+        self.privileged = privileged_critic(cfg)
         self.env = make_vector_env(cfg.env, int(cfg.num_envs), self.device, threads=threads, privileged=self.privileged)
         if self.privileged and not hasattr(self.env, "privileged_size"):
             raise ValueError(f"privileged_critic=true, but {cfg.env.id} provides no privileged observation")

@@ -17,6 +17,7 @@ Not yet here (issue 5): domain randomization of friction, cube size and mass, ga
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
@@ -86,7 +87,20 @@ class ArmVectorEnv(VectorEnv):
     metadata = {"autoreset_mode": AutoresetMode.SAME_STEP, "render_modes": []}
 
     def __init__(self, task: str = "pick_cube", num_envs: int = 16, nthread: int = 0,
-                 config: ArmTaskConfig | None = None, **overrides: Any):
+                 config: ArmTaskConfig | dict | None = None, backend: str = "mujoco_batch", **overrides: Any):
+        if backend != "mujoco_batch":
+            raise ConfigError(f"the arm tasks run on backend 'mujoco_batch' only, not {backend!r}")
+        if isinstance(config, dict):
+            overrides, config = {**config, **overrides}, None
+        unknown = set(overrides) - {f.name for f in dataclasses.fields(ArmTaskConfig)}
+        if unknown:
+            raise ConfigError(f"unknown arm task options {sorted(unknown)}")
+        if isinstance(overrides.get("gains"), dict):
+            overrides["gains"] = ImpedanceGains(**overrides["gains"])
+        if isinstance(overrides.get("spec"), dict):  # another robot: its MJCF and the names in it
+            fields = {**dataclasses.asdict(PANDA_LIKE), **overrides["spec"]}
+            overrides["spec"] = ArmSpec(mjcf=Path(fields.pop("mjcf")), **{k: tuple(v) if isinstance(v, list) else v
+                                                                            for k, v in fields.items()})
         config = dataclasses.replace(config or ArmTaskConfig(task=task), **overrides)
         self.model = load_arm(config.spec)
         config.validate(self.model.opt.timestep)

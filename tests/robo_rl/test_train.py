@@ -12,11 +12,12 @@ from pathlib import Path
 
 import pytest
 import torch
+from hydra import compose, initialize_config_dir
 
 from robo_rl.checkpoint import CheckpointError, list_checkpoints, load_checkpoint
 from robo_rl.evaluate import evaluate_run
 from robo_rl.train import Trainer
-from tests.robo_rl.quick import QUICK, quick_config as _config
+from tests.robo_rl.quick import CONFIGS, QUICK, quick_config as _config
 
 def _digest(directory: Path) -> dict[str, str]:
     return {str(p.relative_to(directory)): hashlib.sha256(p.read_bytes()).hexdigest()
@@ -101,3 +102,17 @@ def test_bad_checkpoints_give_one_clear_error_and_overwrite_nothing(tmp_path):
     with pytest.raises(CheckpointError, match="unreadable"):
         Trainer(_config(f"resume={run}"), run)
     assert _digest(run) == before
+
+
+def test_the_trainer_composes_with_the_arm_env_without_a_privileged_critic(tmp_path):
+    with initialize_config_dir(config_dir=CONFIGS, version_base="1.3"):
+        cfg = compose(config_name="train", overrides=[
+            "env=arm_reach", "num_envs=8", "torch_threads=1", "total_env_steps=800", "learning_starts=400",
+            "eval.episodes=4", "eval.interval_env_steps=800", "checkpoint.interval_env_steps=800",
+            "agent.actor_hidden=[32,32]", "agent.critic_hidden=[32,32]", "logging.progress_bar=false",
+            "logging.tensorboard=false"])
+    summary = Trainer(cfg, tmp_path).run()
+    assert summary["env_steps"] >= 800 and summary["updates"] > 0
+    state = load_checkpoint(tmp_path)
+    assert state["critic_obs_dim"] == state["env_spec"]["observation_size"]  # auto: the arm has no privileged state
+    assert evaluate_run(tmp_path, episodes=4)["episodes"] == 4

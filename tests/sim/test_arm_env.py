@@ -60,3 +60,13 @@ def test_bad_actions_and_configs_raise_clear_errors():
         ArmVectorEnv("stack", num_envs=1)
     with pytest.raises(ConfigError, match="substeps"):
         ArmVectorEnv(config=ArmTaskConfig(substeps=7), num_envs=1)
+
+
+def test_config_overrides_arrive_as_dicts_from_hydra():
+    env = ArmVectorEnv(num_envs=1, nthread=1, config={"task": "reach", "gains": {"translation_stiffness": 3000.0},
+                                                      "spec": {"ee_site": "tcp"}})
+    assert env.config.task == "reach" and env.config.gains.translation_stiffness == 3000.0
+    with pytest.raises(ConfigError, match="unknown arm task options"):
+        ArmVectorEnv(num_envs=1, config={"cube_colour": "red"})
+    with pytest.raises(ConfigError, match="mujoco_batch"):
+        ArmVectorEnv(num_envs=1, backend="torch")
