@@ -120,10 +120,12 @@ def export_bundle(run: str | Path, checkpoint: str | None = "best", out: str | P
             (c_dir / f"{prefix}_layout.h").write_text(generate_layout_header(
                 env_description["observation_layout"], env_description["control_hz"],
                 env_description.get("deployment_constants", {}), prefix))
+        vectors = check_vectors(policy, spec, observations, RANDOM_TEST_VECTORS, seed)
         verification = {"tolerance": TOLERANCE, "onnxruntime_max_abs_error": onnx_error,
-                        "c_host": _verify_c_on_host(c_dir, prefix, policy, spec, observations, seed),
-                        "cortex_m4": _verify_c_on_cortex_m4(c_dir, policy, spec, observations, seed)}
-        manifest = _manifest(state, env, spec, run, observations, actions, verification, opset, ir_version, prefix)
+                        "c_host": _verify_c_on_host(c_dir, prefix, vectors),
+                        "cortex_m4": _verify_c_on_cortex_m4(c_dir, vectors)}
+        manifest = _manifest(state, env_description, spec, run, observations, actions, verification, opset,
+                             ir_version, prefix)
         (staging / "policy.json").write_text(json.dumps(manifest, indent=2))
         if out.exists():
             shutil.rmtree(out)
@@ -143,15 +145,14 @@ def _safe_action(choice: str | Sequence[float], env: Any) -> np.ndarray | None:
     return np.asarray(list(choice), dtype=np.float32)
 
 
-def _verify_c_on_host(c_dir: Path, prefix: str, policy: DeterministicPolicy, spec: PolicySpec,
-                      recorded: np.ndarray, seed: int) -> dict[str, Any]:
+def _verify_c_on_host(c_dir: Path, prefix: str, vectors: tuple[np.ndarray, np.ndarray, np.ndarray]) -> dict[str, Any]:
     from robo_rl.export.c_runtime import CompileError, CompiledPolicy, find_c_compiler
 
     try:
         find_c_compiler()
     except CompileError as error:
         return {"checked": False, "reason": str(error)}
-    observations, actions, statuses = check_vectors(policy, spec, recorded, RANDOM_TEST_VECTORS, seed)
+    observations, actions, statuses = vectors
     results: dict[str, Any] = {"test_vectors": len(statuses)}
     for kernel, fma in (("generic", False), ("fma", True)):
         with tempfile.TemporaryDirectory() as build:
@@ -183,14 +184,13 @@ def check_vectors(policy: DeterministicPolicy, spec: PolicySpec, recorded: np.nd
     return (np.concatenate([observations, invalid]), np.concatenate([actions, spec.safe_action[None]]), statuses)
 
 
-def _verify_c_on_cortex_m4(c_dir: Path, policy: DeterministicPolicy, spec: PolicySpec, recorded: np.ndarray,
-                           seed: int) -> dict[str, Any]:
+def _verify_c_on_cortex_m4(c_dir: Path, vectors: tuple[np.ndarray, np.ndarray, np.ndarray]) -> dict[str, Any]:
     from robo_rl.export.cortex_m4 import missing_tools, verify_on_cortex_m4
 
     missing = missing_tools()
     if missing:
         return {"checked": False, "reason": f"missing {', '.join(missing)}"}
-    observations, actions, statuses = check_vectors(policy, spec, recorded, RANDOM_TEST_VECTORS, seed)
+    observations, actions, statuses = vectors
     with tempfile.TemporaryDirectory() as build:
         result = verify_on_cortex_m4(c_dir, observations, actions, statuses, build)
     if result.report["self_test_failures"] or result.report["test_vector_failures"]:
@@ -199,10 +199,9 @@ def _verify_c_on_cortex_m4(c_dir: Path, policy: DeterministicPolicy, spec: Polic
             "max_abs_error": result.report["test_vector_max_error_e12"] * 1e-12, **result.to_json()}
 
 
-def _manifest(state: dict[str, Any], env: Any, spec: PolicySpec, run: str | Path, observations: np.ndarray,
-              actions: np.ndarray, verification: dict[str, Any], opset: int, ir_version: int,
-              prefix: str) -> dict[str, Any]:
-    description = env.description() if hasattr(env, "description") else {}
+def _manifest(state: dict[str, Any], description: dict[str, Any], spec: PolicySpec, run: str | Path,
+              observations: np.ndarray, actions: np.ndarray, verification: dict[str, Any], opset: int,
+              ir_version: int, prefix: str) -> dict[str, Any]:
     observation_layout = description.get("observation_layout") or state["env_spec"].get("observation_layout")
     return {
         "format": BUNDLE_FORMAT,
@@ -234,7 +233,8 @@ def _manifest(state: dict[str, Any], env: Any, spec: PolicySpec, run: str | Path
             "vehicle_parameters": description.get("vehicle_parameters"),
         },
         "files": {"onnx": "policy.onnx", "onnx_opset": opset, "onnx_ir_version": ir_version,
-                  "c_header": f"c/{prefix}.h", "c_source": f"c/{prefix}.c", "c_layout": f"c/{prefix}_layout.h"},
+                  "c_header": f"c/{prefix}.h", "c_source": f"c/{prefix}.c",
+                  "c_layout": f"c/{prefix}_layout.h" if description.get("observation_layout") else None},
         "recorded_pairs": [{"observation": o.tolist(), "action": a.tolist()} for o, a in zip(observations, actions)],
         "verification": verification,
     }

@@ -65,6 +65,10 @@ class BatchedImpedanceController:
         """Current tool positions (N, 3) and rotation matrices (N, 3, 3), as of the last computed stage."""
         return self._site_xpos[:, 0].copy(), self._site_xmat[:, 0].reshape(-1, 3, 3).copy()
 
+    def forget_jacobians(self) -> None:
+        """Drop the cached Jacobians (after states were written, e.g. resets): the next call recomputes them."""
+        self._jacobians = None
+
     def tool_velocity(self) -> np.ndarray:
         """Tool linear velocities (N, 3): the latest translational Jacobians times the current joint velocities."""
         if self._jacobians is None:

@@ -147,6 +147,7 @@ class ArmVectorEnv(VectorEnv):
         self._qpos[ids, self._cube_qpos + 3:self._cube_qpos + 7] = (1.0, 0.0, 0.0, 0.0)
         self._ctrl[ids, self._gripper] = self._gripper_range[1]
         self.batch.forward(ids=ids, stage=mujoco.mjtStage.mjSTAGE_VEL)
+        self.controller.forget_jacobians()  # the reset arms are elsewhere now
         tool, rot = self.controller.tool_pose()
         if self._down is None:
             self._down = rot[0].copy()  # the home orientation: pointing down
