@@ -1,0 +1,139 @@
+"""Load and validate a robo-rl policy bundle (`policy.json` + `policy.onnx`), the export's contract.
+
+Only numpy and the standard library: this runs on the robot computer.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+BUNDLE_FORMAT = "robo_rl.policy_bundle/1"
+
+
+class BundleError(ValueError):
+    """The bundle is missing, corrupt or inconsistent."""
+
+
+@dataclasses.dataclass(frozen=True)
+class LayoutField:
+    """One named slice of the observation vector."""
+
+    name: str
+    offset: int
+    size: int
+    unit: str
+
+    @property
+    def slice(self) -> slice:
+        """This field's slice of the observation vector."""
+        return slice(self.offset, self.offset + self.size)
+
+
+@dataclasses.dataclass(frozen=True)
+class PolicyBundle:
+    """A validated bundle: what every deployment target reads from `policy.json`."""
+
+    directory: Path
+    env_id: str
+    control_hz: float
+    observation_size: int
+    layout: tuple[LayoutField, ...]
+    action_size: int
+    action_low: np.ndarray
+    action_high: np.ndarray
+    safe_action: np.ndarray
+    recorded_observations: np.ndarray  # (pairs, observation_size)
+    recorded_actions: np.ndarray  # (pairs, action_size)
+    env_config: dict[str, Any]
+    vehicle_parameters: dict[str, Any]
+    manifest: dict[str, Any]
+
+    @property
+    def onnx_path(self) -> Path:
+        """The ONNX file of the policy."""
+        return self.directory / self.manifest["files"]["onnx"]
+
+    def field(self, name: str) -> LayoutField:
+        """The layout field called `name`; BundleError if the layout has none."""
+        for entry in self.layout:
+            if entry.name == name:
+                return entry
+        raise BundleError(f"the observation layout has no field {name!r}; it has {[f.name for f in self.layout]}")
+
+    @property
+    def is_quadrotor(self) -> bool:
+        """Whether the bundle is a Crazyflie policy (four normalized motor thrusts)."""
+        return self.env_id.startswith("robo_rl/Crazyflie")
+
+
+def load_bundle(directory: str | Path) -> PolicyBundle:
+    """Read and validate the bundle in `directory`; raise one BundleError naming the first problem."""
+    directory = Path(directory)
+    manifest_path = directory / "policy.json"
+    if not manifest_path.is_file():
+        raise BundleError(f"no policy.json in {directory}")
+    try:
+        manifest = json.loads(manifest_path.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise BundleError(f"{manifest_path} is not valid JSON: {error}") from error
+    if not isinstance(manifest, dict) or manifest.get("format") != BUNDLE_FORMAT:
+        found = manifest.get("format") if isinstance(manifest, dict) else type(manifest).__name__
+        raise BundleError(f"{manifest_path}: format must be {BUNDLE_FORMAT!r}, got {found!r}")
+    try:
+        bundle = _parse(directory, manifest)
+    except (KeyError, TypeError, ValueError) as error:
+        if isinstance(error, BundleError):
+            raise
+        raise BundleError(f"{manifest_path}: missing or malformed entry: {error!r}") from error
+    if not bundle.onnx_path.is_file():
+        raise BundleError(f"the bundle's ONNX file {bundle.onnx_path} does not exist")
+    return bundle
+
+
+def _parse(directory: Path, manifest: dict[str, Any]) -> PolicyBundle:
+    observation, action = manifest["observation"], manifest["action"]
+    obs_size, act_size = int(observation["size"]), int(action["size"])
+    layout = tuple(LayoutField(str(f["name"]), int(f["offset"]), int(f["size"]), str(f.get("unit", "")))
+                   for f in observation["layout"])
+    offset = 0
+    for entry in layout:
+        if entry.offset != offset or entry.size < 1:
+            raise BundleError(f"observation layout field {entry.name!r} at offset {entry.offset} (size "
+                              f"{entry.size}) does not follow the previous field (expected offset {offset})")
+        offset += entry.size
+    if offset != obs_size:
+        raise BundleError(f"the observation layout covers {offset} entries but observation.size is {obs_size}")
+    low, high, safe = (_vector(action[key], act_size, f"action.{key}") for key in ("low", "high", "safe_action"))
+    if not np.all(low <= high):
+        raise BundleError(f"action.low {low.tolist()} exceeds action.high {high.tolist()}")
+    if not np.all((safe >= low) & (safe <= high)):
+        raise BundleError(f"action.safe_action {safe.tolist()} lies outside [low, high]")
+    pairs = manifest["recorded_pairs"]
+    recorded_obs = np.array([p["observation"] for p in pairs], dtype=np.float32).reshape(len(pairs), -1)
+    recorded_act = np.array([p["action"] for p in pairs], dtype=np.float32).reshape(len(pairs), -1)
+    if len(pairs) and (recorded_obs.shape[1] != obs_size or recorded_act.shape[1] != act_size):
+        raise BundleError(f"recorded pairs have shapes {recorded_obs.shape[1]}/{recorded_act.shape[1]}, "
+                          f"the bundle declares observation {obs_size} and action {act_size}")
+    control_hz = float(manifest["control_hz"])
+    if not control_hz > 0:
+        raise BundleError(f"control_hz must be > 0, got {control_hz}")
+    training = manifest.get("training") or {}
+    return PolicyBundle(
+        directory=directory, env_id=str(manifest["env_id"]), control_hz=control_hz, observation_size=obs_size,
+        layout=layout, action_size=act_size, action_low=low, action_high=high, safe_action=safe,
+        recorded_observations=recorded_obs, recorded_actions=recorded_act,
+        env_config=dict(training.get("env_config") or {}),
+        vehicle_parameters=dict(training.get("vehicle_parameters") or {}), manifest=manifest,
+    )
+
+
+def _vector(values: Any, size: int, name: str) -> np.ndarray:
+    array = np.asarray(values, dtype=np.float64)
+    if array.shape != (size,) or not np.all(np.isfinite(array)):
+        raise BundleError(f"{name} must be {size} finite numbers, got {values!r}")
+    return array

@@ -1,0 +1,146 @@
+"""From the policy's four motor thrusts to the setpoints crazyswarm2 accepts.
+
+The policy commands normalized motor thrusts (Crazyflie `controlModeForce`: `action[i]` is rotor i's
+thrust as a fraction of the vehicle's `thrust_max`, motors M1..M4 in the firmware's order). crazyswarm2
+has no motor-level topic, so the node turns the thrusts into an attitude-and-thrust setpoint through the
+vehicle model recorded in policy.json:
+
+1. Mixer: rotor forces F_i = a_i thrust_max give the collective thrust T = sum F_i and the body torques
+   tau = sum r_i x (0, 0, F_i) + (0, 0, sum k_i F_i) (rotor positions r_i, signed yaw-torque
+   coefficients k_i).
+2. One control period dt ahead with the vehicle's inertia I: w' = w + dt I^-1 (tau - w x I w), and the
+   attitude R' = R exp(dt (w + w') / 2).
+3. The setpoint is R' and w' with T, in the form the chosen command takes:
+   - `cmd_vel_legacy` (geometry_msgs/Twist, crazyswarm2 -> cflib `send_setpoint` -> the firmware's legacy
+     RPYT commander and controller_pid): linear.y = roll [deg], linear.x = the firmware's legacy pitch
+     [deg] (positive nose up, the negated right-handed pitch), angular.z = the firmware's legacy yaw rate
+     [deg/s] (negated right-handed yaw rate), linear.z = thrust in 0..65535, here T / (4 thrust_max)
+     65535 (a linear map from PWM to force, the same the simulated onboard controller assumes). The
+     firmware's attitude loop turns an angle error into a rate setpoint with gain `attitude_kp` (deg/s
+     per deg, controller_pid's 6); roll and pitch are sent as R' plus w' / attitude_kp so that this loop
+     asks for the body rates the policy's torques would produce (attitude_kp = 0 sends R' alone).
+   - `cmd_full_state` (crazyflie_interfaces/FullState): the quaternion of R', the body rates w', and the
+     position/velocity/acceleration of the reference (acceleration from T along R''s z axis minus gravity).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import numpy as np
+
+from robo_rl_ros.core.bundle import BundleError, PolicyBundle
+from robo_rl_ros.core.rotations import matrix_to_euler_zyx, matrix_to_quat, quat_to_matrix, rotation_exp
+
+PWM_MAX = 65535.0
+
+
+@dataclasses.dataclass(frozen=True)
+class VehicleModel:
+    """The rigid-body and rotor numbers of the vehicle the policy was trained on (policy.json)."""
+
+    mass: float
+    inertia: np.ndarray  # (3,) principal moments, body frame [kg m^2]
+    rotor_positions: np.ndarray  # (4, 3) [m]
+    yaw_torque_coefficients: np.ndarray  # (4,) [N m / N]
+    thrust_max: float  # one rotor [N]
+    gravity: float  # [m/s^2]
+
+    @classmethod
+    def from_bundle(cls, bundle: PolicyBundle) -> "VehicleModel":
+        """The vehicle recorded under training.vehicle_parameters; BundleError if incomplete."""
+        p = bundle.vehicle_parameters
+        try:
+            model = cls(mass=float(p["mass"]), inertia=np.asarray(p["inertia"], dtype=np.float64).reshape(3),
+                        rotor_positions=np.asarray(p["rotor_positions"], dtype=np.float64).reshape(4, 3),
+                        yaw_torque_coefficients=np.asarray(p["yaw_torque_coefficients"], dtype=np.float64).reshape(4),
+                        thrust_max=float(p["thrust_max"]), gravity=float(p["gravity"]))
+        except (KeyError, TypeError, ValueError) as error:
+            raise BundleError(f"policy.json training.vehicle_parameters is incomplete: {error!r}") from error
+        if model.mass <= 0 or np.any(model.inertia <= 0) or model.thrust_max <= 0:
+            raise BundleError("policy.json vehicle parameters must have positive mass, inertia and thrust_max")
+        return model
+
+    @property
+    def hover_fraction(self) -> float:
+        """The motor command (fraction of thrust_max) at which four rotors carry the weight."""
+        return self.mass * self.gravity / (4.0 * self.thrust_max)
+
+
+@dataclasses.dataclass(frozen=True)
+class AttitudeSetpoint:
+    """Attitude, body rates and collective thrust one control period ahead."""
+
+    rotation: np.ndarray  # (3, 3) body to world
+    body_rates: np.ndarray  # (3,) rad/s, body frame
+    thrust: float  # collective [N]
+
+    @property
+    def euler(self) -> tuple[float, float, float]:
+        """Right-handed (roll, pitch, yaw) [rad], ZYX."""
+        return matrix_to_euler_zyx(self.rotation)
+
+    @property
+    def quaternion(self) -> np.ndarray:
+        """Unit quaternion (w, x, y, z) of the attitude."""
+        return matrix_to_quat(self.rotation)
+
+
+def motor_wrench(vehicle: VehicleModel, thrust_fractions: np.ndarray) -> tuple[float, np.ndarray]:
+    """Collective thrust [N] and body torque [N m] of normalized motor thrusts (the mixer)."""
+    forces = np.asarray(thrust_fractions, dtype=np.float64) * vehicle.thrust_max
+    r = vehicle.rotor_positions
+    torque = np.array([np.dot(r[:, 1], forces), -np.dot(r[:, 0], forces),
+                       np.dot(vehicle.yaw_torque_coefficients, forces)])
+    return float(forces.sum()), torque
+
+
+def attitude_setpoint(vehicle: VehicleModel, quaternion: np.ndarray, body_rates: np.ndarray,
+                      thrust_fractions: np.ndarray, dt: float) -> AttitudeSetpoint:
+    """The attitude and body rates the motor thrusts would produce one period `dt` ahead of the state."""
+    thrust, torque = motor_wrench(vehicle, thrust_fractions)
+    w = np.asarray(body_rates, dtype=np.float64)
+    inertia = vehicle.inertia
+    w_next = w + dt * (torque - np.cross(w, inertia * w)) / inertia
+    rotation = quat_to_matrix(np.asarray(quaternion, dtype=np.float64)) @ rotation_exp(0.5 * (w + w_next) * dt)
+    return AttitudeSetpoint(rotation, w_next, thrust)
+
+
+@dataclasses.dataclass(frozen=True)
+class LegacyCommand:
+    """A crazyswarm2 `cmd_vel_legacy` Twist's four used fields."""
+
+    roll_deg: float  # linear.y
+    pitch_deg: float  # linear.x, the firmware's legacy pitch (positive nose up)
+    yaw_rate_deg: float  # angular.z, the firmware's legacy yaw rate (positive clockwise from above)
+    thrust_pwm: float  # linear.z, 0..65535
+
+
+STOP_COMMAND = LegacyCommand(0.0, 0.0, 0.0, 0.0)
+
+
+def legacy_command(setpoint: AttitudeSetpoint, vehicle: VehicleModel, attitude_kp: float = 6.0,
+                   max_tilt_deg: float = 60.0) -> LegacyCommand:
+    """The `cmd_vel_legacy` fields for a setpoint (conventions in the module docstring)."""
+    roll, pitch, _ = setpoint.euler
+    lead = setpoint.body_rates / attitude_kp if attitude_kp > 0 else np.zeros(3)
+    # body rates ~ Euler-angle rates near level flight, which is where an attitude loop operates
+    roll_deg = math.degrees(roll + lead[0])
+    pitch_deg = math.degrees(pitch + lead[1])
+    roll_deg = float(np.clip(roll_deg, -max_tilt_deg, max_tilt_deg))
+    pitch_deg = float(np.clip(pitch_deg, -max_tilt_deg, max_tilt_deg))
+    pwm = float(np.clip(setpoint.thrust / (4.0 * vehicle.thrust_max) * PWM_MAX, 0.0, PWM_MAX))
+    return LegacyCommand(roll_deg, -pitch_deg, -math.degrees(setpoint.body_rates[2]), pwm)
+
+
+def descent_command(vehicle: VehicleModel, seconds_since_stop: float, descent_seconds: float,
+                    start_fraction_of_hover: float = 0.9) -> LegacyCommand:
+    """A level, open-loop descent for when the state is lost: thrust ramps from a fraction of hover thrust
+    to zero over `descent_seconds`, then stays zero (motors off)."""
+    if descent_seconds <= 0 or seconds_since_stop >= descent_seconds:
+        return STOP_COMMAND
+    hover_pwm = vehicle.hover_fraction * PWM_MAX
+    remaining = 1.0 - seconds_since_stop / descent_seconds
+    return LegacyCommand(0.0, 0.0, 0.0, float(start_fraction_of_hover * hover_pwm * remaining))
+

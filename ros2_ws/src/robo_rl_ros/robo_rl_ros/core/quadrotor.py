@@ -1,0 +1,126 @@
+"""One control tick of a quadrotor policy, independent of ROS: latest state in, command out.
+
+Each tick either flies the policy (observation -> ONNX -> safety filter -> setpoint) or, when the state
+is older than the timeout, invalid (NaN/Inf, not a rotation) or outside the geofence, stops: the
+tick returns a stop (a level descent to zero thrust), never the last policy command again. Flying
+resumes, with a fresh action history, on the first tick that has a good state.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from robo_rl_ros.core.bundle import BundleError, PolicyBundle
+from robo_rl_ros.core.crazyflie import (AttitudeSetpoint, LegacyCommand, VehicleModel, attitude_setpoint,
+                                        descent_command, legacy_command)
+from robo_rl_ros.core.inference import OnnxPolicy
+from robo_rl_ros.core.observation import ActionHistory, QuadrotorObservation, VehicleState
+from robo_rl_ros.core.rotations import normalized_quat
+from robo_rl_ros.core.safety import Geofence, SafetyFilter
+from robo_rl_ros.core.watchdog import StateWatchdog
+
+
+@dataclasses.dataclass(frozen=True)
+class QuadrotorSettings:
+    """What a deployment chooses (node parameters)."""
+
+    target_position: tuple[float, float, float]
+    state_timeout: float = 0.05  # [s]
+    max_action_delta: float = 1.0  # per tick, fraction of thrust_max (1: no limit on [0, 1] actions)
+    geofence_half_extent: float = 0.6  # [m] around the target; the hover task's arena
+    attitude_kp: float = 6.0  # the firmware attitude loop's gain (see core.crazyflie)
+    max_tilt_deg: float = 60.0
+    descent_seconds: float = 2.0
+
+
+@dataclasses.dataclass(frozen=True)
+class TickResult:
+    """What one tick decided."""
+
+    flying: bool  # False: the stop behaviour
+    reason: str  # why it stopped ("" while flying)
+    action: np.ndarray  # motor thrust fractions commanded (zeros while stopped)
+    setpoint: AttitudeSetpoint | None  # the attitude setpoint for the action (None while stopped)
+    legacy: LegacyCommand  # the cmd_vel_legacy fields
+    just_stopped: bool  # the first stop tick after flying (or at start)
+    observation: np.ndarray | None
+    state: VehicleState | None
+
+
+class QuadrotorPolicyController:
+    """A bundle's policy with observation assembly, safety filter, watchdog and geofence."""
+
+    def __init__(self, bundle: PolicyBundle, settings: QuadrotorSettings):
+        if not bundle.is_quadrotor or bundle.action_size != 4:
+            raise BundleError(f"{bundle.env_id} is not a quadrotor policy with 4 motor thrusts")
+        self.bundle, self.settings = bundle, settings
+        self.dt = 1.0 / bundle.control_hz
+        self.policy = OnnxPolicy(bundle)
+        self.observation = QuadrotorObservation(bundle)
+        self.vehicle = VehicleModel.from_bundle(bundle)
+        hover = np.full(4, float(bundle.vehicle_parameters.get("hover_command", self.vehicle.hover_fraction)))
+        self.history = ActionHistory(self.observation.history_length, 4, hover)
+        self.filter = SafetyFilter(bundle.action_low, bundle.action_high, bundle.safe_action, settings.max_action_delta)
+        self.watchdog = StateWatchdog(settings.state_timeout)
+        self.target = np.asarray(settings.target_position, dtype=np.float64)
+        self.geofence = Geofence.around(self.target, settings.geofence_half_extent)
+        self._state: VehicleState | None = None
+        self._invalid_reason = "no state received yet"
+        self._flying = False
+        self._stopped_at: float | None = None
+
+    def update_state(self, now: float, state: VehicleState) -> bool:
+        """Store the latest state (received at `now`); False, and nothing flies on it, if it is invalid."""
+        if not state.is_finite():
+            return self._invalidate("state contains NaN or Inf")
+        try:
+            quaternion = normalized_quat(state.quaternion)
+        except ValueError:
+            return self._invalidate("orientation is not a rotation quaternion")
+        if abs(float(np.linalg.norm(state.quaternion)) - 1.0) > 0.01:
+            return self._invalidate("orientation quaternion is not unit length")
+        self._state = dataclasses.replace(state, quaternion=quaternion)
+        self._invalid_reason = ""
+        self.watchdog.feed(now)
+        return True
+
+    def _invalidate(self, reason: str) -> bool:
+        self._state, self._invalid_reason = None, reason
+        self.watchdog.clear()
+        return False
+
+    def tick(self, now: float) -> TickResult:
+        """Decide this tick's command from the latest state."""
+        reason = self._stop_reason(now)
+        if reason:
+            just_stopped = self._flying or self._stopped_at is None
+            if just_stopped:
+                self._stopped_at = now
+            self._flying = False
+            legacy = descent_command(self.vehicle, now - self._stopped_at, self.settings.descent_seconds)
+            return TickResult(False, reason, np.zeros(4), None, legacy, just_stopped, None, self._state)
+        state = self._state
+        assert state is not None
+        if not self._flying:  # resuming: the policy starts as at an episode start
+            self.history.reset()
+            self.filter.reset()
+            self._flying = True
+        obs = self.observation.build(state, self.target, np.zeros(3), self.history)
+        action = self.filter(self.policy(obs)).action
+        self.history.push(action)
+        setpoint = attitude_setpoint(self.vehicle, state.quaternion, state.angular_velocity, action, self.dt)
+        legacy = legacy_command(setpoint, self.vehicle, self.settings.attitude_kp, self.settings.max_tilt_deg)
+        return TickResult(True, "", action, setpoint, legacy, False, obs, state)
+
+    def _stop_reason(self, now: float) -> str:
+        if self._state is None:
+            return self._invalid_reason or "no state"
+        age = self.watchdog.age(now)
+        if age > self.settings.state_timeout:
+            return f"state is {age * 1e3:.0f} ms old (timeout {self.settings.state_timeout * 1e3:.0f} ms)"
+        if not self.geofence.contains(self._state.position):
+            return f"position {np.round(self._state.position, 3).tolist()} is outside the geofence"
+        return ""
+

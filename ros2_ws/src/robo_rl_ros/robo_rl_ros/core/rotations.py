@@ -1,0 +1,83 @@
+"""Quaternion and rotation helpers (quaternions (w, x, y, z), body to world), numpy only."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+
+def quat_to_matrix(quat: np.ndarray) -> np.ndarray:
+    """Body-to-world rotation matrix (3, 3) of a unit quaternion (w, x, y, z)."""
+    w, x, y, z = quat
+    return np.array([
+        [1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)],
+        [2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)],
+        [2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)],
+    ])
+
+
+def normalized_quat(quat: np.ndarray) -> np.ndarray:
+    """`quat` scaled to unit norm; ValueError for a zero or non-finite quaternion."""
+    norm = float(np.linalg.norm(quat))
+    if not np.isfinite(norm) or norm < 1e-6:
+        raise ValueError(f"not a rotation quaternion: {quat}")
+    return np.asarray(quat, dtype=np.float64) / norm
+
+
+def matrix_to_euler_zyx(rotation: np.ndarray) -> tuple[float, float, float]:
+    """(roll, pitch, yaw) [rad], right-handed, of a body-to-world matrix R = Rz(yaw) Ry(pitch) Rx(roll)."""
+    pitch = float(np.arcsin(np.clip(-rotation[2, 0], -1.0, 1.0)))
+    roll = float(np.arctan2(rotation[2, 1], rotation[2, 2]))
+    yaw = float(np.arctan2(rotation[1, 0], rotation[0, 0]))
+    return roll, pitch, yaw
+
+
+def rotation_exp(rotation_vector: np.ndarray) -> np.ndarray:
+    """Rotation matrix of a rotation vector (axis times angle), Rodrigues' formula."""
+    angle = float(np.linalg.norm(rotation_vector))
+    if angle < 1e-12:
+        return np.eye(3)
+    k = np.asarray(rotation_vector) / angle
+    skew = np.array([[0.0, -k[2], k[1]], [k[2], 0.0, -k[0]], [-k[1], k[0], 0.0]])
+    return np.eye(3) + np.sin(angle) * skew + (1.0 - np.cos(angle)) * skew @ skew
+
+
+def relative_rotation_vector(r_from: np.ndarray, r_to: np.ndarray) -> np.ndarray:
+    """Rotation vector (body frame of `r_from`) taking body-to-world matrix `r_from` to `r_to`."""
+    delta = r_from.T @ r_to
+    angle = float(np.arccos(np.clip((np.trace(delta) - 1.0) / 2.0, -1.0, 1.0)))
+    axis = np.array([delta[2, 1] - delta[1, 2], delta[0, 2] - delta[2, 0], delta[1, 0] - delta[0, 1]])
+    if angle < 1e-9:
+        return axis / 2.0
+    return axis * angle / (2.0 * np.sin(angle))
+
+
+def matrix_to_quat(rotation: np.ndarray) -> np.ndarray:
+    """Unit quaternion (w, x, y, z), w >= 0, of a rotation matrix."""
+    m = rotation
+    trace = m[0, 0] + m[1, 1] + m[2, 2]
+    if trace > 0:
+        s = 2.0 * math.sqrt(trace + 1.0)
+        q = np.array([0.25 * s, (m[2, 1] - m[1, 2]) / s, (m[0, 2] - m[2, 0]) / s, (m[1, 0] - m[0, 1]) / s])
+    else:
+        i = int(np.argmax(np.diag(m)))
+        j, k = (i + 1) % 3, (i + 2) % 3
+        s = 2.0 * math.sqrt(max(1.0 + m[i, i] - m[j, j] - m[k, k], 1e-12))
+        q = np.empty(4)
+        q[0] = (m[k, j] - m[j, k]) / s
+        q[1 + i] = 0.25 * s
+        q[1 + j] = (m[j, i] + m[i, j]) / s
+        q[1 + k] = (m[k, i] + m[i, k]) / s
+    q /= np.linalg.norm(q)
+    return q if q[0] >= 0 else -q
+
+
+def body_to_world(quaternion: np.ndarray, vector: np.ndarray) -> np.ndarray:
+    """A body-frame vector expressed in the world frame."""
+    return quat_to_matrix(quaternion) @ np.asarray(vector, dtype=np.float64)
+
+
+def world_to_body(quaternion: np.ndarray, vector: np.ndarray) -> np.ndarray:
+    """A world-frame vector expressed in the body frame."""
+    return quat_to_matrix(quaternion).T @ np.asarray(vector, dtype=np.float64)

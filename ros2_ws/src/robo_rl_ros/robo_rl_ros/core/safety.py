@@ -1,0 +1,69 @@
+"""The action safety filter and the position geofence, between the policy and the robot."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+
+@dataclasses.dataclass(frozen=True)
+class FilterResult:
+    """A filtered action and why it differs from the policy's, if it does."""
+
+    action: np.ndarray
+    rejected: bool  # the policy's action was not finite: `action` is the safe action
+    clipped: bool
+    rate_limited: bool
+
+
+class SafetyFilter:
+    """Rejects non-finite actions (-> the safe action), clips to [low, high] and limits the change per tick.
+
+    max_delta: largest change of any entry per tick (inf: no rate limit).
+    """
+
+    def __init__(self, low: np.ndarray, high: np.ndarray, safe_action: np.ndarray, max_delta: float | np.ndarray):
+        self.low, self.high = np.asarray(low, dtype=np.float64), np.asarray(high, dtype=np.float64)
+        self.safe_action = np.clip(np.asarray(safe_action, dtype=np.float64), self.low, self.high)
+        self.max_delta = np.broadcast_to(np.asarray(max_delta, dtype=np.float64), self.low.shape)
+        if np.any(self.max_delta <= 0):
+            raise ValueError(f"max_delta must be > 0, got {max_delta}")
+        self._previous: np.ndarray | None = None
+
+    def reset(self, previous: np.ndarray | None = None) -> None:
+        """Start over: the next action is rate limited against `previous` (no limit if None)."""
+        self._previous = None if previous is None else np.asarray(previous, dtype=np.float64).copy()
+
+    def __call__(self, action: np.ndarray) -> FilterResult:
+        """The action to command for the policy's `action`."""
+        action = np.asarray(action, dtype=np.float64)
+        rejected = action.shape != self.low.shape or not np.all(np.isfinite(action))
+        candidate = self.safe_action.copy() if rejected else action
+        clipped_action = np.clip(candidate, self.low, self.high)
+        clipped = not rejected and not np.array_equal(clipped_action, candidate)
+        limited = clipped_action
+        if self._previous is not None:
+            limited = np.clip(clipped_action, self._previous - self.max_delta, self._previous + self.max_delta)
+        rate_limited = not np.array_equal(limited, clipped_action)
+        self._previous = limited.copy()
+        return FilterResult(limited, rejected, clipped, rate_limited)
+
+
+@dataclasses.dataclass(frozen=True)
+class Geofence:
+    """An axis-aligned box [m] in the world frame; positions outside it are not flown by the policy."""
+
+    low: np.ndarray
+    high: np.ndarray
+
+    @classmethod
+    def around(cls, center: np.ndarray, half_extent: float | np.ndarray) -> "Geofence":
+        """The box `center` +- `half_extent`."""
+        center = np.asarray(center, dtype=np.float64)
+        return cls(center - half_extent, center + half_extent)
+
+    def contains(self, position: np.ndarray) -> bool:
+        """Whether `position` is finite and inside the box."""
+        position = np.asarray(position, dtype=np.float64)
+        return bool(np.all(np.isfinite(position)) and np.all(position >= self.low) and np.all(position <= self.high))

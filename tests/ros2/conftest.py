@@ -1,0 +1,23 @@
+"""Tests of the ROS 2 package. The core's tests run here, in the main .venv (numpy, onnxruntime, the
+simulator); those under runtime/ need rclpy and run in .venv-ros (make ros-test), not in this session."""
+
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+PACKAGE = ROOT / "ros2_ws" / "src" / "robo_rl_ros"
+HOVER_BUNDLE = Path(__file__).resolve().parent / "data" / "hover_bundle"
+if str(PACKAGE) not in sys.path:
+    sys.path.insert(0, str(PACKAGE))
+
+collect_ignore = ["runtime"]
+
+
+@pytest.fixture(scope="session")
+def hover_bundle():
+    """The committed bundle of a trained hover policy (100% success in simulation)."""
+    from robo_rl_ros.core.bundle import load_bundle
+
+    return load_bundle(HOVER_BUNDLE)

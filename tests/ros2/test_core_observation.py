@@ -1,0 +1,47 @@
+"""The node's observation, built by the core from the vehicle state, equals the simulator's."""
+
+import numpy as np
+import pytest
+
+from robo_rl_ros.core.observation import ActionHistory, QuadrotorObservation, VehicleState
+from robo_rl_ros.core.rotations import body_to_world, world_to_body
+from sim.quadrotor.env import QuadrotorEnv
+
+
+def _env(bundle, **overrides):
+    config = dict(bundle.env_config, randomization={"enabled": False}, **overrides)
+    return QuadrotorEnv(config=config)
+
+
+@pytest.mark.parametrize("task", ["hover", "reach"])
+def test_observation_equals_simulator(hover_bundle, task):
+    env = _env(hover_bundle, task=task)
+    builder = QuadrotorObservation(hover_bundle)
+    assert builder.history_length == env.config.action_history == 8
+    rng = np.random.default_rng(3)
+    target = np.array([0.1, -0.2, 1.1])
+    sim_obs, _ = env.reset(seed=1, options={"target": target, "initial_state": {
+        "position": [0.2, -0.1, 1.0], "quaternion": [0.9, 0.2, -0.3, 0.1], "velocity": [0.5, -0.3, 0.2],
+        "angular_velocity": [1.0, -2.0, 0.5]}})
+    history = ActionHistory(builder.history_length, 4, np.full(4, hover_bundle.vehicle_parameters["hover_command"]))
+    for step in range(12):
+        pos, quat, vel, angvel = (x[:, 0].copy() for x in env.batch.physics.state())
+        # what an Odometry message carries: twist in the body frame (child_frame_id); the node rotates it back
+        body_velocity = world_to_body(quat, vel)
+        state = VehicleState(pos, quat, body_to_world(quat, body_velocity), angvel)
+        obs = builder.build(state, target, np.zeros(3), history)
+        np.testing.assert_allclose(obs, sim_obs, atol=2e-6, rtol=0, err_msg=f"step {step}")
+        action = rng.uniform(0.2, 0.7, size=4)
+        sim_obs, *_ = env.step(action)
+        history.push(action)
+    # the history really is most recent first: the last action sits right after the body rates
+    np.testing.assert_allclose(sim_obs[18:22], action, atol=1e-6)
+
+
+def test_history_order():
+    history = ActionHistory(3, 2, np.array([0.5, 0.5]))
+    history.push(np.array([1.0, 2.0]))
+    history.push(np.array([3.0, 4.0]))
+    np.testing.assert_array_equal(history.flat(), [3.0, 4.0, 1.0, 2.0, 0.5, 0.5])
+    history.reset()
+    np.testing.assert_array_equal(history.flat(), [0.5] * 6)

@@ -1,0 +1,86 @@
+"""Safety filter, geofence, watchdog and the quadrotor tick's stop-and-resume behaviour."""
+
+import numpy as np
+import pytest
+
+from robo_rl_ros.core.estimation import PoseDifferentiator
+from robo_rl_ros.core.observation import VehicleState
+from robo_rl_ros.core.quadrotor import QuadrotorPolicyController, QuadrotorSettings
+from robo_rl_ros.core.rotations import quat_to_matrix, rotation_exp, matrix_to_quat
+from robo_rl_ros.core.safety import Geofence, SafetyFilter
+from robo_rl_ros.core.watchdog import StateWatchdog
+
+
+def test_filter_rejects_clips_and_rate_limits():
+    f = SafetyFilter(np.zeros(2), np.ones(2), np.array([0.4, 0.4]), max_delta=0.1)
+    assert np.allclose(f(np.array([0.5, 0.5])).action, [0.5, 0.5])
+    result = f(np.array([1.5, 0.45]))
+    assert result.clipped and result.rate_limited and np.allclose(result.action, [0.6, 0.45])
+    result = f(np.array([np.nan, 0.5]))
+    assert result.rejected and np.allclose(result.action, [0.5, 0.4])  # toward the safe action, rate limited
+    result = f(np.array([np.inf, 0.5]))
+    assert result.rejected and np.allclose(result.action, [0.4, 0.4])
+    with pytest.raises(ValueError):
+        SafetyFilter(np.zeros(2), np.ones(2), np.zeros(2), max_delta=0.0)
+
+
+def test_geofence_and_watchdog():
+    fence = Geofence.around(np.array([0.0, 0.0, 1.0]), 0.5)
+    assert fence.contains([0.4, -0.4, 1.4]) and not fence.contains([0.0, 0.0, 0.4])
+    assert not fence.contains([np.nan, 0.0, 1.0])
+    dog = StateWatchdog(0.05)
+    assert not dog.is_fresh(0.0)
+    dog.feed(1.0)
+    assert dog.is_fresh(1.04) and not dog.is_fresh(1.06)
+    dog.clear()
+    assert dog.age(1.0) == float("inf")
+
+
+def _hover_state(z=1.0):
+    return VehicleState(np.array([0.0, 0.0, z]), np.array([1.0, 0.0, 0.0, 0.0]), np.zeros(3), np.zeros(3))
+
+
+def test_stale_and_invalid_state_stop_within_one_tick_and_resume(hover_bundle):
+    controller = QuadrotorPolicyController(hover_bundle, QuadrotorSettings((0.0, 0.0, 1.0), state_timeout=0.05))
+    first = controller.tick(0.0)
+    assert not first.flying and first.just_stopped and first.reason == "no state received yet"
+    controller.update_state(0.0, _hover_state())
+    flying = controller.tick(0.01)
+    assert flying.flying and flying.legacy.thrust_pwm > 20000
+    # no state for longer than the timeout: the very next tick stops with a level, reduced-thrust descent
+    stale = controller.tick(0.07)
+    assert not stale.flying and stale.just_stopped and "old" in stale.reason
+    assert stale.legacy.roll_deg == stale.legacy.pitch_deg == stale.legacy.yaw_rate_deg == 0.0
+    assert stale.legacy.thrust_pwm < flying.legacy.thrust_pwm
+    later = controller.tick(0.5)
+    assert not later.just_stopped and later.legacy.thrust_pwm < stale.legacy.thrust_pwm
+    assert controller.tick(3.0).legacy.thrust_pwm == 0.0  # the descent ends with the motors off
+    # good state again: flies on the next tick with a fresh action history
+    controller.update_state(3.0, _hover_state())
+    resumed = controller.tick(3.01)
+    assert resumed.flying and np.allclose(resumed.observation[18:], hover_bundle.vehicle_parameters["hover_command"])
+    # NaN in a message: the next tick stops, although the previous state was recent
+    bad = VehicleState(np.array([0.0, np.nan, 1.0]), np.array([1.0, 0.0, 0.0, 0.0]), np.zeros(3), np.zeros(3))
+    assert not controller.update_state(3.015, bad)
+    nan_tick = controller.tick(3.02)
+    assert not nan_tick.flying and nan_tick.just_stopped and "NaN" in nan_tick.reason
+    controller.update_state(3.025, _hover_state())
+    assert controller.tick(3.03).flying
+    # leaving the geofence stops too
+    controller.update_state(3.035, _hover_state(z=0.3))
+    assert "geofence" in controller.tick(3.04).reason
+
+
+def test_pose_differentiator_recovers_velocity_and_rates():
+    estimator = PoseDifferentiator()
+    velocity, rates, dt = np.array([0.3, -0.2, 0.1]), np.array([0.5, -1.0, 0.8]), 0.01
+    rotation = quat_to_matrix(np.array([0.9, 0.1, 0.2, -0.3]) / np.linalg.norm([0.9, 0.1, 0.2, -0.3]))
+    position = np.zeros(3)
+    for k in range(5):
+        ready = estimator.update(k * dt, position, matrix_to_quat(rotation))
+        assert ready == (k > 0)
+        position = position + velocity * dt
+        rotation = rotation @ rotation_exp(rates * dt)
+    np.testing.assert_allclose(estimator.velocity, velocity, atol=1e-9)
+    np.testing.assert_allclose(estimator.body_rates, rates, atol=1e-9)
+    assert not estimator.update(1.0, position, matrix_to_quat(rotation))  # a gap: no estimate from it
