@@ -7,7 +7,19 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.robo-rl-installed
 TORCH ?= torch==2.13.0
 
-.PHONY: train test bench venv clean system-deps
+# ROS 2 (issue 6): a second environment with Jazzy's rclpy and message wheels from PyPI (they install a
+# .pth that re-executes every Python started there, so they stay out of .venv), colcon, cyclonedds and
+# MCAP for the tests, and the simulator (torch, MuJoCo) for the sim bridge, which is a ROS node.
+ROS_VENV ?= .venv-ros
+ROS_PY := $(ROS_VENV)/bin/python
+ROS_STAMP := $(ROS_VENV)/.robo-rl-ros-installed
+ROS_PACKAGES := "ros-jazzy-rclpy[fastrtps]==7.1.6" ros-jazzy-std-msgs==5.3.6 ros-jazzy-std-srvs==5.3.6 \
+  ros-jazzy-geometry-msgs==5.3.6 ros-jazzy-sensor-msgs==5.3.6 ros-jazzy-trajectory-msgs==5.3.6 \
+  ros-jazzy-nav-msgs==5.3.6 ros-jazzy-rosgraph-msgs==2.0.3 colcon-common-extensions==0.3.0 \
+  cyclonedds==11.0.1 mcap-ros2-support==0.6.0 numpy==2.4.6 onnxruntime==1.31.1 mujoco==4.0.0 \
+  gymnasium==1.4.0 pytest==9.2.0 setuptools==79.0.1
+
+.PHONY: train test bench venv clean system-deps ros-venv ros-test ros-system-deps
 
 venv: $(STAMP)
 
@@ -46,8 +58,32 @@ system-deps:
 	    $(SYSTEM_PACKAGES) >/dev/null || { echo "could not install $(SYSTEM_PACKAGES)"; [ "$(STRICT)" = 0 ] || exit 1; }; \
 	fi
 
-test: $(STAMP) system-deps
+test: $(STAMP) system-deps $(ROS_STAMP) ros-system-deps
 	$(PY) -m pytest -n 2 -q
+	@$(MAKE) --no-print-directory ros-test
+
+ros-venv: $(ROS_STAMP)
+
+$(ROS_STAMP): pyproject.toml Makefile
+	@$(PYTHON) -m venv $(ROS_VENV) 2>/dev/null || { \
+	  echo "python3 -m venv failed: installing Debian's python3-venv"; \
+	  apt-get update && apt-get install -y --no-install-recommends python3-venv && $(PYTHON) -m venv $(ROS_VENV); }
+	$(ROS_PY) -m pip install --quiet --disable-pip-version-check "$(TORCH)"
+	$(ROS_PY) -m pip install --quiet --disable-pip-version-check $(ROS_PACKAGES)
+	$(ROS_PY) -m pip install --quiet --disable-pip-version-check --no-deps -e .
+	@touch $(ROS_STAMP)
+
+# unshare (util-linux) and ip (iproute2) put the DDS tests in a loopback-only network namespace
+ros-system-deps:
+	@command -v ip >/dev/null && command -v unshare >/dev/null || { \
+	  if [ "$$(id -u)" = 0 ]; then SUDO=""; else SUDO="sudo"; fi; \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends \
+	    iproute2 util-linux >/dev/null; }
+
+# colcon build/test of ros2_ws and the nodes against real rclpy, all DDS traffic inside the namespace
+ros-test: $(ROS_STAMP) ros-system-deps
+	OMP_NUM_THREADS=1 ros2_ws/scripts/netns_run.sh $(ROS_PY) -m pytest -q -p no:cacheprovider \
+	  --confcutdir=tests/ros2/runtime tests/ros2/runtime
 
 clean:
-	rm -rf $(VENV) bench/results .pytest_cache
+	rm -rf $(VENV) $(ROS_VENV) bench/results .pytest_cache

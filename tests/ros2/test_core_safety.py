@@ -44,6 +44,7 @@ def test_stale_and_invalid_state_stop_within_one_tick_and_resume(hover_bundle):
     controller = QuadrotorPolicyController(hover_bundle, QuadrotorSettings((0.0, 0.0, 1.0), state_timeout=0.05))
     first = controller.tick(0.0)
     assert not first.flying and first.just_stopped and first.reason == "no state received yet"
+    assert first.legacy.thrust_pwm == 0.0  # never flown: no descent thrust, the motors stay off
     controller.update_state(0.0, _hover_state())
     flying = controller.tick(0.01)
     assert flying.flying and flying.legacy.thrust_pwm > 20000

@@ -2,7 +2,8 @@
 
 Each tick either flies the policy (observation -> ONNX -> safety filter -> setpoint) or, when the state
 is older than the timeout, invalid (NaN/Inf, not a rotation) or outside the geofence, stops: the
-tick returns a stop (a level descent to zero thrust), never the last policy command again. Flying
+tick returns a stop (after flight a level descent to zero thrust, before any flight zero thrust), never
+the last policy command again. Flying
 resumes, with a fresh action history, on the first tick that has a good state.
 """
 
@@ -13,8 +14,8 @@ import dataclasses
 import numpy as np
 
 from robo_rl_ros.core.bundle import BundleError, PolicyBundle
-from robo_rl_ros.core.crazyflie import (AttitudeSetpoint, LegacyCommand, VehicleModel, attitude_setpoint,
-                                        descent_command, legacy_command)
+from robo_rl_ros.core.crazyflie import (STOP_COMMAND, AttitudeSetpoint, LegacyCommand, VehicleModel,
+                                        attitude_setpoint, descent_command, legacy_command)
 from robo_rl_ros.core.inference import OnnxPolicy
 from robo_rl_ros.core.observation import ActionHistory, QuadrotorObservation, VehicleState
 from robo_rl_ros.core.rotations import normalized_quat
@@ -69,6 +70,7 @@ class QuadrotorPolicyController:
         self._state: VehicleState | None = None
         self._invalid_reason = "no state received yet"
         self._flying = False
+        self._has_flown = False
         self._stopped_at: float | None = None
 
     def update_state(self, now: float, state: VehicleState) -> bool:
@@ -99,14 +101,15 @@ class QuadrotorPolicyController:
             if just_stopped:
                 self._stopped_at = now
             self._flying = False
-            legacy = descent_command(self.vehicle, now - self._stopped_at, self.settings.descent_seconds)
+            legacy = (descent_command(self.vehicle, now - self._stopped_at, self.settings.descent_seconds)
+                      if self._has_flown else STOP_COMMAND)
             return TickResult(False, reason, np.zeros(4), None, legacy, just_stopped, None, self._state)
         state = self._state
         assert state is not None
         if not self._flying:  # resuming: the policy starts as at an episode start
             self.history.reset()
             self.filter.reset()
-            self._flying = True
+            self._flying = self._has_flown = True
         obs = self.observation.build(state, self.target, np.zeros(3), self.history)
         action = self.filter(self.policy(obs)).action
         self.history.push(action)

@@ -1,0 +1,190 @@
+"""quadrotor_policy_node: a robo-rl quadrotor policy flying a Crazyflie through crazyswarm2.
+
+In: `pose_topic` (geometry_msgs/PoseStamped, crazyswarm2's /<cf>/pose; velocity and body rates from
+finite differences) or `odom_topic` (nav_msgs/Odometry), chosen by `state_source`; best effort, depth 1,
+only the latest message is kept. Out (reliable), chosen by `command_mode`:
+- "cmd_vel_legacy": geometry_msgs/Twist on `cmd_vel_legacy_topic` (see robo_rl_ros.core.crazyflie);
+- "cmd_full_state": crazyflie_interfaces/FullState on `cmd_full_state_topic` (needs crazyflie_interfaces);
+- "motors": std_msgs/Float32MultiArray of the four normalized thrusts on `motor_thrusts_topic`, for
+  firmware that runs motor-level commands (and the sim bridge).
+The four motor thrusts are also published on `~/motor_thrusts` in every mode.
+
+One timer at the bundle's control rate runs the policy on the latest state. With state older than
+`state_timeout`, invalid (NaN/Inf) or outside the geofence, the node stops within one tick: it calls
+`notify_setpoints_stop` where that service exists, and with cmd_vel_legacy sends a level descent to zero
+thrust (never the last policy command); with cmd_full_state and motors it stops publishing. It flies
+again on the first tick with a good state.
+"""
+
+from __future__ import annotations
+
+import importlib
+from types import SimpleNamespace
+
+import numpy as np
+from geometry_msgs.msg import PoseStamped, Twist
+from nav_msgs.msg import Odometry
+from rclpy.node import Node
+from rclpy.parameter import Parameter
+from std_msgs.msg import Float32MultiArray
+
+from robo_rl_ros.core.bundle import BundleError, load_bundle
+from robo_rl_ros.core.estimation import PoseDifferentiator
+from robo_rl_ros.core.observation import VehicleState
+from robo_rl_ros.core.quadrotor import QuadrotorPolicyController, QuadrotorSettings, TickResult
+from robo_rl_ros.messages import legacy_twist, odometry_to_state, pose_arrays, stamp_seconds
+from robo_rl_ros.qos import COMMAND_QOS, SENSOR_QOS
+from robo_rl_ros.spin import StartupError, run_node
+
+COMMAND_MODES = ("cmd_vel_legacy", "cmd_full_state", "motors")
+STATE_SOURCES = ("pose", "odom")
+
+
+class QuadrotorPolicyNode(Node):
+    """The policy node (parameters in config/quadrotor_policy.yaml)."""
+
+    def __init__(self) -> None:
+        super().__init__("quadrotor_policy_node")
+        p = self._declare_parameters()
+        try:
+            bundle = load_bundle(p["bundle_path"])
+        except BundleError as error:
+            raise StartupError(f"quadrotor_policy_node: {error}") from error
+        target = list(p["target_position"]) if p["target_position"] is not None else list(bundle.env_config.get("center", (0.0, 0.0, 1.0)))
+        if len(target) != 3:
+            raise StartupError(f"target_position must have 3 entries, got {target}")
+        settings = QuadrotorSettings(tuple(float(x) for x in target), p["state_timeout"], p["max_action_delta"],
+                                     p["geofence_half_extent"], p["attitude_kp"], p["max_tilt_deg"],
+                                     p["descent_seconds"])
+        try:
+            self.controller = QuadrotorPolicyController(bundle, settings)
+        except BundleError as error:
+            raise StartupError(f"quadrotor_policy_node: {error}") from error
+        self.mode, self.source = p["command_mode"], p["state_source"]
+        if self.mode not in COMMAND_MODES:
+            raise StartupError(f"command_mode must be one of {COMMAND_MODES}, got {self.mode!r}")
+        if self.source not in STATE_SOURCES:
+            raise StartupError(f"state_source must be one of {STATE_SOURCES}, got {self.source!r}")
+        self._interfaces = _crazyflie_interfaces()
+        if self.mode == "cmd_full_state" and self._interfaces is None:
+            raise StartupError("command_mode 'cmd_full_state' needs the crazyflie_interfaces package (crazyswarm2), "
+                               "which is not installed here; use command_mode 'cmd_vel_legacy'")
+        self._latest: tuple[float, object] | None = None  # (receive time [s], message), written by callbacks
+        self._consumed: object | None = None
+        self._differentiator = PoseDifferentiator(p["pose_velocity_smoothing"])
+        if self.source == "pose":
+            self.create_subscription(PoseStamped, p["pose_topic"], self._store, SENSOR_QOS)
+        else:
+            self.create_subscription(Odometry, p["odom_topic"], self._store, SENSOR_QOS)
+        self._thrust_pub = self.create_publisher(Float32MultiArray, "~/motor_thrusts", COMMAND_QOS)
+        self._command_pub = self._make_command_publisher(p)
+        self._stop_client = self._make_stop_client(p["notify_setpoints_stop_service"])
+        rate = p["control_rate_hz"] or bundle.control_hz
+        if abs(rate - bundle.control_hz) > 1e-9:
+            self.get_logger().warn(f"control_rate_hz {rate} differs from the bundle's {bundle.control_hz} Hz "
+                                   "the policy was trained at")
+        self._timer = self.create_timer(1.0 / rate, self._tick)
+        self.last_result: TickResult | None = None
+        self.get_logger().info(f"flying {bundle.env_id} from {bundle.directory} at {rate:g} Hz to {target}, "
+                               f"{self.source} in, {self.mode} out")
+
+    def _declare_parameters(self) -> dict:
+        defaults = {
+            "bundle_path": "", "target_position": Parameter.Type.DOUBLE_ARRAY, "state_source": "pose", "pose_topic": "/cf231/pose",
+            "odom_topic": "/cf231/odom", "command_mode": "cmd_vel_legacy",
+            "cmd_vel_legacy_topic": "/cf231/cmd_vel_legacy", "cmd_full_state_topic": "/cf231/cmd_full_state",
+            "motor_thrusts_topic": "/cf231/motor_thrusts",
+            "notify_setpoints_stop_service": "/cf231/notify_setpoints_stop", "control_rate_hz": 0.0,
+            "state_timeout": 0.05, "max_action_delta": 1.0, "geofence_half_extent": 0.6, "attitude_kp": 6.0,
+            "max_tilt_deg": 60.0, "descent_seconds": 2.0, "pose_velocity_smoothing": 0.0,
+        }
+        values = {name: self.declare_parameter(name, default).value for name, default in defaults.items()}
+        if not values["bundle_path"]:
+            raise StartupError("quadrotor_policy_node: parameter bundle_path (a folder with policy.json and "
+                               "policy.onnx) is required")
+        return values
+
+    def _make_command_publisher(self, p: dict):
+        if self.mode == "cmd_vel_legacy":
+            return self.create_publisher(Twist, p["cmd_vel_legacy_topic"], COMMAND_QOS)
+        if self.mode == "cmd_full_state":
+            return self.create_publisher(self._interfaces.msg.FullState, p["cmd_full_state_topic"], COMMAND_QOS)
+        return self.create_publisher(Float32MultiArray, p["motor_thrusts_topic"], COMMAND_QOS)
+
+    def _make_stop_client(self, service: str):
+        if self._interfaces is None:
+            self.get_logger().info("crazyflie_interfaces is not installed: notify_setpoints_stop is not called")
+            return None
+        return self.create_client(self._interfaces.srv.NotifySetpointsStop, service)
+
+    def _store(self, msg) -> None:
+        self._latest = (self.get_clock().now().nanoseconds * 1e-9, msg)
+
+    def _tick(self) -> None:
+        now = self.get_clock().now().nanoseconds * 1e-9
+        latest = self._latest
+        if latest is not None and latest[1] is not self._consumed:
+            self._consumed = latest[1]
+            state = self._state_from(latest[1])
+            if state is not None:
+                self.controller.update_state(latest[0], state)
+        result = self.controller.tick(now)
+        self.last_result = result
+        self._publish(result)
+
+    def _state_from(self, msg) -> VehicleState | None:
+        if isinstance(msg, Odometry):
+            return odometry_to_state(msg)
+        position, quaternion = pose_arrays(msg)
+        if not (np.all(np.isfinite(position)) and np.all(np.isfinite(quaternion))):
+            self._differentiator.reset()
+            return VehicleState(position, quaternion, np.zeros(3), np.zeros(3))  # rejected by the controller
+        if not self._differentiator.update(stamp_seconds(msg.header.stamp), position, quaternion):
+            return None  # velocity needs two poses: keep the previous state (the watchdog judges its age)
+        return VehicleState(position, quaternion, self._differentiator.velocity, self._differentiator.body_rates)
+
+    def _publish(self, result: TickResult) -> None:
+        if result.just_stopped:
+            self.get_logger().warn(f"stopping: {result.reason}")
+            if self._stop_client is not None and self._stop_client.service_is_ready():
+                self._stop_client.call_async(self._interfaces.srv.NotifySetpointsStop.Request())
+        if result.flying:
+            self._thrust_pub.publish(Float32MultiArray(data=[float(x) for x in result.action]))
+        if self.mode == "cmd_vel_legacy":
+            self._command_pub.publish(legacy_twist(result.legacy))
+        elif result.flying and self.mode == "motors":
+            self._command_pub.publish(Float32MultiArray(data=[float(x) for x in result.action]))
+        elif result.flying:
+            self._command_pub.publish(self._full_state(result))
+
+    def _full_state(self, result: TickResult):
+        msg = self._interfaces.msg.FullState()
+        msg.header.stamp = self.get_clock().now().to_msg()
+        msg.header.frame_id = "world"
+        target = self.controller.target
+        msg.pose.position.x, msg.pose.position.y, msg.pose.position.z = (float(x) for x in target)
+        q = result.setpoint.quaternion
+        msg.pose.orientation.w, msg.pose.orientation.x, msg.pose.orientation.y, msg.pose.orientation.z = (float(x) for x in q)
+        vehicle = self.controller.vehicle
+        acceleration = result.setpoint.rotation[:, 2] * result.setpoint.thrust / vehicle.mass - [0.0, 0.0, vehicle.gravity]
+        msg.acc.x, msg.acc.y, msg.acc.z = (float(x) for x in acceleration)
+        msg.twist.angular.x, msg.twist.angular.y, msg.twist.angular.z = (float(x) for x in result.setpoint.body_rates)
+        return msg
+
+
+def _crazyflie_interfaces() -> SimpleNamespace | None:
+    """crazyflie_interfaces' msg and srv modules, or None where crazyswarm2 is not installed."""
+    try:
+        return SimpleNamespace(msg=importlib.import_module("crazyflie_interfaces.msg"),
+                               srv=importlib.import_module("crazyflie_interfaces.srv"))
+    except ImportError:
+        return None
+
+
+def main(args: list[str] | None = None) -> int:
+    """Entry point of the `quadrotor_policy_node` executable."""
+    return run_node(QuadrotorPolicyNode, args)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,168 @@
+"""sim_bridge_node: a robo-rl MuJoCo Crazyflie as a ROS 2 robot, so a policy node flies with no hardware.
+
+Built from a bundle's `training.env_config` (randomization off unless `randomization` is true), it runs
+in real time at the bundle's control rate and talks like crazyswarm2 does for a real Crazyflie:
+publishes `pose_topic` (geometry_msgs/PoseStamped), `odom_topic` (nav_msgs/Odometry, twist in the body
+frame) and `/clock` (rosgraph_msgs/Clock, the simulation time); accepts `cmd_vel_legacy_topic`
+(geometry_msgs/Twist), flown by the simulated onboard attitude controller (sim.quadrotor.onboard_pid, the
+firmware's controller_pid at 500 Hz), and `motor_thrusts_topic` (std_msgs/Float32MultiArray, four
+normalized thrusts, for policies that run on board). Without a command for `command_timeout` seconds the
+motors stop, as the firmware's commander watchdog stops them. With `hold_until_first_command` the
+vehicle is held at its initial state (published, time not advancing) until the first command with
+thrust arrives, so a policy node that starts later finds it where it should be. `~/reset` (std_srvs/Trigger) restarts
+from the initial state.
+
+Needs the robo-rl simulator (torch, MuJoCo): it is the simulated robot, not robot-computer code.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from geometry_msgs.msg import PoseStamped, Twist
+from nav_msgs.msg import Odometry
+from rclpy.node import Node
+from rclpy.parameter import Parameter
+from rosgraph_msgs.msg import Clock
+from std_msgs.msg import Float32MultiArray
+from std_srvs.srv import Trigger
+
+from robo_rl_ros.core.bundle import BundleError, load_bundle
+from robo_rl_ros.core.observation import VehicleState
+from robo_rl_ros.messages import fill_odometry, fill_pose, time_msg
+from robo_rl_ros.qos import COMMAND_QOS, SENSOR_QOS
+from robo_rl_ros.spin import StartupError, run_node
+
+
+class SimBridgeNode(Node):
+    """The simulated Crazyflie (parameters in config/sim_bridge.yaml)."""
+
+    def __init__(self) -> None:
+        super().__init__("sim_bridge_node")
+        from sim.quadrotor.config import make_config
+        from sim.quadrotor.core import QuadrotorBatch
+        from sim.quadrotor.onboard_pid import OnboardAttitudeController, inertia_torque_scale
+
+        p = {name: self.declare_parameter(name, default).value for name, default in {
+            "bundle_path": "", "randomization": False, "seed": 0,
+            "initial_position": Parameter.Type.DOUBLE_ARRAY, "frame_id": "world", "child_frame_id": "cf231",
+            "pose_topic": "/cf231/pose", "odom_topic": "/cf231/odom", "publish_clock": True,
+            "cmd_vel_legacy_topic": "/cf231/cmd_vel_legacy", "motor_thrusts_topic": "/cf231/motor_thrusts",
+            "command_timeout": 0.5, "onboard_rate_hz": 500.0, "scale_gains_to_inertia": True,
+            "hold_until_first_command": True,
+        }.items()}
+        if not p["bundle_path"]:
+            raise StartupError("sim_bridge_node: parameter bundle_path is required")
+        try:
+            bundle = load_bundle(p["bundle_path"])
+        except BundleError as error:
+            raise StartupError(f"sim_bridge_node: {error}") from error
+        env_config = dict(bundle.env_config)
+        if not p["randomization"]:
+            env_config["randomization"] = {"enabled": False}
+        # the physics runs one 2 ms step per batch step, so the onboard controller runs at 500 Hz
+        env_config["control_hz"] = p["onboard_rate_hz"]
+        config = make_config(env_config.get("task", "hover"), env_config)
+        self.sim = QuadrotorBatch(config, 1, "mujoco", seed=p["seed"])
+        self.substeps = int(round(p["onboard_rate_hz"] / bundle.control_hz))
+        if abs(self.substeps * bundle.control_hz - p["onboard_rate_hz"]) > 1e-6:
+            raise StartupError(f"onboard_rate_hz {p['onboard_rate_hz']} must be a multiple of the control rate "
+                               f"{bundle.control_hz}")
+        scale = inertia_torque_scale(self.sim.params.inertia) if p["scale_gains_to_inertia"] else (1.0, 1.0, 1.0)
+        self.onboard = OnboardAttitudeController(p["onboard_rate_hz"], scale)
+        self.initial_position = (np.asarray(p["initial_position"], dtype=np.float64) if p["initial_position"]
+                                 is not None else np.asarray(config.center, dtype=np.float64))
+        self.params = p
+        self.dt = 1.0 / bundle.control_hz
+        self._reset()
+        self._pose_pub = self.create_publisher(PoseStamped, p["pose_topic"], SENSOR_QOS)
+        self._odom_pub = self.create_publisher(Odometry, p["odom_topic"], SENSOR_QOS)
+        self._clock_pub = self.create_publisher(Clock, "/clock", 10) if p["publish_clock"] else None
+        self.create_subscription(Twist, p["cmd_vel_legacy_topic"], self._on_legacy, COMMAND_QOS)
+        self.create_subscription(Float32MultiArray, p["motor_thrusts_topic"], self._on_motors, COMMAND_QOS)
+        self.create_service(Trigger, "~/reset", self._on_reset)
+        self._timer = self.create_timer(self.dt, self._tick)
+        self.get_logger().info(f"simulating {config.vehicle} ({config.task}) at {bundle.control_hz:g} Hz, "
+                               f"onboard controller at {p['onboard_rate_hz']:g} Hz, from {self.initial_position.tolist()}")
+
+    def _reset(self) -> None:
+        self.sim.reset(options={"initial_state": {"position": self.initial_position}})
+        self.onboard.reset()
+        self.onboard.set_legacy_setpoint(0.0, 0.0, 0.0, 0.0)
+        self.sim_time = 0.0
+        self._command: tuple[str, object] | None = None  # ("legacy", Twist) or ("motors", array)
+        self._command_time = -np.inf  # simulation time of the latest command
+        self._holding = bool(self.params["hold_until_first_command"])
+
+    def _on_legacy(self, msg: Twist) -> None:
+        self._command, self._command_time = ("legacy", msg), self.sim_time
+        self._holding = self._holding and not msg.linear.z > 0
+
+    def _on_motors(self, msg: Float32MultiArray) -> None:
+        self._command, self._command_time = ("motors", np.asarray(msg.data, dtype=np.float64)), self.sim_time
+        self._holding = self._holding and not np.any(self._command[1] > 0)
+
+    def _on_reset(self, request: Trigger.Request, response: Trigger.Response) -> Trigger.Response:
+        self._reset()
+        response.success, response.message = True, f"reset to {self.initial_position.tolist()}"
+        return response
+
+    def state(self) -> VehicleState:
+        """The simulated vehicle's current state."""
+        pos, quat, vel, angvel = (np.array(x[:, 0], dtype=np.float64) for x in self.sim.physics.state())
+        return VehicleState(pos, quat, vel, angvel)
+
+    def _tick(self) -> None:
+        if self._holding:
+            self._publish_state()
+            return
+        motors = self._motor_source()
+        for _ in range(self.substeps):
+            if motors is None:
+                _, quat, _, angvel = (x[:, 0] for x in self.sim.physics.state())
+                command = self.onboard.motor_commands(np.array(quat), np.array(angvel))
+            else:
+                command = motors
+            self.sim.step(command[None])
+        self.sim_time += self.dt
+        self._publish_state()
+
+    def _motor_source(self) -> np.ndarray | None:
+        """Motor thrusts held for this tick, or None when the onboard controller computes them per step."""
+        if self._command is None or self.sim_time - self._command_time > self.params["command_timeout"]:
+            self.onboard.set_legacy_setpoint(0.0, 0.0, 0.0, 0.0)
+            return np.zeros(4)
+        kind, value = self._command
+        if kind == "motors":
+            if value.shape != (4,) or not np.all(np.isfinite(value)):
+                self.get_logger().warn(f"ignoring motor command {value.tolist()}", throttle_duration_sec=1.0)
+                return np.zeros(4)
+            return np.clip(value, 0.0, 1.0)
+        twist = value
+        try:
+            self.onboard.set_legacy_setpoint(twist.linear.y, twist.linear.x, twist.angular.z, twist.linear.z)
+        except ValueError as error:
+            self.get_logger().warn(f"ignoring cmd_vel_legacy: {error}", throttle_duration_sec=1.0)
+            self.onboard.set_legacy_setpoint(0.0, 0.0, 0.0, 0.0)
+        return None
+
+    def _publish_state(self) -> None:
+        state, stamp = self.state(), time_msg(self.sim_time)
+        if self._clock_pub is not None:
+            self._clock_pub.publish(Clock(clock=stamp))
+        pose = PoseStamped()
+        pose.header.stamp, pose.header.frame_id = stamp, self.params["frame_id"]
+        fill_pose(pose.pose, state.position, state.quaternion)
+        self._pose_pub.publish(pose)
+        odom = Odometry()
+        odom.header.stamp, odom.header.frame_id = stamp, self.params["frame_id"]
+        odom.child_frame_id = self.params["child_frame_id"]
+        self._odom_pub.publish(fill_odometry(odom, state))
+
+
+def main(args: list[str] | None = None) -> int:
+    """Entry point of the `sim_bridge_node` executable."""
+    return run_node(SimBridgeNode, args)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

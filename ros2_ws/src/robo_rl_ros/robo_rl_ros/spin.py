@@ -1,0 +1,35 @@
+"""Running a node until Ctrl-C or an external shutdown, exiting 0 either way."""
+
+from __future__ import annotations
+
+import sys
+from typing import Callable
+
+import rclpy
+from rclpy.executors import ExternalShutdownException
+from rclpy.node import Node
+
+
+def run_node(make_node: Callable[[], Node], args: list[str] | None = None) -> int:
+    """Create the node with rclpy initialized, spin it, and shut down cleanly; returns the exit code
+    (1, with one error line, if the node cannot start)."""
+    rclpy.init(args=args)
+    node = None
+    try:
+        node = make_node()
+        rclpy.spin(node)
+    except (KeyboardInterrupt, ExternalShutdownException):
+        pass
+    except StartupError as error:
+        print(f"[ERROR] {error}", file=sys.stderr)
+        return 1
+    finally:
+        if node is not None:
+            node.destroy_node()
+        if rclpy.ok():
+            rclpy.shutdown()
+    return 0
+
+
+class StartupError(RuntimeError):
+    """The node's parameters or bundle do not allow it to run (reported as one line, exit code 1)."""

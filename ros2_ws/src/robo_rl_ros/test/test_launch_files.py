@@ -1,0 +1,74 @@
+"""Launch files checked statically (launch and launch_ros need not be installed): each compiles, defines
+generate_launch_description, starts only executables this package installs, with node names their YAML
+files address, and names only parameter files that exist in config/."""
+
+import ast
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+
+PACKAGE = Path(__file__).resolve().parents[1]
+LAUNCH_FILES = sorted((PACKAGE / "launch").glob("*.launch.py"))
+
+
+def _console_scripts() -> set[str]:
+    tree = ast.parse((PACKAGE / "setup.py").read_text())
+    scripts = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            match = re.fullmatch(r"\s*(\w+)\s*=\s*[\w.{}]+:main\s*", node.value)
+            if match:
+                scripts.add(match.group(1))
+        if isinstance(node, ast.JoinedStr):  # f"name = {PACKAGE}.module:main"
+            text = "".join(v.value if isinstance(v, ast.Constant) else "X" for v in node.values)
+            match = re.fullmatch(r"\s*(\w+)\s*=\s*[\w.]+:main\s*", text)
+            if match:
+                scripts.add(match.group(1))
+    return scripts
+
+
+def _keywords(call: ast.Call) -> dict[str, ast.expr]:
+    return {k.arg: k.value for k in call.keywords if k.arg}
+
+
+def test_there_are_launch_files_and_executables():
+    assert [p.name for p in LAUNCH_FILES] == ["crazyflie_policy.launch.py", "sim_hover.launch.py"]
+    assert _console_scripts() == {"quadrotor_policy_node", "sim_bridge_node"}
+
+
+@pytest.mark.parametrize("path", LAUNCH_FILES, ids=lambda p: p.name)
+def test_launch_file(path):
+    source = path.read_text()
+    tree = ast.parse(source, filename=str(path))
+    compile(tree, str(path), "exec")
+    functions = {n.name for n in tree.body if isinstance(n, ast.FunctionDef)}
+    assert "generate_launch_description" in functions
+    scripts = _console_scripts()
+    nodes = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and getattr(n.func, "id", None) == "Node"]
+    assert nodes, f"{path.name} starts no Node"
+    for call in nodes:
+        kw = _keywords(call)
+        assert kw["package"].value == "robo_rl_ros"
+        executable = kw["executable"].value
+        assert executable in scripts, f"{path.name}: {executable} is not an installed executable"
+        assert kw["name"].value == executable
+    yaml_names = [n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)
+                  and n.value.endswith(".yaml")]
+    assert yaml_names, f"{path.name} names no parameter file"
+    for name in yaml_names:
+        config = PACKAGE / "config" / name
+        assert config.is_file(), f"{path.name}: config/{name} does not exist"
+        parameters = yaml.safe_load(config.read_text())
+        for node_name, body in parameters.items():
+            assert node_name in scripts and "ros__parameters" in body, f"config/{name}: {node_name}"
+
+
+def test_package_manifest():
+    manifest = (PACKAGE / "package.xml").read_text()
+    assert '<package format="3">' in manifest
+    assert "<build_type>ament_python</build_type>" in manifest
+    assert (PACKAGE / "resource" / "robo_rl_ros").is_file()
+    setup_cfg = (PACKAGE / "setup.cfg").read_text()
+    assert "script_dir=$base/lib/robo_rl_ros" in setup_cfg and "install_scripts=$base/lib/robo_rl_ros" in setup_cfg

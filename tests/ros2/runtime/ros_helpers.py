@@ -1,0 +1,79 @@
+"""Starting the installed executables as launch would (`--ros-args --params-file`), and spinning."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+from typing import Callable
+
+import rclpy
+import yaml
+
+
+class NodeProcess:
+    """An installed executable of robo_rl_ros run in a shell that sourced the workspace's setup.bash."""
+
+    def __init__(self, install: Path, executable: str, params_files: list[Path], overrides: dict | None = None):
+        self.install, self.executable = install, executable
+        self.log = Path(tempfile.mkstemp(prefix=f"{executable}-", suffix=".log")[1])
+        args = []
+        for params in params_files:
+            args += ["--params-file", str(params)]
+        if overrides:
+            args += ["--params-file", str(write_params(executable, overrides))]
+        command = (f". {install}/setup.bash && exec {install}/robo_rl_ros/lib/robo_rl_ros/{executable} "
+                   f"--ros-args {' '.join(args)}")
+        env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
+        self.process = subprocess.Popen(["bash", "-c", command], stdout=self.log.open("w"),
+                                        stderr=subprocess.STDOUT, env=env)
+
+    def output(self) -> str:
+        """Everything the node printed so far."""
+        return self.log.read_text()
+
+    def stop(self, timeout: float = 10.0) -> int:
+        """SIGINT (Ctrl-C) and the exit code."""
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGINT)
+        try:
+            return self.process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+            raise AssertionError(f"{self.executable} ignored SIGINT for {timeout} s:\n{self.output()}")
+
+    def __enter__(self) -> "NodeProcess":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        code = self.stop()
+        if exc[0] is None:
+            assert code == 0, f"{self.executable} exited with {code}:\n{self.output()}"
+
+
+def write_params(node_name: str, values: dict) -> Path:
+    """A parameter file `<node_name>: ros__parameters: values`."""
+    path = Path(tempfile.mkstemp(prefix=f"{node_name}-", suffix=".yaml")[1])
+    path.write_text(yaml.safe_dump({node_name: {"ros__parameters": values}}))
+    return path
+
+
+def config(install: Path, name: str) -> Path:
+    """An installed parameter file of the package."""
+    path = install / "robo_rl_ros" / "share" / "robo_rl_ros" / "config" / name
+    assert path.is_file(), path
+    return path
+
+
+def spin_until(node, condition: Callable[[], bool], timeout: float, step: float = 0.005) -> bool:
+    """Spin `node` until `condition()` or `timeout` seconds; whether the condition held."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        rclpy.spin_once(node, timeout_sec=step)
+        if condition():
+            return True
+    return condition()

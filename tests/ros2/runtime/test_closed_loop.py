@@ -1,0 +1,59 @@
+"""The policy node flies the sim bridge through ROS 2: pose/odom and /clock from the bridge,
+cmd_vel_legacy from the node, the simulated onboard attitude controller in between."""
+
+import numpy as np
+from nav_msgs.msg import Odometry
+from geometry_msgs.msg import PoseStamped, Twist
+from rosgraph_msgs.msg import Clock
+
+from conftest import HOVER_BUNDLE
+from ros_helpers import NodeProcess, config, spin_until
+
+from robo_rl_ros.qos import COMMAND_QOS, SENSOR_QOS
+
+TARGET = np.array([0.0, 0.0, 1.0])
+SETTLE_S, HOVER_S = 2.0, 10.0
+
+
+def test_hover_within_5cm_for_10s_through_ros(workspace, probe):
+    install = workspace["install"]
+    odom, poses, commands, clock = [], [], [], []
+    subs = [
+        probe.create_subscription(Odometry, "/cf231/odom", lambda m: odom.append(_odom_row(m)), SENSOR_QOS),
+        probe.create_subscription(PoseStamped, "/cf231/pose", lambda m: poses.append(m), SENSOR_QOS),
+        probe.create_subscription(Twist, "/cf231/cmd_vel_legacy", lambda m: commands.append(
+            (m.linear.y, m.linear.x, m.angular.z, m.linear.z)), COMMAND_QOS),
+        probe.create_subscription(Clock, "/clock", lambda m: clock.append(m.clock.sec + m.clock.nanosec * 1e-9), 10),
+    ]
+    bundle = {"bundle_path": str(HOVER_BUNDLE)}
+    try:
+        with NodeProcess(install, "sim_bridge_node", [config(install, "sim_bridge.yaml")], bundle) as bridge, \
+             NodeProcess(install, "quadrotor_policy_node", [config(install, "sim_quadrotor_policy.yaml")], bundle) as node:
+            done = spin_until(probe, lambda: bool(odom) and odom[-1][0] >= SETTLE_S + HOVER_S, timeout=60.0)
+            assert done, f"sim time reached {odom[-1][0] if odom else None}\n{bridge.output()}\n{node.output()}"
+    finally:
+        for sub in subs:
+            probe.destroy_subscription(sub)
+    rows = np.array(odom)
+    hover = rows[(rows[:, 0] >= SETTLE_S) & (rows[:, 0] <= SETTLE_S + HOVER_S)]
+    errors = np.linalg.norm(hover[:, 1:4] - TARGET, axis=1)
+    print(f"hover error over {HOVER_S:g} s of sim time: max {errors.max() * 100:.2f} cm, "
+          f"mean {errors.mean() * 100:.2f} cm, {len(hover)} odometry messages, {len(commands)} commands")
+    assert hover[-1, 0] - hover[0, 0] >= HOVER_S - 0.05
+    assert errors.max() < 0.05
+    # what was exchanged: commands near hover thrust and level, pose like crazyswarm2, a running /clock
+    first = next(i for i, c in enumerate(commands) if c[3] > 0)
+    assert all(c == (0.0, 0.0, 0.0, 0.0) for c in commands[:first])  # before the first state: motors off
+    commands = commands[first:]
+    thrust = np.array([c[3] for c in commands])
+    assert len(commands) > 0.8 * 100 * (SETTLE_S + HOVER_S) and np.all(thrust > 0)
+    hover_pwm = 0.4449 * 65535
+    assert abs(np.median(thrust) - hover_pwm) < 0.1 * hover_pwm
+    assert np.abs(np.array([c[:2] for c in commands[100:]])).max() < 15.0
+    assert poses[-1].header.frame_id == "world" and len(poses) > 100
+    assert np.all(np.diff(clock) > 0) and clock[-1] >= SETTLE_S + HOVER_S - 0.5
+
+
+def _odom_row(msg: Odometry) -> tuple:
+    p, s = msg.pose.pose.position, msg.header.stamp
+    return (s.sec + s.nanosec * 1e-9, p.x, p.y, p.z)

@@ -1,0 +1,38 @@
+"""colcon builds the package where ROS 2 tools look for it, and `colcon test` passes."""
+
+import subprocess
+
+
+def test_colcon_build_installs_executables_launch_and_config(workspace):
+    share = workspace["install"] / "robo_rl_ros" / "share"
+    lib = workspace["install"] / "robo_rl_ros" / "lib" / "robo_rl_ros"
+    assert sorted(p.name for p in lib.iterdir()) == ["quadrotor_policy_node", "sim_bridge_node"]
+    assert (share / "ament_index" / "resource_index" / "packages" / "robo_rl_ros").is_file()
+    assert sorted(p.name for p in (share / "robo_rl_ros" / "launch").iterdir()) == [
+        "crazyflie_policy.launch.py", "sim_hover.launch.py"]
+    assert sorted(p.name for p in (share / "robo_rl_ros" / "config").iterdir()) == [
+        "quadrotor_policy.yaml", "sim_bridge.yaml", "sim_quadrotor_policy.yaml"]
+    assert (share / "robo_rl_ros" / "package.xml").is_file()
+
+
+def test_colcon_test_passes(workspace):
+    base, colcon = workspace["base"], workspace["colcon"]
+    common = ["--build-base", str(base / "build"), "--install-base", str(base / "install")]
+    run = subprocess.run([colcon, "--log-base", str(base / "log"), "test", "--base-paths",
+                          str(workspace_src()), *common,
+                          "--test-result-base", str(base / "results")],
+                         cwd=base, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stdout + run.stderr
+    summary = subprocess.run([colcon, "test-result", "--test-result-base", str(base / "results")],
+                             cwd=base, capture_output=True, text=True, timeout=60)
+    assert summary.returncode == 0, summary.stdout + summary.stderr
+    assert "0 errors, 0 failures, 0 skipped" in summary.stdout, summary.stdout
+    tests = int(summary.stdout.split("Summary:")[1].split("tests")[0])
+    assert tests >= 7, summary.stdout
+
+
+def workspace_src():
+    """The colcon workspace's source folder."""
+    from conftest import ROOT
+
+    return ROOT / "ros2_ws" / "src"

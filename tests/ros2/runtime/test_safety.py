@@ -1,0 +1,157 @@
+"""Safety through ROS: the test plays the robot (odometry at 100 Hz) and watches the policy node's
+commands when the state goes stale, carries NaN, or comes back."""
+
+import json
+import math
+import time
+
+import numpy as np
+import rclpy
+from geometry_msgs.msg import Twist
+from nav_msgs.msg import Odometry
+
+from conftest import HOVER_BUNDLE
+from ros_helpers import NodeProcess, config
+
+from robo_rl_ros.qos import COMMAND_QOS, SENSOR_QOS
+
+TIMEOUT = 0.05
+TICK = 0.01
+HOVER_PWM = json.loads((HOVER_BUNDLE / "policy.json").read_text())["training"]["vehicle_parameters"]["hover_command"] * 65535
+
+
+class Robot:
+    """Publishes hover odometry every 10 ms of wall time while `alive`; records commands with arrival times."""
+
+    def __init__(self, probe):
+        self.probe = probe
+        self.pub = probe.create_publisher(Odometry, "/cf231/odom", SENSOR_QOS)
+        self.commands: list[tuple[float, Twist]] = []
+        self.sub = probe.create_subscription(Twist, "/cf231/cmd_vel_legacy",
+                                             lambda m: self.commands.append((time.monotonic(), m)), COMMAND_QOS)
+        self.last_sent = 0.0
+
+    def send(self, position=(0.0, 0.0, 1.0)) -> float:
+        msg = Odometry()
+        msg.header.frame_id, msg.child_frame_id = "world", "cf231"
+        msg.pose.pose.position.x, msg.pose.pose.position.y, msg.pose.pose.position.z = position
+        msg.pose.pose.orientation.w = 1.0
+        self.pub.publish(msg)
+        self.last_sent = time.monotonic()
+        return self.last_sent
+
+    def run(self, seconds: float, alive: bool = True, position=(0.0, 0.0, 1.0)) -> None:
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            if alive and time.monotonic() - self.last_sent >= TICK:
+                self.send(position)
+            rclpy.spin_once(self.probe, timeout_sec=0.001)
+
+    def run_until(self, condition, timeout: float) -> bool:
+        """Publish hover odometry until `condition()` holds or `timeout` seconds pass."""
+        end = time.monotonic() + timeout
+        while time.monotonic() < end and not condition():
+            self.run(0.01)
+        return condition()
+
+    def since(self, t: float) -> list[tuple[float, Twist]]:
+        return [(ts, m) for ts, m in self.commands if ts > t]
+
+    def close(self) -> None:
+        self.probe.destroy_subscription(self.sub)
+        self.probe.destroy_publisher(self.pub)
+
+
+def _flying(msg: Twist) -> bool:
+    """A policy command (the stop commands are exactly level, with no yaw rate)."""
+    return not (msg.linear.x == msg.linear.y == msg.angular.z == 0.0) and msg.linear.z > 0.5 * HOVER_PWM
+
+
+def _stopping(msg: Twist, previous_thrust: float) -> bool:
+    level = msg.linear.x == msg.linear.y == msg.angular.z == 0.0
+    return level and msg.linear.z < previous_thrust and msg.linear.z <= 0.9 * HOVER_PWM + 1e-6
+
+
+def test_stale_state_and_nan_stop_within_one_tick_and_recover(workspace, probe):
+    install = workspace["install"]
+    robot = Robot(probe)
+    try:
+        with NodeProcess(install, "quadrotor_policy_node", [config(install, "sim_quadrotor_policy.yaml")],
+                         {"bundle_path": str(HOVER_BUNDLE), "state_timeout": TIMEOUT}) as node:
+            assert robot.run_until(lambda: any(_flying(m) for _, m in robot.commands), 30.0), node.output()
+            robot.run(1.0)
+            flying = robot.since(time.monotonic() - 0.5)
+            assert flying and all(_flying(m) for _, m in flying), [m.linear.z for _, m in flying]
+            thrust = flying[-1][1].linear.z
+
+            # 1. the state stops: within the timeout plus one tick (and transport slack) the node stops
+            lost_at = robot.last_sent
+            robot.run(0.5, alive=False)
+            after = robot.since(lost_at)
+            first_stop = next(ts for ts, m in after if not _flying(m))
+            assert first_stop - lost_at < TIMEOUT + TICK + 0.03, first_stop - lost_at
+            stopped = [m for ts, m in after if ts >= first_stop]
+            assert _stopping(stopped[0], thrust)
+            assert all(m.linear.x == m.linear.y == 0.0 and not _flying(m) for m in stopped), \
+                "a stale policy command was sent again"
+            assert stopped[-1].linear.z < stopped[0].linear.z  # descending, never holding thrust
+            assert "stopping: state is" in node.output()
+
+            # 2. good state again: flying on the next ticks
+            back_at = robot.send()
+            robot.run(0.3)
+            resumed = robot.since(back_at)
+            first_flying = next(ts for ts, m in resumed if _flying(m))
+            assert first_flying - back_at < 2 * TICK + 0.03
+
+            # 3. NaN in a message: the next tick stops, although messages keep arriving
+            robot.pub.publish(_nan_odometry())
+            nan_at = time.monotonic()
+            robot.run(0.1, alive=False)
+            first_stop = next(ts for ts, m in robot.since(nan_at) if not _flying(m))
+            assert first_stop - nan_at < TICK + 0.03, first_stop - nan_at
+            assert "stopping: state contains NaN or Inf" in node.output()
+            back_at = robot.send()
+            robot.run(0.3)
+            assert any(_flying(m) for _, m in robot.since(back_at))
+
+            # 4. outside the geofence: stops; inside again: flies
+            out_at = time.monotonic()
+            robot.run(0.2, position=(0.0, 0.0, 1.8))
+            assert not _flying(robot.since(out_at)[-1][1]) and "outside the geofence" in node.output()
+            back_at = time.monotonic()
+            robot.run(0.3)
+            assert _flying(robot.since(back_at)[-1][1])
+    finally:
+        robot.close()
+
+
+def _nan_odometry() -> Odometry:
+    msg = Odometry()
+    msg.pose.pose.position.x, msg.pose.pose.position.y, msg.pose.pose.position.z = 0.0, math.nan, 1.0
+    msg.pose.pose.orientation.w = 1.0
+    return msg
+
+
+def test_stop_uses_no_stale_command_in_motor_mode(workspace, probe):
+    """In motors mode, a lost state ends the stream of motor commands instead of holding the last one."""
+    from std_msgs.msg import Float32MultiArray
+
+    install = workspace["install"]
+    robot = Robot(probe)
+    motors: list[float] = []
+    sub = probe.create_subscription(Float32MultiArray, "/cf231/motor_thrusts",
+                                    lambda m: motors.append(time.monotonic()), COMMAND_QOS)
+    try:
+        with NodeProcess(install, "quadrotor_policy_node", [config(install, "sim_quadrotor_policy.yaml")],
+                         {"bundle_path": str(HOVER_BUNDLE), "command_mode": "motors"}):
+            assert robot.run_until(lambda: bool(motors), 30.0)
+            robot.run(0.5)
+            lost_at = robot.last_sent
+            robot.run(0.5, alive=False)
+            late = [t for t in motors if t > lost_at + TIMEOUT + TICK + 0.03]
+            assert not late, f"{len(late)} motor commands after the state was lost"
+            assert np.sum(np.array(motors) > lost_at) <= (TIMEOUT / TICK) + 3
+    finally:
+        probe.destroy_subscription(sub)
+        robot.close()
