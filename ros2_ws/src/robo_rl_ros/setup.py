@@ -27,6 +27,7 @@ setup(
         "console_scripts": [
             f"quadrotor_policy_node = {PACKAGE}.quadrotor_policy_node:main",
             f"sim_bridge_node = {PACKAGE}.sim_bridge_node:main",
+            f"mcap_recorder_node = {PACKAGE}.mcap_recorder_node:main",
         ],
     },
 )

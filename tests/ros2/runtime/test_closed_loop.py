@@ -1,9 +1,12 @@
 """The policy node flies the sim bridge through ROS 2: pose/odom and /clock from the bridge,
-cmd_vel_legacy from the node, the simulated onboard attitude controller in between."""
+cmd_vel_legacy from the node, the simulated onboard attitude controller in between; the rollout is
+recorded as MCAP and read back."""
 
 import numpy as np
-from nav_msgs.msg import Odometry
+import pytest
 from geometry_msgs.msg import PoseStamped, Twist
+from mcap_ros2.reader import read_ros2_messages
+from nav_msgs.msg import Odometry
 from rosgraph_msgs.msg import Clock
 
 from conftest import HOVER_BUNDLE
@@ -13,9 +16,12 @@ from robo_rl_ros.qos import COMMAND_QOS, SENSOR_QOS
 
 TARGET = np.array([0.0, 0.0, 1.0])
 SETTLE_S, HOVER_S = 2.0, 10.0
+RECORDED = ["/cf231/odom:nav_msgs/msg/Odometry", "/cf231/pose:geometry_msgs/msg/PoseStamped",
+            "/cf231/cmd_vel_legacy:geometry_msgs/msg/Twist", "/clock:rosgraph_msgs/msg/Clock"]
 
 
-def test_hover_within_5cm_for_10s_through_ros(workspace, probe):
+@pytest.mark.parametrize("state_source", ["odom", "pose"])
+def test_hover_within_5cm_for_10s_through_ros(workspace, probe, state_source, tmp_path):
     install = workspace["install"]
     odom, poses, commands, clock = [], [], [], []
     subs = [
@@ -26,24 +32,28 @@ def test_hover_within_5cm_for_10s_through_ros(workspace, probe):
         probe.create_subscription(Clock, "/clock", lambda m: clock.append(m.clock.sec + m.clock.nanosec * 1e-9), 10),
     ]
     bundle = {"bundle_path": str(HOVER_BUNDLE)}
+    bag = tmp_path / "rollout.mcap"
     try:
-        with NodeProcess(install, "sim_bridge_node", [config(install, "sim_bridge.yaml")], bundle) as bridge, \
-             NodeProcess(install, "quadrotor_policy_node", [config(install, "sim_quadrotor_policy.yaml")], bundle) as node:
+        with NodeProcess(install, "mcap_recorder_node", [], {"output": str(bag), "topics": RECORDED}) as recorder, \
+             NodeProcess(install, "sim_bridge_node", [config(install, "sim_bridge.yaml")], bundle) as bridge, \
+             NodeProcess(install, "quadrotor_policy_node", [config(install, "sim_quadrotor_policy.yaml")],
+                         dict(bundle, state_source=state_source)) as node:
             done = spin_until(probe, lambda: bool(odom) and odom[-1][0] >= SETTLE_S + HOVER_S, timeout=60.0)
-            assert done, f"sim time reached {odom[-1][0] if odom else None}\n{bridge.output()}\n{node.output()}"
+            assert done, (f"sim time reached {odom[-1][0] if odom else None}\n{bridge.output()}\n{node.output()}"
+                          f"\n{recorder.output()}")
     finally:
         for sub in subs:
             probe.destroy_subscription(sub)
     rows = np.array(odom)
     hover = rows[(rows[:, 0] >= SETTLE_S) & (rows[:, 0] <= SETTLE_S + HOVER_S)]
     errors = np.linalg.norm(hover[:, 1:4] - TARGET, axis=1)
-    print(f"hover error over {HOVER_S:g} s of sim time: max {errors.max() * 100:.2f} cm, "
+    print(f"\n{state_source}: hover error over {HOVER_S:g} s of sim time: max {errors.max() * 100:.2f} cm, "
           f"mean {errors.mean() * 100:.2f} cm, {len(hover)} odometry messages, {len(commands)} commands")
     assert hover[-1, 0] - hover[0, 0] >= HOVER_S - 0.05
     assert errors.max() < 0.05
-    # what was exchanged: commands near hover thrust and level, pose like crazyswarm2, a running /clock
+    # what was exchanged: motors off until the first state, then commands near hover thrust and level
     first = next(i for i, c in enumerate(commands) if c[3] > 0)
-    assert all(c == (0.0, 0.0, 0.0, 0.0) for c in commands[:first])  # before the first state: motors off
+    assert all(c == (0.0, 0.0, 0.0, 0.0) for c in commands[:first])
     commands = commands[first:]
     thrust = np.array([c[3] for c in commands])
     assert len(commands) > 0.8 * 100 * (SETTLE_S + HOVER_S) and np.all(thrust > 0)
@@ -52,6 +62,24 @@ def test_hover_within_5cm_for_10s_through_ros(workspace, probe):
     assert np.abs(np.array([c[:2] for c in commands[100:]])).max() < 15.0
     assert poses[-1].header.frame_id == "world" and len(poses) > 100
     assert np.all(np.diff(clock) > 0) and clock[-1] >= SETTLE_S + HOVER_S - 0.5
+    _check_recording(bag, rows)
+
+
+def _check_recording(bag, received_odometry):
+    """The MCAP decodes with its own schemas (what Foxglove and rosbag2 do) into the messages sent."""
+    by_topic: dict[str, list] = {}
+    with open(bag, "rb") as f:
+        for message in read_ros2_messages(f):
+            by_topic.setdefault(message.channel.topic, []).append(message)
+    assert set(by_topic) == {entry.split(":")[0] for entry in RECORDED}
+    schemas = {topic: messages[0].schema.name for topic, messages in by_topic.items()}
+    assert schemas["/cf231/odom"] == "nav_msgs/msg/Odometry" and schemas["/clock"] == "rosgraph_msgs/msg/Clock"
+    recorded = {(m.ros_msg.header.stamp.sec + m.ros_msg.header.stamp.nanosec * 1e-9,
+                 m.ros_msg.pose.pose.position.x, m.ros_msg.pose.pose.position.z) for m in by_topic["/cf231/odom"]}
+    sent = {(r[0], r[1], r[3]) for r in received_odometry}
+    assert len(recorded & sent) > 0.9 * len(sent)
+    log_times = [m.log_time_ns for m in by_topic["/cf231/odom"]]
+    assert log_times == sorted(log_times) and len(by_topic["/cf231/cmd_vel_legacy"]) > 1000
 
 
 def _odom_row(msg: Odometry) -> tuple:

@@ -40,3 +40,19 @@ def test_sigint_exits_zero_and_the_policy_node_loads_no_torch_or_mujoco(workspac
 def _python_pid(shell_pid: int) -> int:
     # bash -c '... && exec node': the shell's pid becomes the node's
     return shell_pid
+
+
+def test_latency_benchmark_runs(tmp_path):
+    """bench/ros2_latency.py (the figures come from its full run, 10,000 ticks) works end to end."""
+    import json
+    import sys
+
+    from conftest import ROOT
+
+    out = tmp_path / "latency.json"
+    run = subprocess.run([sys.executable, str(ROOT / "bench" / "ros2_latency.py"), "--ticks", "200", "--out", str(out)],
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stdout + run.stderr
+    results = json.loads(out.read_text())
+    assert results["ticks"] == 200 and "tick latency" in run.stdout
+    assert 0 < results["tick_latency_ms"]["p50"] < results["state_to_command_ms"]["p99"] < 1000 / results["control_hz"] * 3

@@ -7,7 +7,9 @@ only the latest message is kept. Out (reliable), chosen by `command_mode`:
 - "cmd_full_state": crazyflie_interfaces/FullState on `cmd_full_state_topic` (needs crazyflie_interfaces);
 - "motors": std_msgs/Float32MultiArray of the four normalized thrusts on `motor_thrusts_topic`, for
   firmware that runs motor-level commands (and the sim bridge).
-The four motor thrusts are also published on `~/motor_thrusts` in every mode.
+The four motor thrusts are also published on `~/motor_thrusts` in every mode; with
+`publish_tick_timing`, `~/tick_timing` (std_msgs/Float64MultiArray) carries per tick the monotonic times
+[state received, tick started, command published] in seconds (bench/ros2_latency.py).
 
 One timer at the bundle's control rate runs the policy on the latest state. With state older than
 `state_timeout`, invalid (NaN/Inf) or outside the geofence, the node stops within one tick: it calls
@@ -19,6 +21,7 @@ again on the first tick with a good state.
 from __future__ import annotations
 
 import importlib
+import time
 from types import SimpleNamespace
 
 import numpy as np
@@ -26,7 +29,7 @@ from geometry_msgs.msg import PoseStamped, Twist
 from nav_msgs.msg import Odometry
 from rclpy.node import Node
 from rclpy.parameter import Parameter
-from std_msgs.msg import Float32MultiArray
+from std_msgs.msg import Float32MultiArray, Float64MultiArray
 
 from robo_rl_ros.core.bundle import BundleError, load_bundle
 from robo_rl_ros.core.estimation import PoseDifferentiator
@@ -69,7 +72,8 @@ class QuadrotorPolicyNode(Node):
         if self.mode == "cmd_full_state" and self._interfaces is None:
             raise StartupError("command_mode 'cmd_full_state' needs the crazyflie_interfaces package (crazyswarm2), "
                                "which is not installed here; use command_mode 'cmd_vel_legacy'")
-        self._latest: tuple[float, object] | None = None  # (receive time [s], message), written by callbacks
+        # (receive time in the node's clock [s], monotonic receive time [s], message), written by callbacks
+        self._latest: tuple[float, float, object] | None = None
         self._consumed: object | None = None
         self._differentiator = PoseDifferentiator(p["pose_velocity_smoothing"])
         if self.source == "pose":
@@ -78,6 +82,8 @@ class QuadrotorPolicyNode(Node):
             self.create_subscription(Odometry, p["odom_topic"], self._store, SENSOR_QOS)
         self._thrust_pub = self.create_publisher(Float32MultiArray, "~/motor_thrusts", COMMAND_QOS)
         self._command_pub = self._make_command_publisher(p)
+        self._timing_pub = (self.create_publisher(Float64MultiArray, "~/tick_timing", COMMAND_QOS)
+                            if p["publish_tick_timing"] else None)
         self._stop_client = self._make_stop_client(p["notify_setpoints_stop_service"])
         rate = p["control_rate_hz"] or bundle.control_hz
         if abs(rate - bundle.control_hz) > 1e-9:
@@ -97,6 +103,7 @@ class QuadrotorPolicyNode(Node):
             "notify_setpoints_stop_service": "/cf231/notify_setpoints_stop", "control_rate_hz": 0.0,
             "state_timeout": 0.05, "max_action_delta": 1.0, "geofence_half_extent": 0.6, "attitude_kp": 6.0,
             "max_tilt_deg": 60.0, "descent_seconds": 2.0, "pose_velocity_smoothing": 0.0,
+            "publish_tick_timing": False,
         }
         values = {name: self.declare_parameter(name, default).value for name, default in defaults.items()}
         if not values["bundle_path"]:
@@ -118,19 +125,23 @@ class QuadrotorPolicyNode(Node):
         return self.create_client(self._interfaces.srv.NotifySetpointsStop, service)
 
     def _store(self, msg) -> None:
-        self._latest = (self.get_clock().now().nanoseconds * 1e-9, msg)
+        self._latest = (self.get_clock().now().nanoseconds * 1e-9, time.monotonic(), msg)
 
     def _tick(self) -> None:
+        started = time.monotonic()
         now = self.get_clock().now().nanoseconds * 1e-9
         latest = self._latest
-        if latest is not None and latest[1] is not self._consumed:
-            self._consumed = latest[1]
-            state = self._state_from(latest[1])
+        if latest is not None and latest[2] is not self._consumed:
+            self._consumed = latest[2]
+            state = self._state_from(latest[2])
             if state is not None:
                 self.controller.update_state(latest[0], state)
         result = self.controller.tick(now)
         self.last_result = result
-        self._publish(result)
+        published = self._publish(result)
+        if self._timing_pub is not None:
+            received = latest[1] if latest is not None else float("nan")
+            self._timing_pub.publish(Float64MultiArray(data=[received, started, published]))
 
     def _state_from(self, msg) -> VehicleState | None:
         if isinstance(msg, Odometry):
@@ -143,19 +154,21 @@ class QuadrotorPolicyNode(Node):
             return None  # velocity needs two poses: keep the previous state (the watchdog judges its age)
         return VehicleState(position, quaternion, self._differentiator.velocity, self._differentiator.body_rates)
 
-    def _publish(self, result: TickResult) -> None:
+    def _publish(self, result: TickResult) -> float:
         if result.just_stopped:
             self.get_logger().warn(f"stopping: {result.reason}")
             if self._stop_client is not None and self._stop_client.service_is_ready():
                 self._stop_client.call_async(self._interfaces.srv.NotifySetpointsStop.Request())
-        if result.flying:
-            self._thrust_pub.publish(Float32MultiArray(data=[float(x) for x in result.action]))
         if self.mode == "cmd_vel_legacy":
             self._command_pub.publish(legacy_twist(result.legacy))
         elif result.flying and self.mode == "motors":
             self._command_pub.publish(Float32MultiArray(data=[float(x) for x in result.action]))
         elif result.flying:
             self._command_pub.publish(self._full_state(result))
+        published = time.monotonic()
+        if result.flying:
+            self._thrust_pub.publish(Float32MultiArray(data=[float(x) for x in result.action]))
+        return published
 
     def _full_state(self, result: TickResult):
         msg = self._interfaces.msg.FullState()

@@ -1,12 +1,14 @@
 """sim_bridge_node: a robo-rl MuJoCo Crazyflie as a ROS 2 robot, so a policy node flies with no hardware.
 
 Built from a bundle's `training.env_config` (randomization off unless `randomization` is true), it runs
-in real time at the bundle's control rate and talks like crazyswarm2 does for a real Crazyflie:
+in real time and talks like crazyswarm2 does for a real Crazyflie at the bundle's control rate:
 publishes `pose_topic` (geometry_msgs/PoseStamped), `odom_topic` (nav_msgs/Odometry, twist in the body
 frame) and `/clock` (rosgraph_msgs/Clock, the simulation time); accepts `cmd_vel_legacy_topic`
 (geometry_msgs/Twist), flown by the simulated onboard attitude controller (sim.quadrotor.onboard_pid, the
-firmware's controller_pid at 500 Hz), and `motor_thrusts_topic` (std_msgs/Float32MultiArray, four
-normalized thrusts, for policies that run on board). Without a command for `command_timeout` seconds the
+firmware's controller_pid), and `motor_thrusts_topic` (std_msgs/Float32MultiArray, four
+normalized thrusts, for policies that run on board). As on the vehicle, the onboard loop runs on its own
+clock (`onboard_rate_hz`, one 2 ms physics step per cycle) and a command takes effect at the first cycle
+after it arrives, whatever the phase of the sender's timer. Without a command for `command_timeout` seconds the
 motors stop, as the firmware's commander watchdog stops them. With `hold_until_first_command` the
 vehicle is held at its initial state (published, time not advancing) until the first command with
 thrust arrives, so a policy node that starts later finds it where it should be. `~/reset` (std_srvs/Trigger) restarts
@@ -72,7 +74,7 @@ class SimBridgeNode(Node):
         self.initial_position = (np.asarray(p["initial_position"], dtype=np.float64) if p["initial_position"]
                                  is not None else np.asarray(config.center, dtype=np.float64))
         self.params = p
-        self.dt = 1.0 / bundle.control_hz
+        self.dt = 1.0 / p["onboard_rate_hz"]
         self._reset()
         self._pose_pub = self.create_publisher(PoseStamped, p["pose_topic"], SENSOR_QOS)
         self._odom_pub = self.create_publisher(Odometry, p["odom_topic"], SENSOR_QOS)
@@ -80,7 +82,7 @@ class SimBridgeNode(Node):
         self.create_subscription(Twist, p["cmd_vel_legacy_topic"], self._on_legacy, COMMAND_QOS)
         self.create_subscription(Float32MultiArray, p["motor_thrusts_topic"], self._on_motors, COMMAND_QOS)
         self.create_service(Trigger, "~/reset", self._on_reset)
-        self._timer = self.create_timer(self.dt, self._tick)
+        self._timer = self.create_timer(self.dt, self._step)
         self.get_logger().info(f"simulating {config.vehicle} ({config.task}) at {bundle.control_hz:g} Hz, "
                                f"onboard controller at {p['onboard_rate_hz']:g} Hz, from {self.initial_position.tolist()}")
 
@@ -88,7 +90,7 @@ class SimBridgeNode(Node):
         self.sim.reset(options={"initial_state": {"position": self.initial_position}})
         self.onboard.reset()
         self.onboard.set_legacy_setpoint(0.0, 0.0, 0.0, 0.0)
-        self.sim_time = 0.0
+        self.steps = 0  # onboard cycles (physics steps) since the reset
         self._command: tuple[str, object] | None = None  # ("legacy", Twist) or ("motors", array)
         self._command_time = -np.inf  # simulation time of the latest command
         self._holding = bool(self.params["hold_until_first_command"])
@@ -106,28 +108,30 @@ class SimBridgeNode(Node):
         response.success, response.message = True, f"reset to {self.initial_position.tolist()}"
         return response
 
+    @property
+    def sim_time(self) -> float:
+        """Seconds of simulated time since the reset."""
+        return self.steps * self.dt
+
     def state(self) -> VehicleState:
         """The simulated vehicle's current state."""
         pos, quat, vel, angvel = (np.array(x[:, 0], dtype=np.float64) for x in self.sim.physics.state())
         return VehicleState(pos, quat, vel, angvel)
 
-    def _tick(self) -> None:
-        if self._holding:
-            self._publish_state()
-            return
-        motors = self._motor_source()
-        for _ in range(self.substeps):
+    def _step(self) -> None:
+        """One onboard cycle: the latest command, one physics step, and the state every control period."""
+        if not self._holding:  # held: time passes, the vehicle stays where it is
+            motors = self._motor_source()
             if motors is None:
-                _, quat, _, angvel = (x[:, 0] for x in self.sim.physics.state())
-                command = self.onboard.motor_commands(np.array(quat), np.array(angvel))
-            else:
-                command = motors
-            self.sim.step(command[None])
-        self.sim_time += self.dt
-        self._publish_state()
+                _, quat, _, angvel = (np.array(x[:, 0]) for x in self.sim.physics.state())
+                motors = self.onboard.motor_commands(quat, angvel)
+            self.sim.step(motors[None])
+        self.steps += 1
+        if self.steps % self.substeps == 0:
+            self._publish_state()
 
     def _motor_source(self) -> np.ndarray | None:
-        """Motor thrusts held for this tick, or None when the onboard controller computes them per step."""
+        """The motor thrusts of a motor-level command, or None when the onboard controller computes them."""
         if self._command is None or self.sim_time - self._command_time > self.params["command_timeout"]:
             self.onboard.set_legacy_setpoint(0.0, 0.0, 0.0, 0.0)
             return np.zeros(4)
@@ -137,9 +141,8 @@ class SimBridgeNode(Node):
                 self.get_logger().warn(f"ignoring motor command {value.tolist()}", throttle_duration_sec=1.0)
                 return np.zeros(4)
             return np.clip(value, 0.0, 1.0)
-        twist = value
         try:
-            self.onboard.set_legacy_setpoint(twist.linear.y, twist.linear.x, twist.angular.z, twist.linear.z)
+            self.onboard.set_legacy_setpoint(value.linear.y, value.linear.x, value.angular.z, value.linear.z)
         except ValueError as error:
             self.get_logger().warn(f"ignoring cmd_vel_legacy: {error}", throttle_duration_sec=1.0)
             self.onboard.set_legacy_setpoint(0.0, 0.0, 0.0, 0.0)

@@ -35,7 +35,7 @@ def _keywords(call: ast.Call) -> dict[str, ast.expr]:
 
 def test_there_are_launch_files_and_executables():
     assert [p.name for p in LAUNCH_FILES] == ["crazyflie_policy.launch.py", "sim_hover.launch.py"]
-    assert _console_scripts() == {"quadrotor_policy_node", "sim_bridge_node"}
+    assert _console_scripts() == {"quadrotor_policy_node", "sim_bridge_node", "mcap_recorder_node"}
 
 
 @pytest.mark.parametrize("path", LAUNCH_FILES, ids=lambda p: p.name)

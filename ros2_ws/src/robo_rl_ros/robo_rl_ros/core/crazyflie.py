@@ -102,7 +102,9 @@ def attitude_setpoint(vehicle: VehicleModel, quaternion: np.ndarray, body_rates:
     thrust, torque = motor_wrench(vehicle, thrust_fractions)
     w = np.asarray(body_rates, dtype=np.float64)
     inertia = vehicle.inertia
-    w_next = w + dt * (torque - np.cross(w, inertia * w)) / inertia
+    iw = inertia * w
+    gyroscopic = np.array([w[1] * iw[2] - w[2] * iw[1], w[2] * iw[0] - w[0] * iw[2], w[0] * iw[1] - w[1] * iw[0]])
+    w_next = w + dt * (torque - gyroscopic) / inertia
     rotation = quat_to_matrix(np.asarray(quaternion, dtype=np.float64)) @ rotation_exp(0.5 * (w + w_next) * dt)
     return AttitudeSetpoint(rotation, w_next, thrust)
 

@@ -43,7 +43,7 @@ class ActionHistory:
     def push(self, action: np.ndarray) -> None:
         """Record the action just commanded."""
         if len(self._actions):
-            self._actions = np.roll(self._actions, 1, axis=0)
+            self._actions[1:] = self._actions[:-1].copy()
             self._actions[0] = action
 
     def reset(self) -> None:
