@@ -22,7 +22,8 @@ from sim.quadrotor.config import QuadrotorEnvConfig, vehicle_from_config
 from sim.quadrotor.model import QuadrotorParams, load_model
 from sim.quadrotor.observation import quadrotor_layout
 from sim.quadrotor.physics import MujocoBatchPhysics, MujocoSinglePhysics, TorchPhysics
-from sim.quadrotor.randomization import nominal_params, sample_params
+from sim.quadrotor import episode_starts as starts
+from sim.quadrotor.randomization import EpisodeParams, nominal_params, sample_params
 from sim.quadrotor.rotations import quat_to_matrix
 from sim.quadrotor.tasks import reference, sample_initial_states, sample_targets
 
@@ -39,23 +40,31 @@ class StepResult:
     truncated: Any
     is_success: Any
     reward_terms: dict[str, Any]
+    reset_observation: Any = None  # with autoreset: first observations of the episodes that restarted
 
 
 class QuadrotorBatch:
     """N quadrotor episodes of one task on one physics backend ("mujoco", "mujoco_batch" or "torch").
 
-    With `compile=True` the torch path compiles each control step into one kernel (torch.compile).
+    Every env's next episode start is drawn when its current episode starts, so that with `autoreset=True`
+    (torch backend only) `step` restarts finished episodes inside the same (compiled) kernel and returns their
+    first observations in `StepResult.reset_observation`; the caller then hands the finished env ids to
+    `commit_autoreset`. With `compile=True` the torch path compiles each control step into one kernel
+    (torch.compile).
     """
 
     def __init__(self, config: QuadrotorEnvConfig, num_envs: int, backend: str = "mujoco", *,
                  nthread: int = 0, device: str | torch.device = "cpu", dtype: torch.dtype = torch.float32,
-                 seed: int | None = None, compile: bool = False):
+                 seed: int | None = None, compile: bool = False, autoreset: bool = False):
         if backend not in BACKENDS:
             raise ConfigError(f"unknown backend {backend!r}; known backends: {', '.join(BACKENDS)}")
         if backend == "mujoco" and num_envs != 1:
             raise ConfigError("the single MuJoCo backend runs exactly one env")
         if num_envs < 1:
             raise ConfigError(f"num_envs must be >= 1, got {num_envs}")
+        if autoreset and backend != "torch":
+            raise ConfigError("autoreset inside the step is implemented for the torch backend only")
+        self.autoreset = autoreset
         self.config = config
         self.num_envs = num_envs
         self.model = load_model(vehicle_from_config(config))
@@ -70,6 +79,7 @@ class QuadrotorBatch:
         # Python floats, not arrays: constants of the (compiled, on the torch path) transition.
         self._thrust_curve = tuple(float(c) for c in self.params.thrust_curve)
         self._hover_command = float(self.params.hover_command)
+        self._hover_rotor_speed = float(self.params.hover_rotor_speed)
         if backend == "mujoco":
             self.physics: Any = MujocoSinglePhysics(self.model)
         elif backend == "mujoco_batch":
@@ -92,10 +102,16 @@ class QuadrotorBatch:
                 self._noise = NoiseTable(18, num_envs, device=self.physics.device, dtype=self.physics.dtype)
             else:
                 self._noise = NoiseTable(18, num_envs)
+        self._next_starts: np.ndarray | None = None  # every env's next episode start (N, START_SIZE)
+        self._start_pool: Any = None  # the same, as a (START_SIZE, N) tensor, with autoreset
         self.seed(seed)
         self._max_latency = int(config.randomization.latency_steps[1]) if config.randomization.enabled else 0
-        self.episode_params = nominal_params(self.params, num_envs)
-        self._targets_np = np.zeros((num_envs, 3))
+        # every env's current start; episode_params and _targets_np are live views of it
+        zeros = np.zeros((num_envs, 3))
+        self._current_starts = starts.pack(nominal_params(self.params, num_envs), zeros,
+                                           np.tile([1.0, 0.0, 0.0, 0.0], (num_envs, 1)), zeros, zeros, zeros)
+        self.episode_params = starts.params_view(self._current_starts)
+        self._targets_np = starts.field(self._current_starts, "target")
         # Per-env task state, feature-major like the physics state: (components, N).
         n, hover = num_envs, self.params.hover_command
         self.targets = self._array(np.zeros((3, n)))
@@ -116,6 +132,8 @@ class QuadrotorBatch:
     def seed(self, seed: int | None) -> None:
         """Reseed the episode sampler and the observation noise."""
         self.rng = np.random.default_rng(seed)
+        self._next_starts = None
+        self._start_queue = starts.StartQueue(self._draw_starts, chunk=int(np.clip(self.num_envs, 64, 16384)))
         if self._noise is not None:
             self._noise.seed(self.rng)
 
@@ -150,18 +168,18 @@ class QuadrotorBatch:
         unknown = set(options) - {"initial_state", "target"}
         if unknown:
             raise ConfigError(f"unknown reset options {sorted(unknown)}; valid: initial_state, target")
-        params = sample_params(self.rng, self.params, self.config.randomization, n)
-        self.episode_params.assign(ids, params)
-        pos, quat, vel, angvel = sample_initial_states(self.rng, self.config, n)
-        targets = sample_targets(self.rng, self.config, n)
+        start = self._take_starts(ids)
         if "initial_state" in options:
-            pos, quat, vel, angvel = _explicit_state(options["initial_state"], n, self.config.center)
+            for name, value in zip(starts.START_FIELDS[:4], _explicit_state(options["initial_state"], n, self.config.center)):
+                starts.field(start, name[0])[:] = value
         if "target" in options:
-            targets = np.broadcast_to(np.asarray(options["target"], dtype=np.float64), (n, 3)).copy()
-        self._targets_np[ids] = targets
+            starts.field(start, "target")[:] = np.broadcast_to(np.asarray(options["target"], dtype=np.float64), (n, 3))
+        self._current_starts[ids] = start
+        params = starts.params_view(start)
+        pos, quat, vel, angvel, targets = (starts.field(start, name) for name, _ in starts.START_FIELDS[:5])
         self.physics.set_params(ids, params)
         self.physics.set_state(ids, pos, quat, vel, angvel)
-        rise, fall = motor.lag_factors(np, self.params.timestep, params.motor_tau_rise, params.motor_tau_fall)
+        rise, fall = self._lag_factors(params)
         hover = self.params.hover_command
         columns = self._index_array(ids)
         for array, value in (  # rows (n, ...) of host values, written as columns (..., n)
@@ -181,13 +199,52 @@ class QuadrotorBatch:
             array[..., columns] = self._array(value).to(array.dtype) if self.xp is torch else value
         return self.observe(None if n == self.num_envs else ids)
 
+    def _lag_factors(self, params: EpisodeParams) -> tuple[np.ndarray, np.ndarray]:
+        return motor.lag_factors(np, self.params.timestep, params.motor_tau_rise, params.motor_tau_fall)
+
+    def _draw_starts(self, n: int) -> np.ndarray:
+        params = sample_params(self.rng, self.params, self.config.randomization, n)
+        state = sample_initial_states(self.rng, self.config, n)
+        return starts.pack(params, *state, sample_targets(self.rng, self.config, n))
+
+    def _take_starts(self, ids: np.ndarray) -> np.ndarray:
+        """The pre-drawn starts of envs `ids` (rows, a copy), replaced by the next ones of the queue (also
+        in the autoreset pool)."""
+        if self._next_starts is None:
+            self._next_starts = self._start_queue.take(self.num_envs).copy()
+            if self.autoreset:
+                self._start_pool = self._array(np.ascontiguousarray(self._pool_rows(self._next_starts).T))
+        taken = self._next_starts[ids]
+        fresh = self._start_queue.take(len(ids))
+        self._next_starts[ids] = fresh
+        if self.autoreset:
+            self._start_pool[:, self._index_array(ids)] = self._array(self._pool_rows(fresh).T)
+        return taken
+
+    def _pool_rows(self, rows: np.ndarray) -> np.ndarray:
+        """Start rows as the autoreset pool holds them: motor time constants replaced by their per-substep
+        decay factors (computed here in float64, exactly as the host restart does)."""
+        rows = rows.copy()
+        rise, fall = self._lag_factors(starts.params_view(rows))
+        starts.field(rows, "motor_tau_rise")[:] = rise
+        starts.field(rows, "motor_tau_fall")[:] = fall
+        return rows
+
+    def commit_autoreset(self, ids: np.ndarray) -> None:
+        """Record on the host that envs `ids` restarted inside the last `step` (autoreset), and draw their
+        next starts."""
+        self._current_starts[ids] = self._take_starts(ids)
+
     # ------------------------------------------------------------------- step
     def step(self, action: Any) -> StepResult:
         """Advance all envs one control step with normalized thrust commands (N, 4) in [0, 1]."""
+        if self.autoreset and self._next_starts is None:
+            raise RuntimeError("call reset() before the first step")
         noise = None if self._noise is None else self._noise.window(self.rng)
-        return self._transition(self._check_action(action), noise)
+        reset_noise = None if self._noise is None or not self.autoreset else self._noise.window(self.rng)
+        return self._transition(self._check_action(action), noise, reset_noise)
 
-    def _transition(self, action: Any, noise: Any) -> StepResult:
+    def _transition(self, action: Any, noise: Any, reset_noise: Any = None) -> StepResult:
         # No host synchronization in here: on the torch path this whole method is one compiled kernel.
         xp = self.xp
         # Feature-major copy: results computed from a transposed view would inherit its (N, 4) strides.
@@ -208,7 +265,42 @@ class QuadrotorBatch:
         self.steps = self.steps + 1.0
         result = self._evaluate(command, noise)
         self.previous_action = command
+        if self.autoreset:
+            result.reset_observation = self._autoreset(result.terminated | result.truncated, reset_noise)
         return result
+
+    def _autoreset(self, done: Any, noise: Any) -> Any:
+        """Restart the envs where `done` from their pre-drawn starts, as elementwise selects (no host
+        synchronization, fused into the compiled step); returns every env's observation after it."""
+        physics, hover = self.physics, self._hover_command
+
+        def start(name: str) -> Any:
+            return starts.field(self._start_pool, name, feature_axis=0)
+
+        def restart(fresh: Any, current: Any) -> Any:
+            return torch.where(done, fresh, current)
+
+        state = torch.cat([start(name) for name, _ in starts.START_FIELDS[:4]], 0)
+        physics.buffer = restart(state, physics.buffer)
+        self.targets = restart(start("target"), self.targets)
+        physics.mass = restart(start("mass"), physics.mass)
+        physics.inertia = restart(start("inertia"), physics.inertia)
+        physics.yaw_coefficients = restart(start("yaw_torque_coefficients"), physics.yaw_coefficients)
+        physics.force = restart(start("disturbance_force"), physics.force)
+        physics.torque = restart(start("disturbance_torque"), physics.torque)
+        self.thrust_scale = restart(start("thrust_scale"), self.thrust_scale)
+        self.decay_rise = restart(start("motor_tau_rise"), self.decay_rise)  # decay factors, see _pool_rows
+        self.decay_fall = restart(start("motor_tau_fall"), self.decay_fall)
+        self.latency = restart(start("latency_steps").to(self.latency.dtype), self.latency)
+        zero = torch.zeros_like(self.steps)
+        self.steps = restart(zero, self.steps)
+        self.success_count = restart(zero, self.success_count)
+        self.rotor_speed = restart(torch.full_like(self.rotor_speed, self._hover_rotor_speed), self.rotor_speed)
+        if self.config.action_history:  # (an empty history keeps its strides: no recompilation)
+            self.history = restart(torch.full_like(self.history, hover), self.history)
+        self.pending = restart(torch.full_like(self.pending, hover), self.pending)
+        self.previous_action = restart(torch.full_like(self.previous_action, hover), self.previous_action)
+        return self._observation(*self._state_fields(None), self.history, noise)
 
     def _check_action(self, action: Any) -> Any:
         xp = self.xp
@@ -275,10 +367,15 @@ class QuadrotorBatch:
         return self._arange(self.num_envs) if ids is None else self._index_array(ids)
 
     def _state_fields(self, rows: Any) -> tuple[Any, Any, Any, Any]:
-        """Noise-free position error, rotation entries, velocity error and body rates (k, n) of envs `rows`."""
+        """Noise-free position error, rotation entries, velocity error and body rates (k, n) of envs `rows`
+        (all if None)."""
         xp = self.xp
-        pos, quat, vel, angvel = (x[:, rows] for x in self.physics.state())
-        ref_pos, ref_vel = reference(xp, self.config, self.targets[:, rows], self.steps[rows] * self.config.control_dt)
+        pos, quat, vel, angvel = self.physics.state()
+        targets, steps = self.targets, self.steps
+        if rows is not None:
+            pos, quat, vel, angvel, targets = (x[:, rows] for x in (pos, quat, vel, angvel, targets))
+            steps = steps[rows]
+        ref_pos, ref_vel = reference(xp, self.config, targets, steps * self.config.control_dt)
         return pos - ref_pos, quat_to_matrix(xp, quat), vel - ref_vel, angvel
 
     def _observation(self, pos_err: Any, rotation: Any, vel_err: Any, angvel: Any, history: Any, noise: Any) -> Any:

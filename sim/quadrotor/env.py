@@ -134,8 +134,10 @@ class QuadrotorVectorEnv(VectorEnv):
         self.privileged = privileged
         if device is None:
             device = "cuda" if torch.cuda.is_available() else "cpu"
+        # On the torch path finished episodes restart inside the compiled step (the privileged observation
+        # of their final state is read between step and restart, so that case restarts them afterwards).
         self.batch = QuadrotorBatch(self.config, num_envs, backend, nthread=nthread, device=device, dtype=dtype,
-                                    compile=compile)
+                                    compile=compile, autoreset=backend == "torch" and not privileged)
         self.num_envs = num_envs
         self.backend = backend
         self.layout = self.batch.layout
@@ -187,6 +189,12 @@ class QuadrotorVectorEnv(VectorEnv):
         info: dict[str, Any] = {"is_success": result.is_success, "reward_terms": result.reward_terms}
         obs = result.observation
         done_ids = np.flatnonzero(_numpy(done))
+        if result.reset_observation is not None:  # restarted inside the step
+            if len(done_ids):
+                info.update(final_obs=obs, _final_obs=_numpy(done))
+                self.batch.commit_autoreset(done_ids)
+                info["params"] = self.batch.params_info(copy=False)
+            return result.reset_observation, result.reward, result.terminated, result.truncated, info
         privileged = self.batch.privileged_observation() if self.privileged else None
         if len(done_ids):
             rows = torch.as_tensor(done_ids, device=obs.device) if self.batch.xp is torch else done_ids

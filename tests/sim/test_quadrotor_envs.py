@@ -67,6 +67,33 @@ def test_vector_env_same_seed_same_rollout(backend):
     np.testing.assert_array_equal(run(3), run(3))
 
 
+def test_torch_restart_inside_the_step_matches_the_host_restart():
+    """The torch path restarts finished episodes inside its step (autoreset); with a privileged critic it
+    restarts them afterwards from the host. Both start every episode from the same pre-drawn start."""
+    noise_off = {"observation_noise": {"position": 0, "orientation": 0, "velocity": 0, "angular_velocity": 0}}
+
+    def run(privileged: bool) -> list[np.ndarray]:
+        env = QuadrotorVectorEnv("reach", num_envs=32, backend="torch", device="cpu", privileged=privileged,
+                                 randomization=noise_off | {"latency_steps": (0, 2)})
+        assert env.batch.autoreset is not privileged
+        obs, info = env.reset(seed=5)
+        rng = np.random.default_rng(0)
+        out, restarts = [np.asarray(obs)], 0
+        for _ in range(150):  # wide random commands: many crashes and restarts
+            obs, reward, terminated, truncated, info = env.step(rng.uniform(0.3, 0.9, (32, 4)).astype(np.float32))
+            out += [np.asarray(obs), np.asarray(reward), np.asarray(terminated | truncated)]
+            if "_final_obs" in info:
+                ended = info["_final_obs"]
+                restarts += int(ended.sum())
+                out += [np.asarray(info["final_obs"])[ended], info["params"]["mass"].copy(),
+                        info["params"]["target"].copy()]
+        assert restarts > 50
+        return out
+
+    for fused, host in zip(run(False), run(True), strict=True):
+        np.testing.assert_allclose(fused, host, rtol=1e-6, atol=1e-6)
+
+
 def test_randomization_stays_in_its_ranges_and_is_reported():
     ranges = {"mass_scale": (0.8, 1.2), "inertia_scale": (0.7, 1.3), "thrust_scale": (0.9, 1.1),
               "yaw_torque_scale": (0.5, 1.5), "motor_tau_scale": (0.6, 1.4), "disturbance_force": 0.01,
