@@ -116,6 +116,10 @@ def export_bundle(run: str | Path, checkpoint: str | None = "best", out: str | P
         for name, text in generate_c(spec, c_pairs, prefix, TOLERANCE, description).items():
             (c_dir / name).write_text(text)
         env_description = env.description() if hasattr(env, "description") else {}
+        if hasattr(env, "model") and hasattr(getattr(env, "config", None), "spec"):  # an arm: its kinematic chain
+            from robo_rl.export.kinematics import arm_kinematics
+
+            env_description = {**env_description, "kinematics": arm_kinematics(env.model, env.config.spec)}
         if env_description.get("observation_layout"):
             (c_dir / f"{prefix}_layout.h").write_text(generate_layout_header(
                 env_description["observation_layout"], env_description["control_hz"],
@@ -237,4 +241,5 @@ def _manifest(state: dict[str, Any], description: dict[str, Any], spec: PolicySp
                   "c_layout": f"c/{prefix}_layout.h" if description.get("observation_layout") else None},
         "recorded_pairs": [{"observation": o.tolist(), "action": a.tolist()} for o, a in zip(observations, actions)],
         "verification": verification,
+        **({"kinematics": description["kinematics"]} if description.get("kinematics") else {}),
     }
