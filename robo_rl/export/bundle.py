@@ -117,9 +117,10 @@ def export_bundle(run: str | Path, checkpoint: str | None = "best", out: str | P
             (c_dir / name).write_text(text)
         env_description = env.description() if hasattr(env, "description") else {}
         if hasattr(env, "model") and hasattr(getattr(env, "config", None), "spec"):  # an arm: its kinematic chain
-            from robo_rl.export.kinematics import arm_kinematics
+            from robo_rl.export.kinematics import arm_kinematics, arm_task_config
 
-            env_description = {**env_description, "kinematics": arm_kinematics(env.model, env.config.spec)}
+            env_description = {"config": arm_task_config(env.config), **env_description,
+                               "kinematics": arm_kinematics(env.model, env.config.spec)}
         if env_description.get("observation_layout"):
             (c_dir / f"{prefix}_layout.h").write_text(generate_layout_header(
                 env_description["observation_layout"], env_description["control_hz"],

@@ -3,6 +3,8 @@ target needs to compute the tool pose and Jacobian from joint positions (robo_rl
 
 from __future__ import annotations
 
+import dataclasses
+from pathlib import Path
 from typing import Any
 
 import mujoco
@@ -42,3 +44,14 @@ def arm_kinematics(model: mujoco.MjModel, spec: Any) -> dict[str, Any]:
         "gripper": {"joint": model.joint(gripper).name, "range": model.jnt_range[gripper].tolist()},
         "frames": "world frame; quaternions (w, x, y, z); joint angles in rad about the axis at the anchor",
     }
+
+
+def arm_task_config(config: Any) -> dict[str, Any]:
+    """An arm task config (sim.arm.env.ArmTaskConfig) as JSON: action scale, workspace, rates, ..."""
+    def plain(value: Any) -> Any:
+        if isinstance(value, dict):
+            return {k: plain(v) for k, v in value.items()}
+        if isinstance(value, (list, tuple)):
+            return [plain(v) for v in value]
+        return str(value) if isinstance(value, Path) else value
+    return plain(dataclasses.asdict(config))

@@ -1,0 +1,162 @@
+"""One control tick of an arm policy (robo_rl/ArmReach, ArmPickCube), independent of ROS.
+
+The policy moves the tool: action (dx, dy, dz) in [-1, 1] times the task's `action_scale` metres from
+where the tool is, clipped to the task's workspace, and a gripper command in [-1, 1] (-1 open). The
+tick turns that into joint positions for a position controller (ros2_control): damped least squares
+on the tool Jacobian (position, and the orientation held since the policy started), joint limits,
+and a limit on the joint change per tick (real arms abort on discontinuities). With a joint missing
+from the joint state, non-finite values, or a state older than the timeout, it holds the last
+command; it moves again on the first tick with a good state.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from robo_rl_ros.core.bundle import BundleError, PolicyBundle
+from robo_rl_ros.core.inference import OnnxPolicy
+from robo_rl_ros.core.kinematics import KinematicChain
+from robo_rl_ros.core.safety import SafetyFilter
+from robo_rl_ros.core.watchdog import StateWatchdog
+
+ARM_FIELDS = {"tool_position": 3, "tool_velocity": 3, "gripper_opening": 1, "cube_position": 3,
+              "cube_minus_tool": 3, "goal_minus_tool": 3}
+
+
+@dataclasses.dataclass(frozen=True)
+class ArmSettings:
+    """What a deployment chooses (node parameters)."""
+
+    goal: tuple[float, float, float]
+    state_timeout: float = 0.1  # [s]
+    max_joint_speed: float = 1.0  # [rad/s]: the joint change per tick is at most this over the tick
+    ik_damping: float = 0.05
+    orientation_gain: float = 1.0
+
+
+@dataclasses.dataclass(frozen=True)
+class ArmTickResult:
+    """What one tick decided."""
+
+    moving: bool  # False: holding the last command
+    reason: str
+    joint_command: np.ndarray | None  # positions in the bundle's joint order (None before any state)
+    gripper_command: float | None  # opening per finger [m]
+    observation: np.ndarray | None
+
+
+class ArmPolicyController:
+    """A bundle's arm policy with observation assembly, differential IK, limits and a watchdog."""
+
+    def __init__(self, bundle: PolicyBundle, settings: ArmSettings):
+        if "kinematics" not in bundle.manifest:
+            raise BundleError(f"{bundle.env_id} has no kinematics in policy.json (export it with robo-rl >= this version)")
+        self.chain = KinematicChain(bundle.manifest["kinematics"])
+        self.slices = {}
+        for entry in bundle.layout:
+            if ARM_FIELDS.get(entry.name) != entry.size:
+                raise BundleError(f"observation field {entry.name!r} (size {entry.size}) is not an arm field: {ARM_FIELDS}")
+            self.slices[entry.name] = entry.slice
+        if set(self.slices) != set(ARM_FIELDS):
+            raise BundleError(f"the observation layout lacks the arm fields {sorted(set(ARM_FIELDS) - set(self.slices))}")
+        task = bundle.env_config
+        try:
+            self.action_scale = float(task["action_scale"])
+            self.workspace = np.array(task["workspace"], dtype=np.float64).T  # (2, 3)
+        except (KeyError, TypeError, ValueError) as error:
+            raise BundleError(f"policy.json training.env_config lacks the arm task's action_scale/workspace: {error!r}") from error
+        self.gripper_low, self.gripper_high = (float(x) for x in bundle.manifest["kinematics"]["gripper"]["range"])
+        self.bundle, self.settings = bundle, settings
+        self.dt = 1.0 / bundle.control_hz
+        self.policy = OnnxPolicy(bundle)
+        self.action_filter = SafetyFilter(bundle.action_low, bundle.action_high, bundle.safe_action, np.inf)
+        self.watchdog = StateWatchdog(settings.state_timeout)
+        self.goal = np.asarray(settings.goal, dtype=np.float64)
+        self.object_position = np.full(3, np.nan)
+        self._q: np.ndarray | None = None
+        self._qdot = np.zeros(len(self.chain.joints))
+        self._opening = 0.0
+        self._invalid = "no joint state received yet"
+        self._command: np.ndarray | None = None
+        self._gripper: float | None = None
+        self._orientation: np.ndarray | None = None
+        self._moving = False
+
+    def update_joint_state(self, now: float, names: list[str], positions: list[float],
+                           velocities: list[float] | None) -> bool:
+        """Take a joint state (any order: matched by name); False, and nothing moves on it, if a joint
+        is missing or a value is not finite."""
+        index = {name: i for i, name in enumerate(names)}
+        wanted = (*self.chain.joints, self.chain.gripper_joint)
+        missing = [n for n in wanted if n not in index]
+        if missing or len(positions) != len(names):
+            return self._invalidate(f"joint state lacks {missing or 'positions'}")
+        q = np.array([positions[index[n]] for n in self.chain.joints], dtype=np.float64)
+        has_velocity = velocities is not None and len(velocities) == len(names)
+        qdot = np.array([velocities[index[n]] for n in self.chain.joints] if has_velocity else np.zeros(len(q)))
+        opening = float(positions[index[self.chain.gripper_joint]])
+        if not (np.all(np.isfinite(q)) and np.all(np.isfinite(qdot)) and np.isfinite(opening)):
+            return self._invalidate("joint state contains NaN or Inf")
+        self._q, self._qdot, self._opening, self._invalid = q, qdot, opening, ""
+        self.watchdog.feed(now)
+        return True
+
+    def update_object(self, position: np.ndarray) -> None:
+        """The latest object (cube) position, world frame."""
+        self.object_position = np.asarray(position, dtype=np.float64)
+
+    def _invalidate(self, reason: str) -> bool:
+        self._invalid = reason
+        self.watchdog.clear()
+        return False
+
+    def observation(self, q: np.ndarray, qdot: np.ndarray, opening: float) -> np.ndarray:
+        """The observation vector (float32) for joint positions and velocities and the gripper opening."""
+        tool, _, jacobian = self.chain.forward(q)
+        obs = np.empty(self.bundle.observation_size)
+        s = self.slices
+        obs[s["tool_position"]] = tool
+        obs[s["tool_velocity"]] = jacobian[:3] @ qdot
+        obs[s["gripper_opening"]] = opening
+        obs[s["cube_position"]] = self.object_position
+        obs[s["cube_minus_tool"]] = self.object_position - tool
+        obs[s["goal_minus_tool"]] = self.goal - tool
+        return obs.astype(np.float32)
+
+    def tick(self, now: float) -> ArmTickResult:
+        """Decide this tick's joint and gripper commands."""
+        reason = self._invalid or ("" if self.watchdog.is_fresh(now) else
+                                   f"joint state is {self.watchdog.age(now) * 1e3:.0f} ms old")
+        if not reason and not np.all(np.isfinite(self.object_position)):
+            reason = "no object position"
+        if reason:
+            self._moving = False
+            return ArmTickResult(False, reason, self._command, self._gripper, None)
+        q = self._q
+        assert q is not None
+        if self._command is None or not self._moving:
+            self._command = q.copy()  # start (or resume) from where the arm is
+            self._orientation = self.chain.forward(q)[1] if self._orientation is None else self._orientation
+        self._moving = True
+        obs = self.observation(q, self._qdot, self._opening)
+        action = self.action_filter(self.policy(obs)).action
+        tool, rotation, jacobian = self.chain.forward(q)
+        target = np.clip(tool + self.action_scale * action[:3], self.workspace[0], self.workspace[1])
+        error = np.concatenate([target - tool, self.settings.orientation_gain * _rotation_error(self._orientation, rotation)])
+        damping = self.settings.ik_damping ** 2 * np.eye(6)
+        dq = jacobian.T @ np.linalg.solve(jacobian @ jacobian.T + damping, error)
+        desired = np.clip(q + dq, self.chain.lower, self.chain.upper)
+        step = self.settings.max_joint_speed * self.dt
+        self._command = np.clip(desired, self._command - step, self._command + step)
+        self._gripper = self.gripper_high + (self.gripper_low - self.gripper_high) * 0.5 * (action[3] + 1.0)
+        return ArmTickResult(True, "", self._command.copy(), self._gripper, obs)
+
+
+def _rotation_error(target: np.ndarray, current: np.ndarray) -> np.ndarray:
+    """Rotation vector (world frame) from `current` to `target`."""
+    delta = target @ current.T
+    angle = float(np.arccos(np.clip((np.trace(delta) - 1.0) / 2.0, -1.0, 1.0)))
+    axis = np.array([delta[2, 1] - delta[1, 2], delta[0, 2] - delta[2, 0], delta[1, 0] - delta[0, 1]])
+    return axis / 2.0 if angle < 1e-9 else axis * angle / (2.0 * np.sin(angle))

@@ -1,0 +1,102 @@
+"""The arm core: observation equal to the simulator's, differential IK that moves the tool as the action
+says, joint limits and rate limit, and holding on a missing joint, NaN or stale state."""
+
+from pathlib import Path
+
+import mujoco
+import numpy as np
+import pytest
+
+from robo_rl_ros.core.arm import ArmPolicyController, ArmSettings
+from robo_rl_ros.core.bundle import load_bundle
+from sim.arm.env import HOME, ArmVectorEnv
+
+ARM_BUNDLE = Path(__file__).resolve().parent / "data" / "arm_reach_bundle"
+
+
+@pytest.fixture(scope="module")
+def arm_bundle():
+    return load_bundle(ARM_BUNDLE)
+
+
+def _joint_state(env, order):
+    model = env.model
+    names = [*env.config.spec.joints, "finger_left", "finger_right"]
+    qpos = {n: env._qpos[0, model.jnt_qposadr[model.joint(n).id]] for n in names}
+    qvel = {n: env._qvel[0, model.jnt_dofadr[model.joint(n).id]] for n in names}
+    shuffled = [names[i] for i in order]
+    return shuffled, [float(qpos[n]) for n in shuffled], [float(qvel[n]) for n in shuffled]
+
+
+def test_observation_equals_simulator(arm_bundle):
+    """Equal to the simulator's, except the tool velocity: the simulator multiplies the joint velocities
+    by the Jacobian its controller last computed (every 5th physics step), the core by the Jacobian at
+    the current joint positions; that one is checked against MuJoCo's own mj_jacSite."""
+    env = ArmVectorEnv("reach", num_envs=1, nthread=1)
+    model, data = env.model, mujoco.MjData(env.model)
+    site = model.site(env.config.spec.ee_site).id
+    dofs = [model.jnt_dofadr[model.joint(n).id] for n in env.config.spec.joints]
+    sim_obs, _ = env.reset(seed=0)
+    controller = ArmPolicyController(arm_bundle, ArmSettings(goal=tuple(env.goal[0])))
+    rng = np.random.default_rng(1)
+    for step in range(10):
+        names, positions, velocities = _joint_state(env, rng.permutation(9))  # /joint_states order is not fixed
+        assert controller.update_joint_state(0.0, names, positions, velocities)
+        controller.update_object(env._qpos[0, env._cube_qpos:env._cube_qpos + 3])
+        obs = controller.observation(controller._q, controller._qdot, controller._opening)
+        velocity = controller.slices["tool_velocity"]
+        others = np.ones(len(obs), dtype=bool)
+        others[velocity] = False
+        np.testing.assert_allclose(obs[others], sim_obs[0][others], atol=2e-6, err_msg=f"step {step}")
+        data.qpos[:], data.qvel[:] = env._qpos[0], env._qvel[0]
+        mujoco.mj_kinematics(model, data)
+        mujoco.mj_comPos(model, data)
+        jacp = np.zeros((3, model.nv))
+        mujoco.mj_jacSite(model, data, jacp, None, site)
+        np.testing.assert_allclose(obs[velocity], jacp[:, dofs] @ data.qvel[dofs], atol=1e-6)
+        assert np.abs(obs[velocity] - sim_obs[0][velocity]).max() <= 0.02 * np.abs(sim_obs[0][velocity]).max() + 1e-6
+        sim_obs, *_ = env.step(rng.uniform(-1, 1, size=(1, 4)))
+
+
+def test_ik_moves_the_tool_by_the_action_within_limits(arm_bundle):
+    controller = ArmPolicyController(arm_bundle, ArmSettings(goal=(0.5, 0.0, 0.2), max_joint_speed=10.0))
+    names = [*controller.chain.joints, "finger_left"]
+    q = np.array(HOME)
+    tool, rotation, _ = controller.chain.forward(q)
+    controller.update_joint_state(0.0, names, [*q, 0.04], None)
+    controller.update_object(np.array([0.5, 0.0, 0.02]))
+    result = controller.tick(0.0)
+    assert result.moving and result.joint_command.shape == (7,)
+    action = controller.action_filter(controller.policy(result.observation)).action
+    new_tool, new_rotation, _ = controller.chain.forward(result.joint_command)
+    expected = np.clip(tool + controller.action_scale * action[:3], controller.workspace[0], controller.workspace[1])
+    np.testing.assert_allclose(new_tool, expected, atol=2e-3)  # one damped Gauss-Newton step
+    assert np.abs(new_rotation - rotation).max() < 1e-2
+    assert np.all(result.joint_command >= controller.chain.lower) and np.all(result.joint_command <= controller.chain.upper)
+
+
+def test_rate_limit_and_holding(arm_bundle):
+    controller = ArmPolicyController(arm_bundle, ArmSettings(goal=(0.5, 0.0, 0.2), max_joint_speed=0.5,
+                                                             state_timeout=0.1))
+    names = [*controller.chain.joints, "finger_left"]
+    q = np.array(HOME)
+    controller.update_object(np.array([0.5, 0.0, 0.02]))
+    assert controller.tick(0.0).reason == "no joint state received yet"
+    controller.update_joint_state(0.0, names, [*q, 0.04], None)
+    first = controller.tick(0.0)
+    assert np.abs(first.joint_command - q).max() <= 0.5 / 50 + 1e-12
+    # a joint missing: hold the last command, within one tick
+    assert not controller.update_joint_state(0.02, names[1:], [*q[1:], 0.04], None)
+    held = controller.tick(0.02)
+    assert not held.moving and "lacks ['joint1']" in held.reason
+    np.testing.assert_array_equal(held.joint_command, first.joint_command)
+    # NaN: hold; stale: hold; good again: moves from where the arm is
+    assert not controller.update_joint_state(0.04, names, [np.nan, *q[1:], 0.04], None)
+    assert "NaN" in controller.tick(0.04).reason
+    controller.update_joint_state(0.06, names, [*q, 0.04], None)
+    assert controller.tick(0.08).moving
+    stale = controller.tick(0.3)
+    assert not stale.moving and "old" in stale.reason
+    controller.update_joint_state(0.3, names, [*q, 0.04], None)
+    resumed = controller.tick(0.32)
+    assert resumed.moving and np.abs(resumed.joint_command - q).max() <= 0.5 / 50 + 1e-12
