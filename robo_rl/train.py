@@ -3,7 +3,9 @@
 The loop: batched collection in `num_envs` simulated robots, transitions into the replay buffer, SAC
 updates, and every `eval.interval_env_steps` a deterministic evaluation on `eval.episodes` seeded
 episodes, TensorBoard scalars and an atomic checkpoint. At the end: a final evaluation, a checkpoint,
-`learning_curve.png` and `summary.json` in the run directory. `resume=<run dir>` continues a run from its
+`learning_curve.png` and `summary.json` in the run directory. `demos=<Minari dataset id or directory>` loads
+demonstrations into the offline pool; `intervention=scripted` lets the env's scripted expert take over
+stalled episodes (robo_rl.interventions), tagging those transitions as interventions. `resume=<run dir>` continues a run from its
 newest checkpoint (networks, optimizers, temperature, buffers, counters, RNG states; episodes that were
 in flight restart).
 """
@@ -27,8 +29,10 @@ from tqdm import tqdm
 from robo_rl.agents.sac import SAC, SACConfig
 from robo_rl.buffers import MixedReplay, ReplayBuffer, Source
 from robo_rl.checkpoint import check_compatible, load_checkpoint, save_best_policy, save_checkpoint
+from robo_rl.datasets import load_transitions
 from robo_rl.envs import env_spec, make_vector_env
 from robo_rl.evaluation import as_tensor, env_uses_torch, evaluate_policy
+from robo_rl.interventions import make_intervener
 from robo_rl.plotting import plot_learning_curve
 
 CHECKPOINT_FORMAT = 1
@@ -115,13 +119,17 @@ class Trainer:
         self.replay = MixedReplay(ReplayBuffer(capacity, obs_dim, act_dim, critic_obs_dim, device=self.device),
                                   ReplayBuffer(capacity, obs_dim, act_dim, critic_obs_dim, device=self.device),
                                   float(cfg.buffer.offline_ratio))
+        self.intervener = make_intervener(cfg.intervention, self.env)
         self.env_steps = self.updates = 0
+        self.intervention_steps = 0
         self.episodes_done = 0
         self.wall_seconds = 0.0  # accumulated over resumes
         self.history: list[dict[str, Any]] = []
         if resume_state is not None:
             self._restore(resume_state)
         else:
+            if cfg.get("demos"):
+                self._load_demos(cfg.demos)
             self.run_dir.mkdir(parents=True, exist_ok=True)
             (self.run_dir / "config.yaml").write_text(OmegaConf.to_yaml(cfg))
         self.writer = None
@@ -129,6 +137,15 @@ class Trainer:
             from torch.utils.tensorboard import SummaryWriter
 
             self.writer = SummaryWriter(str(self.run_dir / "tensorboard"))
+
+    def _load_demos(self, dataset: str) -> None:
+        """Put every transition of a demonstration dataset into the offline pool, tagged DEMO."""
+        if self.privileged:
+            raise ValueError("demos cannot feed a privileged critic (datasets hold no privileged state); "
+                             "set privileged_critic=false")
+        transitions = load_transitions(dataset, self.spec)
+        self.replay.add(Source.DEMO, **transitions)
+        self.demo_transitions = len(transitions["reward"])
 
     # ------------------------------------------------------------------ main loop
     def run(self) -> dict[str, Any]:
@@ -144,7 +161,9 @@ class Trainer:
         next_checkpoint = self._next_multiple(cfg.checkpoint.interval_env_steps)
         next_log = self._next_multiple(cfg.logging.log_interval_env_steps)
         episode_return = torch.zeros(n, device=self.device)
+        episode_interventions, episode_length = np.zeros(n), np.zeros(n)
         recent_returns: list[float] = []
+        recent_intervention_rates: list[float] = []
         metrics: dict[str, torch.Tensor] = {}
         obs, reset_info = env.reset(seed=int(cfg.seed) + self.env_steps)
         obs = as_tensor(obs, self.device)
@@ -160,6 +179,10 @@ class Trainer:
                 action = low + (high - low) * torch.rand(n, low.numel(), device=self.device)
             else:
                 action = agent.act(obs)
+            intervened = None
+            if self.intervener is not None:  # who acts is decided on the host, per env
+                applied, intervened = self.intervener(obs.cpu().numpy(), action.cpu().numpy(), self.env_steps)
+                action = as_tensor(applied, self.device)
             next_obs, reward, terminated, truncated, info = env.step(action if on_torch else action.cpu().numpy())
             next_obs, reward = as_tensor(next_obs, self.device), as_tensor(reward, self.device)
             terminated = as_tensor(terminated, self.device)
@@ -171,11 +194,25 @@ class Trainer:
                 extra = {"critic_obs": critic_obs,
                          "next_critic_obs": self._final_rows(info, "final_privileged_obs", next_critic_obs)}
                 critic_obs = next_critic_obs
-            self.replay.add(Source.ONLINE, obs=obs, action=action, reward=reward, next_obs=final_obs,
-                            terminated=terminated, **extra)
+            transitions = dict(obs=obs, action=action, reward=reward, next_obs=final_obs, terminated=terminated, **extra)
+            if intervened is None or not intervened.any():
+                self.replay.add(Source.ONLINE, **transitions)
+            else:
+                rows = torch.as_tensor(intervened, device=self.device)
+                for source, keep in ((Source.ONLINE, ~rows), (Source.INTERVENTION, rows)):
+                    if keep.any():
+                        self.replay.add(source, **{k: v[keep] for k, v in transitions.items()})
             episode_return += reward
-            if done.any():
+            done_np = done.cpu().numpy()
+            if self.intervener is not None:
+                self.intervener.observe(reward.cpu().numpy(), done_np)
+                episode_interventions += intervened
+                self.intervention_steps += int(intervened.sum())
+            episode_length += 1
+            if done_np.any():
                 recent_returns.extend(episode_return[done].tolist())
+                recent_intervention_rates.extend((episode_interventions / episode_length)[done_np].tolist())
+                episode_interventions[done_np], episode_length[done_np] = 0, 0
                 self.episodes_done += int(done.sum())
                 episode_return = torch.where(done, torch.zeros_like(episode_return), episode_return)
             obs = next_obs
@@ -190,8 +227,8 @@ class Trainer:
 
             if self.env_steps >= next_log:
                 next_log = self._next_multiple(cfg.logging.log_interval_env_steps)
-                self._log_training(metrics, recent_returns, time.perf_counter() - start)
-                recent_returns = []
+                self._log_training(metrics, recent_returns, recent_intervention_rates, time.perf_counter() - start)
+                recent_returns, recent_intervention_rates = [], []
             if self.env_steps >= next_eval or self.env_steps >= total:
                 next_eval = self._next_multiple(cfg.eval.interval_env_steps)
                 self.wall_seconds = time.perf_counter() - start
@@ -222,6 +259,7 @@ class Trainer:
         result = evaluate_policy(lambda o: self.agent.act(o, deterministic=True), self.eval_env,
                                  int(self.cfg.eval.seed), self.device)
         entry = {"env_steps": self.env_steps, "updates": self.updates, "wall_seconds": self.wall_seconds,
+                 "intervention_steps": self.intervention_steps,
                  "success_rate": result["success_rate"], "mean_return": result["mean_return"],
                  "mean_length": result["mean_length"]}
         self.history.append(entry)
@@ -230,13 +268,18 @@ class Trainer:
                 self.writer.add_scalar(f"eval/{key}", entry[key], self.env_steps)
         return entry
 
-    def _log_training(self, metrics: dict[str, torch.Tensor], returns: list[float], elapsed: float) -> None:
+    def _log_training(self, metrics: dict[str, torch.Tensor], returns: list[float], intervention_rates: list[float],
+                      elapsed: float) -> None:
         if not self.writer:
             return
         for key, value in metrics.items():
             self.writer.add_scalar(f"train/{key}", float(value), self.env_steps)
         if returns:
             self.writer.add_scalar("train/episode_return", float(np.mean(returns)), self.env_steps)
+        if self.intervener is not None:
+            if intervention_rates:  # share of each finished episode's steps flown by the intervener
+                self.writer.add_scalar("train/episode_intervention_rate", float(np.mean(intervention_rates)), self.env_steps)
+            self.writer.add_scalar("train/intervention_steps", self.intervention_steps, self.env_steps)
         self.writer.add_scalar("time/env_steps_per_second", self.env_steps / max(elapsed, 1e-9), self.env_steps)
         self.writer.add_scalar("time/updates", self.updates, self.env_steps)
 
@@ -250,8 +293,8 @@ class Trainer:
             "agent_config": dataclasses.asdict(self.agent.config),
             "critic_obs_dim": self.agent.critic_obs_dim,
             "agent": self.agent.training_state(),
-            "counters": {"env_steps": self.env_steps, "updates": self.updates,
-                         "episodes": self.episodes_done, "wall_seconds": self.wall_seconds},
+            "counters": {"env_steps": self.env_steps, "updates": self.updates, "episodes": self.episodes_done,
+                         "wall_seconds": self.wall_seconds, "intervention_steps": self.intervention_steps},
             "commit": git_commit(),
         }
 
@@ -276,6 +319,9 @@ class Trainer:
         counters = state["counters"]
         self.env_steps, self.updates = counters["env_steps"], counters["updates"]
         self.episodes_done, self.wall_seconds = counters["episodes"], counters["wall_seconds"]
+        self.intervention_steps = int(counters.get("intervention_steps", 0))
+        if self.intervener is not None:
+            self.intervener.load_state_dict({"total_steps": self.intervention_steps})
         self.history = list(state["history"])
         restore_rng_states(state["rng"])
 

@@ -27,6 +27,7 @@ import numpy as np
 from gymnasium.vector import AutoresetMode, VectorEnv
 
 from sim.arm.controller import BatchedImpedanceController, ImpedanceGains
+from sim.arm.expert import expert_actions
 from sim.arm.robot import PANDA_LIKE, ArmSpec, load_arm
 from sim.errors import ConfigError
 from sim.observation import ObservationField, ObservationLayout
@@ -186,6 +187,10 @@ class ArmVectorEnv(VectorEnv):
             self._reset(ids)
             obs[ids] = self._observe()[ids]
         return obs, reward, terminated, truncated, info
+
+    def expert_actions(self, obs: np.ndarray, noise: float = 0.0, rng: np.random.Generator | None = None) -> np.ndarray:
+        """The scripted expert's actions (N, 4) for observations (N, obs) of this env (sim.arm.expert)."""
+        return expert_actions(np.asarray(obs), self.layout, self.config.action_scale, self.config.task, noise, rng)
 
     def _observe(self) -> np.ndarray:
         tool, _ = self.controller.tool_pose()

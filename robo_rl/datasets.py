@@ -1,0 +1,151 @@
+"""Demonstration datasets as Minari datasets: write accepted episodes, load them as replay transitions.
+
+A dataset is named by a Minari id (`pick_cube/scripted-v0`) under the Minari root (`MINARI_DATASETS_PATH`,
+else ~/.minari/datasets), or given as the path of its directory. Episodes are stored with Minari's
+conventions (observations T+1, actions, rewards, terminations, truncations T; `infos["is_success"]`), so
+`minari.load_dataset(id)` reads them without robo-rl. Loading checks every episode against the env the
+run trains on and raises one `DatasetError` naming the mismatch.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Callable, Iterable, Mapping
+
+import gymnasium as gym
+import numpy as np
+import torch
+
+DATA_FORMAT = "hdf5"
+
+
+class DatasetError(ValueError):
+    """A dataset that is missing, unreadable, or does not fit the env."""
+
+
+def record_episodes(env: Any, act: Callable[[np.ndarray], np.ndarray], episodes: int, seed: int,
+                    accept: Callable[[dict[str, Any]], bool] | None = None,
+                    progress: bool = False) -> list[dict[str, Any]]:
+    """Run `act` in a batched env (same-step autoreset) until `episodes` episodes are accepted.
+
+    Returns episodes as dicts of arrays (observations (T+1, obs), actions, rewards, terminations,
+    truncations, is_success (T,)) and `seed`. `accept` decides per finished episode (default: the
+    episode ended in success).
+    """
+    from tqdm import tqdm
+
+    accept = accept or (lambda episode: bool(episode["is_success"][-1]))
+    n = env.num_envs
+    obs, _ = env.reset(seed=seed)
+    obs = np.asarray(obs)
+    steps: list[list[tuple]] = [[] for _ in range(n)]
+    starts = [obs[i].copy() for i in range(n)]
+    accepted: list[dict[str, Any]] = []
+    bar = tqdm(total=episodes, desc="record", unit="episode", disable=not progress)
+    while len(accepted) < episodes:
+        action = np.asarray(act(obs), dtype=np.float32)
+        next_obs, reward, terminated, truncated, info = env.step(action)
+        next_obs = np.asarray(next_obs)
+        done = np.asarray(terminated) | np.asarray(truncated)
+        last = np.where(done[:, None], np.asarray(info["final_obs"]), next_obs) if done.any() else next_obs
+        for i in range(n):
+            steps[i].append((last[i].copy(), action[i], float(reward[i]), bool(terminated[i]), bool(truncated[i]),
+                             bool(np.asarray(info["is_success"])[i])))
+            if done[i]:
+                episode = _episode(starts[i], steps[i], seed)
+                if accept(episode) and len(accepted) < episodes:
+                    accepted.append(episode)
+                    bar.update(1)
+                steps[i], starts[i] = [], next_obs[i].copy()
+        obs = next_obs
+    bar.close()
+    return accepted
+
+
+def _episode(first_obs: np.ndarray, steps: list[tuple], seed: int) -> dict[str, Any]:
+    observations = np.stack([first_obs] + [s[0] for s in steps]).astype(np.float32)
+    return {"observations": observations, "actions": np.stack([s[1] for s in steps]).astype(np.float32),
+            "rewards": np.array([s[2] for s in steps]), "terminations": np.array([s[3] for s in steps]),
+            "truncations": np.array([s[4] for s in steps]), "is_success": np.array([s[5] for s in steps]),
+            "seed": seed}
+
+
+def write_dataset(dataset_id: str, episodes: Iterable[Mapping[str, Any]], env_id: str,
+                  observation_space: gym.Space, action_space: gym.Space, author: str = "robo-rl",
+                  author_email: str = "robo-rl@users.noreply.github.com", algorithm_name: str = "scripted expert",
+                  description: str = "") -> Path:
+    """Write `episodes` (as `record_episodes` returns them) as Minari dataset `dataset_id`; returns its directory.
+
+    Refuses to overwrite an existing dataset: bump the version (`-v1`) instead.
+    """
+    import minari
+    from minari.data_collector import EpisodeBuffer
+
+    path = dataset_path(dataset_id)
+    if path.exists():
+        raise DatasetError(f"dataset {dataset_id!r} exists at {path}; choose a new version (e.g. -v1)")
+    buffers = [
+        EpisodeBuffer(id=index, seed=episode.get("seed"), observations=np.asarray(episode["observations"]),
+                      actions=np.asarray(episode["actions"]), rewards=list(map(float, episode["rewards"])),
+                      terminations=list(map(bool, episode["terminations"])),
+                      truncations=list(map(bool, episode["truncations"])),
+                      infos={"is_success": np.asarray(episode["is_success"], dtype=bool)})
+        for index, episode in enumerate(episodes)
+    ]
+    if not buffers:
+        raise DatasetError("no episodes to write")
+    minari.create_dataset_from_buffers(
+        dataset_id, buffers, env=env_id, eval_env=env_id, observation_space=observation_space,
+        action_space=action_space, algorithm_name=algorithm_name, author=author, author_email=author_email, description=description or f"{len(buffers)} episodes of {env_id}",
+        data_format=DATA_FORMAT)
+    return path
+
+
+def dataset_path(dataset: str | os.PathLike) -> Path:
+    """The directory of a dataset given by Minari id or by path."""
+    candidate = Path(dataset)
+    if candidate.is_dir() or candidate.is_absolute() or str(dataset).startswith("."):
+        return candidate
+    from minari.storage.datasets_root_dir import get_dataset_path
+
+    return get_dataset_path(str(dataset))
+
+
+def load_transitions(dataset: str | os.PathLike, spec: Mapping[str, Any]) -> dict[str, torch.Tensor]:
+    """Every transition of a dataset as tensors (obs, action, reward, next_obs, terminated), checked against
+    the env `spec` (robo_rl.envs.env_spec: observation and action sizes and bounds)."""
+    import minari
+
+    path = dataset_path(dataset)
+    if not (path / "data").is_dir():
+        raise DatasetError(f"no Minari dataset at {path} (from {str(dataset)!r}): record one with "
+                           "`python -m robo_rl.record` or give its directory")
+    try:
+        data = minari.MinariDataset(path / "data")
+        episodes = list(data.iterate_episodes())
+    except Exception as error:  # h5py/arrow raise many types for a damaged file
+        raise DatasetError(f"cannot read the dataset at {path}: {error}") from error
+    if not episodes:
+        raise DatasetError(f"dataset at {path} has no episodes")
+    obs_size, act_size = int(spec["observation_size"]), int(spec["action_size"])
+    low, high = np.asarray(spec["action_low"]), np.asarray(spec["action_high"])
+    rows: dict[str, list[np.ndarray]] = {k: [] for k in ("obs", "action", "reward", "next_obs", "terminated")}
+    for episode in episodes:
+        obs, actions = np.asarray(episode.observations), np.asarray(episode.actions)
+        if obs.ndim != 2 or obs.shape[1] != obs_size:
+            raise DatasetError(f"dataset at {path}: episode {episode.id} has observations of shape {obs.shape}, "
+                               f"the env {spec['id']} has {obs_size} per step")
+        if actions.ndim != 2 or actions.shape[1] != act_size or len(actions) != len(obs) - 1:
+            raise DatasetError(f"dataset at {path}: episode {episode.id} has actions of shape {actions.shape}; "
+                               f"expected ({len(obs) - 1}, {act_size}) for {spec['id']}")
+        if not (np.isfinite(obs).all() and np.isfinite(actions).all()):
+            raise DatasetError(f"dataset at {path}: episode {episode.id} contains NaN or Inf")
+        if (actions < low - 1e-6).any() or (actions > high + 1e-6).any():
+            raise DatasetError(f"dataset at {path}: episode {episode.id} has actions outside [{low}, {high}]")
+        rows["obs"].append(obs[:-1])
+        rows["next_obs"].append(obs[1:])
+        rows["action"].append(actions)
+        rows["reward"].append(np.asarray(episode.rewards, dtype=np.float32))
+        rows["terminated"].append(np.asarray(episode.terminations, dtype=np.float32))
+    return {k: torch.as_tensor(np.concatenate(v), dtype=torch.float32) for k, v in rows.items()}

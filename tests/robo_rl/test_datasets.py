@@ -1,0 +1,72 @@
+"""Demonstration datasets: scripted recording, the Minari round trip, and bad datasets."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from robo_rl.datasets import DatasetError, load_transitions, record_episodes, write_dataset
+from robo_rl.envs import env_spec
+from sim.arm.env import ArmVectorEnv
+
+
+@pytest.fixture
+def minari_root(tmp_path, monkeypatch):
+    root = tmp_path / "minari"
+    monkeypatch.setenv("MINARI_DATASETS_PATH", str(root))
+    return root
+
+
+@pytest.fixture(scope="module")
+def pick_env():
+    return ArmVectorEnv("pick_cube", num_envs=4, nthread=1)
+
+
+@pytest.fixture(scope="module")
+def expert_episodes(pick_env):
+    return record_episodes(pick_env, pick_env.expert_actions, episodes=3, seed=0)
+
+
+def test_scripted_demos_round_trip_through_minari(minari_root, pick_env, expert_episodes):
+    import minari
+
+    path = write_dataset("pick_cube/test-v0", expert_episodes, "robo_rl/ArmPickCube-v0",
+                         pick_env.single_observation_space, pick_env.single_action_space)
+    assert path.is_relative_to(minari_root)
+    dataset = minari.load_dataset("pick_cube/test-v0")  # what a user without robo-rl does
+    assert dataset.total_episodes == 3
+    episodes = list(dataset.iterate_episodes())
+    for stored, recorded in zip(episodes, expert_episodes, strict=True):
+        np.testing.assert_array_equal(stored.observations, recorded["observations"])
+        np.testing.assert_array_equal(stored.actions, recorded["actions"])
+        assert stored.infos["is_success"][-1]  # only successful episodes are accepted
+    transitions = load_transitions("pick_cube/test-v0", env_spec(pick_env, "robo_rl/ArmPickCube-v0"))
+    steps = sum(len(e["actions"]) for e in expert_episodes)
+    assert transitions["obs"].shape == (steps, pick_env.layout.size) and transitions["action"].shape == (steps, 4)
+    first = expert_episodes[0]
+    torch.testing.assert_close(transitions["next_obs"][0], torch.as_tensor(first["observations"][1]))
+    torch.testing.assert_close(transitions["reward"][: len(first["rewards"])],
+                               torch.as_tensor(first["rewards"], dtype=torch.float32))
+    with pytest.raises(DatasetError, match="exists"):  # never overwritten
+        write_dataset("pick_cube/test-v0", expert_episodes, "robo_rl/ArmPickCube-v0",
+                      pick_env.single_observation_space, pick_env.single_action_space)
+
+
+def test_bad_datasets_give_one_clear_error(minari_root, pick_env, expert_episodes):
+    import gymnasium as gym
+
+    spec = env_spec(pick_env, "robo_rl/ArmPickCube-v0")
+    with pytest.raises(DatasetError, match="no Minari dataset"):
+        load_transitions("pick_cube/missing-v0", spec)
+    narrow = [dict(e, observations=e["observations"][:, :10]) for e in expert_episodes]
+    write_dataset("pick_cube/narrow-v0", narrow, "robo_rl/ArmPickCube-v0",
+                  gym.spaces.Box(-np.inf, np.inf, (10,), np.float32), pick_env.single_action_space)
+    with pytest.raises(DatasetError, match=r"observations of shape \(\d+, 10\).*16 per step"):
+        load_transitions("pick_cube/narrow-v0", spec)
+    path = write_dataset("pick_cube/torn-v0", expert_episodes, "robo_rl/ArmPickCube-v0",
+                         pick_env.single_observation_space, pick_env.single_action_space)
+    data_file = next((path / "data").glob("main_data.*"))
+    data_file.write_bytes(data_file.read_bytes()[:500])
+    with pytest.raises(DatasetError, match="cannot read"):
+        load_transitions(path, spec)
