@@ -34,8 +34,9 @@ def _keywords(call: ast.Call) -> dict[str, ast.expr]:
 
 
 def test_there_are_launch_files_and_executables():
-    assert [p.name for p in LAUNCH_FILES] == ["crazyflie_policy.launch.py", "sim_hover.launch.py"]
-    assert _console_scripts() == {"quadrotor_policy_node", "sim_bridge_node", "mcap_recorder_node"}
+    assert [p.name for p in LAUNCH_FILES] == ["arm_policy.launch.py", "crazyflie_policy.launch.py",
+                                              "sim_hover.launch.py"]
+    assert _console_scripts() == {"quadrotor_policy_node", "sim_bridge_node", "mcap_recorder_node", "arm_policy_node"}
 
 
 @pytest.mark.parametrize("path", LAUNCH_FILES, ids=lambda p: p.name)

@@ -1,0 +1,127 @@
+"""arm_policy_node: a robo-rl arm policy (ArmReach, ArmPickCube) driving an arm through ros2_control.
+
+In (best effort, depth 1, only the latest kept): `/joint_states` (sensor_msgs/JointState, matched by joint
+name), and the object's pose on `object_topic` (geometry_msgs/PoseStamped; empty: the fixed
+`object_position`). Out (reliable), by `output`:
+- "forward_command": std_msgs/Float64MultiArray on /<controller_name>/commands, in `command_joints` order
+  (forward_command_controller / position controllers);
+- "joint_trajectory": trajectory_msgs/JointTrajectory with one point one control period ahead on
+  /<controller_name>/joint_trajectory (joint_trajectory_controller);
+and the gripper opening as Float64MultiArray on /<gripper_controller_name>/commands (empty: none).
+One timer at the bundle's control rate; with a joint missing, NaN or a state older than `state_timeout`
+the node holds the last command (see robo_rl_ros.core.arm).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from builtin_interfaces.msg import Duration
+from geometry_msgs.msg import PoseStamped
+from rclpy.node import Node
+from rclpy.parameter import Parameter
+from sensor_msgs.msg import JointState
+from std_msgs.msg import Float64MultiArray
+from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
+
+from robo_rl_ros.core.arm import ArmPolicyController, ArmSettings, ArmTickResult
+from robo_rl_ros.core.bundle import BundleError, load_bundle
+from robo_rl_ros.qos import COMMAND_QOS, SENSOR_QOS
+from robo_rl_ros.spin import StartupError, run_node
+
+OUTPUTS = ("forward_command", "joint_trajectory")
+
+
+class ArmPolicyNode(Node):
+    """The arm policy node (parameters in config/arm_policy.yaml)."""
+
+    def __init__(self) -> None:
+        super().__init__("arm_policy_node")
+        p = {name: self.declare_parameter(name, default).value for name, default in {
+            "bundle_path": "", "goal": [0.5, 0.0, 0.2], "object_topic": "", "object_position": [0.5, 0.0, 0.02],
+            "joint_states_topic": "/joint_states", "output": "forward_command", "controller_name": "arm_controller",
+            "command_joints": Parameter.Type.STRING_ARRAY, "gripper_controller_name": "gripper_controller", "state_timeout": 0.1,
+            "max_joint_speed": 1.0, "ik_damping": 0.05, "orientation_gain": 1.0,
+        }.items()}
+        if not p["bundle_path"]:
+            raise StartupError("arm_policy_node: parameter bundle_path is required")
+        if p["output"] not in OUTPUTS:
+            raise StartupError(f"output must be one of {OUTPUTS}, got {p['output']!r}")
+        try:
+            bundle = load_bundle(p["bundle_path"])
+            self.controller = ArmPolicyController(bundle, ArmSettings(
+                tuple(p["goal"]), p["state_timeout"], p["max_joint_speed"], p["ik_damping"], p["orientation_gain"]))
+        except BundleError as error:
+            raise StartupError(f"arm_policy_node: {error}") from error
+        joints = list(self.controller.chain.joints)
+        self.command_joints = list(p["command_joints"] or joints)
+        if sorted(self.command_joints) != sorted(joints):
+            raise StartupError(f"command_joints {self.command_joints} must list the policy's joints {joints}")
+        self._order = [joints.index(j) for j in self.command_joints]
+        self.output = p["output"]
+        if not p["object_topic"]:
+            self.controller.update_object(np.asarray(p["object_position"], dtype=np.float64))
+        self._joint_state: tuple[float, JointState] | None = None
+        self._consumed: JointState | None = None
+        self._object: PoseStamped | None = None
+        self.create_subscription(JointState, p["joint_states_topic"], self._store_joints, SENSOR_QOS)
+        if p["object_topic"]:
+            self.create_subscription(PoseStamped, p["object_topic"], self._store_object, SENSOR_QOS)
+        controller = p["controller_name"]
+        if self.output == "forward_command":
+            self._command_pub = self.create_publisher(Float64MultiArray, f"/{controller}/commands", COMMAND_QOS)
+        else:
+            self._command_pub = self.create_publisher(JointTrajectory, f"/{controller}/joint_trajectory", COMMAND_QOS)
+        gripper = p["gripper_controller_name"]
+        self._gripper_pub = (self.create_publisher(Float64MultiArray, f"/{gripper}/commands", COMMAND_QOS)
+                             if gripper else None)
+        self._period = 1.0 / bundle.control_hz
+        self._timer = self.create_timer(self._period, self._tick)
+        self._was_moving = True
+        self.get_logger().info(f"driving {bundle.env_id} from {bundle.directory} at {bundle.control_hz:g} Hz "
+                               f"to {p['goal']}, {self.output} on /{controller}")
+
+    def _store_joints(self, msg: JointState) -> None:
+        self._joint_state = (self.get_clock().now().nanoseconds * 1e-9, msg)
+
+    def _store_object(self, msg: PoseStamped) -> None:
+        self._object = msg
+
+    def _tick(self) -> None:
+        now = self.get_clock().now().nanoseconds * 1e-9
+        latest = self._joint_state
+        if latest is not None and latest[1] is not self._consumed:
+            self._consumed = latest[1]
+            msg = latest[1]
+            self.controller.update_joint_state(latest[0], list(msg.name), list(msg.position),
+                                               list(msg.velocity) if len(msg.velocity) else None)
+        if self._object is not None:
+            position = self._object.pose.position
+            self.controller.update_object(np.array([position.x, position.y, position.z]))
+        result = self.controller.tick(now)
+        if self._was_moving and not result.moving:
+            self.get_logger().warn(f"holding: {result.reason}")
+        self._was_moving = result.moving
+        self._publish(result)
+
+    def _publish(self, result: ArmTickResult) -> None:
+        if result.joint_command is None:
+            return  # nothing commanded yet: the controller keeps whatever it holds
+        positions = [float(result.joint_command[i]) for i in self._order]
+        if self.output == "forward_command":
+            self._command_pub.publish(Float64MultiArray(data=positions))
+        else:
+            nanoseconds = int(self._period * 1e9)
+            point = JointTrajectoryPoint(positions=positions, time_from_start=Duration(
+                sec=nanoseconds // 1_000_000_000, nanosec=nanoseconds % 1_000_000_000))
+            self._command_pub.publish(JointTrajectory(joint_names=self.command_joints, points=[point]))
+        if self._gripper_pub is not None and result.gripper_command is not None:
+            self._gripper_pub.publish(Float64MultiArray(data=[float(result.gripper_command)]))
+
+
+def main(args: list[str] | None = None) -> int:
+    """Entry point of the `arm_policy_node` executable."""
+    return run_node(ArmPolicyNode, args)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

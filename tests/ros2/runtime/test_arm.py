@@ -1,0 +1,120 @@
+"""arm_policy_node against the test playing ros2_control: an ideal position-controlled arm that
+publishes /joint_states (names shuffled) and follows /arm_controller/commands."""
+
+import math
+import time
+
+import numpy as np
+import pytest
+import rclpy
+from sensor_msgs.msg import JointState
+from std_msgs.msg import Float64MultiArray
+from trajectory_msgs.msg import JointTrajectory
+
+from conftest import ROOT
+from ros_helpers import NodeProcess, config
+
+from robo_rl_ros.qos import COMMAND_QOS, SENSOR_QOS
+
+ARM_BUNDLE = ROOT / "tests" / "ros2" / "data" / "arm_reach_bundle"
+JOINTS = [f"joint{i}" for i in range(1, 8)]
+HOME = [0.0, -0.785, 0.0, -2.356, 0.0, 1.571, 0.785]
+SPEED, RATE = 0.5, 50.0
+STEP = SPEED / RATE
+
+
+class IdealArm:
+    """Joint positions that jump to each command; publishes them every `period` while `alive`."""
+
+    def __init__(self, probe, output: str):
+        self.probe, self.q = probe, dict(zip(JOINTS, HOME))
+        self.pub = probe.create_publisher(JointState, "/joint_states", SENSOR_QOS)
+        self.commands: list[tuple[float, list[float]]] = []
+        self.grippers: list[float] = []
+        if output == "forward_command":
+            self.subs = [probe.create_subscription(Float64MultiArray, "/arm_controller/commands",
+                                                   lambda m: self._command(list(reversed(JOINTS)), list(m.data)), COMMAND_QOS)]
+        else:
+            self.subs = [probe.create_subscription(JointTrajectory, "/arm_controller/joint_trajectory",
+                                                   self._trajectory, COMMAND_QOS)]
+        self.subs.append(probe.create_subscription(Float64MultiArray, "/gripper_controller/commands",
+                                                   lambda m: self.grippers.append(m.data[0]), COMMAND_QOS))
+        self.rng = np.random.default_rng(0)
+        self.last = 0.0
+
+    def _trajectory(self, msg: JointTrajectory) -> None:
+        assert len(msg.points) == 1
+        duration = msg.points[0].time_from_start
+        assert math.isclose(duration.sec + duration.nanosec * 1e-9, 1.0 / RATE, rel_tol=1e-6)
+        self._command(list(msg.joint_names), list(msg.points[0].positions))
+
+    def _command(self, names, positions) -> None:
+        self.commands.append((time.monotonic(), dict(zip(names, positions))))
+        self.q.update(zip(names, positions))
+
+    def publish(self, drop: str | None = None, nan: bool = False) -> None:
+        names = [n for n in [*JOINTS, "finger_left", "finger_right"] if n != drop]
+        names = [names[i] for i in self.rng.permutation(len(names))]
+        values = {**self.q, "finger_left": 0.04, "finger_right": 0.04}
+        positions = [math.nan if nan and n == "joint2" else values[n] for n in names]
+        self.pub.publish(JointState(name=names, position=positions, velocity=[0.0] * len(names)))
+        self.last = time.monotonic()
+
+    def run(self, seconds: float, **kwargs) -> None:
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            if time.monotonic() - self.last >= 1.0 / RATE:
+                self.publish(**kwargs)
+            rclpy.spin_once(self.probe, timeout_sec=0.002)
+
+    def since(self, t: float) -> list[dict]:
+        return [c for ts, c in self.commands if ts > t]
+
+    def close(self) -> None:
+        for sub in self.subs:
+            self.probe.destroy_subscription(sub)
+        self.probe.destroy_publisher(self.pub)
+
+
+@pytest.mark.parametrize("output", ["forward_command", "joint_trajectory"])
+def test_arm_node_rate_limits_holds_and_resumes(workspace, probe, output):
+    install = workspace["install"]
+    arm = IdealArm(probe, output)
+    params = {"bundle_path": str(ARM_BUNDLE), "output": output, "max_joint_speed": SPEED,
+              "command_joints": list(reversed(JOINTS))}  # the controller's order need not be the policy's
+    try:
+        with NodeProcess(install, "arm_policy_node", [config(install, "arm_policy.yaml")], params) as node:
+            deadline = time.monotonic() + 30.0
+            while len(arm.commands) < 25 and time.monotonic() < deadline:
+                arm.run(0.05)
+            assert len(arm.commands) >= 25, node.output()
+            moving = [np.array([c[j] for j in JOINTS]) for c in arm.since(0.0)]
+            steps = np.abs(np.diff(np.array([HOME, *moving]), axis=0)).max(axis=1)
+            assert steps.max() <= STEP + 1e-9 and steps[1:].max() > 0  # rate limited, and moving
+            assert arm.grippers and all(0.0 <= g <= 0.04 for g in arm.grippers)
+
+            # joint3 missing from /joint_states: the next tick holds the last command
+            dropped_at = time.monotonic()
+            arm.run(0.3, drop="joint3")
+            held = arm.since(dropped_at + 1.5 / RATE + 0.02)
+            assert held and all(c == held[0] for c in held), "moved without joint3"
+            assert "holding: joint state lacks ['joint3']" in node.output()
+            # good state: moves again
+            back_at = time.monotonic()
+            arm.run(0.3)
+            assert len({tuple(c.values()) for c in arm.since(back_at)}) > 1
+
+            # NaN, then silence (stale): hold
+            nan_at = time.monotonic()
+            arm.run(0.2, nan=True)
+            held = arm.since(nan_at + 1.5 / RATE + 0.02)
+            assert held and all(c == held[0] for c in held)
+            arm.publish()
+            stale_at = time.monotonic()
+            end = stale_at + 0.4
+            while time.monotonic() < end:
+                rclpy.spin_once(probe, timeout_sec=0.01)
+            held = arm.since(stale_at + 0.1 + 1.5 / RATE + 0.02)
+            assert held and all(c == held[0] for c in held) and "old" in node.output()
+    finally:
+        arm.close()
