@@ -56,10 +56,18 @@ class BatchedImpedanceController:
         self._bias = batch.bind("qfrc_bias")
         self._ctrl = batch.bind("ctrl")
         self._jacobians: tuple[np.ndarray, np.ndarray] | None = None
-        self._kp = gains.translation_stiffness
-        self._kr = gains.rotation_stiffness
-        self._dp = gains.damping(self._kp, gains.translation_damping_ratio, effective_mass)
-        self._dr = gains.damping(self._kr, gains.rotation_damping_ratio, 0.05 * effective_mass)
+        self._effective_mass = effective_mass
+        n = self._qvel.shape[0]
+        self._kp, self._kr, self._dp, self._dr = (np.zeros((n, 1)) for _ in range(4))  # per arm
+        self.set_stiffness_scale(np.arange(n), np.ones(n))
+
+    def set_stiffness_scale(self, ids: np.ndarray, scale: np.ndarray) -> None:
+        """Scale the stiffness of arms `ids` by `scale` (n,) from the configured gains; damping keeps its ratio."""
+        gains, mass = self.gains, self._effective_mass
+        kp, kr = gains.translation_stiffness * scale, gains.rotation_stiffness * scale
+        self._kp[ids, 0], self._kr[ids, 0] = kp, kr
+        self._dp[ids, 0] = [gains.damping(k, gains.translation_damping_ratio, mass) for k in kp]
+        self._dr[ids, 0] = [gains.damping(k, gains.rotation_damping_ratio, 0.05 * mass) for k in kr]
 
     def tool_pose(self) -> tuple[np.ndarray, np.ndarray]:
         """Current tool positions (N, 3) and rotation matrices (N, 3, 3), as of the last computed stage."""

@@ -11,7 +11,9 @@ pick), and `success` 1 on success (the sparse reward). Success: the tool within 
 the cube `lift_height` above its start. Episodes truncate at `episode_seconds`; nothing terminates.
 Same-step autoreset as the quadrotor envs (`info["final_obs"]`, `info["_final_obs"]`).
 
-Not yet here (issue 5): domain randomization of friction, cube size and mass, gains and latency.
+Domain randomization (`randomization`, off by default): per episode, friction of the cube and finger
+pads, cube size and mass, impedance stiffness and action latency; the drawn values are in
+`info["params"]` at reset and on steps where episodes restarted.
 """
 
 from __future__ import annotations
@@ -37,6 +39,30 @@ HOME = (0.0, -0.785, 0.0, -2.356, 0.0, 1.571, 0.785)  # tool about 0.49 m above 
 
 
 @dataclasses.dataclass
+class ArmRandomization:
+    """Per-episode domain randomization of the arm tasks, each drawn uniformly from (low, high)."""
+
+    enabled: bool = False
+    friction_scale: tuple[float, float] = (0.7, 1.3)  # sliding friction of the cube and the finger pads
+    cube_half_size: tuple[float, float] = (0.018, 0.024)  # [m]
+    cube_mass: tuple[float, float] = (0.03, 0.15)  # [kg]
+    stiffness_scale: tuple[float, float] = (0.8, 1.2)  # impedance stiffness (damping keeps its ratio)
+    latency_steps: tuple[int, int] = (0, 1)  # control steps from an action to its effect
+
+    def validate(self) -> None:
+        """Raise ConfigError naming the first bad range."""
+        for f in dataclasses.fields(self):
+            if f.name == "enabled":
+                continue
+            low, high = getattr(self, f.name)
+            if not 0 <= low <= high or (f.name != "latency_steps" and low == 0):
+                raise ConfigError(f"randomization.{f.name} must be a range 0 < low <= high, got {(low, high)}")
+
+
+PARAM_NAMES = ("friction_scale", "cube_half_size", "cube_mass", "stiffness_scale", "latency_steps")
+
+
+@dataclasses.dataclass
 class ArmTaskConfig:
     """One arm task. Positions in metres in the world frame (the robot base at the origin)."""
 
@@ -53,6 +79,7 @@ class ArmTaskConfig:
     success_radius: float = 0.02
     dense: bool = True
     gains: ImpedanceGains = dataclasses.field(default_factory=ImpedanceGains)
+    randomization: ArmRandomization = dataclasses.field(default_factory=ArmRandomization)
     spec: ArmSpec = PANDA_LIKE
 
     @property
@@ -68,6 +95,7 @@ class ArmTaskConfig:
             raise ConfigError(f"substeps={self.substeps} of {timestep} s do not make one {self.control_hz} Hz control step")
         if not self.action_scale > 0 or not self.episode_seconds > 0 or not self.lift_height > 0:
             raise ConfigError("action_scale, episode_seconds and lift_height must be > 0")
+        self.randomization.validate()
 
 
 def arm_layout() -> ObservationLayout:
@@ -98,6 +126,12 @@ class ArmVectorEnv(VectorEnv):
             raise ConfigError(f"unknown arm task options {sorted(unknown)}")
         if isinstance(overrides.get("gains"), dict):
             overrides["gains"] = ImpedanceGains(**overrides["gains"])
+        if isinstance(overrides.get("randomization"), dict):
+            fields = {f.name for f in dataclasses.fields(ArmRandomization)}
+            if set(overrides["randomization"]) - fields:
+                raise ConfigError(f"unknown randomization options {sorted(set(overrides['randomization']) - fields)}")
+            overrides["randomization"] = ArmRandomization(**{k: tuple(v) if isinstance(v, list) else v
+                                                              for k, v in overrides["randomization"].items()})
         if isinstance(overrides.get("spec"), dict):  # another robot: its MJCF and the names in it
             fields = {**dataclasses.asdict(PANDA_LIKE), **overrides["spec"]}
             overrides["spec"] = ArmSpec(mjcf=Path(fields.pop("mjcf")), **{k: tuple(v) if isinstance(v, list) else v
@@ -116,6 +150,22 @@ class ArmVectorEnv(VectorEnv):
         self._finger_qpos = self.model.jnt_qposadr[self.model.actuator_trnid[self._gripper, 0]]
         cube_joint = self.model.joint("cube")
         self._cube_qpos, self._cube_qvel = cube_joint.qposadr[0], cube_joint.dofadr[0]
+        # per-simulation model fields that the randomization writes
+        self._cube_geom, self._cube_body = self.model.geom("cube").id, self.model.body("cube").id
+        self._grip_geoms = np.array([self._cube_geom, *(self.model.geom(g).id for g in ("left_pad", "right_pad"))])
+        self._friction = self.batch.expand("geom_friction")
+        self._geom_size, self._geom_rbound = self.batch.expand("geom_size"), self.batch.expand("geom_rbound")
+        self._geom_aabb = self.batch.expand("geom_aabb")
+        self._body_mass, self._body_inertia = self.batch.expand("body_mass"), self.batch.expand("body_inertia")
+        self._nominal_friction = self.model.geom_friction[self._grip_geoms, 0].copy()
+        self.nominal_params = {"friction_scale": 1.0, "cube_half_size": float(self.model.geom_size[self._cube_geom, 0]),
+                               "cube_mass": float(self.model.body_mass[self._cube_body]), "stiffness_scale": 1.0,
+                               "latency_steps": 0}
+        self.params = {k: np.full(num_envs, v, dtype=np.int64 if k == "latency_steps" else np.float64)
+                       for k, v in self.nominal_params.items()}
+        rand = config.randomization
+        self._max_latency = int(rand.latency_steps[1]) if rand.enabled else 0
+        self._pending = np.zeros((self._max_latency + 1, num_envs, 4))  # actions, newest first
         self._workspace = np.array(config.workspace).T  # (2, 3)
         self.layout = arm_layout()
         self.single_observation_space = gym.spaces.Box(-np.inf, np.inf, (self.layout.size,), np.float32)
@@ -135,15 +185,16 @@ class ArmVectorEnv(VectorEnv):
         if seed is not None:
             self._rng = np.random.default_rng(seed)
         self._reset(np.arange(self.num_envs))
-        return self._observe(), {}
+        return self._observe(), {"params": {k: v.copy() for k, v in self.params.items()}}
 
     def _reset(self, ids: np.ndarray) -> None:
         config, n = self.config, len(ids)
+        self._randomize(ids)
         self.batch.reset(ids=ids, stage=mujoco.mjtStage.mjSTAGE_NONE)
         self._qpos[np.ix_(ids, self._arm_qpos)] = HOME
         self._qpos[ids, self._finger_qpos] = self._gripper_range[1]
         cube = np.stack([self._rng.uniform(*config.cube_x, n), self._rng.uniform(*config.cube_y, n),
-                         np.full(n, 0.02)], axis=1)
+                         self.params["cube_half_size"][ids]], axis=1)
         self._qpos[ids, self._cube_qpos:self._cube_qpos + 3] = cube
         self._qpos[ids, self._cube_qpos + 3:self._cube_qpos + 7] = (1.0, 0.0, 0.0, 0.0)
         self._ctrl[ids, self._gripper] = self._gripper_range[1]
@@ -160,6 +211,30 @@ class ArmVectorEnv(VectorEnv):
         else:
             self.goal[ids] = cube + (0.0, 0.0, config.lift_height)
         self.steps[ids] = 0
+        self._pending[:, ids] = (0.0, 0.0, 0.0, -1.0)  # before the first action: stay, gripper open
+
+    def _randomize(self, ids: np.ndarray) -> None:
+        """Draw the episode parameters of envs `ids` (nominal when randomization is off) and write them
+        into their simulations and controllers."""
+        rand, n = self.config.randomization, len(ids)
+        for name, nominal in self.nominal_params.items():
+            if not rand.enabled:
+                value = np.full(n, nominal)
+            elif name == "latency_steps":
+                value = self._rng.integers(rand.latency_steps[0], rand.latency_steps[1] + 1, n)
+            else:
+                value = self._rng.uniform(*getattr(rand, name), n)
+            self.params[name][ids] = value
+        p = {k: v[ids] for k, v in self.params.items()}
+        cube, body = self._cube_geom, self._cube_body
+        self._friction[np.ix_(ids, self._grip_geoms, [0])] = (self._nominal_friction * p["friction_scale"][:, None])[:, :, None]
+        half = p["cube_half_size"]
+        self._geom_size[ids, cube] = half[:, None]
+        self._geom_rbound[ids, cube] = np.sqrt(3.0) * half
+        self._geom_aabb[ids, cube, 3:] = half[:, None]
+        self._body_mass[ids, body] = p["cube_mass"]
+        self._body_inertia[ids, body] = (2.0 / 3.0 * p["cube_mass"] * half**2)[:, None]  # solid cube
+        self.controller.set_stiffness_scale(ids, p["stiffness_scale"])
 
     # ----------------------------------------------------------------- stepping
     def step(self, actions: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, dict]:
@@ -168,6 +243,9 @@ class ArmVectorEnv(VectorEnv):
         if actions.shape != (self.num_envs, 4) or not np.isfinite(actions).all():
             raise ValueError(f"actions must be finite with shape ({self.num_envs}, 4), got {actions.shape}")
         actions = np.clip(actions, -1.0, 1.0)
+        if self._max_latency:  # each env acts on its action of latency_steps control steps ago
+            self._pending = np.concatenate([actions[None], self._pending[:-1]])
+            actions = self._pending[self.params["latency_steps"], np.arange(self.num_envs)]
         tool, _ = self.controller.tool_pose()  # SERL: displacement from where the tool is, not where it was sent
         self.target = np.clip(tool + self.config.action_scale * actions[:, :3], self._workspace[0], self._workspace[1])
         low, high = self._gripper_range
@@ -186,11 +264,13 @@ class ArmVectorEnv(VectorEnv):
             info["_final_obs"] = truncated.copy()
             self._reset(ids)
             obs[ids] = self._observe()[ids]
+            info["params"] = {k: v.copy() for k, v in self.params.items()}
         return obs, reward, terminated, truncated, info
 
     def expert_actions(self, obs: np.ndarray, noise: float = 0.0, rng: np.random.Generator | None = None) -> np.ndarray:
         """The scripted expert's actions (N, 4) for observations (N, obs) of this env (sim.arm.expert)."""
-        return expert_actions(np.asarray(obs), self.layout, self.config.action_scale, self.config.task, noise, rng)
+        return expert_actions(np.asarray(obs), self.layout, self.config.action_scale, self.config.task, noise, rng,
+                              cube_half_size=self.params["cube_half_size"])
 
     def _observe(self) -> np.ndarray:
         tool, _ = self.controller.tool_pose()

@@ -12,12 +12,15 @@ import numpy as np
 from sim.observation import ObservationLayout
 
 HOVER_ABOVE = 0.05  # [m] approach height above the cube centre
-CLOSED_ON_CUBE = 0.021  # [m] finger opening once closed on a 4 cm cube (0.02 + contact margin)
+CLOSED_MARGIN = 0.001  # [m] finger opening beyond the cube's half size once closed on it (contact margin)
 
 
 def expert_actions(obs: np.ndarray, layout: ObservationLayout, action_scale: float, task: str = "pick_cube",
-                   noise: float = 0.0, rng: np.random.Generator | None = None) -> np.ndarray:
-    """Actions (N, 4) in [-1, 1] for observations (N, obs); `noise` adds Gaussian noise (std, per entry)."""
+                   noise: float = 0.0, rng: np.random.Generator | None = None,
+                   cube_half_size: float | np.ndarray = 0.02) -> np.ndarray:
+    """Actions (N, 4) in [-1, 1] for observations (N, obs); `noise` adds Gaussian noise (std, per entry).
+
+    The expert is privileged: it knows each episode's cube half size (N,) (to tell a closed grasp)."""
     s = layout.slices()
     n = obs.shape[0]
     actions = np.zeros((n, 4))
@@ -28,7 +31,7 @@ def expert_actions(obs: np.ndarray, layout: ObservationLayout, action_scale: flo
         rel = obs[:, s["cube_minus_tool"]]
         opening = obs[:, s["gripper_opening"]][:, 0]
         horizontal = np.linalg.norm(rel[:, :2], axis=1)
-        holding = (opening < CLOSED_ON_CUBE) & (horizontal < 0.02) & (np.abs(rel[:, 2]) < 0.02)
+        holding = (opening < cube_half_size + CLOSED_MARGIN) & (horizontal < 0.02) & (np.abs(rel[:, 2]) < 0.02)
         at_cube = (horizontal < 0.01) & (np.abs(rel[:, 2]) < 0.01)
         aligned = horizontal < 0.01
         move = np.where(aligned[:, None], rel, rel + (0.0, 0.0, HOVER_ABOVE))

@@ -70,3 +70,50 @@ def test_config_overrides_arrive_as_dicts_from_hydra():
         ArmVectorEnv(num_envs=1, config={"cube_colour": "red"})
     with pytest.raises(ConfigError, match="mujoco_batch"):
         ArmVectorEnv(num_envs=1, backend="torch")
+
+
+def test_randomization_stays_in_its_ranges_reaches_the_simulation_and_is_reported():
+    ranges = {"enabled": True, "friction_scale": [0.5, 1.5], "cube_half_size": [0.015, 0.025],
+              "cube_mass": [0.02, 0.2], "stiffness_scale": [0.7, 1.3], "latency_steps": [0, 2]}
+    env = ArmVectorEnv("pick_cube", num_envs=64, nthread=1, randomization=ranges)
+    obs, info = env.reset(seed=3)
+    p = info["params"]
+    for name, bounds in ranges.items():
+        if name != "enabled":
+            assert bounds[0] <= p[name].min() < p[name].max() <= bounds[1], name
+    assert set(np.unique(p["latency_steps"])) == {0, 1, 2}
+    size = env.batch.expand("geom_size")[:, env._cube_geom, 0]
+    np.testing.assert_allclose(size, p["cube_half_size"])
+    np.testing.assert_allclose(env.batch.expand("body_mass")[:, env._cube_body], p["cube_mass"])
+    np.testing.assert_allclose(obs[:, env.layout.slices()["cube_position"]][:, 2], p["cube_half_size"], atol=1e-6)
+    # seeded: the same seed draws the same parameters
+    _, again = ArmVectorEnv("pick_cube", num_envs=64, nthread=1, randomization=ranges).reset(seed=3)
+    for name in p:
+        np.testing.assert_array_equal(again["params"][name], p[name])
+    # the scripted expert still picks every cube
+    success = np.zeros(64, dtype=bool)
+    for _ in range(env.config.episode_steps - 1):
+        obs, _, _, _, info = env.step(env.expert_actions(obs))
+        success |= info["is_success"]
+    assert success.all()
+
+
+def test_latency_delays_the_action_by_whole_control_steps():
+    fixed = {"enabled": True, "friction_scale": [1, 1], "cube_half_size": [0.02, 0.02], "cube_mass": [0.05, 0.05],
+             "stiffness_scale": [1, 1]}
+
+    def tool_x(latency: int, step_at: int | None) -> np.ndarray:
+        env = ArmVectorEnv("reach", num_envs=1, nthread=1,
+                           randomization=fixed | {"latency_steps": [latency, latency]})
+        obs, _ = env.reset(seed=0)
+        xs = []
+        for t in range(4):
+            action = np.array([[1.0 if t == step_at else 0.0, 0.0, 0.0, -1.0]])  # one step forward
+            obs, *_ = env.step(action)
+            xs.append(obs[0, 0])
+        return np.array(xs)
+
+    still, prompt, delayed = tool_x(0, None), tool_x(0, 0), tool_x(2, 0)
+    assert prompt[0] > still[0] + 0.002  # the prompt arm moves at once
+    np.testing.assert_array_equal(delayed[:2], still[:2])  # the delayed one waits two control steps
+    assert delayed[2] > still[2] + 0.002
