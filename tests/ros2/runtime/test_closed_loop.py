@@ -20,9 +20,10 @@ RECORDED = ["/cf231/odom:nav_msgs/msg/Odometry", "/cf231/pose:geometry_msgs/msg/
             "/cf231/cmd_vel_legacy:geometry_msgs/msg/Twist", "/clock:rosgraph_msgs/msg/Clock"]
 
 
-@pytest.mark.parametrize("state_source, command_mode", [("odom", "cmd_vel_legacy"), ("pose", "cmd_vel_legacy"),
-                                                        ("odom", "motors")])
-def test_hover_within_5cm_for_10s_through_ros(workspace, probe, state_source, command_mode, tmp_path):
+@pytest.mark.parametrize("state_source, command_mode, sim_time", [
+    ("odom", "cmd_vel_legacy", False), ("pose", "cmd_vel_legacy", False), ("odom", "motors", False),
+    ("pose", "cmd_vel_legacy", True)])
+def test_hover_within_5cm_for_10s_through_ros(workspace, probe, state_source, command_mode, sim_time, tmp_path):
     install = workspace["install"]
     odom, poses, commands, clock = [], [], [], []
     subs = [
@@ -38,7 +39,8 @@ def test_hover_within_5cm_for_10s_through_ros(workspace, probe, state_source, co
         with NodeProcess(install, "mcap_recorder_node", [], {"output": str(bag), "topics": RECORDED}) as recorder, \
              NodeProcess(install, "sim_bridge_node", [config(install, "sim_bridge.yaml")], bundle) as bridge, \
              NodeProcess(install, "quadrotor_policy_node", [config(install, "sim_quadrotor_policy.yaml")],
-                         dict(bundle, state_source=state_source, command_mode=command_mode)) as node:
+                         dict(bundle, state_source=state_source, command_mode=command_mode,
+                              use_sim_time=sim_time)) as node:
             done = spin_until(probe, lambda: bool(odom) and odom[-1][0] >= SETTLE_S + HOVER_S, timeout=60.0)
             assert done, (f"sim time reached {odom[-1][0] if odom else None}\n{bridge.output()}\n{node.output()}"
                           f"\n{recorder.output()}")
@@ -48,7 +50,7 @@ def test_hover_within_5cm_for_10s_through_ros(workspace, probe, state_source, co
     rows = np.array(odom)
     hover = rows[(rows[:, 0] >= SETTLE_S) & (rows[:, 0] <= SETTLE_S + HOVER_S)]
     errors = np.linalg.norm(hover[:, 1:4] - TARGET, axis=1)
-    print(f"\n{state_source} -> {command_mode}: hover error over {HOVER_S:g} s of sim time: max {errors.max() * 100:.2f} cm, "
+    print(f"\n{state_source} -> {command_mode}{' on /clock' if sim_time else ''}: hover error over {HOVER_S:g} s of sim time: max {errors.max() * 100:.2f} cm, "
           f"mean {errors.mean() * 100:.2f} cm, {len(hover)} odometry messages, {len(commands)} commands")
     assert hover[-1, 0] - hover[0, 0] >= HOVER_S - 0.05
     assert errors.max() < 0.05

@@ -150,8 +150,6 @@ class SimBridgeNode(Node):
 
     def _publish_state(self) -> None:
         state, stamp = self.state(), time_msg(self.sim_time)
-        if self._clock_pub is not None:
-            self._clock_pub.publish(Clock(clock=stamp))
         pose = PoseStamped()
         pose.header.stamp, pose.header.frame_id = stamp, self.params["frame_id"]
         fill_pose(pose.pose, state.position, state.quaternion)
@@ -160,6 +158,8 @@ class SimBridgeNode(Node):
         odom.header.stamp, odom.header.frame_id = stamp, self.params["frame_id"]
         odom.child_frame_id = self.params["child_frame_id"]
         self._odom_pub.publish(fill_odometry(odom, state))
+        if self._clock_pub is not None:  # after the state: nodes on /clock wake up with it already there
+            self._clock_pub.publish(Clock(clock=stamp))
 
 
 def main(args: list[str] | None = None) -> int:
