@@ -16,6 +16,7 @@ import dataclasses
 import json
 import random
 import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -325,11 +326,21 @@ class Trainer:
         self.history = list(state["history"])
         restore_rng_states(state["rng"])
 
+    def _write_video(self) -> None:
+        """rollout.gif of the best policy, rendered offscreen in a child process (MuJoCo picks its GL
+        backend once per process); a failure is reported, never fatal to the run."""
+        command = [sys.executable, "-m", "robo_rl.video", f"run={self.run_dir}"]
+        done = subprocess.run(command, capture_output=True, text=True)
+        if done.returncode:
+            print(f"warning: no rollout video ({' '.join(command)} failed):\n{done.stderr[-2000:]}", file=sys.stderr)
+
     def finish(self) -> dict[str, Any]:
         """Write the learning curve and summary.json; return the summary."""
         if self.writer:
             self.writer.close()
         plot_learning_curve(self.history, self.run_dir / "learning_curve.png", title=self.cfg.env.id)
+        if self.cfg.logging.get("video"):
+            self._write_video()
         summary = {"env_id": self.cfg.env.id, "seed": int(self.cfg.seed), "env_steps": self.env_steps,
                    "updates": self.updates, "wall_seconds": self.wall_seconds,
                    "final": self.history[-1] if self.history else None, "history": self.history,

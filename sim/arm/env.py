@@ -18,6 +18,7 @@ pads, cube size and mass, impedance stiffness and action latency; the drawn valu
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 from pathlib import Path
 from typing import Any
@@ -272,6 +273,24 @@ class ArmVectorEnv(VectorEnv):
         return expert_actions(np.asarray(obs), self.layout, self.config.action_scale, self.config.task, noise, rng,
                               cube_half_size=self.params["cube_half_size"])
 
+    def render_frame(self, index: int = 0, width: int = 480, height: int = 360) -> np.ndarray:
+        """An RGB image (height, width, 3) of simulation `index` from a fixed camera (MuJoCo's offscreen
+        renderer: set MUJOCO_GL=egl or osmesa on a machine without a display)."""
+        if getattr(self, "_renderer", None) is None or self._renderer.width != width or self._renderer.height != height:
+            self._render_model = copy.copy(self.model)
+            self._render_data = mujoco.MjData(self._render_model)
+            self._renderer = mujoco.Renderer(self._render_model, height, width)
+            self._camera = mujoco.MjvCamera()
+            self._camera.lookat[:] = (0.35, 0.0, 0.3)
+            self._camera.distance, self._camera.azimuth, self._camera.elevation = 1.8, 150.0, -20.0
+        model, data = self._render_model, self._render_data
+        cube = self._cube_geom
+        model.geom_size[cube] = self._geom_size[index, cube]  # this episode's randomized cube
+        data.qpos[:], data.qvel[:] = self._qpos[index], self._qvel[index]
+        mujoco.mj_forward(model, data)
+        self._renderer.update_scene(data, self._camera)
+        return self._renderer.render()
+
     def _observe(self) -> np.ndarray:
         tool, _ = self.controller.tool_pose()
         cube = self._qpos[:, self._cube_qpos:self._cube_qpos + 3]
@@ -302,10 +321,13 @@ class ArmVectorEnv(VectorEnv):
 class ArmEnv(gym.Env):
     """One arm on a task: `ArmVectorEnv` with a single simulation, under the plain gymnasium Env API."""
 
-    metadata = {"render_modes": []}
+    metadata = {"render_modes": ["rgb_array"], "render_fps": 50}
 
-    def __init__(self, task: str = "pick_cube", config: ArmTaskConfig | None = None, **overrides: Any):
+    def __init__(self, task: str = "pick_cube", config: ArmTaskConfig | dict | None = None,
+                 render_mode: str | None = None, **overrides: Any):
         self.vector = ArmVectorEnv(task, num_envs=1, nthread=1, config=config, **overrides)
+        self.render_mode = render_mode
+        self.metadata = {**self.metadata, "render_fps": int(round(self.vector.config.control_hz))}
         self.observation_space = self.vector.single_observation_space
         self.action_space = self.vector.single_action_space
 
@@ -322,3 +344,7 @@ class ArmEnv(gym.Env):
         return last, float(reward[0]), bool(terminated[0]), bool(truncated[0]), {
             "is_success": bool(info["is_success"][0]),
             "reward_terms": {k: float(v[0]) for k, v in info["reward_terms"].items()}}
+
+    def render(self) -> np.ndarray | None:
+        """An RGB frame of the scene, if render_mode is "rgb_array"."""
+        return self.vector.render_frame(0) if self.render_mode == "rgb_array" else None

@@ -110,9 +110,14 @@ def test_the_trainer_composes_with_the_arm_env_without_a_privileged_critic(tmp_p
             "env=arm_reach", "num_envs=8", "torch_threads=1", "total_env_steps=800", "learning_starts=400",
             "eval.episodes=4", "eval.interval_env_steps=800", "checkpoint.interval_env_steps=800",
             "agent.actor_hidden=[32,32]", "agent.critic_hidden=[32,32]", "logging.progress_bar=false",
-            "logging.tensorboard=false"])
+            "logging.tensorboard=false", "logging.video=true"])
     summary = Trainer(cfg, tmp_path).run()
     assert summary["env_steps"] >= 800 and summary["updates"] > 0
+    from PIL import Image
+
+    video = Image.open(tmp_path / "rollout.gif")  # rendered offscreen (EGL) from the best policy
+    assert video.n_frames == 75 and video.size == (480, 360)  # a 3 s episode at 50 Hz, every 2nd step
+    assert len(set(video.convert("RGB").getdata())) > 100  # a scene, not a blank frame
     state = load_checkpoint(tmp_path)
     assert state["critic_obs_dim"] == state["env_spec"]["observation_size"]  # auto: the arm has no privileged state
     assert evaluate_run(tmp_path, episodes=4)["episodes"] == 4

@@ -1,0 +1,70 @@
+"""Rollout videos: `python -m robo_rl.video run=<run dir> [episodes=2] [seed=0]` writes <run>/rollout.gif.
+
+The run's best evaluated policy (deterministic) flies or picks in a single env of the run's task with
+MuJoCo's offscreen renderer. Without a display MuJoCo needs an offscreen GL: this command defaults
+MUJOCO_GL to "egl" (Mesa's EGL renders on the CPU; "osmesa" also works where PyOpenGL supports it).
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("MUJOCO_GL", "egl")  # before anything imports mujoco's GL context
+
+import sys  # noqa: E402
+from pathlib import Path  # noqa: E402
+from typing import Any  # noqa: E402
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+
+
+def record_rollouts(run: str | Path, out: str | Path | None = None, episodes: int = 1, seed: int = 0,
+                    checkpoint: str = "best", frame_every: int = 2) -> Path:
+    """Render `episodes` deterministic episodes of a run's policy into an animated GIF; returns its path.
+
+    frame_every: keep every n-th control step (the GIF plays at the control rate divided by n).
+    """
+    import gymnasium as gym
+    from omegaconf import OmegaConf
+    from PIL import Image
+
+    import sim  # noqa: F401  (registers the ids)
+    from robo_rl.agents.sac import SAC
+    from robo_rl.checkpoint import load_checkpoint, policy_file
+
+    state = load_checkpoint(policy_file(run, checkpoint))
+    cfg = OmegaConf.create(state["config"])
+    overrides: dict[str, Any] = dict(cfg.env.get("overrides") or {})
+    overrides = OmegaConf.to_container(OmegaConf.create(overrides), resolve=True)
+    env = gym.make(cfg.env.id, render_mode="rgb_array", config=overrides).unwrapped
+    agent = SAC.from_checkpoint(state, "cpu")
+    frames = []
+    for episode in range(episodes):
+        obs, _ = env.reset(seed=seed + episode)
+        for t in range(100_000):
+            if t % frame_every == 0:
+                frames.append(Image.fromarray(np.asarray(env.render())))
+            with torch.no_grad():
+                action = agent.act(torch.as_tensor(obs, dtype=torch.float32)[None], deterministic=True)[0].numpy()
+            obs, _, terminated, truncated, _ = env.step(action)
+            if terminated or truncated:
+                break
+    out = Path(out) if out else Path(run) / "rollout.gif"
+    fps = env.metadata.get("render_fps", 50) / frame_every
+    frames[0].save(out, save_all=True, append_images=frames[1:], duration=int(1000 / fps), loop=0)
+    return out
+
+
+def main(argv: list[str]) -> None:
+    """`key=value` arguments: run (required), out, episodes, seed, checkpoint."""
+    args = dict(a.split("=", 1) for a in argv)
+    if "run" not in args:
+        raise SystemExit("usage: python -m robo_rl.video run=<run dir> [out=<file.gif>] [episodes=1] [seed=0]")
+    path = record_rollouts(args["run"], args.get("out"), int(args.get("episodes", 1)), int(args.get("seed", 0)),
+                           args.get("checkpoint", "best"))
+    print(f"wrote {path}")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
