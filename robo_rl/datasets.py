@@ -53,7 +53,7 @@ def record_episodes(env: Any, act: Callable[[np.ndarray], np.ndarray], episodes:
             steps[i].append((last[i].copy(), action[i], float(reward[i]), bool(terminated[i]), bool(truncated[i]),
                              bool(np.asarray(info["is_success"])[i])))
             if done[i]:
-                episode = _episode(starts[i], steps[i], seed)
+                episode = episode_from_steps(starts[i], steps[i], seed)
                 if accept(episode) and len(accepted) < episodes:
                     accepted.append(episode)
                     bar.update(1)
@@ -63,7 +63,9 @@ def record_episodes(env: Any, act: Callable[[np.ndarray], np.ndarray], episodes:
     return accepted
 
 
-def _episode(first_obs: np.ndarray, steps: list[tuple], seed: int) -> dict[str, Any]:
+def episode_from_steps(first_obs: np.ndarray, steps: list[tuple], seed: int | None) -> dict[str, Any]:
+    """An episode dict from its first observation and per-step tuples (next_obs, action, reward,
+    terminated, truncated, is_success)."""
     observations = np.stack([first_obs] + [s[0] for s in steps]).astype(np.float32)
     return {"observations": observations, "actions": np.stack([s[1] for s in steps]).astype(np.float32),
             "rewards": np.array([s[2] for s in steps]), "terminations": np.array([s[3] for s in steps]),

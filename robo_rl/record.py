@@ -1,38 +1,82 @@
 """Record demonstrations as a Minari dataset: `python -m robo_rl.record env=pick_cube episodes=20`.
 
-The scripted expert drives a batch of envs; every episode that ends in success is kept, until `episodes`
-are accepted. The dataset lands under the Minari root (MINARI_DATASETS_PATH or ~/.minari/datasets) as
+device=scripted: the scripted expert drives a batch of envs; every episode that ends in success is kept,
+until `episodes` are accepted. device=keyboard: a person drives one env from the terminal's keyboard
+(robo_rl.teleop) in real time and accepts or rejects each episode; quitting early keeps what was accepted. The dataset lands under the Minari root (MINARI_DATASETS_PATH or ~/.minari/datasets) as
 `dataset` (default `<env>/scripted-v0`), loadable by `minari.load_dataset` and by `python -m robo_rl.train
 demos=<dataset>`.
 """
 
 from __future__ import annotations
 
+import time
+from typing import Any, Callable
+
 import hydra
 import numpy as np
 from omegaconf import DictConfig
 
-from robo_rl.datasets import record_episodes, write_dataset
+from robo_rl.datasets import episode_from_steps, record_episodes, write_dataset
 from robo_rl.envs import make_vector_env
+from robo_rl.teleop import KEYS_HELP, KeyboardTeleop
 
 
 def record(cfg: DictConfig) -> str:
     """Record `cfg.episodes` accepted episodes and write them as Minari dataset `cfg.dataset`; returns its path."""
     import torch
 
-    env = make_vector_env(cfg.env, int(cfg.num_envs), torch.device("cpu"))
-    if cfg.device != "scripted":
-        raise ValueError(f"unknown demonstration device {cfg.device!r}; available: scripted")
-    if not hasattr(env, "expert_actions"):
-        raise ValueError(f"{cfg.env.id} has no scripted expert to record demonstrations from")
-    rng = np.random.default_rng(int(cfg.seed))
-    episodes = record_episodes(env, lambda obs: env.expert_actions(obs, float(cfg.expert_noise), rng),
-                               int(cfg.episodes), seed=int(cfg.seed), progress=True)
+    if cfg.device not in ("scripted", "keyboard"):
+        raise ValueError(f"unknown demonstration device {cfg.device!r}; available: scripted, keyboard")
+    env = make_vector_env(cfg.env, int(cfg.num_envs) if cfg.device == "scripted" else 1, torch.device("cpu"))
+    if cfg.device == "keyboard":
+        episodes = record_keyboard(env, int(cfg.episodes), int(cfg.seed), bool(cfg.realtime))
+        if not episodes:
+            print("no episode accepted: nothing written")
+            return ""
+    else:
+        if not hasattr(env, "expert_actions"):
+            raise ValueError(f"{cfg.env.id} has no scripted expert to record demonstrations from")
+        rng = np.random.default_rng(int(cfg.seed))
+        episodes = record_episodes(env, lambda obs: env.expert_actions(obs, float(cfg.expert_noise), rng),
+                                   int(cfg.episodes), seed=int(cfg.seed), progress=True)
     path = write_dataset(str(cfg.dataset), episodes, cfg.env.id, env.single_observation_space,
-                         env.single_action_space, algorithm_name=f"{cfg.device} expert")
+                         env.single_action_space, algorithm_name={"scripted": "scripted expert", "keyboard": "keyboard teleoperation"}[cfg.device])
     steps = sum(len(e["actions"]) for e in episodes)
     print(f"wrote {len(episodes)} episodes ({steps} transitions) to {path}")
     return str(path)
+
+
+def record_keyboard(env: Any, episodes: int, seed: int, realtime: bool = True,
+                    say: Callable[[str], None] = print) -> list[dict[str, Any]]:
+    """Episodes driven from the keyboard in a one-env batch, each accepted or rejected by the operator."""
+    accepted: list[dict[str, Any]] = []
+    say(KEYS_HELP)
+    with KeyboardTeleop() as teleop:
+        attempt = 0
+        while len(accepted) < episodes and not teleop.quit_requested:
+            obs, _ = env.reset(seed=seed + attempt)
+            attempt += 1
+            teleop.start_episode()
+            say(f"episode {attempt} ({len(accepted)}/{episodes} accepted): go")
+            first, steps, tick = np.asarray(obs)[0].copy(), [], time.monotonic()
+            while True:
+                action = teleop.action()
+                next_obs, reward, terminated, truncated, info = env.step(action[None])
+                stop = bool(terminated[0] or truncated[0]) or teleop.end_requested or teleop.quit_requested
+                last = np.asarray(info["final_obs"])[0] if truncated[0] else np.asarray(next_obs)[0]
+                steps.append((last.copy(), action, float(reward[0]), bool(terminated[0]),
+                              bool(stop and not terminated[0]), bool(info["is_success"][0])))
+                if stop:
+                    break
+                if realtime:  # a person needs the real control rate to react
+                    tick += 1.0 / env.config.control_hz
+                    time.sleep(max(0.0, tick - time.monotonic()))
+            if teleop.quit_requested:
+                break
+            say(f"episode {attempt}: {len(steps)} steps, success: {steps[-1][5]}")
+            if teleop.ask_accept(say):
+                accepted.append(episode_from_steps(first, steps, seed + attempt - 1))
+    return accepted
 
 
 @hydra.main(config_path="../configs", config_name="record", version_base="1.3")
