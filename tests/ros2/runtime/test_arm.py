@@ -32,8 +32,9 @@ class IdealArm:
         self.commands: list[tuple[float, list[float]]] = []
         self.grippers: list[float] = []
         if output == "forward_command":
+            reordered = list(reversed(JOINTS))  # the node's command_joints in this test
             self.subs = [probe.create_subscription(Float64MultiArray, "/arm_controller/commands",
-                                                   lambda m: self._command(list(reversed(JOINTS)), list(m.data)), COMMAND_QOS)]
+                                                   lambda m: self._command(reordered, list(m.data)), COMMAND_QOS)]
         else:
             self.subs = [probe.create_subscription(JointTrajectory, "/arm_controller/joint_trajectory",
                                                    self._trajectory, COMMAND_QOS)]

@@ -7,15 +7,18 @@ import pytest
 from geometry_msgs.msg import PoseStamped, Twist
 from mcap_ros2.reader import read_ros2_messages
 from nav_msgs.msg import Odometry
+from rclpy.qos import QoSProfile, ReliabilityPolicy
 from rosgraph_msgs.msg import Clock
 
 from conftest import HOVER_BUNDLE
 from ros_helpers import NodeProcess, config, spin_until
 
-from robo_rl_ros.qos import COMMAND_QOS, SENSOR_QOS
+# deeper than the nodes' depth 1: the test wants every message, even when it spins late
+PROBE_QOS = QoSProfile(depth=200, reliability=ReliabilityPolicy.BEST_EFFORT)
+PROBE_RELIABLE_QOS = QoSProfile(depth=200, reliability=ReliabilityPolicy.RELIABLE)
 
 TARGET = np.array([0.0, 0.0, 1.0])
-SETTLE_S, HOVER_S = 2.0, 10.0
+SETTLE_S, HOVER_S = 3.0, 10.0  # from 8.7 cm off the target (sim_bridge.yaml), then 10 s of hover
 RECORDED = ["/cf231/odom:nav_msgs/msg/Odometry", "/cf231/pose:geometry_msgs/msg/PoseStamped",
             "/cf231/cmd_vel_legacy:geometry_msgs/msg/Twist", "/clock:rosgraph_msgs/msg/Clock"]
 
@@ -27,11 +30,11 @@ def test_hover_within_5cm_for_10s_through_ros(workspace, probe, state_source, co
     install = workspace["install"]
     odom, poses, commands, clock = [], [], [], []
     subs = [
-        probe.create_subscription(Odometry, "/cf231/odom", lambda m: odom.append(_odom_row(m)), SENSOR_QOS),
-        probe.create_subscription(PoseStamped, "/cf231/pose", lambda m: poses.append(m), SENSOR_QOS),
+        probe.create_subscription(Odometry, "/cf231/odom", lambda m: odom.append(_odom_row(m)), PROBE_QOS),
+        probe.create_subscription(PoseStamped, "/cf231/pose", lambda m: poses.append(m), PROBE_QOS),
         probe.create_subscription(Twist, "/cf231/cmd_vel_legacy", lambda m: commands.append(
-            (m.linear.y, m.linear.x, m.angular.z, m.linear.z)), COMMAND_QOS),
-        probe.create_subscription(Clock, "/clock", lambda m: clock.append(m.clock.sec + m.clock.nanosec * 1e-9), 10),
+            (m.linear.y, m.linear.x, m.angular.z, m.linear.z)), PROBE_RELIABLE_QOS),
+        probe.create_subscription(Clock, "/clock", lambda m: clock.append(m.clock.sec + m.clock.nanosec * 1e-9), PROBE_RELIABLE_QOS),
     ]
     bundle = {"bundle_path": str(HOVER_BUNDLE)}
     bag = tmp_path / "rollout.mcap"
@@ -50,8 +53,11 @@ def test_hover_within_5cm_for_10s_through_ros(workspace, probe, state_source, co
     rows = np.array(odom)
     hover = rows[(rows[:, 0] >= SETTLE_S) & (rows[:, 0] <= SETTLE_S + HOVER_S)]
     errors = np.linalg.norm(hover[:, 1:4] - TARGET, axis=1)
-    print(f"\n{state_source} -> {command_mode}{' on /clock' if sim_time else ''}: hover error over {HOVER_S:g} s of sim time: max {errors.max() * 100:.2f} cm, "
-          f"mean {errors.mean() * 100:.2f} cm, {len(hover)} odometry messages, {len(commands)} commands")
+    on_clock = " on /clock" if sim_time else ""
+    print(f"\n{state_source} -> {command_mode}{on_clock}: hover error over {HOVER_S:g} s of sim time: "
+          f"max {errors.max() * 100:.2f} cm, "
+          f"mean {errors.mean() * 100:.2f} cm, last 5 s max {errors[len(errors) // 2:].max() * 100:.2f} cm, "
+          f"{len(hover)} odometry messages, {len(commands)} commands")
     assert hover[-1, 0] - hover[0, 0] >= HOVER_S - 0.05
     assert errors.max() < 0.05
     if command_mode == "motors":  # the policy on board: motor thrusts straight to the simulated motors
@@ -65,7 +71,9 @@ def test_hover_within_5cm_for_10s_through_ros(workspace, probe, state_source, co
     assert len(commands) > 0.8 * 100 * (SETTLE_S + HOVER_S) and np.all(thrust > 0)
     hover_pwm = 0.4449 * 65535
     assert abs(np.median(thrust) - hover_pwm) < 0.1 * hover_pwm
-    assert np.abs(np.array([c[:2] for c in commands[100:]])).max() < 15.0
+    # near level in hover; from differentiated poses the attitude commands are noisier, never wild
+    tilt = np.abs(np.array([c[:2] for c in commands[int(100 * SETTLE_S):]]))
+    assert np.percentile(tilt, 95) < 5.0 and tilt.max() < 30.0, (np.percentile(tilt, 95), tilt.max())
     assert poses[-1].header.frame_id == "world" and len(poses) > 100
     assert np.all(np.diff(clock) > 0) and clock[-1] >= SETTLE_S + HOVER_S - 0.5
     _check_recording(bag, rows)

@@ -39,7 +39,8 @@ class ArmPolicyNode(Node):
         p = {name: self.declare_parameter(name, default).value for name, default in {
             "bundle_path": "", "goal": [0.5, 0.0, 0.2], "object_topic": "", "object_position": [0.5, 0.0, 0.02],
             "joint_states_topic": "/joint_states", "output": "forward_command", "controller_name": "arm_controller",
-            "command_joints": Parameter.Type.STRING_ARRAY, "gripper_controller_name": "gripper_controller", "state_timeout": 0.1,
+            "command_joints": Parameter.Type.STRING_ARRAY, "gripper_controller_name": "gripper_controller",
+            "state_timeout": 0.1,
             "max_joint_speed": 1.0, "ik_damping": 0.05, "orientation_gain": 1.0,
         }.items()}
         if not p["bundle_path"]:

@@ -53,7 +53,10 @@ class QuadrotorPolicyNode(Node):
             bundle = load_bundle(p["bundle_path"])
         except BundleError as error:
             raise StartupError(f"quadrotor_policy_node: {error}") from error
-        target = list(p["target_position"]) if p["target_position"] is not None else list(bundle.env_config.get("center", (0.0, 0.0, 1.0)))
+        target = p["target_position"]
+        if target is None:  # the task's hover point
+            target = bundle.env_config.get("center", (0.0, 0.0, 1.0))
+        target = list(target)
         if len(target) != 3:
             raise StartupError(f"target_position must have 3 entries, got {target}")
         settings = QuadrotorSettings(tuple(float(x) for x in target), p["state_timeout"], p["max_action_delta"],
@@ -96,8 +99,8 @@ class QuadrotorPolicyNode(Node):
 
     def _declare_parameters(self) -> dict:
         defaults = {
-            "bundle_path": "", "target_position": Parameter.Type.DOUBLE_ARRAY, "state_source": "pose", "pose_topic": "/cf231/pose",
-            "odom_topic": "/cf231/odom", "command_mode": "cmd_vel_legacy",
+            "bundle_path": "", "target_position": Parameter.Type.DOUBLE_ARRAY, "state_source": "pose",
+            "pose_topic": "/cf231/pose", "odom_topic": "/cf231/odom", "command_mode": "cmd_vel_legacy",
             "cmd_vel_legacy_topic": "/cf231/cmd_vel_legacy", "cmd_full_state_topic": "/cf231/cmd_full_state",
             "motor_thrusts_topic": "/cf231/motor_thrusts",
             "notify_setpoints_stop_service": "/cf231/notify_setpoints_stop", "control_rate_hz": 0.0,
@@ -177,9 +180,11 @@ class QuadrotorPolicyNode(Node):
         target = self.controller.target
         msg.pose.position.x, msg.pose.position.y, msg.pose.position.z = (float(x) for x in target)
         q = result.setpoint.quaternion
-        msg.pose.orientation.w, msg.pose.orientation.x, msg.pose.orientation.y, msg.pose.orientation.z = (float(x) for x in q)
+        o = msg.pose.orientation
+        o.w, o.x, o.y, o.z = (float(x) for x in q)
         vehicle = self.controller.vehicle
-        acceleration = result.setpoint.rotation[:, 2] * result.setpoint.thrust / vehicle.mass - [0.0, 0.0, vehicle.gravity]
+        thrust_acceleration = result.setpoint.rotation[:, 2] * result.setpoint.thrust / vehicle.mass
+        acceleration = thrust_acceleration - [0.0, 0.0, vehicle.gravity]
         msg.acc.x, msg.acc.y, msg.acc.z = (float(x) for x in acceleration)
         msg.twist.angular.x, msg.twist.angular.y, msg.twist.angular.z = (float(x) for x in result.setpoint.body_rates)
         return msg

@@ -6,13 +6,13 @@ publishes `pose_topic` (geometry_msgs/PoseStamped), `odom_topic` (nav_msgs/Odome
 frame) and `/clock` (rosgraph_msgs/Clock, the simulation time); accepts `cmd_vel_legacy_topic`
 (geometry_msgs/Twist), flown by the simulated onboard attitude controller (sim.quadrotor.onboard_pid, the
 firmware's controller_pid), and `motor_thrusts_topic` (std_msgs/Float32MultiArray, four
-normalized thrusts, for policies that run on board). As on the vehicle, the onboard loop runs on its own
-clock (`onboard_rate_hz`, one 2 ms physics step per cycle) and a command takes effect at the first cycle
-after it arrives, whatever the phase of the sender's timer. Without a command for `command_timeout` seconds the
-motors stop, as the firmware's commander watchdog stops them. With `hold_until_first_command` the
-vehicle is held at its initial state (published, time not advancing) until the first command with
-thrust arrives, so a policy node that starts later finds it where it should be. `~/reset` (std_srvs/Trigger) restarts
-from the initial state.
+normalized thrusts, for policies that run on board). As on the vehicle, the onboard loop runs on its
+own clock (`onboard_rate_hz`, one 2 ms physics step per cycle) and a command takes effect at the first
+cycle after it arrives, whatever the phase of the sender's timer. Without a command for
+`command_timeout` seconds the motors stop, as the firmware's commander watchdog stops them. With
+`hold_until_first_command` the vehicle is held at its initial state (time passes, the state is
+published) until the first command with thrust arrives, so a policy node that starts later finds it
+where it should be. `~/reset` (std_srvs/Trigger) restarts from the initial state.
 
 Needs the robo-rl simulator (torch, MuJoCo): it is the simulated robot, not robot-computer code.
 """
@@ -34,16 +34,24 @@ from robo_rl_ros.messages import fill_odometry, fill_pose, time_msg
 from robo_rl_ros.qos import COMMAND_QOS, SENSOR_QOS
 from robo_rl_ros.spin import StartupError, run_node
 
+try:
+    from sim.quadrotor.config import make_config
+    from sim.quadrotor.core import QuadrotorBatch
+    from sim.quadrotor.onboard_pid import OnboardAttitudeController, inertia_torque_scale
+except ImportError as missing:  # reported as one startup error below
+    SIMULATOR_MISSING: ImportError | None = missing
+else:
+    SIMULATOR_MISSING = None
+
 
 class SimBridgeNode(Node):
     """The simulated Crazyflie (parameters in config/sim_bridge.yaml)."""
 
     def __init__(self) -> None:
         super().__init__("sim_bridge_node")
-        from sim.quadrotor.config import make_config
-        from sim.quadrotor.core import QuadrotorBatch
-        from sim.quadrotor.onboard_pid import OnboardAttitudeController, inertia_torque_scale
-
+        if SIMULATOR_MISSING is not None:
+            raise StartupError(f"sim_bridge_node needs the robo-rl simulator (pip install -e <robo-rl>): "
+                               f"{SIMULATOR_MISSING}")
         p = {name: self.declare_parameter(name, default).value for name, default in {
             "bundle_path": "", "randomization": False, "seed": 0,
             "initial_position": Parameter.Type.DOUBLE_ARRAY, "frame_id": "world", "child_frame_id": "cf231",
@@ -84,7 +92,8 @@ class SimBridgeNode(Node):
         self.create_service(Trigger, "~/reset", self._on_reset)
         self._timer = self.create_timer(self.dt, self._step)
         self.get_logger().info(f"simulating {config.vehicle} ({config.task}) at {bundle.control_hz:g} Hz, "
-                               f"onboard controller at {p['onboard_rate_hz']:g} Hz, from {self.initial_position.tolist()}")
+                               f"onboard controller at {p['onboard_rate_hz']:g} Hz, "
+                               f"from {self.initial_position.tolist()}")
 
     def _reset(self) -> None:
         self.sim.reset(options={"initial_state": {"position": self.initial_position}})

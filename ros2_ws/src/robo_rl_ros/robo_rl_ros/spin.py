@@ -20,14 +20,14 @@ def run_node(make_node: Callable[[], Node], args: list[str] | None = None) -> in
         rclpy.spin(node)
     except (KeyboardInterrupt, ExternalShutdownException):
         pass
+    except StartupError as error:
+        print(f"[ERROR] {error}", file=sys.stderr)
+        return 1
     except RuntimeError:
         # rclpy can fail to take a message from an entity that the shutdown is tearing down (seen with
         # use_sim_time's /clock subscription on SIGINT): an artifact of stopping, not an error of the node
         if rclpy.ok():
             raise
-    except StartupError as error:
-        print(f"[ERROR] {error}", file=sys.stderr)
-        return 1
     finally:
         if node is not None:
             node.destroy_node()
@@ -36,5 +36,5 @@ def run_node(make_node: Callable[[], Node], args: list[str] | None = None) -> in
     return 0
 
 
-class StartupError(RuntimeError):
+class StartupError(Exception):
     """The node's parameters or bundle do not allow it to run (reported as one line, exit code 1)."""

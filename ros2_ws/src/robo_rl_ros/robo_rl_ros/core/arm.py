@@ -66,7 +66,8 @@ class ArmPolicyController:
             self.action_scale = float(task["action_scale"])
             self.workspace = np.array(task["workspace"], dtype=np.float64).T  # (2, 3)
         except (KeyError, TypeError, ValueError) as error:
-            raise BundleError(f"policy.json training.env_config lacks the arm task's action_scale/workspace: {error!r}") from error
+            raise BundleError("policy.json training.env_config lacks the arm task's action_scale and workspace: "
+                              f"{error!r}") from error
         self.gripper_low, self.gripper_high = (float(x) for x in bundle.manifest["kinematics"]["gripper"]["range"])
         self.bundle, self.settings = bundle, settings
         self.dt = 1.0 / bundle.control_hz
@@ -144,7 +145,8 @@ class ArmPolicyController:
         action = self.action_filter(self.policy(obs)).action
         tool, rotation, jacobian = self.chain.forward(q)
         target = np.clip(tool + self.action_scale * action[:3], self.workspace[0], self.workspace[1])
-        error = np.concatenate([target - tool, self.settings.orientation_gain * _rotation_error(self._orientation, rotation)])
+        orientation_error = self.settings.orientation_gain * _rotation_error(self._orientation, rotation)
+        error = np.concatenate([target - tool, orientation_error])
         damping = self.settings.ik_damping ** 2 * np.eye(6)
         dq = jacobian.T @ np.linalg.solve(jacobian @ jacobian.T + damping, error)
         desired = np.clip(q + dq, self.chain.lower, self.chain.upper)

@@ -126,14 +126,16 @@ def legacy_command(setpoint: AttitudeSetpoint, vehicle: VehicleModel, attitude_k
                    max_tilt_deg: float = 60.0) -> LegacyCommand:
     """The `cmd_vel_legacy` fields for a setpoint (conventions in the module docstring)."""
     roll, pitch, _ = setpoint.euler
-    lead = setpoint.body_rates / attitude_kp if attitude_kp > 0 else np.zeros(3)
+    rates = setpoint.body_rates
+    gain = 1.0 / attitude_kp if attitude_kp > 0 else 0.0
+    lead_roll, lead_pitch = float(rates[0]) * gain, float(rates[1]) * gain
     # body rates ~ Euler-angle rates near level flight, which is where an attitude loop operates
-    roll_deg = math.degrees(roll + lead[0])
-    pitch_deg = math.degrees(pitch + lead[1])
-    roll_deg = float(np.clip(roll_deg, -max_tilt_deg, max_tilt_deg))
-    pitch_deg = float(np.clip(pitch_deg, -max_tilt_deg, max_tilt_deg))
-    pwm = float(np.clip(setpoint.thrust / (4.0 * vehicle.thrust_max) * PWM_MAX, 0.0, PWM_MAX))
-    return LegacyCommand(roll_deg, -pitch_deg, -math.degrees(setpoint.body_rates[2]), pwm)
+    roll_deg = math.degrees(roll + lead_roll)
+    pitch_deg = math.degrees(pitch + lead_pitch)
+    roll_deg = min(max(roll_deg, -max_tilt_deg), max_tilt_deg)
+    pitch_deg = min(max(pitch_deg, -max_tilt_deg), max_tilt_deg)
+    pwm = min(max(setpoint.thrust / (4.0 * vehicle.thrust_max) * PWM_MAX, 0.0), PWM_MAX)
+    return LegacyCommand(roll_deg, -pitch_deg, -math.degrees(float(rates[2])), pwm)
 
 
 def descent_command(vehicle: VehicleModel, seconds_since_stop: float, descent_seconds: float,

@@ -19,17 +19,20 @@ class _Link:
     anchor: np.ndarray
 
 
+def _link(link: dict) -> _Link:
+    joint = link["joint"]
+    return _Link(np.asarray(link["pos"], dtype=np.float64), quat_to_matrix(np.asarray(link["quat"], dtype=np.float64)),
+                 None if joint is None else np.asarray(joint["axis"], dtype=np.float64),
+                 np.zeros(3) if joint is None else np.asarray(joint["anchor"], dtype=np.float64))
+
+
 class KinematicChain:
     """The arm from the world to its tool site; joint angles in the order of `joints`."""
 
     def __init__(self, description: dict):
         try:
             self.joints = tuple(str(n) for n in description["joints"])
-            self._links = tuple(_Link(np.asarray(link["pos"], dtype=np.float64),
-                                      quat_to_matrix(np.asarray(link["quat"], dtype=np.float64)),
-                                      None if link["joint"] is None else np.asarray(link["joint"]["axis"], dtype=np.float64),
-                                      np.zeros(3) if link["joint"] is None else np.asarray(link["joint"]["anchor"], dtype=np.float64))
-                                for link in description["links"])
+            self._links = tuple(_link(link) for link in description["links"])
             limits = [link["joint"]["range"] for link in description["links"] if link["joint"] is not None]
             self.lower, self.upper = (np.array(x, dtype=np.float64) for x in zip(*limits))
             self._tool_pos = np.asarray(description["tool"]["pos"], dtype=np.float64)

@@ -29,8 +29,8 @@ class VehicleState:
 
     def is_finite(self) -> bool:
         """Whether every entry is a finite number."""
-        return all(np.all(np.isfinite(v)) for v in (self.position, self.quaternion, self.velocity,
-                                                    self.angular_velocity))
+        return bool(np.isfinite(np.concatenate((self.position, self.quaternion, self.velocity,
+                                                self.angular_velocity), axis=None)).all())
 
 
 class ActionHistory:

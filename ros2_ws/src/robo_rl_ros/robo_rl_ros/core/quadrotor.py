@@ -10,6 +10,7 @@ resumes, with a fresh action history, on the first tick that has a good state.
 from __future__ import annotations
 
 import dataclasses
+import math
 
 import numpy as np
 
@@ -18,7 +19,6 @@ from robo_rl_ros.core.crazyflie import (STOP_COMMAND, AttitudeSetpoint, LegacyCo
                                         attitude_setpoint, descent_command, legacy_command)
 from robo_rl_ros.core.inference import OnnxPolicy
 from robo_rl_ros.core.observation import ActionHistory, QuadrotorObservation, VehicleState
-from robo_rl_ros.core.rotations import normalized_quat
 from robo_rl_ros.core.safety import Geofence, SafetyFilter
 from robo_rl_ros.core.watchdog import StateWatchdog
 
@@ -77,13 +77,10 @@ class QuadrotorPolicyController:
         """Store the latest state (received at `now`); False, and nothing flies on it, if it is invalid."""
         if not state.is_finite():
             return self._invalidate("state contains NaN or Inf")
-        try:
-            quaternion = normalized_quat(state.quaternion)
-        except ValueError:
-            return self._invalidate("orientation is not a rotation quaternion")
-        if abs(float(np.linalg.norm(state.quaternion)) - 1.0) > 0.01:
+        norm = math.sqrt(float(np.dot(state.quaternion, state.quaternion)))
+        if abs(norm - 1.0) > 0.01:
             return self._invalidate("orientation quaternion is not unit length")
-        self._state = dataclasses.replace(state, quaternion=quaternion)
+        self._state = dataclasses.replace(state, quaternion=np.asarray(state.quaternion, dtype=np.float64) / norm)
         self._invalid_reason = ""
         self.watchdog.feed(now)
         return True

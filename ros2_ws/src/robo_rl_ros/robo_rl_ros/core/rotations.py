@@ -35,12 +35,16 @@ def matrix_to_euler_zyx(rotation: np.ndarray) -> tuple[float, float, float]:
 
 def rotation_exp(rotation_vector: np.ndarray) -> np.ndarray:
     """Rotation matrix of a rotation vector (axis times angle), Rodrigues' formula."""
-    angle = float(np.linalg.norm(rotation_vector))
+    x, y, z = (float(v) for v in rotation_vector)
+    angle = math.sqrt(x * x + y * y + z * z)
     if angle < 1e-12:
         return np.eye(3)
-    k = np.asarray(rotation_vector) / angle
-    skew = np.array([[0.0, -k[2], k[1]], [k[2], 0.0, -k[0]], [-k[1], k[0], 0.0]])
-    return np.eye(3) + np.sin(angle) * skew + (1.0 - np.cos(angle)) * skew @ skew
+    x, y, z = x / angle, y / angle, z / angle
+    s, c = math.sin(angle), math.cos(angle)
+    t = 1.0 - c
+    return np.array([[c + t * x * x, t * x * y - s * z, t * x * z + s * y],
+                     [t * x * y + s * z, c + t * y * y, t * y * z - s * x],
+                     [t * x * z - s * y, t * y * z + s * x, c + t * z * z]])
 
 
 def relative_rotation_vector(r_from: np.ndarray, r_to: np.ndarray) -> np.ndarray:

@@ -38,15 +38,17 @@ class SafetyFilter:
     def __call__(self, action: np.ndarray) -> FilterResult:
         """The action to command for the policy's `action`."""
         action = np.asarray(action, dtype=np.float64)
-        rejected = action.shape != self.low.shape or not np.all(np.isfinite(action))
-        candidate = self.safe_action.copy() if rejected else action
-        clipped_action = np.clip(candidate, self.low, self.high)
-        clipped = not rejected and not np.array_equal(clipped_action, candidate)
-        limited = clipped_action
-        if self._previous is not None:
-            limited = np.clip(clipped_action, self._previous - self.max_delta, self._previous + self.max_delta)
-        rate_limited = not np.array_equal(limited, clipped_action)
-        self._previous = limited.copy()
+        rejected = action.shape != self.low.shape or not np.isfinite(action).all()
+        candidate = self.safe_action if rejected else action
+        low, high = self.low, self.high
+        if self._previous is not None:  # the tighter of the range and the rate limit
+            low = np.maximum(low, self._previous - self.max_delta)
+            high = np.minimum(high, self._previous + self.max_delta)
+        limited = np.minimum(np.maximum(candidate, low), high)
+        changed = not rejected and bool((limited != candidate).any())
+        clipped = changed and bool(((candidate < self.low) | (candidate > self.high)).any())
+        rate_limited = bool((limited != np.minimum(np.maximum(candidate, self.low), self.high)).any())
+        self._previous = limited
         return FilterResult(limited, rejected, clipped, rate_limited)
 
 
@@ -65,5 +67,5 @@ class Geofence:
 
     def contains(self, position: np.ndarray) -> bool:
         """Whether `position` is finite and inside the box."""
-        position = np.asarray(position, dtype=np.float64)
-        return bool(np.all(np.isfinite(position)) and np.all(position >= self.low) and np.all(position <= self.high))
+        # comparisons with NaN are False, so a NaN entry is outside
+        return all(lo <= float(p) <= hi for p, lo, hi in zip(position, self.low, self.high))
