@@ -8,6 +8,7 @@ import os
 
 os.environ["OMP_NUM_THREADS"] = "1"
 os.environ["OMP_WAIT_POLICY"] = "PASSIVE"
+os.environ.setdefault("MUJOCO_GL", "egl")  # offscreen rendering without a display (Mesa's EGL)
 
 import torch  # noqa: E402
 

@@ -6,7 +6,7 @@ step plus a gripper command in [-1, 1] (-1 open, +1 closed); the target is clipp
 tool points down. Observation (named fields, `layout`): tool position, tool velocity, gripper opening,
 cube position, cube minus tool, goal minus tool (the goal is the reach point, or the lift height above the
 cube's start). Rewards, a dict of named terms times scales: `reach` exp(-20 |goal - tool|) (reach task)
-or SERL's `approach` 0.3 exp(-20 |cube - tool|) and `lift` 0.7 clip(lift / lift_height, 0, 1) (dense
+or `approach` 0.3 (1 - tanh(3 |cube - tool|)) and SERL's `lift` 0.7 clip(lift / lift_height, 0, 1) (dense
 pick), and `success` 1 on success (the sparse reward). Success: the tool within 2 cm of the reach point;
 the cube `lift_height` above its start. Episodes truncate at `episode_seconds`; nothing terminates.
 Same-step autoreset as the quadrotor envs (`info["final_obs"]`, `info["_final_obs"]`).
@@ -308,7 +308,9 @@ class ArmVectorEnv(VectorEnv):
         else:
             lift = obs[:, s["cube_position"]][:, 2] - self.cube_start[:, 2]
             success = lift >= config.lift_height
-            approach = 0.3 * np.exp(-20.0 * np.linalg.norm(obs[:, s["cube_minus_tool"]], axis=1))
+            # SERL's approach term is 0.3 exp(-20 d): below 1e-4 where our tool starts (0.47 m from the cube),
+            # so a tanh keeps a gradient towards the cube over the whole workspace (robosuite-style shaping)
+            approach = 0.3 * (1.0 - np.tanh(3.0 * np.linalg.norm(obs[:, s["cube_minus_tool"]], axis=1)))
             terms = {"approach": approach, "lift": 0.7 * np.clip(lift / config.lift_height, 0.0, 1.0),
                      "success": success * 1.0}
         if config.dense:
