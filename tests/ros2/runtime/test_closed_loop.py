@@ -18,14 +18,14 @@ PROBE_QOS = QoSProfile(depth=200, reliability=ReliabilityPolicy.BEST_EFFORT)
 PROBE_RELIABLE_QOS = QoSProfile(depth=200, reliability=ReliabilityPolicy.RELIABLE)
 
 TARGET = np.array([0.0, 0.0, 1.0])
-SETTLE_S, HOVER_S = 3.0, 10.0  # from 8.7 cm off the target (sim_bridge.yaml), then 10 s of hover
+SETTLE_S, HOVER_S = 4.0, 10.0  # from 8.7 cm off the target (sim_bridge.yaml), then 10 s of hover
 RECORDED = ["/cf231/odom:nav_msgs/msg/Odometry", "/cf231/pose:geometry_msgs/msg/PoseStamped",
             "/cf231/cmd_vel_legacy:geometry_msgs/msg/Twist", "/clock:rosgraph_msgs/msg/Clock"]
 
 
 @pytest.mark.parametrize("state_source, command_mode, sim_time", [
     ("odom", "cmd_vel_legacy", False), ("pose", "cmd_vel_legacy", False), ("odom", "motors", False),
-    ("pose", "cmd_vel_legacy", True)])
+    ("odom", "cmd_vel_legacy", True)])
 def test_hover_within_5cm_for_10s_through_ros(workspace, probe, state_source, command_mode, sim_time, tmp_path):
     install = workspace["install"]
     odom, poses, commands, clock = [], [], [], []
