@@ -14,6 +14,8 @@ QUADROTOR_ENV_IDS = {
 ARM_ENV_IDS = {
     "robo_rl/ArmPickCube-v0": "pick_cube",
     "robo_rl/ArmReach-v0": "reach",
+    "robo_rl/SOArm100PickCube-v0": {"task": "pick_cube", "robot": "so_arm100"},
+    "robo_rl/SOArm100Reach-v0": {"task": "reach", "robot": "so_arm100"},
 }
 
 
@@ -30,5 +32,6 @@ def register_envs() -> None:
         for env_id, task in ids.items():
             if env_id in gym.registry:
                 continue
+            kwargs = task if isinstance(task, dict) else {"task": task}  # a task name, or constructor kwargs
             gym.register(id=env_id, entry_point=entry_point, vector_entry_point=vector_entry_point,
-                         kwargs={"task": task}, max_episode_steps=None, disable_env_checker=False)
+                         kwargs=kwargs, max_episode_steps=None, disable_env_checker=False)

@@ -32,6 +32,7 @@ class ImpedanceGains:
     translation_damping_ratio: float = 1.0
     rotation_damping_ratio: float = 1.0
     null_damping: float = 2.0  # [N m s/rad] on every arm joint
+    effective_mass: float = 2.0  # [kg] the arm's apparent mass at the tool, for the damping (rotation: 5% of it)
 
     def damping(self, stiffness: float, ratio: float, mass: float) -> float:
         """Damping for a critically damped (ratio 1) second-order response of `mass`."""
@@ -42,7 +43,7 @@ class BatchedImpedanceController:
     """Drives the arms of `batch` (persistent, of a model loaded from `spec`) towards tool poses."""
 
     def __init__(self, batch: mujoco.batch.Batch, model: mujoco.MjModel, spec: ArmSpec,
-                 gains: ImpedanceGains = ImpedanceGains(), effective_mass: float = 2.0):
+                 gains: ImpedanceGains = ImpedanceGains()):
         self.batch, self.spec, self.gains = batch, spec, gains
         site = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_SITE, spec.ee_site)
         self._site = site
@@ -56,7 +57,7 @@ class BatchedImpedanceController:
         self._bias = batch.bind("qfrc_bias")
         self._ctrl = batch.bind("ctrl")
         self._jacobians: tuple[np.ndarray, np.ndarray] | None = None
-        self._effective_mass = effective_mass
+        self._effective_mass = gains.effective_mass
         n = self._qvel.shape[0]
         self._kp, self._kr, self._dp, self._dr = (np.zeros((n, 1)) for _ in range(4))  # per arm
         self.set_stiffness_scale(np.arange(n), np.ones(n))
@@ -93,6 +94,7 @@ class BatchedImpedanceController:
         new_jacobian=False reuses the previous call's Jacobians (the pose, velocity and bias are current).
         """
         pos, rot = self._site_xpos[:, 0], self._site_xmat[:, 0].reshape(-1, 3, 3)
+        axis_only = self.spec.orientation == "axis"
         if new_jacobian or self._jacobians is None:
             self._jacobians = self._jacobians_now()
         jacp, jacr = self._jacobians
@@ -100,7 +102,12 @@ class BatchedImpedanceController:
         lin = np.einsum("nij,nj->ni", jacp, qvel)
         ang = np.einsum("nij,nj->ni", jacr, qvel)
         force = self._kp * (target_pos - pos) - self._dp * lin
-        torque = self._kr * rotation_error(target_rot, rot) - self._dr * ang
+        if axis_only:  # align the tool z axes; leave the rotation about them free (and undamped)
+            z = rot[:, :, 2]
+            ang = ang - np.einsum("ni,ni->n", ang, z)[:, None] * z
+            torque = self._kr * np.cross(z, target_rot[:, :, 2]) - self._dr * ang
+        else:
+            torque = self._kr * rotation_error(target_rot, rot) - self._dr * ang
         tau = (np.einsum("nji,nj->ni", jacp, force) + np.einsum("nji,nj->ni", jacr, torque)
                - self.gains.null_damping * qvel + self._bias[:, self._dofs])
         tau = np.clip(tau, self._limits[0], self._limits[1])

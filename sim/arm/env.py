@@ -31,12 +31,27 @@ from gymnasium.vector import AutoresetMode, VectorEnv
 
 from sim.arm.controller import BatchedImpedanceController, ImpedanceGains
 from sim.arm.expert import expert_actions
-from sim.arm.robot import PANDA_LIKE, ArmSpec, load_arm
+from sim.arm.robot import PANDA_LIKE, SO_ARM100_LIKE, ArmSpec, load_arm
 from sim.errors import ConfigError
 from sim.observation import ObservationField, ObservationLayout
 
 ARM_TASKS = ("reach", "pick_cube")
-HOME = (0.0, -0.785, 0.0, -2.356, 0.0, 1.571, 0.785)  # tool about 0.49 m above the table, pointing down
+HOME = PANDA_LIKE.home  # the Panda-class arm's start: tool about 0.49 m above the table, pointing down
+
+
+# Per robot, the task geometry and controller settings that differ from ArmTaskConfig's (Panda-class)
+# defaults: `robot=` picks a row, further overrides apply on top.
+ROBOTS: dict[str, dict[str, Any]] = {
+    "panda_like": {},
+    "so_arm100": {
+        "spec": SO_ARM100_LIKE, "action_scale": 0.01,
+        # inside what the 0.25 m of upper arm and forearm reach with the tool pointing down
+        "workspace": ((0.1, 0.3), (-0.15, 0.15), (0.0, 0.2)), "cube_x": (0.15, 0.23), "cube_y": (-0.08, 0.08),
+        "reach_box": ((0.14, 0.22), (-0.08, 0.08), (0.03, 0.1)), "lift_height": 0.06,
+        "gains": ImpedanceGains(translation_stiffness=2000.0, rotation_stiffness=20.0, null_damping=0.05,
+                                effective_mass=0.3),
+    },
+}
 
 
 @dataclasses.dataclass
@@ -117,7 +132,10 @@ class ArmVectorEnv(VectorEnv):
     metadata = {"autoreset_mode": AutoresetMode.SAME_STEP, "render_modes": []}
 
     def __init__(self, task: str = "pick_cube", num_envs: int = 16, nthread: int = 0,
-                 config: ArmTaskConfig | dict | None = None, backend: str = "mujoco_batch", **overrides: Any):
+                 config: ArmTaskConfig | dict | None = None, backend: str = "mujoco_batch", robot: str = "panda_like",
+                 **overrides: Any):
+        if robot not in ROBOTS:
+            raise ConfigError(f"unknown robot {robot!r}; known: {', '.join(ROBOTS)}")
         if backend != "mujoco_batch":
             raise ConfigError(f"the arm tasks run on backend 'mujoco_batch' only, not {backend!r}")
         if isinstance(config, dict):
@@ -137,7 +155,7 @@ class ArmVectorEnv(VectorEnv):
             fields = {**dataclasses.asdict(PANDA_LIKE), **overrides["spec"]}
             overrides["spec"] = ArmSpec(mjcf=Path(fields.pop("mjcf")), **{k: tuple(v) if isinstance(v, list) else v
                                                                             for k, v in fields.items()})
-        config = dataclasses.replace(config or ArmTaskConfig(task=task), **overrides)
+        config = dataclasses.replace(config or ArmTaskConfig(task=task, **ROBOTS[robot]), **overrides)
         self.model = load_arm(config.spec)
         config.validate(self.model.opt.timestep)
         self.config, self.num_envs = config, num_envs
@@ -192,7 +210,7 @@ class ArmVectorEnv(VectorEnv):
         config, n = self.config, len(ids)
         self._randomize(ids)
         self.batch.reset(ids=ids, stage=mujoco.mjtStage.mjSTAGE_NONE)
-        self._qpos[np.ix_(ids, self._arm_qpos)] = HOME
+        self._qpos[np.ix_(ids, self._arm_qpos)] = config.spec.home
         self._qpos[ids, self._finger_qpos] = self._gripper_range[1]
         cube = np.stack([self._rng.uniform(*config.cube_x, n), self._rng.uniform(*config.cube_y, n),
                          self.params["cube_half_size"][ids]], axis=1)
@@ -281,8 +299,10 @@ class ArmVectorEnv(VectorEnv):
             self._render_data = mujoco.MjData(self._render_model)
             self._renderer = mujoco.Renderer(self._render_model, height, width)
             self._camera = mujoco.MjvCamera()
-            self._camera.lookat[:] = (0.35, 0.0, 0.3)
-            self._camera.distance, self._camera.azimuth, self._camera.elevation = 1.8, 150.0, -20.0
+            extent = self.model.stat.extent  # framed on the robot's size
+            self._camera.lookat[:] = (*self.model.stat.center[:2], 0.3 * extent)
+            self._camera.distance = 1.4 * extent
+            self._camera.azimuth, self._camera.elevation = 150.0, -20.0
         model, data = self._render_model, self._render_data
         cube = self._cube_geom
         model.geom_size[cube] = self._geom_size[index, cube]  # this episode's randomized cube
@@ -326,8 +346,8 @@ class ArmEnv(gym.Env):
     metadata = {"render_modes": ["rgb_array"], "render_fps": 50}
 
     def __init__(self, task: str = "pick_cube", config: ArmTaskConfig | dict | None = None,
-                 render_mode: str | None = None, **overrides: Any):
-        self.vector = ArmVectorEnv(task, num_envs=1, nthread=1, config=config, **overrides)
+                 render_mode: str | None = None, robot: str = "panda_like", **overrides: Any):
+        self.vector = ArmVectorEnv(task, num_envs=1, nthread=1, config=config, robot=robot, **overrides)
         self.render_mode = render_mode
         self.metadata = {**self.metadata, "render_fps": int(round(self.vector.config.control_hz))}
         self.observation_space = self.vector.single_observation_space

@@ -23,6 +23,10 @@ class ArmSpec:
     actuators: tuple[str, ...]  # the arm joints' torque actuators, same order
     ee_site: str  # the tool centre point
     gripper_actuator: str  # position actuator of the fingers (opening per finger)
+    home: tuple[float, ...] = ()  # arm joint positions at the start of an episode, tool pointing down
+    # what the controller holds of the tool's orientation: "full" (6+ DoF arms) or "axis" (only the
+    # direction of the tool's z axis, for 5-DoF arms, which cannot also hold its yaw everywhere)
+    orientation: str = "full"
 
 
 PANDA_LIKE = ArmSpec(
@@ -31,6 +35,17 @@ PANDA_LIKE = ArmSpec(
     actuators=tuple(f"joint{i}" for i in range(1, 8)),
     ee_site="tcp",
     gripper_actuator="gripper",
+    home=(0.0, -0.785, 0.0, -2.356, 0.0, 1.571, 0.785),  # tool about 0.49 m above the table
+)
+
+SO_ARM100_LIKE = ArmSpec(
+    mjcf=HERE / "so_arm100.xml",
+    joints=("shoulder_pan", "shoulder_lift", "elbow_flex", "wrist_flex", "wrist_roll"),
+    actuators=("shoulder_pan", "shoulder_lift", "elbow_flex", "wrist_flex", "wrist_roll"),
+    ee_site="tcp",
+    gripper_actuator="gripper",
+    home=(0.0, -1.57, 1.57, 1.57, 0.0),  # Menagerie's home: tool 0.19 m out, 0.075 m above the table
+    orientation="axis",
 )
 
 
@@ -48,4 +63,8 @@ def load_arm(spec: ArmSpec = PANDA_LIKE) -> mujoco.MjModel:
         raise ConfigError(f"{spec.mjcf} lacks {', '.join(missing)}")
     if len(spec.joints) != len(spec.actuators):
         raise ConfigError("an arm spec needs one actuator per joint")
+    if len(spec.home) != len(spec.joints):
+        raise ConfigError(f"an arm spec needs a home position per joint ({len(spec.joints)}), got {len(spec.home)}")
+    if spec.orientation not in ("full", "axis"):
+        raise ConfigError(f"arm spec orientation must be 'full' or 'axis', got {spec.orientation!r}")
     return model

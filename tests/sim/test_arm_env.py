@@ -7,13 +7,13 @@ import numpy as np
 import pytest
 from gymnasium.utils.env_checker import check_env
 
-import sim  # noqa: F401
+from sim import ARM_ENV_IDS
 from sim.arm.env import ArmTaskConfig, ArmVectorEnv
 from sim.arm.expert import expert_actions
 from sim.errors import ConfigError
 
 
-@pytest.mark.parametrize("env_id", ["robo_rl/ArmPickCube-v0", "robo_rl/ArmReach-v0"])
+@pytest.mark.parametrize("env_id", sorted(ARM_ENV_IDS))
 def test_gymnasium_env_checker_passes_and_make_vec_gives_the_batch(env_id):
     check_env(gym.make(env_id).unwrapped)
     venv = gym.make_vec(env_id, num_envs=3, vectorization_mode="vector_entry_point", nthread=1)
@@ -37,9 +37,10 @@ def test_same_seed_same_episodes_and_placements_vary():
     assert len({tuple(np.round(x, 4)) for x in cubes}) == 4  # each env its own cube placement
 
 
+@pytest.mark.parametrize("robot", ["panda_like", "so_arm100"])
 @pytest.mark.parametrize("task", ["pick_cube", "reach"])
-def test_scripted_expert_succeeds(task):
-    env = ArmVectorEnv(task, num_envs=24, nthread=1)
+def test_scripted_expert_succeeds(task, robot):
+    env = ArmVectorEnv(task, num_envs=24, nthread=1, robot=robot)
     obs, _ = env.reset(seed=0)
     success = np.zeros(env.num_envs, dtype=bool)
     for _ in range(env.config.episode_steps):
@@ -117,3 +118,18 @@ def test_latency_delays_the_action_by_whole_control_steps():
     assert prompt[0] > still[0] + 0.002  # the prompt arm moves at once
     np.testing.assert_array_equal(delayed[:2], still[:2])  # the delayed one waits two control steps
     assert delayed[2] > still[2] + 0.002
+
+
+def test_the_five_dof_servo_arm_is_the_published_so_arm100_chain():
+    env = ArmVectorEnv("reach", num_envs=1, nthread=1, robot="so_arm100")
+    model = env.model
+    assert [model.joint(j).name for j in env.config.spec.joints] == [
+        "shoulder_pan", "shoulder_lift", "elbow_flex", "wrist_flex", "wrist_roll"]
+    # STS3215 (12 V) stall torque on every joint; Menagerie's joint ranges
+    np.testing.assert_allclose(model.actuator_ctrlrange[:5], [[-2.94, 2.94]] * 5)
+    np.testing.assert_allclose(model.jnt_range[model.joint("shoulder_lift").id], [-3.32, 0.174])
+    obs, _ = env.reset(seed=0)
+    # Menagerie's home pose puts the tool 0.19 m out and 0.075 m up, pointing down (we reach along +x)
+    np.testing.assert_allclose(obs[0, :3], [0.1935, 0.0, 0.075], atol=0.015)
+    z_axis = env.controller.tool_pose()[1][0][:, 2]
+    np.testing.assert_allclose(z_axis, [0.0, 0.0, -1.0], atol=0.02)
