@@ -152,7 +152,7 @@ class ArmVectorEnv(VectorEnv):
             overrides["randomization"] = ArmRandomization(**{k: tuple(v) if isinstance(v, list) else v
                                                               for k, v in overrides["randomization"].items()})
         if isinstance(overrides.get("spec"), dict):  # another robot: its MJCF and the names in it
-            fields = {**dataclasses.asdict(PANDA_LIKE), **overrides["spec"]}
+            fields = {**dataclasses.asdict(ROBOTS[robot].get("spec", PANDA_LIKE)), **overrides["spec"]}
             overrides["spec"] = ArmSpec(mjcf=Path(fields.pop("mjcf")), **{k: tuple(v) if isinstance(v, list) else v
                                                                             for k, v in fields.items()})
         config = dataclasses.replace(config or ArmTaskConfig(task=task, **ROBOTS[robot]), **overrides)
