@@ -8,7 +8,8 @@ cube position, cube minus tool, goal minus tool (the goal is the reach point, or
 cube's start). Rewards, a dict of named terms times scales: `reach` exp(-20 |goal - tool|) (reach task)
 or `approach` 0.3 (1 - tanh(3 |cube - tool|)) and SERL's `lift` 0.7 clip(lift / lift_height, 0, 1) (dense
 pick), and `success` 1 on success (the sparse reward). Success: the tool within 2 cm of the reach point;
-the cube `lift_height` above its start. Episodes truncate at `episode_seconds`; nothing terminates.
+the cube `lift_height` above its start. Episodes truncate at `episode_seconds`; one terminates only if
+its simulation blew up (MuJoCo's non-finite state warnings; `info["diverged"]`).
 Same-step autoreset as the quadrotor envs (`info["final_obs"]`, `info["_final_obs"]`).
 
 Domain randomization (`randomization`, off by default): per episode, friction of the cube and finger
@@ -75,6 +76,8 @@ class ArmRandomization:
                 raise ConfigError(f"randomization.{f.name} must be a range 0 < low <= high, got {(low, high)}")
 
 
+UNSTABLE_WARNINGS = [int(mujoco.mjtWarning.mjWARN_BADQPOS), int(mujoco.mjtWarning.mjWARN_BADQVEL),
+                     int(mujoco.mjtWarning.mjWARN_BADQACC)]
 PARAM_NAMES = ("friction_scale", "cube_half_size", "cube_mass", "stiffness_scale", "latency_steps")
 
 
@@ -204,6 +207,7 @@ class ArmVectorEnv(VectorEnv):
         if seed is not None:
             self._rng = np.random.default_rng(seed)
         self._reset(np.arange(self.num_envs))
+        self._warnings_seen = self._instability_warnings()
         return self._observe(), {"params": {k: v.copy() for k, v in self.params.items()}}
 
     def _reset(self, ids: np.ndarray) -> None:
@@ -274,17 +278,25 @@ class ArmVectorEnv(VectorEnv):
         self.steps += 1
         obs = self._observe()
         reward, success, terms = self._reward(obs)
-        terminated = np.zeros(self.num_envs, dtype=bool)
-        truncated = self.steps >= self.config.episode_steps
-        info: dict[str, Any] = {"is_success": success, "reward_terms": terms}
-        if truncated.any():
-            ids = np.flatnonzero(truncated)
+        # MuJoCo resets a simulation whose state blew up (and only warns): such an episode ends here
+        diverged = self._instability_warnings() > self._warnings_seen
+        terminated = diverged
+        truncated = (self.steps >= self.config.episode_steps) & ~terminated
+        info: dict[str, Any] = {"is_success": success & ~diverged, "reward_terms": terms, "diverged": diverged}
+        done = terminated | truncated
+        if done.any():
+            ids = np.flatnonzero(done)
             info["final_obs"] = obs.copy()
-            info["_final_obs"] = truncated.copy()
+            info["_final_obs"] = done.copy()
             self._reset(ids)
             obs[ids] = self._observe()[ids]
             info["params"] = {k: v.copy() for k, v in self.params.items()}
+        self._warnings_seen = self._instability_warnings()
         return obs, reward, terminated, truncated, info
+
+    def _instability_warnings(self) -> np.ndarray:
+        """Per simulation, how often MuJoCo found its positions, velocities or accelerations non-finite or huge."""
+        return self.batch.warning[:, UNSTABLE_WARNINGS, 1].sum(axis=1)
 
     def expert_actions(self, obs: np.ndarray, noise: float = 0.0, rng: np.random.Generator | None = None) -> np.ndarray:
         """The scripted expert's actions (N, 4) for observations (N, obs) of this env (sim.arm.expert)."""
@@ -362,7 +374,7 @@ class ArmEnv(gym.Env):
     def step(self, action: Any) -> tuple[np.ndarray, float, bool, bool, dict]:
         """One control step; at the time limit returns the episode's last observation (no autoreset)."""
         obs, reward, terminated, truncated, info = self.vector.step(np.asarray(action, dtype=np.float64)[None])
-        last = info["final_obs"][0] if truncated[0] else obs[0]
+        last = info["final_obs"][0] if terminated[0] or truncated[0] else obs[0]
         return last, float(reward[0]), bool(terminated[0]), bool(truncated[0]), {
             "is_success": bool(info["is_success"][0]),
             "reward_terms": {k: float(v[0]) for k, v in info["reward_terms"].items()}}

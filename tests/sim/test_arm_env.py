@@ -133,3 +133,15 @@ def test_the_five_dof_servo_arm_is_the_published_so_arm100_chain():
     np.testing.assert_allclose(obs[0, :3], [0.1935, 0.0, 0.075], atol=0.015)
     z_axis = env.controller.tool_pose()[1][0][:, 2]
     np.testing.assert_allclose(z_axis, [0.0, 0.0, -1.0], atol=0.02)
+
+
+def test_a_simulation_that_blows_up_ends_its_episode_and_restarts():
+    env = ArmVectorEnv("pick_cube", num_envs=3, nthread=1)
+    obs, _ = env.reset(seed=0)
+    env._qvel[1, env._cube_qvel + 2] = 1e12  # a diverging cube in env 1 only
+    obs, reward, terminated, truncated, info = env.step(np.zeros((3, 4)))
+    np.testing.assert_array_equal(terminated, [False, True, False])
+    assert info["diverged"][1] and not info["is_success"][1] and info["_final_obs"][1]
+    assert env.steps[1] == 0 and np.isfinite(obs).all()  # env 1 restarted from a fresh placement
+    _, _, terminated, _, info = env.step(np.zeros((3, 4)))
+    assert not terminated.any() and not info["diverged"].any()  # a warning ends one episode, not the next
