@@ -29,6 +29,7 @@ setup(
             f"sim_bridge_node = {PACKAGE}.sim_bridge_node:main",
             f"mcap_recorder_node = {PACKAGE}.mcap_recorder_node:main",
             f"arm_policy_node = {PACKAGE}.arm_policy_node:main",
+            f"arm_sim_bridge_node = {PACKAGE}.arm_sim_bridge_node:main",
         ],
     },
 )

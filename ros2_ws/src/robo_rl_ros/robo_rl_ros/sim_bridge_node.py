@@ -24,14 +24,14 @@ from geometry_msgs.msg import PoseStamped, Twist
 from nav_msgs.msg import Odometry
 from rclpy.node import Node
 from rclpy.parameter import Parameter
-from rosgraph_msgs.msg import Clock
 from std_msgs.msg import Float32MultiArray
 from std_srvs.srv import Trigger
 
-from robo_rl_ros.core.bundle import BundleError, load_bundle
 from robo_rl_ros.core.observation import VehicleState
 from robo_rl_ros.messages import fill_odometry, fill_pose, time_msg
 from robo_rl_ros.qos import COMMAND_QOS, SENSOR_QOS
+from robo_rl_ros.sim_common import (ClockPublisher, declare_parameters, load_sim_bundle, require_simulator,
+                                     sim_env_config)
 from robo_rl_ros.spin import StartupError, run_node
 
 try:
@@ -49,26 +49,17 @@ class SimBridgeNode(Node):
 
     def __init__(self) -> None:
         super().__init__("sim_bridge_node")
-        if SIMULATOR_MISSING is not None:
-            raise StartupError(f"sim_bridge_node needs the robo-rl simulator (pip install -e <robo-rl>): "
-                               f"{SIMULATOR_MISSING}")
-        p = {name: self.declare_parameter(name, default).value for name, default in {
+        require_simulator("sim_bridge_node", SIMULATOR_MISSING)
+        p = declare_parameters(self, {
             "bundle_path": "", "randomization": False, "seed": 0,
             "initial_position": Parameter.Type.DOUBLE_ARRAY, "frame_id": "world", "child_frame_id": "cf231",
             "pose_topic": "/cf231/pose", "odom_topic": "/cf231/odom", "publish_clock": True,
             "cmd_vel_legacy_topic": "/cf231/cmd_vel_legacy", "motor_thrusts_topic": "/cf231/motor_thrusts",
             "command_timeout": 0.5, "onboard_rate_hz": 500.0, "scale_gains_to_inertia": True,
             "hold_until_first_command": True,
-        }.items()}
-        if not p["bundle_path"]:
-            raise StartupError("sim_bridge_node: parameter bundle_path is required")
-        try:
-            bundle = load_bundle(p["bundle_path"])
-        except BundleError as error:
-            raise StartupError(f"sim_bridge_node: {error}") from error
-        env_config = dict(bundle.env_config)
-        if not p["randomization"]:
-            env_config["randomization"] = {"enabled": False}
+        })
+        bundle = load_sim_bundle("sim_bridge_node", p["bundle_path"])
+        env_config = sim_env_config(bundle, p["randomization"])
         # the physics runs one 2 ms step per batch step, so the onboard controller runs at 500 Hz
         env_config["control_hz"] = p["onboard_rate_hz"]
         config = make_config(env_config.get("task", "hover"), env_config)
@@ -86,7 +77,7 @@ class SimBridgeNode(Node):
         self._reset()
         self._pose_pub = self.create_publisher(PoseStamped, p["pose_topic"], SENSOR_QOS)
         self._odom_pub = self.create_publisher(Odometry, p["odom_topic"], SENSOR_QOS)
-        self._clock_pub = self.create_publisher(Clock, "/clock", 10) if p["publish_clock"] else None
+        self._clock_pub = ClockPublisher(self, p["publish_clock"])
         self.create_subscription(Twist, p["cmd_vel_legacy_topic"], self._on_legacy, COMMAND_QOS)
         self.create_subscription(Float32MultiArray, p["motor_thrusts_topic"], self._on_motors, COMMAND_QOS)
         self.create_service(Trigger, "~/reset", self._on_reset)
@@ -167,8 +158,7 @@ class SimBridgeNode(Node):
         odom.header.stamp, odom.header.frame_id = stamp, self.params["frame_id"]
         odom.child_frame_id = self.params["child_frame_id"]
         self._odom_pub.publish(fill_odometry(odom, state))
-        if self._clock_pub is not None:  # after the state: nodes on /clock wake up with it already there
-            self._clock_pub.publish(Clock(clock=stamp))
+        self._clock_pub.publish(self.sim_time)  # after the state: nodes on /clock wake up with it already there
 
 
 def main(args: list[str] | None = None) -> int:

@@ -35,8 +35,25 @@ def _keywords(call: ast.Call) -> dict[str, ast.expr]:
 
 def test_there_are_launch_files_and_executables():
     assert [p.name for p in LAUNCH_FILES] == ["arm_policy.launch.py", "crazyflie_policy.launch.py",
-                                              "sim_hover.launch.py"]
-    assert _console_scripts() == {"quadrotor_policy_node", "sim_bridge_node", "mcap_recorder_node", "arm_policy_node"}
+                                              "sim_hover.launch.py", "sim_pick.launch.py"]
+    assert _console_scripts() == {"quadrotor_policy_node", "sim_bridge_node", "mcap_recorder_node", "arm_policy_node",
+                                  "arm_sim_bridge_node"}
+
+
+def test_sim_pick_connects_the_bridge_and_the_arm_node():
+    """The sim pick loop's parameter files agree on the topics, the controllers and their joint order."""
+    bridge = yaml.safe_load((PACKAGE / "config" / "sim_arm_bridge.yaml").read_text())["arm_sim_bridge_node"]
+    node = yaml.safe_load((PACKAGE / "config" / "sim_arm_policy.yaml").read_text())["arm_policy_node"]
+    bridge, node = bridge["ros__parameters"], node["ros__parameters"]
+    assert node["object_topic"] == bridge["object_pose_topic"]
+    assert node["joint_states_topic"] == bridge["joint_states_topic"]
+    assert node["output"] == "forward_command"
+    assert node["controller_name"] == bridge["controller_name"]
+    assert node["command_joints"] == bridge["controller_joints"]
+    assert node["gripper_controller_name"] == bridge["gripper_controller_name"]
+    assert bridge["joint_state_order"] != [*bridge["controller_joints"], "finger_left", "finger_right"]
+    assert len(bridge["kp"]) == len(bridge["kd"]) == len(bridge["controller_joints"])
+    assert node["use_sim_time"] and bridge["publish_clock"]
 
 
 @pytest.mark.parametrize("path", LAUNCH_FILES, ids=lambda p: p.name)

@@ -1,0 +1,155 @@
+"""arm_sim_bridge_node: the robo-rl pick-cube scene (sim.arm, the Panda-class MJCF) as a ROS 2 robot under
+ros2_control, so arm_policy_node picks with no hardware.
+
+Built from a bundle's `training.env_config` (randomization off unless `randomization` is true; the cube
+placed as the task places it for `seed`), it runs in real time, one physics step (the MJCF's timestep)
+per timer period, and talks as ros2_control's controllers would:
+- out (best effort, depth 1): `joint_states_topic` (sensor_msgs/JointState of the arm joints and both
+  fingers, MJCF names, in `joint_state_order`: a fixed order that is deliberately not the chain's, as the
+  joint_state_broadcaster's is not guaranteed), `object_pose_topic` (geometry_msgs/PoseStamped of the
+  cube, world frame), `success_topic` (std_msgs/Bool: the cube is `lift_height` above its start), all at
+  `state_rate_hz`; then `/clock` (the simulation time);
+- in (reliable): `/<controller_name>/commands` (std_msgs/Float64MultiArray, joint positions in
+  `controller_joints` order, as forward_command_controller) and `/<gripper_controller_name>/commands`
+  (one value: the opening per finger [m]).
+Commands are held until replaced (as the position command interface holds them); a command of the wrong
+length or with NaN is ignored with a warning. The arm tracks them with a joint PD controller with
+gravity compensation on its torque actuators (robo_rl_ros.sim_arm). `~/reset` (std_srvs/Trigger)
+restarts the seeded episode.
+
+Needs the robo-rl simulator (MuJoCo): it is the simulated robot, not robot-computer code.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from geometry_msgs.msg import PoseStamped
+from rclpy.node import Node
+from rclpy.parameter import Parameter
+from sensor_msgs.msg import JointState
+from std_msgs.msg import Bool, Float64MultiArray
+from std_srvs.srv import Trigger
+
+from robo_rl_ros.messages import fill_pose, time_msg
+from robo_rl_ros.qos import COMMAND_QOS, SENSOR_QOS
+from robo_rl_ros.sim_common import (ClockPublisher, declare_parameters, load_sim_bundle, require_simulator,
+                                     sim_env_config)
+from robo_rl_ros.spin import StartupError, run_node
+
+try:
+    from robo_rl_ros.sim_arm import JointGains, SimulatedArm
+except ImportError as missing:  # reported as one startup error below
+    SIMULATOR_MISSING: ImportError | None = missing
+else:
+    SIMULATOR_MISSING = None
+
+
+class ArmSimBridgeNode(Node):
+    """The simulated arm (parameters in config/sim_arm_bridge.yaml)."""
+
+    def __init__(self) -> None:
+        super().__init__("arm_sim_bridge_node")
+        require_simulator("arm_sim_bridge_node", SIMULATOR_MISSING)
+        p = declare_parameters(self, {
+            "bundle_path": "", "randomization": False, "seed": 0, "frame_id": "world",
+            "joint_states_topic": "/joint_states", "joint_state_order": Parameter.Type.STRING_ARRAY,
+            "object_pose_topic": "/cube/pose", "success_topic": "/pick_cube/success", "publish_clock": True,
+            "controller_name": "arm_controller", "controller_joints": Parameter.Type.STRING_ARRAY,
+            "gripper_controller_name": "gripper_controller", "state_rate_hz": 100.0,
+            "kp": Parameter.Type.DOUBLE_ARRAY, "kd": Parameter.Type.DOUBLE_ARRAY,
+        })
+        bundle = load_sim_bundle("arm_sim_bridge_node", p["bundle_path"])
+        if p["kp"] is None or p["kd"] is None:
+            raise StartupError("arm_sim_bridge_node: parameters kp and kd (one per arm joint) are required")
+        try:
+            self.sim = SimulatedArm(sim_env_config(bundle, p["randomization"]),
+                                    JointGains(tuple(p["kp"]), tuple(p["kd"])), p["seed"])
+        except ValueError as error:  # also sim.errors.ConfigError
+            raise StartupError(f"arm_sim_bridge_node: {error}") from error
+        names = list(self.sim.names)
+        self.state_order = list(p["joint_state_order"] or names)
+        self.controller_joints = list(p["controller_joints"] or self.sim.joints)
+        if sorted(self.state_order) != sorted(names):
+            raise StartupError(f"joint_state_order {self.state_order} must list the joints {names}")
+        if sorted(self.controller_joints) != sorted(self.sim.joints):
+            raise StartupError(f"controller_joints {self.controller_joints} must list the arm joints {list(self.sim.joints)}")
+        self._state_index = [names.index(n) for n in self.state_order]
+        self._command_index = [self.sim.joints.index(n) for n in self.controller_joints]
+        self.substeps = int(round(1.0 / (p["state_rate_hz"] * self.sim.dt)))
+        if self.substeps < 1 or abs(self.substeps * p["state_rate_hz"] * self.sim.dt - 1.0) > 1e-6:
+            raise StartupError(f"state_rate_hz {p['state_rate_hz']} must divide the physics rate {1.0 / self.sim.dt:g} Hz")
+        self.params = p
+        self._first_command: float | None = None
+        self._joint_pub = self.create_publisher(JointState, p["joint_states_topic"], SENSOR_QOS)
+        self._cube_pub = self.create_publisher(PoseStamped, p["object_pose_topic"], SENSOR_QOS)
+        self._success_pub = self.create_publisher(Bool, p["success_topic"], SENSOR_QOS)
+        self._clock_pub = ClockPublisher(self, p["publish_clock"])
+        self.create_subscription(Float64MultiArray, f"/{p['controller_name']}/commands", self._on_arm, COMMAND_QOS)
+        self.create_subscription(Float64MultiArray, f"/{p['gripper_controller_name']}/commands", self._on_gripper,
+                                 COMMAND_QOS)
+        self.create_service(Trigger, "~/reset", self._on_reset)
+        self._timer = self.create_timer(self.sim.dt, self._step)
+        cube = self.sim.state().cube_position
+        self.get_logger().info(f"simulating {bundle.env_id} (seed {p['seed']}, cube at {np.round(cube, 3).tolist()}), "
+                               f"physics at {1.0 / self.sim.dt:g} Hz, state at {p['state_rate_hz']:g} Hz, "
+                               f"joint PD kp {list(p['kp'])} kd {list(p['kd'])}")
+
+    def _on_arm(self, msg: Float64MultiArray) -> None:
+        values = np.asarray(msg.data, dtype=np.float64)
+        if values.shape != (len(self.controller_joints),) or not np.all(np.isfinite(values)):
+            self.get_logger().warn(f"ignoring arm command {values.tolist()}", throttle_duration_sec=1.0)
+            return
+        command = np.empty(len(values))
+        command[self._command_index] = values
+        self.sim.command_arm(command)
+        if self._first_command is None:
+            self._first_command = self.sim.time
+            self.get_logger().info(f"first arm command at t={self.sim.time:.3f} s")
+
+    def _on_gripper(self, msg: Float64MultiArray) -> None:
+        if len(msg.data) != 1 or not np.isfinite(msg.data[0]):
+            self.get_logger().warn(f"ignoring gripper command {list(msg.data)}", throttle_duration_sec=1.0)
+            return
+        self.sim.command_gripper(msg.data[0])
+
+    def _on_reset(self, request: Trigger.Request, response: Trigger.Response) -> Trigger.Response:
+        self.sim.reset()
+        self._first_command = None
+        response.success, response.message = True, f"reset to seed {self.sim.seed}"
+        return response
+
+    def _step(self) -> None:
+        """One physics step with the held commands, and the state every 1 / state_rate_hz."""
+        succeeded = self.sim.succeeded_at is not None
+        self.sim.step()
+        if not succeeded and self.sim.succeeded_at is not None:
+            since = "" if self._first_command is None else f", {self.sim.succeeded_at - self._first_command:.2f} s after the first command"
+            self.get_logger().info(f"task success: cube lifted {self.sim.config.lift_height:g} m at "
+                                   f"t={self.sim.succeeded_at:.3f} s{since}")
+        if self.sim.steps % self.substeps == 0:
+            self._publish_state()
+
+    def _publish_state(self) -> None:
+        state = self.sim.state()
+        stamp = time_msg(state.time)
+        joints = JointState(name=list(self.state_order),
+                            position=[float(state.positions[i]) for i in self._state_index],
+                            velocity=[float(state.velocities[i]) for i in self._state_index],
+                            effort=[float(state.efforts[i]) for i in self._state_index])
+        joints.header.stamp = stamp
+        self._joint_pub.publish(joints)
+        cube = PoseStamped()
+        cube.header.stamp, cube.header.frame_id = stamp, self.params["frame_id"]
+        fill_pose(cube.pose, state.cube_position, state.cube_quaternion)
+        self._cube_pub.publish(cube)
+        self._success_pub.publish(Bool(data=bool(state.success)))
+        self._clock_pub.publish(state.time)  # after the state: nodes on /clock wake up with it already there
+
+
+def main(args: list[str] | None = None) -> int:
+    """Entry point of the `arm_sim_bridge_node` executable."""
+    return run_node(ArmSimBridgeNode, args)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
