@@ -100,3 +100,23 @@ def test_rate_limit_and_holding(arm_bundle):
     controller.update_joint_state(0.3, names, [*q, 0.04], None)
     resumed = controller.tick(0.32)
     assert resumed.moving and np.abs(resumed.joint_command - q).max() <= 0.5 / 50 + 1e-12
+
+
+def test_pick_goal_is_the_lift_goal_above_the_cube_start():
+    """A pick-cube bundle's goal is the task's (lift_height above the cube where the policy started), not
+    the reach point: the first observation equals the simulator's, and the goal stays when the cube moves."""
+    bundle = load_bundle(Path(__file__).resolve().parent / "data" / "pick_bundle")
+    config = {k: v for k, v in bundle.env_config.items() if k != "spec"}
+    env = ArmVectorEnv(num_envs=1, nthread=1, config=config)
+    sim_obs, _ = env.reset(seed=1)
+    controller = ArmPolicyController(bundle, ArmSettings(goal=(0.5, 0.0, 0.2)))
+    names, positions, velocities = _joint_state(env, range(9))
+    assert controller.update_joint_state(0.0, names, positions, velocities)
+    cube = env._qpos[0, env._cube_qpos:env._cube_qpos + 3].copy()
+    controller.update_object(cube)
+    result = controller.tick(0.0)
+    np.testing.assert_allclose(result.observation, sim_obs[0], atol=2e-6)
+    np.testing.assert_allclose(controller.goal, cube + (0.0, 0.0, bundle.env_config["lift_height"]))
+    controller.update_object(cube + 0.05)
+    controller.tick(0.0)
+    np.testing.assert_allclose(controller.goal, cube + (0.0, 0.0, bundle.env_config["lift_height"]))

@@ -4,7 +4,10 @@ The policy moves the tool: action (dx, dy, dz) in [-1, 1] times the task's `acti
 where the tool is, clipped to the task's workspace, and a gripper command in [-1, 1] (-1 open). The
 tick turns that into joint positions for a position controller (ros2_control): damped least squares
 on the tool Jacobian (position, and the orientation held since the policy started), joint limits,
-and a limit on the joint change per tick (real arms abort on discontinuities). With a joint missing
+and a limit on the joint change per tick (real arms abort on discontinuities). The observation's goal
+is the task's: the reach point (`ArmSettings.goal`) for reach; for pick-cube, as in training, the point
+`lift_height` above where the cube was when the policy started (the first tick that moves with an
+object position). With a joint missing
 from the joint state, non-finite values, or a state older than the timeout, it holds the last
 command; it moves again on the first tick with a good state.
 """
@@ -29,7 +32,7 @@ ARM_FIELDS = {"tool_position": 3, "tool_velocity": 3, "gripper_opening": 1, "cub
 class ArmSettings:
     """What a deployment chooses (node parameters)."""
 
-    goal: tuple[float, float, float]
+    goal: tuple[float, float, float]  # the reach point [m] (reach task; pick-cube derives its goal)
     state_timeout: float = 0.1  # [s]
     max_joint_speed: float = 1.0  # [rad/s]: the joint change per tick is at most this over the tick
     ik_damping: float = 0.05
@@ -65,6 +68,8 @@ class ArmPolicyController:
         try:
             self.action_scale = float(task["action_scale"])
             self.workspace = np.array(task["workspace"], dtype=np.float64).T  # (2, 3)
+            self.task = str(task.get("task", "reach"))
+            self.lift_height = float(task["lift_height"]) if self.task == "pick_cube" else 0.0
         except (KeyError, TypeError, ValueError) as error:
             raise BundleError("policy.json training.env_config lacks the arm task's action_scale and workspace: "
                               f"{error!r}") from error
@@ -74,7 +79,8 @@ class ArmPolicyController:
         self.policy = OnnxPolicy(bundle)
         self.action_filter = SafetyFilter(bundle.action_low, bundle.action_high, bundle.safe_action, np.inf)
         self.watchdog = StateWatchdog(settings.state_timeout)
-        self.goal = np.asarray(settings.goal, dtype=np.float64)
+        # pick-cube: set from the cube's position on the first tick that moves
+        self.goal = np.full(3, np.nan) if self.task == "pick_cube" else np.asarray(settings.goal, dtype=np.float64)
         self.object_position = np.full(3, np.nan)
         self._q: np.ndarray | None = None
         self._qdot = np.zeros(len(self.chain.joints))
@@ -137,6 +143,8 @@ class ArmPolicyController:
             return ArmTickResult(False, reason, self._command, self._gripper, None)
         q = self._q
         assert q is not None
+        if not np.all(np.isfinite(self.goal)):  # pick-cube: the lift goal above the cube's start
+            self.goal = self.object_position + (0.0, 0.0, self.lift_height)
         if self._command is None or not self._moving:
             self._command = q.copy()  # start (or resume) from where the arm is
             self._orientation = self.chain.forward(q)[1] if self._orientation is None else self._orientation
