@@ -79,7 +79,13 @@ class ArmPolicyNode(Node):
         self._timer = self.create_timer(self._period, self._tick)
         self._was_moving = True
         self.get_logger().info(f"driving {bundle.env_id} from {bundle.directory} at {bundle.control_hz:g} Hz "
-                               f"to {p['goal']}, {self.output} on /{controller}")
+                               f"({self.controller.task}, goal {self._goal_text(p['goal'])}), {self.output} on /{controller}")
+
+    def _goal_text(self, goal: list[float]) -> str:
+        """The goal as the log states it: the reach point, or where pick-cube takes it from."""
+        if self.controller.task == "pick_cube":
+            return f"{self.controller.lift_height:g} m above the cube's start"
+        return str(list(goal))
 
     def _store_joints(self, msg: JointState) -> None:
         self._joint_state = (self.get_clock().now().nanoseconds * 1e-9, msg)
