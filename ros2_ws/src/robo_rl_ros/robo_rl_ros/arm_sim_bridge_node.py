@@ -14,7 +14,7 @@ per timer period, and talks as ros2_control's controllers would:
   (one value: the opening per finger [m]).
 Commands are held until replaced (as the position command interface holds them); a command of the wrong
 length or with NaN is ignored with a warning. The arm tracks them with a joint PD controller with
-gravity compensation on its torque actuators (robo_rl_ros.sim_arm). `~/reset` (std_srvs/Trigger)
+gravity compensation on its torque actuators (sim.arm.joint_position). `~/reset` (std_srvs/Trigger)
 restarts the seeded episode.
 
 Needs the robo-rl simulator (MuJoCo): it is the simulated robot, not robot-computer code.
@@ -37,7 +37,7 @@ from robo_rl_ros.sim_common import (ClockPublisher, declare_parameters, load_sim
 from robo_rl_ros.spin import StartupError, run_node
 
 try:
-    from robo_rl_ros.sim_arm import JointGains, SimulatedArm
+    from sim.arm.joint_position import JointGains, SimulatedArm
 except ImportError as missing:  # reported as one startup error below
     SIMULATOR_MISSING: ImportError | None = missing
 else:

@@ -1,4 +1,4 @@
-"""The robo-rl pick-cube scene (sim.arm) as a position-controlled arm, independent of ROS.
+"""The robo-rl pick-cube scene as a position-controlled arm, as a robot's joint position interface presents it.
 
 One simulation of `ArmVectorEnv` (its MJCF, seeded cube placement and home pose; randomization as the
 config says) whose arm joints are driven by a joint-space PD controller with gravity compensation on
