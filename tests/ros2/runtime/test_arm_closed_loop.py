@@ -89,11 +89,15 @@ def test_arm_node_picks_the_cube_in_the_sim_bridge(workspace, probe, seed):
     logs = ""
     bundle = {"bundle_path": str(PICK_BUNDLE)}
     try:
-        with NodeProcess(install, "arm_sim_bridge_node", [config(install, "sim_arm_bridge.yaml")],
-                         dict(bundle, seed=seed)) as bridge:
-            # the bridge holds the arm at home until commanded: connect to it before the node starts
-            assert spin_until(probe, lambda: len(seen.joint_states) > 5, timeout=60.0), bridge.output()
-            with NodeProcess(install, "arm_policy_node", [config(install, "sim_arm_policy.yaml")], bundle) as node:
+        with NodeProcess(install, "arm_policy_node", [config(install, "sim_arm_policy.yaml")], bundle) as node:
+            # without a joint state the node commands nothing: let the probe discover its command publishers
+            # before the bridge starts, so that it sees every command (DDS discovery can take seconds under load)
+            assert spin_until(probe, lambda: all(probe.count_publishers(topic) > 0 for topic in
+                                                 ("/arm_controller/commands", "/gripper_controller/commands")),
+                              timeout=60.0), node.output()
+            assert not seen.commands, "the node commanded the arm before it had a joint state"
+            with NodeProcess(install, "arm_sim_bridge_node", [config(install, "sim_arm_bridge.yaml")],
+                             dict(bundle, seed=seed)) as bridge:
                 exited = lambda: bridge.process.poll() is not None or node.process.poll() is not None  # noqa: E731
                 over = spin_until(probe, lambda: seen.episode_over() or exited(), timeout=120.0) and not exited()
                 spin_until(probe, lambda: False, timeout=0.3)  # the messages still in flight
@@ -101,6 +105,8 @@ def test_arm_node_picks_the_cube_in_the_sim_bridge(workspace, probe, seed):
                 assert over, f"no episode: {len(seen.commands)} commands, sim time {seen.now}{logs}"
     finally:
         seen.close()
+    # commands that arrived before the probe had the bridge's /clock carry no simulated time: set aside
+    seen.commands = [(t, c) for t, c in seen.commands if t >= 0.0]
     lifted = max(c[2] for c in seen.cube) - seen.cube[0][2]
     reported = re.search(r"task success: .* ([0-9.]+) s after the first command", logs)
     print(f"\nseed {seed}: cube at {np.round(seen.cube[0], 3).tolist()}, "

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+import time
 from typing import Callable
 
 import rclpy
@@ -24,9 +25,9 @@ def run_node(make_node: Callable[[], Node], args: list[str] | None = None) -> in
         print(f"[ERROR] {error}", file=sys.stderr)
         return 1
     except RuntimeError:
-        # rclpy can fail to take a message from an entity that the shutdown is tearing down (seen with
-        # use_sim_time's /clock subscription on SIGINT): an artifact of stopping, not an error of the node
-        if rclpy.ok():
+        # rclpy can fail to take a message from an entity that the shutdown is tearing down (seen on SIGINT,
+        # sometimes before the context reports the shutdown): an artifact of stopping, not an error of the node
+        if not _shutting_down(within=1.0):
             raise
     finally:
         if node is not None:
@@ -34,6 +35,16 @@ def run_node(make_node: Callable[[], Node], args: list[str] | None = None) -> in
         if rclpy.ok():
             rclpy.shutdown()
     return 0
+
+
+def _shutting_down(within: float) -> bool:
+    """Whether rclpy's context is shut down, or is within `within` seconds."""
+    deadline = time.monotonic() + within
+    while rclpy.ok():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.01)
+    return True
 
 
 class StartupError(Exception):
