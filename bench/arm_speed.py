@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from peers import peer_python
+from peers import peer_python, write_results
 from sim_speed import measure
 
 ROOT = Path(__file__).resolve().parent
@@ -104,9 +104,7 @@ def main() -> None:
     report = {"machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
                           "mujoco": __import__("mujoco").__version__},
               "seconds": args.seconds, "repeats": args.repeats, "rows": rows, "targets": targets}
-    args.json.parent.mkdir(parents=True, exist_ok=True)
-    args.json.write_text(json.dumps(report, indent=2))
-    print(f"wrote {args.json}")
+    write_results(args.json, report)
 
 
 if __name__ == "__main__":

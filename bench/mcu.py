@@ -46,7 +46,7 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import numpy as np
 import torch
-from peers import peer_python
+from peers import peer_python, write_results
 
 from robo_rl.agents.networks import TanhGaussianActor
 from robo_rl.export.c_generator import c_array, c_float, generate_c
@@ -349,10 +349,7 @@ def main() -> None:
                   f"{row['torch_error_from_6_decimal_weights']:.2e}")
     result = {"board": "qemu-system-arm -M netduinoplus2 (STM32F405, Cortex-M4F), -icount shift=0",
               "tolerance": TOLERANCE, "peers": emlearn_info, "networks": networks, "rows": rows}
-    out = ROOT / "results" / "mcu.json"
-    out.parent.mkdir(exist_ok=True)
-    out.write_text(json.dumps(result, indent=2))
-    print(f"wrote {out}")
+    write_results(ROOT / "results" / "mcu.json", result)
 
 
 if __name__ == "__main__":

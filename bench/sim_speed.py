@@ -30,7 +30,7 @@ from typing import Any, Callable
 import numpy as np
 import torch
 
-from peers import peer_python
+from peers import peer_python, write_results
 
 ROOT = Path(__file__).resolve().parent
 L2F_VENV = ROOT / ".venv-l2f"
@@ -180,9 +180,7 @@ def main() -> None:
     report = {"machine": {"cpus": os.cpu_count(), "processor": platform.processor(), "python": platform.python_version(),
                           "torch": torch.__version__, "mujoco": __import__("mujoco").__version__},
               "seconds": args.seconds, "repeats": args.repeats, "rows": rows, "targets": targets}
-    args.json.parent.mkdir(parents=True, exist_ok=True)
-    args.json.write_text(json.dumps(report, indent=2))
-    print(f"wrote {args.json}")
+    write_results(args.json, report)
 
 
 if __name__ == "__main__":

@@ -26,7 +26,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from peers import peer_python
+from peers import peer_python, write_results
 
 ROOT = Path(__file__).resolve().parent
 SB3_VENV = ROOT / ".venv-sb3"
@@ -183,10 +183,7 @@ def main() -> None:
             print(f"{hover['seed']:4d} {hover['process_seconds']:13.1f} {100 * hover['best']['success_rate']:12.0f}% "
                   f"{hover['best']['env_steps']:13d} "
                   + (f"{reached['wall_seconds']:12.1f}s" if reached else f"{'not reached':>13s}"))
-    out = ROOT / "results" / "train_speed.json"
-    out.parent.mkdir(exist_ok=True)
-    out.write_text(json.dumps(result, indent=2))
-    print(f"wrote {out}")
+    write_results(ROOT / "results" / "train_speed.json", result)
 
 
 if __name__ == "__main__":
