@@ -72,6 +72,21 @@ def test_stale_and_invalid_state_stop_within_one_tick_and_resume(hover_bundle):
     assert "geofence" in controller.tick(3.04).reason
 
 
+def test_policy_steps_once_per_new_state(hover_bundle):
+    """Ticks without a newer state repeat the last command and leave the action history alone, so a late
+    state source does not change what the policy sees."""
+    controller = QuadrotorPolicyController(hover_bundle, QuadrotorSettings((0.0, 0.0, 1.0), state_timeout=0.05))
+    controller.update_state(0.0, _hover_state(z=0.95))
+    first = controller.tick(0.01)
+    history = controller.history.flat().copy()
+    repeats = [controller.tick(0.01 + 0.01 * k) for k in range(1, 4)]
+    assert all(r is first for r in repeats)
+    assert np.array_equal(controller.history.flat(), history)
+    controller.update_state(0.04, _hover_state(z=0.96))
+    second = controller.tick(0.045)
+    assert second is not first and np.allclose(second.observation[18:22], first.action)
+
+
 def test_pose_differentiator_recovers_velocity_and_rates():
     estimator = PoseDifferentiator()
     velocity, rates, dt = np.array([0.3, -0.2, 0.1]), np.array([0.5, -1.0, 0.8]), 0.01

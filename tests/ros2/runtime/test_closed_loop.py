@@ -62,7 +62,7 @@ def test_hover_within_5cm_for_10s_through_ros(workspace, probe, state_source, co
     print(f"\n{state_source} -> {command_mode}{on_clock}: hover error over {HOVER_S:g} s of sim time: "
           f"max {errors.max() * 100:.2f} cm, "
           f"mean {errors.mean() * 100:.2f} cm, last 5 s max {errors[len(errors) // 2:].max() * 100:.2f} cm, "
-          f"{len(hover)} odometry messages, {len(commands)} commands")
+          f"{len(hover)} odometry messages, {len(commands)} commands, {len(stops)} stops")
     assert hover[-1, 0] - hover[0, 0] >= HOVER_S - 0.05
     assert errors.max() < 0.05, f"the node stopped {len(stops)} times: {stops[:5]}"
     # what was exchanged: motors off until the first state, then commands near hover thrust and level
@@ -73,11 +73,14 @@ def test_hover_within_5cm_for_10s_through_ros(workspace, probe, state_source, co
     assert len(commands) > 0.8 * 100 * (SETTLE_S + HOVER_S) and np.all(thrust > 0)
     hover_pwm = 0.4449 * 65535
     assert abs(np.median(thrust) - hover_pwm) < 0.1 * hover_pwm
-    # near level in hover; from differentiated poses, and on /clock (the tick then sometimes runs before
-    # that instant's state has arrived), the attitude commands are noisier (up to 8 deg at p95), never wild
+    # near level in hover. Noisier, never wild: on /clock, the tick sometimes runs before that instant's state
+    # has arrived; from differentiated poses, the rates lag half a pose interval, a whole one when a loaded
+    # machine delivers every second pose, and the attitude commands chatter (p95 up to 10 deg) while the
+    # position holds (seen in CI and with 3 busy loops on 2 cores)
     tilt = np.abs(np.array([c[:2] for c in commands[int(100 * SETTLE_S):]]))
-    assert np.percentile(tilt, 95) < (12.0 if sim_time else 5.0) and tilt.max() < 30.0, \
-        (np.percentile(tilt, 95), tilt.max())
+    noisy = sim_time or state_source == "pose"
+    assert np.percentile(tilt, 95) < (12.0 if noisy else 5.0) and tilt.max() < 30.0, \
+        (np.percentile(tilt, 95), tilt.max(), f"the node stopped {len(stops)} times: {stops[:5]}")
     assert poses[-1].header.frame_id == "world" and len(poses) > 100
     assert np.all(np.diff(clock) > 0) and clock[-1] >= SETTLE_S + HOVER_S - 0.5
     _check_recording(bag, rows)

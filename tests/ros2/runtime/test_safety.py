@@ -144,7 +144,7 @@ def test_stop_uses_no_stale_command_in_motor_mode(workspace, probe):
                                     lambda m: motors.append(time.monotonic()), COMMAND_QOS)
     try:
         with NodeProcess(install, "quadrotor_policy_node", [config(install, "sim_quadrotor_policy.yaml")],
-                         {"bundle_path": str(HOVER_BUNDLE), "command_mode": "motors"}):
+                         {"bundle_path": str(HOVER_BUNDLE), "command_mode": "motors", "state_timeout": TIMEOUT}):
             assert robot.run_until(lambda: bool(motors), 30.0)
             robot.run(0.5)
             lost_at = robot.last_sent

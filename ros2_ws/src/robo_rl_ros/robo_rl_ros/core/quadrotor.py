@@ -5,6 +5,12 @@ is older than the timeout, invalid (NaN/Inf, not a rotation) or outside the geof
 tick returns a stop (after flight a level descent to zero thrust, before any flight zero thrust), never
 the last policy command again. Flying
 resumes, with a fresh action history, on the first tick that has a good state.
+
+The policy steps once per new state, as in training (one observation, one action, one history entry):
+a tick that finds no state newer than the last one repeats the last command, and the watchdog bounds
+for how long. Running the policy again on the same state would push actions into the history that the
+vehicle never flew, and a late state source (a loaded computer, dropped mocap frames) would then
+change what the policy sees.
 """
 
 from __future__ import annotations
@@ -72,6 +78,8 @@ class QuadrotorPolicyController:
         self._flying = False
         self._has_flown = False
         self._stopped_at: float | None = None
+        self._new_state = False
+        self._last_flying: TickResult | None = None
 
     def update_state(self, now: float, state: VehicleState) -> bool:
         """Store the latest state (received at `now`); False, and nothing flies on it, if it is invalid."""
@@ -82,6 +90,7 @@ class QuadrotorPolicyController:
             return self._invalidate("orientation quaternion is not unit length")
         self._state = dataclasses.replace(state, quaternion=np.asarray(state.quaternion, dtype=np.float64) / norm)
         self._invalid_reason = ""
+        self._new_state = True
         self.watchdog.feed(now)
         return True
 
@@ -103,6 +112,9 @@ class QuadrotorPolicyController:
             return TickResult(False, reason, np.zeros(4), None, legacy, just_stopped, None, self._state)
         state = self._state
         assert state is not None
+        if self._flying and not self._new_state and self._last_flying is not None:
+            return self._last_flying
+        self._new_state = False
         if not self._flying:  # resuming: the policy starts as at an episode start
             self.history.reset()
             self.filter.reset()
@@ -112,7 +124,8 @@ class QuadrotorPolicyController:
         self.history.push(action)
         setpoint = attitude_setpoint(self.vehicle, state.quaternion, state.angular_velocity, action, self.dt)
         legacy = legacy_command(setpoint, self.vehicle, self.settings.attitude_kp, self.settings.max_tilt_deg)
-        return TickResult(True, "", action, setpoint, legacy, False, obs, state)
+        self._last_flying = TickResult(True, "", action, setpoint, legacy, False, obs, state)
+        return self._last_flying
 
     def _stop_reason(self, now: float) -> str:
         if self._state is None:
