@@ -1,8 +1,10 @@
 """Record demonstrations as a Minari dataset: `python -m robo_rl.record env=pick_cube episodes=20`.
 
 device=scripted: the scripted expert drives a batch of envs; every episode that ends in success is kept,
-until `episodes` are accepted. device=keyboard: a person drives one env from the terminal's keyboard
-(robo_rl.teleop) in real time and accepts or rejects each episode; quitting early keeps what was accepted. The dataset lands under the Minari root (MINARI_DATASETS_PATH or ~/.minari/datasets) as
+until `episodes` are accepted. device=keyboard|gamepad|spacemouse: a person drives one env from the
+terminal's keyboard, a gamepad (/dev/input/js*) or a 3Dconnexion SpaceMouse (/dev/hidraw*) (robo_rl.teleop;
+`device_path=` picks the device file, `teleop.<device>.*` its options) in real time and accepts or rejects
+each episode; quitting early keeps what was accepted. The dataset lands under the Minari root (MINARI_DATASETS_PATH or ~/.minari/datasets) as
 `dataset` (default `<env>/scripted-v0`), loadable by `minari.load_dataset` and by `python -m robo_rl.train
 demos=<dataset>`.
 """
@@ -14,22 +16,29 @@ from typing import Any, Callable
 
 import hydra
 import numpy as np
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 from robo_rl.datasets import episode_from_steps, record_episodes, write_dataset
 from robo_rl.envs import make_vector_env
-from robo_rl.teleop import KEYS_HELP, KeyboardTeleop
+from robo_rl.teleop import TELEOP_DEVICES, Teleop, make_teleop
 
 
 def record(cfg: DictConfig) -> str:
     """Record `cfg.episodes` accepted episodes and write them as Minari dataset `cfg.dataset`; returns its path."""
     import torch
 
-    if cfg.device not in ("scripted", "keyboard"):
-        raise ValueError(f"unknown demonstration device {cfg.device!r}; available: scripted, keyboard")
+    if cfg.device != "scripted" and cfg.device not in TELEOP_DEVICES:
+        raise ValueError(f"unknown demonstration device {cfg.device!r}; "
+                         f"available: scripted, {', '.join(TELEOP_DEVICES)}")
+    if cfg.device != "scripted":  # before the env: a missing device fails at once
+        section = cfg.get("teleop", {}).get(cfg.device)
+        options: dict[str, Any] = OmegaConf.to_container(section, resolve=True) if section is not None else {}
+        if cfg.get("device_path"):
+            options["path"] = str(cfg.device_path)
+        teleop = make_teleop(cfg.device, **options)
     env = make_vector_env(cfg.env, int(cfg.num_envs) if cfg.device == "scripted" else 1, torch.device("cpu"))
-    if cfg.device == "keyboard":
-        episodes = record_keyboard(env, int(cfg.episodes), int(cfg.seed), bool(cfg.realtime))
+    if cfg.device != "scripted":
+        episodes = record_teleop(env, teleop, int(cfg.episodes), int(cfg.seed), bool(cfg.realtime))
         if not episodes:
             print("no episode accepted: nothing written")
             return ""
@@ -39,19 +48,21 @@ def record(cfg: DictConfig) -> str:
         rng = np.random.default_rng(int(cfg.seed))
         episodes = record_episodes(env, lambda obs: env.expert_actions(obs, float(cfg.expert_noise), rng),
                                    int(cfg.episodes), seed=int(cfg.seed), progress=True)
+    algorithm = "scripted expert" if cfg.device == "scripted" else f"{cfg.device} teleoperation"
     path = write_dataset(str(cfg.dataset), episodes, cfg.env.id, env.single_observation_space,
-                         env.single_action_space, algorithm_name={"scripted": "scripted expert", "keyboard": "keyboard teleoperation"}[cfg.device])
+                         env.single_action_space, algorithm_name=algorithm)
     steps = sum(len(e["actions"]) for e in episodes)
     print(f"wrote {len(episodes)} episodes ({steps} transitions) to {path}")
     return str(path)
 
 
-def record_keyboard(env: Any, episodes: int, seed: int, realtime: bool = True,
-                    say: Callable[[str], None] = print) -> list[dict[str, Any]]:
-    """Episodes driven from the keyboard in a one-env batch, each accepted or rejected by the operator."""
+def record_teleop(env: Any, teleop: Teleop, episodes: int, seed: int, realtime: bool = True,
+                  say: Callable[[str], None] = print) -> list[dict[str, Any]]:
+    """Episodes driven by a person through `teleop` (any robo_rl.teleop device) in a one-env batch, each
+    accepted or rejected by the operator; stops at `episodes` accepted or when the operator quits."""
     accepted: list[dict[str, Any]] = []
-    say(KEYS_HELP)
-    with KeyboardTeleop() as teleop:
+    say(teleop.help)
+    with teleop:
         attempt = 0
         while len(accepted) < episodes and not teleop.quit_requested:
             obs, _ = env.reset(seed=seed + attempt)
