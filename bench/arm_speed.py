@@ -76,7 +76,7 @@ def main() -> None:
     parser.add_argument("--json", type=Path, default=ROOT / "results" / "arm_speed.json")
     parser.add_argument("--no-peer", action="store_true", help="skip gym-hil")
     args = parser.parse_args()
-    plan = [(n, t, p) for p in ("random", "expert") for n, t in ((64, 2), (256, 2))] + [(256, 1, "random")]
+    plan = [(n, t, p) for p in ("random", "expert") for n, t in ((64, 2), (256, 2), (1024, 2))] + [(256, 1, "random")]
     rows = []
     for index, (n, t, policy) in enumerate(plan, 1):
         print(f"[{index}/{len(plan) + (not args.no_peer)}] robo-rl pick_cube, N={n}, {t} thread(s), {policy} ...", flush=True)

@@ -30,9 +30,9 @@ import mujoco.batch
 import numpy as np
 from gymnasium.vector import AutoresetMode, VectorEnv
 
-from sim.arm.controller import BatchedImpedanceController, ImpedanceGains
+from sim.arm.controller import BatchedImpedanceController, ImpedanceGains, load_impedance_arm
 from sim.arm.expert import expert_actions
-from sim.arm.robot import PANDA_LIKE, SO_ARM100_LIKE, ArmSpec, load_arm
+from sim.arm.robot import PANDA_LIKE, SO_ARM100_LIKE, ArmSpec
 from sim.errors import ConfigError
 from sim.observation import ObservationField, ObservationLayout
 
@@ -159,7 +159,7 @@ class ArmVectorEnv(VectorEnv):
             overrides["spec"] = ArmSpec(mjcf=Path(fields.pop("mjcf")), **{k: tuple(v) if isinstance(v, list) else v
                                                                             for k, v in fields.items()})
         config = dataclasses.replace(config or ArmTaskConfig(task=task, **ROBOTS[robot]), **overrides)
-        self.model = load_arm(config.spec)
+        self.model = load_impedance_arm(config.spec, config.gains)
         config.validate(self.model.opt.timestep)
         self.config, self.num_envs = config, num_envs
         self.batch = mujoco.batch.Batch(self.model, num_envs, nthread, persistent=True)
@@ -199,7 +199,6 @@ class ArmVectorEnv(VectorEnv):
         self.target = np.zeros((num_envs, 3))
         self.goal = np.zeros((num_envs, 3))
         self.cube_start = np.zeros((num_envs, 3))
-        self._down = None
 
     # ----------------------------------------------------------------- episodes
     def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple[np.ndarray, dict]:
@@ -222,10 +221,7 @@ class ArmVectorEnv(VectorEnv):
         self._qpos[ids, self._cube_qpos + 3:self._cube_qpos + 7] = (1.0, 0.0, 0.0, 0.0)
         self._ctrl[ids, self._gripper] = self._gripper_range[1]
         self.batch.forward(ids=ids, stage=mujoco.mjtStage.mjSTAGE_VEL)
-        self.controller.forget_jacobians()  # the reset arms are elsewhere now
-        tool, rot = self.controller.tool_pose()
-        if self._down is None:
-            self._down = rot[0].copy()  # the home orientation: pointing down
+        tool, _ = self.controller.tool_pose()
         self.target[ids] = tool[ids]
         self.cube_start[ids] = cube
         if config.task == "reach":
@@ -257,6 +253,8 @@ class ArmVectorEnv(VectorEnv):
         self._geom_aabb[ids, cube, 3:] = half[:, None]
         self._body_mass[ids, body] = p["cube_mass"]
         self._body_inertia[ids, body] = (2.0 / 3.0 * p["cube_mass"] * half**2)[:, None]  # solid cube
+        if rand.enabled:  # the constants MuJoCo derives from masses and sizes (e.g. the contacts' inverse weights)
+            self.batch.set_const(ids)
         self.controller.set_stiffness_scale(ids, p["stiffness_scale"])
 
     # ----------------------------------------------------------------- stepping
@@ -273,8 +271,7 @@ class ArmVectorEnv(VectorEnv):
         self.target = np.clip(tool + self.config.action_scale * actions[:, :3], self._workspace[0], self._workspace[1])
         low, high = self._gripper_range
         self._ctrl[:, self._gripper] = high + (low - high) * 0.5 * (actions[:, 3] + 1.0)
-        down = np.broadcast_to(self._down, (self.num_envs, 3, 3))
-        self.controller.step(self.target, down, self.config.substeps)
+        self.controller.step(self.target, self.config.substeps)
         self.steps += 1
         obs = self._observe()
         reward, success, terms = self._reward(obs)

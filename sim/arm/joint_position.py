@@ -1,9 +1,9 @@
 """The robo-rl pick-cube scene as a position-controlled arm, as a robot's joint position interface presents it.
 
 One simulation of `ArmVectorEnv` (its MJCF, seeded cube placement and home pose; randomization as the
-config says) whose arm joints are driven by a joint-space PD controller with gravity compensation on
-the arm's torque actuators, tau = Kp (q_cmd - q) - Kd qdot + bias(q, qdot), clipped to the actuators'
-torque limits: this stands in for a robot's joint position interface (ros2_control's `position`
+config says) with the task's Cartesian impedance switched off, whose arm joints are driven by a joint-space
+PD controller on the arm's torque actuators, tau = Kp (q_cmd - q) - Kd qdot + bias(q, qdot), clipped to
+the joints' torque limits (MuJoCo applies the gravity part of the bias, as for the impedance controller): this stands in for a robot's joint position interface (ros2_control's `position`
 command interface). The gripper's position actuator takes the commanded opening per finger. Commands
 are held until replaced; before the first one the arm holds its home pose and the gripper is open.
 """
@@ -76,7 +76,7 @@ class SimulatedArm:
         self._gripper = model.actuator(spec.gripper_actuator).id
         self.gripper_range = tuple(float(x) for x in model.actuator_ctrlrange[self._gripper])
         self._qpos, self._qvel, self._ctrl = self.env.batch.bind("qpos"), self.env.batch.bind("qvel"), self.env.batch.bind("ctrl")
-        self._bias = self.env.batch.bind("qfrc_bias")
+        self._bias, self._gravcomp = self.env.batch.bind("qfrc_bias"), self.env.batch.bind("qfrc_gravcomp")
         self._actuator_force = self.env.batch.bind("qfrc_actuator")
         self.dt = float(model.opt.timestep)
         self.seed = seed
@@ -85,6 +85,7 @@ class SimulatedArm:
     def reset(self) -> None:
         """The seeded episode start: arm at home, gripper open, cube placed as the task places it."""
         self.env.reset(seed=self.seed)
+        self.env.controller.set_stiffness_scale(np.arange(1), np.zeros(1))  # no pull towards a tool target
         self.steps = 0
         self.arm_command = np.array(self.config.spec.home, dtype=np.float64)
         self.gripper_command = self.gripper_range[1]
@@ -106,7 +107,8 @@ class SimulatedArm:
     def step(self) -> None:
         """One physics step (the MJCF's timestep) under the joint PD controller."""
         q, qdot = self._qpos[0, self._qpos_adr[:len(self.joints)]], self._qvel[0, self._arm_dofs]
-        tau = self.kp * (self.arm_command - q) - self.kd * qdot + self._bias[0, self._arm_dofs]
+        coriolis = self._bias[0, self._arm_dofs] - self._gravcomp[0, self._arm_dofs]
+        tau = self.kp * (self.arm_command - q) - self.kd * qdot + coriolis
         self._ctrl[0, self._actuators] = np.clip(tau, self._torque_limits[0], self._torque_limits[1])
         self._ctrl[0, self._gripper] = self.gripper_command
         self.env.batch.step(nstep=1, stage=mujoco.mjtStage.mjSTAGE_VEL)
