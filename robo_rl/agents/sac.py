@@ -16,6 +16,7 @@ import torch
 from torch import nn
 
 from robo_rl.agents.networks import CriticEnsemble, TanhGaussianActor
+from robo_rl.buffers import Source
 
 
 @dataclasses.dataclass
@@ -39,6 +40,10 @@ class SACConfig:
     init_temperature: float = 0.01
     target_entropy: float | None = None  # None: -action_dim / 2
     backup_entropy: bool = True  # subtract alpha * log pi(a'|s') in the target
+    # Q-filtered behaviour cloning on demo and intervention rows (Nair et al. 2018), scaled by the batch's
+    # mean |Q| as in TD3+BC so that the weight does not depend on the reward scale; 0: plain SAC
+    bc_weight: float = 0.0
+    bc_q_filter: bool = True  # clone only where the critics rate the demonstrated action above the policy's
 
     def validate(self) -> None:
         """Raise ValueError naming the first inconsistent field."""
@@ -49,6 +54,8 @@ class SACConfig:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
         if not 0.0 < self.tau <= 1.0 or not 0.0 <= self.discount <= 1.0:
             raise ValueError("tau must be in (0, 1] and discount in [0, 1]")
+        if self.bc_weight < 0:
+            raise ValueError(f"bc_weight must be >= 0, got {self.bc_weight}")
         if self.init_temperature <= 0:
             raise ValueError(f"init_temperature must be > 0, got {self.init_temperature}")
 
@@ -136,6 +143,10 @@ class SAC(nn.Module):
         actor_q = self.critic(mb.get("critic_obs", mb["obs"]), action).mean(0)
         _set_requires_grad(self._critic_parameters, True)
         actor_loss = (alpha * log_prob - actor_q).mean()
+        bc_loss = torch.zeros((), device=self.device)
+        if config.bc_weight > 0 and "source" in mb:
+            bc_loss = self._filtered_bc_loss(mb, actor_q.detach())
+            actor_loss = actor_loss + config.bc_weight * actor_q.detach().abs().mean() * bc_loss
         self.actor_optimizer.zero_grad(set_to_none=True)
         actor_loss.backward()
         self.actor_optimizer.step()
@@ -153,7 +164,19 @@ class SAC(nn.Module):
             "actor_loss": actor_loss.detach(),
             "entropy": entropy,
             "temperature": alpha,
+            "bc_loss": bc_loss.detach(),
         }
+
+    def _filtered_bc_loss(self, mb: Mapping[str, torch.Tensor], policy_q: torch.Tensor) -> torch.Tensor:
+        """Squared distance of the mean action to the demonstrated one, over the offline rows (demos and
+        interventions) where the critics rate the demonstrated action above the policy's (the Q filter:
+        once the policy is better, the demos stop pulling)."""
+        offline = mb["source"] != int(Source.ONLINE)
+        with torch.no_grad():
+            demo_q = self.critic(mb.get("critic_obs", mb["obs"]), mb["action"]).mean(0)
+        keep = (offline & (demo_q > policy_q) if self.config.bc_q_filter else offline).float()
+        distance = ((self.actor.deterministic(mb["obs"]) - mb["action"]) ** 2).sum(-1)
+        return (keep * distance).sum() / keep.sum().clamp(min=1.0)
 
     @classmethod
     def from_checkpoint(cls, state: Mapping[str, Any], device: str | torch.device = "cpu") -> "SAC":
