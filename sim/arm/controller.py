@@ -78,9 +78,13 @@ def load_impedance_arm(arm: ArmSpec, gains: ImpedanceGains = ImpedanceGains()) -
         actuator.gaintype, actuator.biastype = mujoco.mjtGain.mjGAIN_FIXED, mujoco.mjtBias.mjBIAS_AFFINE
         actuator.ctrllimited = False  # set_stiffness_scale writes the gains
     torque_limits = plain.actuator_ctrlrange[[plain.actuator(name).id for name in arm.actuators]]
+    for name in arm.actuators:  # the joints' limits clamp the sum of motor, impedance and gravity torques
+        spec.actuator(name).ctrllimited = False
     for joint_name, limits in zip(arm.joints, torque_limits):
         joint = spec.joint(joint_name)
-        joint.damping = joint.damping + gains.null_damping
+        damping = np.array(joint.damping)  # (linear, polynomial terms): only the linear one
+        damping[0] += gains.null_damping
+        joint.damping = damping
         joint.actgravcomp = True
         joint.actfrclimited, joint.actfrcrange = True, limits
     _compensate_gravity(spec.joint(arm.joints[0]).parent)

@@ -1,9 +1,9 @@
 """The robo-rl pick-cube scene as a position-controlled arm, as a robot's joint position interface presents it.
 
 One simulation of `ArmVectorEnv` (its MJCF, seeded cube placement and home pose; randomization as the
-config says) with the task's Cartesian impedance switched off, whose arm joints are driven by a joint-space
-PD controller on the arm's torque actuators, tau = Kp (q_cmd - q) - Kd qdot + bias(q, qdot), clipped to
-the joints' torque limits (MuJoCo applies the gravity part of the bias, as for the impedance controller): this stands in for a robot's joint position interface (ros2_control's `position`
+config says) with the task's Cartesian impedance, gravity compensation and null-space damping switched
+off, whose arm joints are driven by a joint-space PD controller on the arm's torque actuators,
+tau = Kp (q_cmd - q) - Kd qdot + bias(q, qdot), clamped to the joints' torque limits: this stands in for a robot's joint position interface (ros2_control's `position`
 command interface). The gripper's position actuator takes the commanded opening per finger. Commands
 are held until replaced; before the first one the arm holds its home pose and the gripper is open.
 """
@@ -70,13 +70,15 @@ class SimulatedArm:
         self._dof_adr = np.array([model.jnt_dofadr[model.joint(n).id] for n in self.names])
         self._arm_dofs = self._dof_adr[:len(self.joints)]
         self._actuators = np.array([model.actuator(n).id for n in spec.actuators])
-        self._torque_limits = model.actuator_ctrlrange[self._actuators].T
         self.lower = np.array([model.jnt_range[model.joint(n).id][0] for n in self.joints])
         self.upper = np.array([model.jnt_range[model.joint(n).id][1] for n in self.joints])
         self._gripper = model.actuator(spec.gripper_actuator).id
         self.gripper_range = tuple(float(x) for x in model.actuator_ctrlrange[self._gripper])
         self._qpos, self._qvel, self._ctrl = self.env.batch.bind("qpos"), self.env.batch.bind("qvel"), self.env.batch.bind("ctrl")
-        self._bias, self._gravcomp = self.env.batch.bind("qfrc_bias"), self.env.batch.bind("qfrc_gravcomp")
+        self._bias = self.env.batch.bind("qfrc_bias")
+        # the robot as its MJCF describes it: without the task controller's gravity compensation and joint damping
+        self.env.batch.expand("body_gravcomp")[0] = 0.0
+        self.env.batch.expand("dof_damping")[0, self._arm_dofs] -= self.config.gains.null_damping
         self._actuator_force = self.env.batch.bind("qfrc_actuator")
         self.dt = float(model.opt.timestep)
         self.seed = seed
@@ -107,9 +109,8 @@ class SimulatedArm:
     def step(self) -> None:
         """One physics step (the MJCF's timestep) under the joint PD controller."""
         q, qdot = self._qpos[0, self._qpos_adr[:len(self.joints)]], self._qvel[0, self._arm_dofs]
-        coriolis = self._bias[0, self._arm_dofs] - self._gravcomp[0, self._arm_dofs]
-        tau = self.kp * (self.arm_command - q) - self.kd * qdot + coriolis
-        self._ctrl[0, self._actuators] = np.clip(tau, self._torque_limits[0], self._torque_limits[1])
+        tau = self.kp * (self.arm_command - q) - self.kd * qdot + self._bias[0, self._arm_dofs]
+        self._ctrl[0, self._actuators] = tau  # MuJoCo clamps it to the joint's torque limits
         self._ctrl[0, self._gripper] = self.gripper_command
         self.env.batch.step(nstep=1, stage=mujoco.mjtStage.mjSTAGE_VEL)
         self.steps += 1
