@@ -8,9 +8,19 @@ import numpy as np
 import pytest
 
 from sim.arm import PANDA_LIKE, load_arm
-from sim.arm.controller import (BatchedImpedanceController, ImpedanceGains, home_tool_rotation, load_impedance_arm,
-                                rotation_error)
+from sim.arm.controller import BatchedImpedanceController, ImpedanceGains, home_tool_rotation, load_impedance_arm
 from sim.arm.robot import SO_ARM100_LIKE
+
+
+def rotation_error(target: np.ndarray, current: np.ndarray) -> np.ndarray:
+    """Axis-angle vector (N, 3), world frame, rotating `current` onto `target` (both (N, 3, 3))."""
+    delta = np.einsum("nij,nkj->nik", target, current)  # target @ current^T
+    vee = 0.5 * np.stack([delta[:, 2, 1] - delta[:, 1, 2], delta[:, 0, 2] - delta[:, 2, 0],
+                          delta[:, 1, 0] - delta[:, 0, 1]], axis=1)
+    sin = np.linalg.norm(vee, axis=1, keepdims=True)
+    cos = np.clip(0.5 * (np.trace(delta, axis1=1, axis2=2)[:, None] - 1.0), -1.0, 1.0)
+    angle = np.arctan2(sin, cos)
+    return np.where(sin > 1e-9, vee * angle / np.maximum(sin, 1e-12), vee)
 
 
 def _arms_at_home(arm, n, gains=ImpedanceGains()):
