@@ -14,6 +14,7 @@ from ros_helpers import NodeProcess, config
      "command_mode 'cmd_full_state' needs the crazyflie_interfaces package"),
     ({"bundle_path": "/nonexistent/bundle"}, "no policy.json in /nonexistent/bundle"),
     ({"bundle_path": str(HOVER_BUNDLE), "state_source": "gps"}, "state_source must be one of"),
+    ({"bundle_path": str(HOVER_BUNDLE), "rate_lead": 1.5}, "rate_lead must be in [0, 1]"),
 ])
 def test_bad_parameters_exit_with_one_error(workspace, overrides, message):
     install = workspace["install"]

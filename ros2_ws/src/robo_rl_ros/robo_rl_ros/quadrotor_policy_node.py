@@ -59,9 +59,11 @@ class QuadrotorPolicyNode(Node):
         target = list(target)
         if len(target) != 3:
             raise StartupError(f"target_position must have 3 entries, got {target}")
+        if not 0.0 <= p["rate_lead"] <= 1.0:
+            raise StartupError(f"rate_lead must be in [0, 1], got {p['rate_lead']}")
         settings = QuadrotorSettings(tuple(float(x) for x in target), p["state_timeout"], p["max_action_delta"],
                                      p["geofence_half_extent"], p["attitude_kp"], p["max_tilt_deg"],
-                                     p["descent_seconds"])
+                                     p["descent_seconds"], p["rate_lead"])
         try:
             self.controller = QuadrotorPolicyController(bundle, settings)
         except BundleError as error:
@@ -105,7 +107,7 @@ class QuadrotorPolicyNode(Node):
             "motor_thrusts_topic": "/cf231/motor_thrusts",
             "notify_setpoints_stop_service": "/cf231/notify_setpoints_stop", "control_rate_hz": 0.0,
             "state_timeout": 0.05, "max_action_delta": 1.0, "geofence_half_extent": 0.6, "attitude_kp": 6.0,
-            "max_tilt_deg": 60.0, "descent_seconds": 2.0, "pose_velocity_smoothing": 0.0,
+            "max_tilt_deg": 60.0, "descent_seconds": 2.0, "rate_lead": 0.75, "pose_velocity_smoothing": 0.0,
             "publish_tick_timing": False,
         }
         values = {name: self.declare_parameter(name, default).value for name, default in defaults.items()}

@@ -17,8 +17,13 @@ vehicle model recorded in policy.json:
      [deg/s] (negated right-handed yaw rate), linear.z = thrust in 0..65535, here T / (4 thrust_max)
      65535 (a linear map from PWM to force, the same the simulated onboard controller assumes). The
      firmware's attitude loop turns an angle error into a rate setpoint with gain `attitude_kp` (deg/s
-     per deg, controller_pid's 6); roll and pitch are sent as R' plus w' / attitude_kp so that this loop
-     asks for the body rates the policy's torques would produce (attitude_kp = 0 sends R' alone).
+     per deg, controller_pid's 6); roll and pitch are sent as R' plus rate_lead w' / attitude_kp so that
+     this loop asks for (a fraction of) the body rates the policy's torques would produce (attitude_kp = 0
+     or rate_lead = 0 sends R' alone). With the full lead (rate_lead = 1) the loop through the onboard rate
+     controller is at the edge of stability: when commands reach the vehicle 4-6 ms after the state they
+     were computed from (what DDS and the bridge add), roll and pitch commands fall into a period-2
+     oscillation of about +-9 deg while the vehicle stays level. rate_lead = 0.75 removes it for 0-10 ms of
+     delay at the price of up to 1 deg of tilt (tests/ros2/test_core_closed_loop.py).
    - `cmd_full_state` (crazyflie_interfaces/FullState): the quaternion of R', the body rates w', and the
      position/velocity/acceleration of the reference (acceleration from T along R''s z axis minus gravity).
 """
@@ -123,11 +128,11 @@ STOP_COMMAND = LegacyCommand(0.0, 0.0, 0.0, 0.0)
 
 
 def legacy_command(setpoint: AttitudeSetpoint, vehicle: VehicleModel, attitude_kp: float = 6.0,
-                   max_tilt_deg: float = 60.0) -> LegacyCommand:
+                   max_tilt_deg: float = 60.0, rate_lead: float = 0.75) -> LegacyCommand:
     """The `cmd_vel_legacy` fields for a setpoint (conventions in the module docstring)."""
     roll, pitch, _ = setpoint.euler
     rates = setpoint.body_rates
-    gain = 1.0 / attitude_kp if attitude_kp > 0 else 0.0
+    gain = rate_lead / attitude_kp if attitude_kp > 0 else 0.0
     lead_roll, lead_pitch = float(rates[0]) * gain, float(rates[1]) * gain
     # body rates ~ Euler-angle rates near level flight, which is where an attitude loop operates
     roll_deg = math.degrees(roll + lead_roll)

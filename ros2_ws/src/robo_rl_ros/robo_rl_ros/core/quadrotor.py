@@ -40,6 +40,7 @@ class QuadrotorSettings:
     attitude_kp: float = 6.0  # the firmware attitude loop's gain (see core.crazyflie)
     max_tilt_deg: float = 60.0
     descent_seconds: float = 2.0
+    rate_lead: float = 0.75  # fraction of the policy's body rates led into cmd_vel_legacy (see core.crazyflie)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -123,7 +124,8 @@ class QuadrotorPolicyController:
         action = self.filter(self.policy(obs)).action
         self.history.push(action)
         setpoint = attitude_setpoint(self.vehicle, state.quaternion, state.angular_velocity, action, self.dt)
-        legacy = legacy_command(setpoint, self.vehicle, self.settings.attitude_kp, self.settings.max_tilt_deg)
+        legacy = legacy_command(setpoint, self.vehicle, self.settings.attitude_kp, self.settings.max_tilt_deg,
+                                self.settings.rate_lead)
         self._last_flying = TickResult(True, "", action, setpoint, legacy, False, obs, state)
         return self._last_flying
 
