@@ -59,10 +59,7 @@ class Probe:
         self.now = msg.clock.sec + msg.clock.nanosec * 1e-9
 
     def _cube(self, msg: PoseStamped) -> None:
-        # from the node's first command on: a new subscription was seen to receive a few poses of the
-        # previous test's bridge (its lifted cube) right after it was created
-        if self.commands:
-            self.cube.append(np.array([msg.pose.position.x, msg.pose.position.y, msg.pose.position.z]))
+        self.cube.append(np.array([msg.pose.position.x, msg.pose.position.y, msg.pose.position.z]))
 
     def _success(self, msg: Bool) -> None:
         if msg.data and self.success_at is None:
@@ -101,8 +98,11 @@ def test_arm_node_picks_the_cube_in_the_sim_bridge(workspace, probe, seed):
                                                  ("/arm_controller/commands", "/gripper_controller/commands")),
                               timeout=60.0), node.output()
             assert not seen.commands, "the node commanded the arm before it had a joint state"
+            seen.cube.clear()  # a new subscription was seen to get a few poses of the previous test's lifted cube
+            # the bridge waits for the node's and the probe's /joint_states subscriptions: the probe must
+            # not miss the episode's start to late DDS discovery (1.4 s seen)
             with NodeProcess(install, "arm_sim_bridge_node", [config(install, "sim_arm_bridge.yaml")],
-                             dict(bundle, seed=seed)) as bridge:
+                             dict(bundle, seed=seed, wait_for_subscribers=2)) as bridge:
                 exited = lambda: bridge.process.poll() is not None or node.process.poll() is not None  # noqa: E731
                 over = spin_until(probe, lambda: seen.episode_over() or exited(), timeout=120.0) and not exited()
                 spin_until(probe, lambda: False, timeout=0.3)  # the messages still in flight

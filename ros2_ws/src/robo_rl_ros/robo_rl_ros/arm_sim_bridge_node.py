@@ -15,7 +15,9 @@ per timer period, and talks as ros2_control's controllers would:
 Commands are held until replaced (as the position command interface holds them); a command of the wrong
 length or with NaN is ignored with a warning. The arm tracks them with a joint PD controller with
 gravity compensation on its torque actuators (sim.arm.joint_position). `~/reset` (std_srvs/Trigger)
-restarts the seeded episode.
+restarts the seeded episode. With `wait_for_subscribers` > 0 the simulation starts paused, publishing
+nothing, and runs from time 0 once `joint_states_topic` has that many subscribers (the policy node and,
+say, a recorder that must see the episode from its start).
 
 Needs the robo-rl simulator (MuJoCo): it is the simulated robot, not robot-computer code.
 """
@@ -56,7 +58,7 @@ class ArmSimBridgeNode(Node):
             "object_pose_topic": "/cube/pose", "success_topic": "/pick_cube/success", "publish_clock": True,
             "controller_name": "arm_controller", "controller_joints": Parameter.Type.STRING_ARRAY,
             "gripper_controller_name": "gripper_controller", "state_rate_hz": 100.0,
-            "kp": Parameter.Type.DOUBLE_ARRAY, "kd": Parameter.Type.DOUBLE_ARRAY,
+            "kp": Parameter.Type.DOUBLE_ARRAY, "kd": Parameter.Type.DOUBLE_ARRAY, "wait_for_subscribers": 0,
         })
         bundle = load_sim_bundle("arm_sim_bridge_node", p["bundle_path"])
         if p["kp"] is None or p["kd"] is None:
@@ -80,6 +82,7 @@ class ArmSimBridgeNode(Node):
             raise StartupError(f"state_rate_hz {p['state_rate_hz']} must divide the physics rate {1.0 / self.sim.dt:g} Hz")
         self.params = p
         self._first_command: float | None = None
+        self._paused = p["wait_for_subscribers"] > 0
         self._joint_pub = self.create_publisher(JointState, p["joint_states_topic"], SENSOR_QOS)
         self._cube_pub = self.create_publisher(PoseStamped, p["object_pose_topic"], SENSOR_QOS)
         self._success_pub = self.create_publisher(Bool, p["success_topic"], SENSOR_QOS)
@@ -120,6 +123,12 @@ class ArmSimBridgeNode(Node):
 
     def _step(self) -> None:
         """One physics step with the held commands, and the state every 1 / state_rate_hz."""
+        if self._paused:
+            if self._joint_pub.get_subscription_count() < self.params["wait_for_subscribers"]:
+                return
+            self._paused = False
+            self.get_logger().info(f"{self.params['wait_for_subscribers']} subscribers on "
+                                   f"{self.params['joint_states_topic']}: simulation starts")
         succeeded = self.sim.succeeded_at is not None
         self.sim.step()
         if not succeeded and self.sim.succeeded_at is not None:

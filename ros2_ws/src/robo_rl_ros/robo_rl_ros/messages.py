@@ -6,6 +6,8 @@ child (body) frame, so its linear velocity is rotated to the world frame the obs
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 from builtin_interfaces.msg import Time
 from geometry_msgs.msg import PoseStamped, Twist
@@ -24,12 +26,12 @@ def pose_arrays(msg: PoseStamped) -> tuple[np.ndarray, np.ndarray]:
 
 def odometry_to_state(msg: Odometry) -> VehicleState:
     """The vehicle state of an Odometry (twist in the body frame, as REP 105 says)."""
-    p, q = msg.pose.pose.position, msg.pose.pose.orientation
-    v, w = msg.twist.twist.linear, msg.twist.twist.angular
-    quaternion = np.array([q.w, q.x, q.y, q.z])
-    norm = float(np.linalg.norm(quaternion))
-    unit = quaternion / norm if np.isfinite(norm) and norm > 0 else quaternion
-    return VehicleState(np.array([p.x, p.y, p.z]), quaternion, body_to_world(unit, [v.x, v.y, v.z]),
+    pose, twist = msg.pose.pose, msg.twist.twist
+    p, q, v, w = pose.position, pose.orientation, twist.linear, twist.angular
+    quaternion = [q.w, q.x, q.y, q.z]
+    norm = math.sqrt(sum(c * c for c in quaternion))
+    unit = [c / norm for c in quaternion] if math.isfinite(norm) and norm > 0 else quaternion
+    return VehicleState(np.array([p.x, p.y, p.z]), np.array(quaternion), body_to_world(unit, [v.x, v.y, v.z]),
                         np.array([w.x, w.y, w.z]))
 
 
@@ -50,9 +52,9 @@ def fill_pose(pose, position: np.ndarray, quaternion: np.ndarray) -> None:
     o.w, o.x, o.y, o.z = (float(x) for x in quaternion)
 
 
-def legacy_twist(command: LegacyCommand) -> Twist:
-    """crazyswarm2's cmd_vel_legacy Twist for a command."""
-    msg = Twist()
+def legacy_twist(command: LegacyCommand, msg: Twist | None = None) -> Twist:
+    """crazyswarm2's cmd_vel_legacy Twist for a command (written into `msg` if given)."""
+    msg = Twist() if msg is None else msg
     msg.linear.y, msg.linear.x = command.roll_deg, command.pitch_deg
     msg.angular.z, msg.linear.z = command.yaw_rate_deg, command.thrust_pwm
     return msg

@@ -7,11 +7,14 @@ only the latest message is kept. Out (reliable), chosen by `command_mode`:
 - "cmd_full_state": crazyflie_interfaces/FullState on `cmd_full_state_topic` (needs crazyflie_interfaces);
 - "motors": std_msgs/Float32MultiArray of the four normalized thrusts on `motor_thrusts_topic`, for
   firmware that runs motor-level commands (and the sim bridge).
-The four motor thrusts are also published on `~/motor_thrusts` in every mode; with
+The four motor thrusts are also published on `~/motor_thrusts` in every mode while it has subscribers; with
 `publish_tick_timing`, `~/tick_timing` (std_msgs/Float64MultiArray) carries per tick the monotonic times
 [state received, tick started, command published] in seconds (bench/ros2_latency.py).
 
-One timer at the bundle's control rate runs the policy on the latest state. With state older than
+The policy runs once per state: on its arrival (`tick_on_state`, the default: the command leaves within
+the tick's own compute time) or, with `tick_on_state: false`, on the next tick of the timer. One timer at
+the bundle's control rate is the watchdog: when no state has come for 1.5 periods it ticks on its own,
+repeating the last command until the state is `state_timeout` old. With state older than
 `state_timeout`, invalid (NaN/Inf) or outside the geofence, the node stops within one tick: it calls
 `notify_setpoints_stop` where that service exists, and with cmd_vel_legacy sends a level descent to zero
 thrust (never the last policy command); with cmd_full_state and motors it stops publishing. It flies
@@ -87,6 +90,7 @@ class QuadrotorPolicyNode(Node):
             self.create_subscription(Odometry, p["odom_topic"], self._store, SENSOR_QOS)
         self._thrust_pub = self.create_publisher(Float32MultiArray, "~/motor_thrusts", COMMAND_QOS)
         self._command_pub = self._make_command_publisher(p)
+        self._twist = Twist()  # refilled every tick: rclpy serializes on publish
         self._timing_pub = (self.create_publisher(Float64MultiArray, "~/tick_timing", COMMAND_QOS)
                             if p["publish_tick_timing"] else None)
         self._stop_client = self._make_stop_client(p["notify_setpoints_stop_service"])
@@ -94,7 +98,10 @@ class QuadrotorPolicyNode(Node):
         if abs(rate - bundle.control_hz) > 1e-9:
             self.get_logger().warn(f"control_rate_hz {rate} differs from the bundle's {bundle.control_hz} Hz "
                                    "the policy was trained at")
-        self._timer = self.create_timer(1.0 / rate, self._tick)
+        self._period = 1.0 / rate
+        self._tick_on_state = bool(p["tick_on_state"])
+        self._last_tick = -np.inf  # node clock [s]
+        self._timer = self.create_timer(self._period, self._on_timer)
         self.last_result: TickResult | None = None
         self.get_logger().info(f"flying {bundle.env_id} from {bundle.directory} at {rate:g} Hz to {target}, "
                                f"{self.source} in, {self.mode} out")
@@ -108,7 +115,7 @@ class QuadrotorPolicyNode(Node):
             "notify_setpoints_stop_service": "/cf231/notify_setpoints_stop", "control_rate_hz": 0.0,
             "state_timeout": 0.05, "max_action_delta": 1.0, "geofence_half_extent": 0.6, "attitude_kp": 6.0,
             "max_tilt_deg": 60.0, "descent_seconds": 2.0, "rate_lead": 0.75, "pose_velocity_smoothing": 0.0,
-            "publish_tick_timing": False,
+            "publish_tick_timing": False, "tick_on_state": True,
         }
         values = {name: self.declare_parameter(name, default).value for name, default in defaults.items()}
         if not values["bundle_path"]:
@@ -130,11 +137,19 @@ class QuadrotorPolicyNode(Node):
         return self.create_client(self._interfaces.srv.NotifySetpointsStop, service)
 
     def _store(self, msg) -> None:
-        self._latest = (self.get_clock().now().nanoseconds * 1e-9, time.monotonic(), msg)
+        received, now = time.monotonic(), self.get_clock().now().nanoseconds * 1e-9
+        self._latest = (now, received, msg)
+        if self._tick_on_state:
+            self._tick(now, received)
 
-    def _tick(self) -> None:
-        started = time.monotonic()
+    def _on_timer(self) -> None:
         now = self.get_clock().now().nanoseconds * 1e-9
+        if not self._tick_on_state or now - self._last_tick > 1.5 * self._period:
+            self._tick(now, time.monotonic())
+
+    def _tick(self, now: float, started: float) -> None:
+        """Run the controller at `now` (node clock [s]; `started`: monotonic) and publish its decision."""
+        self._last_tick = now
         latest = self._latest
         if latest is not None and latest[2] is not self._consumed:
             self._consumed = latest[2]
@@ -165,13 +180,13 @@ class QuadrotorPolicyNode(Node):
             if self._stop_client is not None and self._stop_client.service_is_ready():
                 self._stop_client.call_async(self._interfaces.srv.NotifySetpointsStop.Request())
         if self.mode == "cmd_vel_legacy":
-            self._command_pub.publish(legacy_twist(result.legacy))
+            self._command_pub.publish(legacy_twist(result.legacy, self._twist))
         elif result.flying and self.mode == "motors":
             self._command_pub.publish(Float32MultiArray(data=[float(x) for x in result.action]))
         elif result.flying:
             self._command_pub.publish(self._full_state(result))
         published = time.monotonic()
-        if result.flying:
+        if result.flying and self._thrust_pub.get_subscription_count():
             self._thrust_pub.publish(Float32MultiArray(data=[float(x) for x in result.action]))
         return published
 

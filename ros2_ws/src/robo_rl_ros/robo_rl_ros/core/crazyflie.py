@@ -31,6 +31,7 @@ vehicle model recorded in policy.json:
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 
 import numpy as np
@@ -67,6 +68,13 @@ class VehicleModel:
             raise BundleError("policy.json vehicle parameters must have positive mass, inertia and thrust_max")
         return model
 
+    @functools.cached_property
+    def mixer(self) -> np.ndarray:
+        """(3, 4): body torque [N m] per rotor force [N] (roll, pitch from the rotor positions, yaw from the
+        signed yaw-torque coefficients)."""
+        r = self.rotor_positions
+        return np.stack([r[:, 1], -r[:, 0], self.yaw_torque_coefficients])
+
     @property
     def hover_fraction(self) -> float:
         """The motor command (fraction of thrust_max) at which four rotors carry the weight."""
@@ -95,23 +103,23 @@ class AttitudeSetpoint:
 def motor_wrench(vehicle: VehicleModel, thrust_fractions: np.ndarray) -> tuple[float, np.ndarray]:
     """Collective thrust [N] and body torque [N m] of normalized motor thrusts (the mixer)."""
     forces = np.asarray(thrust_fractions, dtype=np.float64) * vehicle.thrust_max
-    r = vehicle.rotor_positions
-    torque = np.array([np.dot(r[:, 1], forces), -np.dot(r[:, 0], forces),
-                       np.dot(vehicle.yaw_torque_coefficients, forces)])
-    return float(forces.sum()), torque
+    return float(forces.sum()), vehicle.mixer @ forces
 
 
 def attitude_setpoint(vehicle: VehicleModel, quaternion: np.ndarray, body_rates: np.ndarray,
                       thrust_fractions: np.ndarray, dt: float) -> AttitudeSetpoint:
     """The attitude and body rates the motor thrusts would produce one period `dt` ahead of the state."""
     thrust, torque = motor_wrench(vehicle, thrust_fractions)
-    w = np.asarray(body_rates, dtype=np.float64)
-    inertia = vehicle.inertia
-    iw = inertia * w
-    gyroscopic = np.array([w[1] * iw[2] - w[2] * iw[1], w[2] * iw[0] - w[0] * iw[2], w[0] * iw[1] - w[1] * iw[0]])
-    w_next = w + dt * (torque - gyroscopic) / inertia
-    rotation = quat_to_matrix(np.asarray(quaternion, dtype=np.float64)) @ rotation_exp(0.5 * (w + w_next) * dt)
-    return AttitudeSetpoint(rotation, w_next, thrust)
+    # Python floats on 3-vectors: this runs every control tick, where numpy's per-call cost dominates
+    wx, wy, wz = (float(v) for v in body_rates)
+    jx, jy, jz = vehicle.inertia.tolist()
+    tx, ty, tz = torque.tolist()
+    nx = wx + dt * (tx - (wy * jz * wz - wz * jy * wy)) / jx
+    ny = wy + dt * (ty - (wz * jx * wx - wx * jz * wz)) / jy
+    nz = wz + dt * (tz - (wx * jy * wy - wy * jx * wx)) / jz
+    half = 0.5 * dt
+    rotation = quat_to_matrix(quaternion) @ rotation_exp(((wx + nx) * half, (wy + ny) * half, (wz + nz) * half))
+    return AttitudeSetpoint(rotation, np.array([nx, ny, nz]), thrust)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -131,16 +139,16 @@ def legacy_command(setpoint: AttitudeSetpoint, vehicle: VehicleModel, attitude_k
                    max_tilt_deg: float = 60.0, rate_lead: float = 0.75) -> LegacyCommand:
     """The `cmd_vel_legacy` fields for a setpoint (conventions in the module docstring)."""
     roll, pitch, _ = setpoint.euler
-    rates = setpoint.body_rates
+    rates = setpoint.body_rates.tolist()
     gain = rate_lead / attitude_kp if attitude_kp > 0 else 0.0
-    lead_roll, lead_pitch = float(rates[0]) * gain, float(rates[1]) * gain
+    lead_roll, lead_pitch = rates[0] * gain, rates[1] * gain
     # body rates ~ Euler-angle rates near level flight, which is where an attitude loop operates
     roll_deg = math.degrees(roll + lead_roll)
     pitch_deg = math.degrees(pitch + lead_pitch)
     roll_deg = min(max(roll_deg, -max_tilt_deg), max_tilt_deg)
     pitch_deg = min(max(pitch_deg, -max_tilt_deg), max_tilt_deg)
     pwm = min(max(setpoint.thrust / (4.0 * vehicle.thrust_max) * PWM_MAX, 0.0), PWM_MAX)
-    return LegacyCommand(roll_deg, -pitch_deg, -math.degrees(float(rates[2])), pwm)
+    return LegacyCommand(roll_deg, -pitch_deg, -math.degrees(rates[2]), pwm)
 
 
 def descent_command(vehicle: VehicleModel, seconds_since_stop: float, descent_seconds: float,

@@ -8,6 +8,7 @@ minus reference), rotation_matrix (9, body to world, row-major), velocity_error 
 from __future__ import annotations
 
 import dataclasses
+import math
 
 import numpy as np
 
@@ -29,8 +30,9 @@ class VehicleState:
 
     def is_finite(self) -> bool:
         """Whether every entry is a finite number."""
-        return bool(np.isfinite(np.concatenate((self.position, self.quaternion, self.velocity,
-                                                self.angular_velocity), axis=None)).all())
+        # a sum is finite only if every term is (NaN and Inf propagate; finite overflow is rejected too)
+        parts = (self.position, self.quaternion, self.velocity, self.angular_velocity)
+        return math.isfinite(sum(float(np.asarray(part).sum()) for part in parts))
 
 
 class ActionHistory:
@@ -43,7 +45,7 @@ class ActionHistory:
     def push(self, action: np.ndarray) -> None:
         """Record the action just commanded."""
         if len(self._actions):
-            self._actions[1:] = self._actions[:-1].copy()
+            self._actions[1:] = self._actions[:-1]  # numpy copies overlapping slices through a buffer
             self._actions[0] = action
 
     def reset(self) -> None:
@@ -84,11 +86,11 @@ class QuadrotorObservation:
     def build(self, state: VehicleState, target_position: np.ndarray, target_velocity: np.ndarray,
               history: ActionHistory) -> np.ndarray:
         """The observation vector (float32) for `state` relative to the reference."""
-        obs = np.empty(self.size, dtype=np.float64)
+        obs = np.empty(self.size, dtype=np.float32)
         obs[self._slices["position_error"]] = np.asarray(state.position) - target_position
         obs[self._slices["rotation_matrix"]] = quat_to_matrix(np.asarray(state.quaternion)).reshape(-1)
         obs[self._slices["velocity_error"]] = np.asarray(state.velocity) - target_velocity
         obs[self._slices["angular_velocity"]] = state.angular_velocity
         if "action_history" in self._slices:
             obs[self._slices["action_history"]] = history.flat()
-        return obs.astype(np.float32)
+        return obs

@@ -86,10 +86,11 @@ class QuadrotorPolicyController:
         """Store the latest state (received at `now`); False, and nothing flies on it, if it is invalid."""
         if not state.is_finite():
             return self._invalidate("state contains NaN or Inf")
-        norm = math.sqrt(float(np.dot(state.quaternion, state.quaternion)))
+        quaternion = np.asarray(state.quaternion, dtype=np.float64)
+        norm = math.sqrt(sum(c * c for c in quaternion.tolist()))
         if abs(norm - 1.0) > 0.01:
             return self._invalidate("orientation quaternion is not unit length")
-        self._state = dataclasses.replace(state, quaternion=np.asarray(state.quaternion, dtype=np.float64) / norm)
+        self._state = VehicleState(state.position, quaternion / norm, state.velocity, state.angular_velocity)
         self._invalid_reason = ""
         self._new_state = True
         self.watchdog.feed(now)

@@ -7,9 +7,14 @@ import math
 import numpy as np
 
 
+def _floats(values) -> list[float]:
+    return values.tolist() if isinstance(values, np.ndarray) else [float(v) for v in values]
+
+
 def quat_to_matrix(quat: np.ndarray) -> np.ndarray:
     """Body-to-world rotation matrix (3, 3) of a unit quaternion (w, x, y, z)."""
-    w, x, y, z = quat
+    # Python floats: the policy nodes call this every tick, where numpy scalar arithmetic costs several times more
+    w, x, y, z = _floats(quat)
     return np.array([
         [1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)],
         [2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)],
@@ -27,10 +32,8 @@ def normalized_quat(quat: np.ndarray) -> np.ndarray:
 
 def matrix_to_euler_zyx(rotation: np.ndarray) -> tuple[float, float, float]:
     """(roll, pitch, yaw) [rad], right-handed, of a body-to-world matrix R = Rz(yaw) Ry(pitch) Rx(roll)."""
-    pitch = float(np.arcsin(np.clip(-rotation[2, 0], -1.0, 1.0)))
-    roll = float(np.arctan2(rotation[2, 1], rotation[2, 2]))
-    yaw = float(np.arctan2(rotation[1, 0], rotation[0, 0]))
-    return roll, pitch, yaw
+    (r00, _, _), (r10, _, _), (r20, r21, r22) = rotation.tolist()
+    return math.atan2(r21, r22), math.asin(min(max(-r20, -1.0), 1.0)), math.atan2(r10, r00)
 
 
 def rotation_exp(rotation_vector: np.ndarray) -> np.ndarray:
@@ -79,7 +82,11 @@ def matrix_to_quat(rotation: np.ndarray) -> np.ndarray:
 
 def body_to_world(quaternion: np.ndarray, vector: np.ndarray) -> np.ndarray:
     """A body-frame vector expressed in the world frame."""
-    return quat_to_matrix(quaternion) @ np.asarray(vector, dtype=np.float64)
+    w, x, y, z = _floats(quaternion)
+    vx, vy, vz = _floats(vector)
+    # v + 2 q_v x (q_v x v + w v)
+    tx, ty, tz = y * vz - z * vy + w * vx, z * vx - x * vz + w * vy, x * vy - y * vx + w * vz
+    return np.array([vx + 2.0 * (y * tz - z * ty), vy + 2.0 * (z * tx - x * tz), vz + 2.0 * (x * ty - y * tx)])
 
 
 def world_to_body(quaternion: np.ndarray, vector: np.ndarray) -> np.ndarray:

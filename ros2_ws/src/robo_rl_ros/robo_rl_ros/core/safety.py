@@ -29,6 +29,8 @@ class SafetyFilter:
         self.max_delta = np.broadcast_to(np.asarray(max_delta, dtype=np.float64), self.low.shape)
         if np.any(self.max_delta <= 0):
             raise ValueError(f"max_delta must be > 0, got {max_delta}")
+        # a limit at least the whole range never binds: skip it (this runs every control tick)
+        self._rate_limits = bool(np.any(self.max_delta < self.high - self.low))
         self._previous: np.ndarray | None = None
 
     def reset(self, previous: np.ndarray | None = None) -> None:
@@ -40,14 +42,14 @@ class SafetyFilter:
         action = np.asarray(action, dtype=np.float64)
         rejected = action.shape != self.low.shape or not np.isfinite(action).all()
         candidate = self.safe_action if rejected else action
-        low, high = self.low, self.high
-        if self._previous is not None:  # the tighter of the range and the rate limit
-            low = np.maximum(low, self._previous - self.max_delta)
-            high = np.minimum(high, self._previous + self.max_delta)
-        limited = np.minimum(np.maximum(candidate, low), high)
-        changed = not rejected and bool((limited != candidate).any())
-        clipped = changed and bool(((candidate < self.low) | (candidate > self.high)).any())
-        rate_limited = bool((limited != np.minimum(np.maximum(candidate, self.low), self.high)).any())
+        in_range = np.minimum(np.maximum(candidate, self.low), self.high)
+        clipped = not rejected and bool((in_range != candidate).any())
+        limited, rate_limited = in_range, False
+        if self._previous is not None and self._rate_limits:  # the tighter of the range and the rate limit
+            low = np.maximum(self.low, self._previous - self.max_delta)
+            high = np.minimum(self.high, self._previous + self.max_delta)
+            limited = np.minimum(np.maximum(candidate, low), high)
+            rate_limited = bool((limited != in_range).any())
         self._previous = limited
         return FilterResult(limited, rejected, clipped, rate_limited)
 
