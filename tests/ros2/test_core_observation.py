@@ -45,3 +45,22 @@ def test_history_order():
     np.testing.assert_array_equal(history.flat(), [3.0, 4.0, 1.0, 2.0, 0.5, 0.5])
     history.reset()
     np.testing.assert_array_equal(history.flat(), [0.5] * 6)
+
+
+def test_rotation_helpers_agree_with_the_matrix():
+    # the tick's float-arithmetic rotations against the rotation matrix (and its Euler angles)
+    from robo_rl_ros.core.rotations import matrix_to_euler_zyx, quat_to_matrix
+    rng = np.random.default_rng(0)
+    for _ in range(20):
+        quat = rng.standard_normal(4)
+        quat /= np.linalg.norm(quat)
+        vector = rng.standard_normal(3)
+        matrix = quat_to_matrix(quat)
+        assert np.allclose(body_to_world(quat, vector), matrix @ vector)
+        assert np.allclose(world_to_body(quat, matrix @ vector), vector)
+        roll, pitch, yaw = matrix_to_euler_zyx(matrix)
+        cr, sr, cp, sp, cy, sy = np.cos(roll), np.sin(roll), np.cos(pitch), np.sin(pitch), np.cos(yaw), np.sin(yaw)
+        rz = np.array([[cy, -sy, 0], [sy, cy, 0], [0, 0, 1]])
+        ry = np.array([[cp, 0, sp], [0, 1, 0], [-sp, 0, cp]])
+        rx = np.array([[1, 0, 0], [0, cr, -sr], [0, sr, cr]])
+        assert np.allclose(rz @ ry @ rx, matrix)
