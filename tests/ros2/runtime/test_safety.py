@@ -6,6 +6,7 @@ import math
 import time
 
 import numpy as np
+import pytest
 import rclpy
 from geometry_msgs.msg import Twist
 from nav_msgs.msg import Odometry
@@ -72,12 +73,14 @@ def _stopping(msg: Twist, previous_thrust: float) -> bool:
     return level and msg.linear.z < previous_thrust and msg.linear.z <= 0.9 * HOVER_PWM + 1e-6
 
 
-def test_stale_state_and_nan_stop_within_one_tick_and_recover(workspace, probe):
+@pytest.mark.parametrize("tick_on_state", [True, False])  # the policy on each state, or on the timer
+def test_stale_state_and_nan_stop_within_one_tick_and_recover(workspace, probe, tick_on_state):
     install = workspace["install"]
     robot = Robot(probe)
     try:
         with NodeProcess(install, "quadrotor_policy_node", [config(install, "sim_quadrotor_policy.yaml")],
-                         {"bundle_path": str(HOVER_BUNDLE), "state_timeout": TIMEOUT}) as node:
+                         {"bundle_path": str(HOVER_BUNDLE), "state_timeout": TIMEOUT,
+                          "tick_on_state": tick_on_state}) as node:
             assert robot.run_until(lambda: any(_flying(m) for _, m in robot.commands), 30.0), node.output()
             robot.run(1.0)
             flying = robot.since(time.monotonic() - 0.5)
