@@ -26,6 +26,7 @@ from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 from robo_rl_ros.core.arm import ArmPolicyController, ArmSettings, ArmTickResult
 from robo_rl_ros.core.bundle import BundleError, load_bundle
 from robo_rl_ros.qos import COMMAND_QOS, SENSOR_QOS
+from robo_rl_ros.realtime import configure_realtime
 from robo_rl_ros.spin import StartupError, run_node
 
 OUTPUTS = ("forward_command", "joint_trajectory")
@@ -41,7 +42,7 @@ class ArmPolicyNode(Node):
             "joint_states_topic": "/joint_states", "output": "forward_command", "controller_name": "arm_controller",
             "command_joints": Parameter.Type.STRING_ARRAY, "gripper_controller_name": "gripper_controller",
             "state_timeout": 0.1,
-            "max_joint_speed": 1.0, "ik_damping": 0.05, "orientation_gain": 1.0,
+            "max_joint_speed": 1.0, "ik_damping": 0.05, "orientation_gain": 1.0, "realtime_priority": 0,
         }.items()}
         if not p["bundle_path"]:
             raise StartupError("arm_policy_node: parameter bundle_path is required")
@@ -78,6 +79,7 @@ class ArmPolicyNode(Node):
         self._period = 1.0 / bundle.control_hz
         self._timer = self.create_timer(self._period, self._tick)
         self._was_moving = True
+        configure_realtime(self, p["realtime_priority"])
         self.get_logger().info(f"driving {bundle.env_id} from {bundle.directory} at {bundle.control_hz:g} Hz "
                                f"({self.controller.task}, goal {self._goal_text(p['goal'])}), {self.output} on /{controller}")
 

@@ -18,7 +18,8 @@ repeating the last command until the state is `state_timeout` old. With state ol
 `state_timeout`, invalid (NaN/Inf) or outside the geofence, the node stops within one tick: it calls
 `notify_setpoints_stop` where that service exists, and with cmd_vel_legacy sends a level descent to zero
 thrust (never the last policy command); with cmd_full_state and motors it stops publishing. It flies
-again on the first tick with a good state.
+again on the first tick with a good state. `realtime_priority` 1..99 runs the node's threads under
+SCHED_FIFO (robo_rl_ros.realtime), which bounds the tick latency's tail on a busy computer.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ from robo_rl_ros.core.observation import VehicleState
 from robo_rl_ros.core.quadrotor import QuadrotorPolicyController, QuadrotorSettings, TickResult
 from robo_rl_ros.messages import legacy_twist, odometry_to_state, pose_arrays, stamp_seconds
 from robo_rl_ros.qos import COMMAND_QOS, SENSOR_QOS
+from robo_rl_ros.realtime import configure_realtime
 from robo_rl_ros.spin import StartupError, run_node
 
 COMMAND_MODES = ("cmd_vel_legacy", "cmd_full_state", "motors")
@@ -103,6 +105,7 @@ class QuadrotorPolicyNode(Node):
         self._last_tick = -np.inf  # node clock [s]
         self._timer = self.create_timer(self._period, self._on_timer)
         self.last_result: TickResult | None = None
+        configure_realtime(self, p["realtime_priority"])
         self.get_logger().info(f"flying {bundle.env_id} from {bundle.directory} at {rate:g} Hz to {target}, "
                                f"{self.source} in, {self.mode} out")
 
@@ -115,7 +118,7 @@ class QuadrotorPolicyNode(Node):
             "notify_setpoints_stop_service": "/cf231/notify_setpoints_stop", "control_rate_hz": 0.0,
             "state_timeout": 0.05, "max_action_delta": 1.0, "geofence_half_extent": 0.6, "attitude_kp": 6.0,
             "max_tilt_deg": 60.0, "descent_seconds": 2.0, "rate_lead": 0.75, "pose_velocity_smoothing": 0.0,
-            "publish_tick_timing": False, "tick_on_state": True,
+            "publish_tick_timing": False, "tick_on_state": True, "realtime_priority": 0,
         }
         values = {name: self.declare_parameter(name, default).value for name, default in defaults.items()}
         if not values["bundle_path"]:
