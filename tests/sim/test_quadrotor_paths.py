@@ -73,8 +73,12 @@ def test_batch_detects_contacts_only_when_the_vehicle_can_touch_the_floor():
     reach = flying.batch.params.reach
     assert flying.config.min_altitude > reach  # default tasks end before any geom reaches the floor
     assert flying.batch.physics.model.opt.disableflags & mujoco.mjtDisableBit.mjDSBL_CONTACT
+    # without contacts nothing in the model makes constraints: the solver is skipped (bit-identical results
+    # above), but not where the floor can be touched
+    assert flying.batch.physics.model.opt.disableflags & mujoco.mjtDisableBit.mjDSBL_CONSTRAINT
     landing = QuadrotorVectorEnv("hover", num_envs=2, backend="mujoco_batch", min_altitude=-1.0,
                                  max_position_error=5.0, **NO_RANDOMIZATION)
+    assert not landing.batch.physics.model.opt.disableflags & mujoco.mjtDisableBit.mjDSBL_CONSTRAINT
     landing.reset(options={"initial_state": {"position": (0, 0, 0.2)}})
     for _ in range(100):  # motors off: it falls and rests on the floor
         landing.step(np.zeros((2, 4)))
