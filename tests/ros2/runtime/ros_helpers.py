@@ -17,7 +17,9 @@ import yaml
 class NodeProcess:
     """An installed executable of robo_rl_ros run in a shell that sourced the workspace's setup.bash."""
 
-    def __init__(self, install: Path, executable: str, params_files: list[Path], overrides: dict | None = None):
+    def __init__(self, install: Path, executable: str, params_files: list[Path], overrides: dict | None = None,
+                 prefix: str = ""):
+        """`prefix`: a command the node runs under (e.g. setpriv dropping a capability)."""
         self.install, self.executable = install, executable
         self.log = Path(tempfile.mkstemp(prefix=f"{executable}-", suffix=".log")[1])
         args = []
@@ -25,7 +27,7 @@ class NodeProcess:
             args += ["--params-file", str(params)]
         if overrides:
             args += ["--params-file", str(write_params(executable, overrides))]
-        command = (f". {install}/setup.bash && exec {install}/robo_rl_ros/lib/robo_rl_ros/{executable} "
+        command = (f". {install}/setup.bash && exec {prefix} {install}/robo_rl_ros/lib/robo_rl_ros/{executable} "
                    f"--ros-args {' '.join(args)}")
         env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
         self.process = subprocess.Popen(["bash", "-c", command], stdout=self.log.open("w"),
