@@ -13,7 +13,8 @@ Measured twice in one run: with the node at normal priority (`realtime_priority:
 (`realtime_priority: 50`, as config/quadrotor_policy.yaml sets for a robot; where this user may not use
 SCHED_FIFO the node says so and that row repeats normal scheduling).
 
-Run with .venv-ros (make ros-venv): `.venv-ros/bin/python bench/ros2_latency.py [--ticks 10000]`. It
+Run with .venv-ros (make ros-venv): `.venv-ros/bin/python bench/ros2_latency.py [--ticks 10000]
+[--busy-loops 1]` (busy loops: processes spinning on the CPUs meanwhile, a loaded robot computer). It
 re-runs itself inside a loopback-only network namespace, prints a table and writes
 bench/results/ros2_latency.json.
 """
@@ -45,14 +46,23 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "ros2_latency.json")
     parser.add_argument("--priorities", type=int, nargs="+", default=[0, 50],
                         help="realtime_priority values to measure (0: normal scheduling)")
+    parser.add_argument("--busy-loops", type=int, default=0,
+                        help="processes spinning on the CPUs meanwhile, as other work on a robot computer would")
     args = parser.parse_args()
     if os.environ.get("ROBO_RL_IN_NETNS") != "1":
         os.execv(str(NETNS), [str(NETNS), sys.executable, *sys.argv])
-    runs = []
-    for priority in args.priorities:
-        print(f"measuring {args.ticks} ticks with realtime_priority {priority} ...", flush=True)
-        runs.append(measure(args.ticks, priority))
+    loops = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(args.busy_loops)]
+    try:
+        runs = []
+        for priority in args.priorities:
+            print(f"measuring {args.ticks} ticks with realtime_priority {priority} ...", flush=True)
+            runs.append(measure(args.ticks, priority))
+    finally:
+        for loop in loops:
+            loop.kill()
+            loop.wait()
     results = {key: runs[0][key] for key in ("ticks", "control_hz", "machine", "cpus", "rmw")}
+    results["busy_loops"] = args.busy_loops
     results["runs"] = [{k: v for k, v in run.items() if k not in results} for run in runs]
     print(table(results))
     args.out.parent.mkdir(parents=True, exist_ok=True)
@@ -101,8 +111,8 @@ def measure(ticks: int, priority: int) -> dict:
 
     def send() -> None:
         msg.header.stamp = robot.get_clock().now().to_msg()
+        last_sent["t"] = time.monotonic()  # before publishing: this process may be preempted inside publish
         pub.publish(msg)
-        last_sent["t"] = time.monotonic()
 
     robot.create_timer(period, send)  # the robot's state stream; between events this process sleeps
     try:
@@ -147,7 +157,7 @@ def _stats(values: np.ndarray) -> dict:
 def table(results: dict) -> str:
     """The figures as a text table, one block per scheduling policy."""
     lines = [f"quadrotor_policy_node at {results['control_hz']:g} Hz, {results['ticks']} ticks per run, "
-             f"{results['cpus']} CPUs, {results['rmw']}",
+             f"{results['cpus']} CPUs, {results['busy_loops']} busy loop(s) beside it, {results['rmw']}",
              f"{'':50s} {'p50 ms':>8s} {'p99 ms':>8s} {'max ms':>8s}"]
     for run in results["runs"]:
         lines.append(f"node scheduling: {run['scheduling']} (realtime_priority {run['realtime_priority']})")
