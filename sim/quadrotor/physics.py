@@ -113,8 +113,12 @@ class MujocoBatchPhysics:
         self.batch.rollout(thrust.shape[0], control=control, control_spec=self._ctrl_spec, record=())
 
     def state(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """(pos, quat, vel, angvel): (k, N) live views of the batch's state."""
-        qpos, qvel = self._qpos.T, self._qvel.T
+        """(pos, quat, vel, angvel): (k, N) feature-major copies of the batch's state (read them again
+        after stepping)."""
+        # Copied once rather than viewed: the batch stores (N, 7) rows, and every task operation on the
+        # transposed views would stride through memory (a copy costs less than the strides, ~25% of the
+        # task's per-step work).
+        qpos, qvel = np.ascontiguousarray(self._qpos.T), np.ascontiguousarray(self._qvel.T)
         return qpos[:3], qpos[3:7], qvel[:3], qvel[3:6]
 
 
