@@ -83,3 +83,24 @@ def test_batch_detects_contacts_only_when_the_vehicle_can_touch_the_floor():
     for _ in range(100):  # motors off: it falls and rests on the floor
         landing.step(np.zeros((2, 4)))
     assert np.asarray(landing.batch.physics.state()[0])[2, 0] == pytest.approx(0.006, abs=2e-3)
+
+
+@pytest.mark.parametrize("extra, constraint_off, passive_off", [
+    ("", True, True),
+    ('<joint name="hinge" type="hinge" damping="0.1"/>', True, False),  # a damper acts
+    ('<joint name="hinge" type="hinge" range="-1 1"/>', False, True),  # a joint limit makes constraints
+    ('<joint name="hinge" type="hinge" frictionloss="0.1"/>', False, True),
+])
+def test_inactive_stages_skips_only_what_cannot_act(extra, constraint_off, passive_off):
+    from sim.quadrotor.physics import inactive_stages
+
+    xml = f"""<mujoco><option><flag contact="disable"/></option><worldbody>
+      <body><freejoint/><geom size="0.1"/></body>
+      <body pos="1 0 0">{extra}<geom size="0.1"/></body></worldbody></mujoco>"""
+    model = mujoco.MjModel.from_xml_string(xml)
+    flags = inactive_stages(model)
+    bits = mujoco.mjtDisableBit
+    assert bool(flags & bits.mjDSBL_CONSTRAINT) == constraint_off
+    assert bool(flags & bits.mjDSBL_DAMPER) == bool(flags & bits.mjDSBL_SPRING) == passive_off
+    model.opt.disableflags &= ~int(bits.mjDSBL_CONTACT)  # with contacts the solver is always needed
+    assert not inactive_stages(model) & bits.mjDSBL_CONSTRAINT
