@@ -122,7 +122,6 @@ class MujocoBatchPhysics:
         return qpos[:3], qpos[3:7], qvel[:3], qvel[3:6]
 
 
-
 def inactive_stages(model: mujoco.MjModel) -> int:
     """MuJoCo disable bits of the pipeline stages that contribute nothing for `model` as configured: the
     constraint solver when contacts are off and nothing else makes constraints (equality, joint limits,
