@@ -21,6 +21,10 @@ JOINTS = [f"joint{i}" for i in range(1, 8)]
 HOME = [0.0, -0.785, 0.0, -2.356, 0.0, 1.571, 0.785]
 SPEED, RATE = 0.5, 50.0
 STEP = SPEED / RATE
+# A command already published when the state goes bad may arrive tens of ms later on a loaded host: the
+# hold is judged on the commands received after one tick and a half plus this margin.
+DELIVERY_SLACK = 0.1  # [s]
+HOLD_AFTER = 1.5 / RATE + DELIVERY_SLACK
 
 
 class IdealArm:
@@ -103,7 +107,7 @@ def test_arm_node_rate_limits_holds_and_resumes(workspace, probe, output):
             # joint3 missing from /joint_states: the next tick holds the last command
             dropped_at = time.monotonic()
             arm.run(0.3, drop="joint3")
-            held = arm.since(dropped_at + 1.5 / RATE + 0.02)
+            held = arm.since(dropped_at + HOLD_AFTER)
             assert held and all(c == held[0] for c in held), "moved without joint3"
             assert "holding: joint state lacks ['joint3']" in node.output()
             # good state: moves again
@@ -113,15 +117,15 @@ def test_arm_node_rate_limits_holds_and_resumes(workspace, probe, output):
 
             # NaN, then silence (stale): hold
             nan_at = time.monotonic()
-            arm.run(0.2, nan=True)
-            held = arm.since(nan_at + 1.5 / RATE + 0.02)
+            arm.run(0.3, nan=True)
+            held = arm.since(nan_at + HOLD_AFTER)
             assert held and all(c == held[0] for c in held)
             arm.publish()
             stale_at = time.monotonic()
             end = stale_at + 0.4
             while time.monotonic() < end:
                 rclpy.spin_once(probe, timeout_sec=0.01)
-            held = arm.since(stale_at + 0.1 + 1.5 / RATE + 0.02)
+            held = arm.since(stale_at + 0.1 + HOLD_AFTER)
             assert held and all(c == held[0] for c in held) and "old" in node.output()
     finally:
         arm.close()

@@ -9,7 +9,8 @@ only the latest message is kept. Out (reliable), chosen by `command_mode`:
   firmware that runs motor-level commands (and the sim bridge).
 The four motor thrusts are also published on `~/motor_thrusts` in every mode while it has subscribers; with
 `publish_tick_timing`, `~/tick_timing` (std_msgs/Float64MultiArray) carries per tick the monotonic times
-[state received, tick started, command published] in seconds (bench/ros2_latency.py).
+[state received, tick started, command published] in seconds and whether the tick flew (1) or stopped (0)
+(bench/ros2_latency.py, and the safety tests, which judge each decision in the node's own clock).
 
 The policy runs once per state: on its arrival (`tick_on_state`, the default: the command leaves within
 the tick's own compute time) or, with `tick_on_state: false`, on the next tick of the timer. One timer at
@@ -164,7 +165,7 @@ class QuadrotorPolicyNode(Node):
         published = self._publish(result)
         if self._timing_pub is not None:
             received = latest[1] if latest is not None else float("nan")
-            self._timing_pub.publish(Float64MultiArray(data=[received, started, published]))
+            self._timing_pub.publish(Float64MultiArray(data=[received, started, published, float(result.flying)]))
 
     def _state_from(self, msg) -> VehicleState | None:
         if isinstance(msg, Odometry):
