@@ -1,14 +1,16 @@
 """Training speed: SAC gradient updates/s next to Stable-Baselines3 and a CleanRL-style reference, and
 the wall-clock time of the default hover training.
 
-    .venv/bin/python bench/train_speed.py [--seconds 3] [--skip-hover] [--seeds 0 1 2]
+    .venv/bin/python bench/train_speed.py [--seconds 2] [--rounds 3] [--skip-hover] [--seeds 0 1 2]
 
 Update rows use batch 256, observation 50 and action 4 (the hover task's sizes), two critics and one
 actor step per critic step for every implementation, so they do the same arithmetic. Peers: SB3's
 `SAC.train` in bench/.venv-sb3 (installed by this script only), and a CleanRL-style update written out
 below (two separate critics, plain Adam), in this process. The robo-rl rows use `robo_rl.agents.sac`
 with the same sizes, plus SERL's defaults (10 critics, LayerNorm, 8 critic steps per actor step) per
-critic step. Writes bench/results/train_speed.json. Run on an idle machine.
+critic step. Every implementation is measured once per round, `--rounds` rounds in turn, and the table
+gives medians: this shared 2-core machine drifts by 20-50% within minutes, so each "vs SB3" ratio is the
+median of ratios taken within one round. Writes bench/results/train_speed.json. Run on an idle machine.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import platform
+import statistics
 import subprocess
 import sys
 import time
@@ -51,8 +54,8 @@ def batch(n: int) -> dict[str, torch.Tensor]:
             "next_obs": torch.randn(n, OBS), "terminated": torch.zeros(n)}
 
 
-def robo_rl_updates(hidden: tuple[int, int], seconds: float, serl_defaults: bool = False) -> float:
-    """robo-rl SAC critic steps/s (with its actor and temperature steps)."""
+def robo_rl_updates(hidden: tuple[int, int], serl_defaults: bool = False) -> Callable[[float], float]:
+    """A meter of robo-rl SAC critic steps/s (with its actor and temperature steps) over given seconds."""
     sys.path.insert(0, str(ROOT.parent))
     from robo_rl.agents.sac import SAC, SACConfig
 
@@ -63,11 +66,11 @@ def robo_rl_updates(hidden: tuple[int, int], seconds: float, serl_defaults: bool
                            num_critics=2, critic_updates_per_actor_update=1, batch_size=BATCH)
     agent = SAC(OBS, torch.zeros(ACT), torch.ones(ACT), config)
     data = batch(BATCH * config.critic_updates_per_actor_update)
-    return rate(lambda: agent.update(data), seconds) * config.critic_updates_per_actor_update
+    return lambda seconds: rate(lambda: agent.update(data), seconds) * config.critic_updates_per_actor_update
 
 
-def cleanrl_updates(hidden: tuple[int, int], seconds: float) -> float:
-    """A CleanRL-style SAC update (separate Q networks, Adam, autotuned alpha), steps/s."""
+def cleanrl_updates(hidden: tuple[int, int]) -> Callable[[float], float]:
+    """A meter of a CleanRL-style SAC update's steps/s (separate Q networks, Adam, autotuned alpha)."""
     def q_net() -> nn.Module:
         return nn.Sequential(nn.Linear(OBS + ACT, hidden[0]), nn.ReLU(), nn.Linear(hidden[0], hidden[1]), nn.ReLU(),
                              nn.Linear(hidden[1], 1))
@@ -124,7 +127,7 @@ def cleanrl_updates(hidden: tuple[int, int], seconds: float) -> float:
                 for p, tp in zip(net.parameters(), target_net.parameters()):
                     tp.data.mul_(0.995).add_(0.005 * p.data)
 
-    return rate(update, seconds)
+    return lambda seconds: rate(update, seconds)
 
 
 def sb3_updates(hidden: tuple[int, int], seconds: float) -> dict[str, Any]:
@@ -152,29 +155,39 @@ def hover_training(seed: int) -> dict[str, Any]:
 def main() -> None:
     """Measure, print the table, write JSON."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seconds", type=float, default=3.0)
+    parser.add_argument("--seconds", type=float, default=2.0, help="per implementation and round")
+    parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--skip-hover", action="store_true", help="only the update rows")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0], help="training seeds of the hover rows")
     args = parser.parse_args()
     torch.set_num_threads(2)
     rows = []
     for hidden in ((64, 64), (256, 256)):
-        sb3 = sb3_updates(hidden, args.seconds)
-        rows += [
-            {"implementation": "robo-rl SAC (2 critics)", "hidden": hidden, "updates_per_s": robo_rl_updates(hidden, args.seconds)},
-            {"implementation": "robo-rl SAC, SERL defaults (per critic step)", "hidden": hidden,
-             "updates_per_s": robo_rl_updates(hidden, args.seconds, serl_defaults=True)},
-            {"implementation": "CleanRL-style SAC", "hidden": hidden, "updates_per_s": cleanrl_updates(hidden, args.seconds)},
-            {"implementation": f"Stable-Baselines3 {sb3['sb3_version']} SAC", "hidden": hidden, "updates_per_s": sb3["updates_per_s"]},
-        ]
-    print(f"\n{'implementation':48s} {'hidden':>10s} {'updates/s':>10s} {'vs SB3':>7s}")
+        meters = {"robo-rl SAC (2 critics)": robo_rl_updates(hidden),
+                  "robo-rl SAC, SERL defaults (per critic step)": robo_rl_updates(hidden, serl_defaults=True),
+                  "CleanRL-style SAC": cleanrl_updates(hidden)}
+        rounds: list[dict[str, float]] = []
+        for index in range(args.rounds):
+            print(f"{'x'.join(map(str, hidden))}: round {index + 1}/{args.rounds}", flush=True)
+            sb3 = sb3_updates(hidden, args.seconds)
+            measured = {name: meter(args.seconds) for name, meter in meters.items()}
+            rounds.append({f"Stable-Baselines3 {sb3['sb3_version']} SAC": sb3["updates_per_s"], **measured})
+        sb3_name = next(name for name in rounds[0] if name.startswith("Stable"))
+        for name in rounds[0]:
+            rates = [r[name] for r in rounds]
+            rows.append({"implementation": name, "hidden": hidden, "updates_per_s": statistics.median(rates),
+                         "updates_per_s_rounds": rates,
+                         "vs_sb3": statistics.median(r[name] / r[sb3_name] for r in rounds),
+                         "vs_sb3_rounds": [r[name] / r[sb3_name] for r in rounds]})
+    print(f"\nmedians of {args.rounds} rounds; vs SB3: the median of ratios within a round (range in brackets)")
+    print(f"{'implementation':48s} {'hidden':>10s} {'updates/s':>10s} {'vs SB3':>7s}")
     for row in rows:
-        sb3_rate = next(r["updates_per_s"] for r in rows if r["hidden"] == row["hidden"] and "Stable" in r["implementation"])
-        row["vs_sb3"] = row["updates_per_s"] / sb3_rate
+        spread = f"[{min(row['vs_sb3_rounds']):.2f}-{max(row['vs_sb3_rounds']):.2f}]"
         print(f"{row['implementation']:48s} {'x'.join(map(str, row['hidden'])):>10s} {row['updates_per_s']:10.0f} "
-              f"{row['vs_sb3']:6.2f}x")
+              f"{row['vs_sb3']:6.2f}x {spread}")
     result: dict[str, Any] = {"machine": {"cpus": torch.get_num_threads(), "python": platform.python_version(),
-                                          "torch": torch.__version__}, "batch": BATCH, "rows": rows}
+                                          "torch": torch.__version__}, "batch": BATCH, "rounds": args.rounds,
+                              "rows": rows}
     if not args.skip_hover:
         result["hover"] = [hover_training(seed) for seed in args.seeds]
         print(f"\n{'seed':>4s} {'end to end s':>13s} {'best success':>13s} {'at env steps':>13s} {'95% first at':>13s}")
