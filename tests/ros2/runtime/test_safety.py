@@ -90,7 +90,7 @@ class Robot:
     def since(self, t: float) -> list[tuple[float, Twist]]:
         return [(ts, m) for ts, m in self.commands if ts > t]
 
-    def ticks_on_states_after(self, t: float) -> list["Tick"]:
+    def ticks_on_states_after(self, t: float) -> list[Tick]:
         """The node's ticks whose state arrived after monotonic time `t`, in order."""
         return [tick for tick in self.ticks if tick.received > t]
 
