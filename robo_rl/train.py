@@ -114,7 +114,7 @@ class Trainer:
         self.agent = SAC(self.spec["observation_size"], space.low, space.high, agent_cfg,
                          critic_obs_dim=critic_obs_dim, device=self.device)
         if cfg.start_from_nominal_action and getattr(self.env, "nominal_action", None) is not None:
-            self.agent.actor.center_on(torch.as_tensor(self.env.nominal_action))
+            self.agent.center_actor_on(torch.as_tensor(self.env.nominal_action))
         obs_dim, act_dim = self.spec["observation_size"], self.spec["action_size"]
         capacity = int(cfg.buffer.capacity)
         self.replay = MixedReplay(ReplayBuffer(capacity, obs_dim, act_dim, critic_obs_dim, device=self.device),

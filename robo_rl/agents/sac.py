@@ -44,6 +44,11 @@ class SACConfig:
     # mean |Q| as in TD3+BC so that the weight does not depend on the reward scale; 0: plain SAC
     bc_weight: float = 0.0
     bc_q_filter: bool = True  # clone only where the critics rate the demonstrated action above the policy's
+    # > 0: an exponential moving average of the actor's weights, moved this far towards the actor after each
+    # actor step, is the policy that evaluation and export use (`policy_actor`); exploration stays online.
+    # The online actor's greedy action drifts between updates (a hover offset that crosses the success
+    # radius and back within 50k steps); the average does not. 0: the online actor is the policy.
+    actor_average_rate: float = 0.0
 
     def validate(self) -> None:
         """Raise ValueError naming the first inconsistent field."""
@@ -58,6 +63,8 @@ class SACConfig:
             raise ValueError(f"bc_weight must be >= 0, got {self.bc_weight}")
         if self.init_temperature <= 0:
             raise ValueError(f"init_temperature must be > 0, got {self.init_temperature}")
+        if not 0.0 <= self.actor_average_rate <= 1.0:
+            raise ValueError(f"actor_average_rate must be in [0, 1], got {self.actor_average_rate}")
 
 
 class SAC(nn.Module):
@@ -86,6 +93,8 @@ class SAC(nn.Module):
         self.critic = CriticEnsemble(self.critic_obs_dim, self.action_dim, config.critic_hidden, config.activation,
                                      config.num_critics, config.critic_layer_norm)
         self.target_critic = copy.deepcopy(self.critic).requires_grad_(False)
+        self.actor_average = (copy.deepcopy(self.actor).requires_grad_(False) if config.actor_average_rate > 0
+                              else None)
         self.log_temperature = nn.Parameter(torch.tensor(float(config.init_temperature)).log())
         self.to(device)
         # fused: one kernel per optimizer step instead of a dozen per parameter (15% of a small update)
@@ -99,11 +108,24 @@ class SAC(nn.Module):
         """Where the parameters live."""
         return self.log_temperature.device
 
+    @property
+    def policy_actor(self) -> TanhGaussianActor:
+        """The actor that evaluation and export run: the weight average if configured, else the online actor."""
+        return self.actor_average if self.actor_average is not None else self.actor
+
     @torch.no_grad()
     def act(self, obs: torch.Tensor, deterministic: bool = False) -> torch.Tensor:
-        """Actions (B, action_dim) for observations (B, obs_dim): sampled, or the mean if deterministic."""
+        """Actions (B, action_dim) for observations (B, obs_dim): sampled from the online actor (exploration),
+        or the policy actor's mean if deterministic."""
         obs = torch.as_tensor(obs, dtype=torch.float32, device=self.device)
-        return self.actor.deterministic(obs) if deterministic else self.actor.sample(obs)[0]
+        return self.policy_actor.deterministic(obs) if deterministic else self.actor.sample(obs)[0]
+
+    @torch.no_grad()
+    def center_actor_on(self, action: torch.Tensor) -> None:
+        """Make `action` the initial mean action of the actor (and of its average)."""
+        self.actor.center_on(action)
+        if self.actor_average is not None:
+            self.actor_average.load_state_dict(self.actor.state_dict())
 
     def update(self, batch: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         """One SAC update from a batch of `critic_updates_per_actor_update * batch_size` transitions.
@@ -150,6 +172,10 @@ class SAC(nn.Module):
         self.actor_optimizer.zero_grad(set_to_none=True)
         actor_loss.backward()
         self.actor_optimizer.step()
+        if self.actor_average is not None:
+            with torch.no_grad():
+                torch._foreach_lerp_(list(self.actor_average.parameters()), list(self.actor.parameters()),
+                                     config.actor_average_rate)
 
         # Temperature: drive the policy's entropy towards the target.
         entropy = -log_prob.detach().mean()

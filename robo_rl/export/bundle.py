@@ -94,9 +94,9 @@ def export_bundle(run: str | Path, checkpoint: str | None = "best", out: str | P
     env = make_vector_env(run_cfg.env, pairs, torch.device("cpu"), threads=1)
     check_compatible(state, env_spec(env, run_cfg.env.id))
     agent = SAC.from_checkpoint(state, torch.device("cpu"))
-    spec = PolicySpec.from_actor(agent.actor, agent.config.activation,
+    spec = PolicySpec.from_actor(agent.policy_actor, agent.config.activation,
                                  safe_action=_safe_action(safe_action, env))
-    policy = DeterministicPolicy(agent.actor, spec).eval()
+    policy = DeterministicPolicy(agent.policy_actor, spec).eval()
     observations, actions = record_pairs(policy, env, pairs, seed)
 
     out = Path(out) if out else Path(run) / "export"

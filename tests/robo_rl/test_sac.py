@@ -57,6 +57,32 @@ def test_bad_configuration_raises():
         SAC(6, [0], [1], SACConfig(activation="swishy"))
 
 
+def test_actor_average_follows_the_actor_at_its_rate_and_is_the_policy():
+    torch.manual_seed(0)
+    rate = 0.25
+    config = SACConfig(actor_hidden=(16,), critic_hidden=(16,), num_critics=2, critic_updates_per_actor_update=1,
+                       batch_size=32, actor_lr=1e-2, actor_average_rate=rate)
+    agent = SAC(6, [0, 0], [1, 1], config)
+    agent.center_actor_on(torch.tensor([0.8, 0.2]))
+    obs = torch.randn(5, 6)
+    assert torch.equal(agent.policy_actor.deterministic(obs), agent.actor.deterministic(obs))  # same start
+    before = [p.clone() for p in agent.actor_average.parameters()]
+    agent.update(_batch(32))
+    for old, average, online in zip(before, agent.actor_average.parameters(), agent.actor.parameters()):
+        torch.testing.assert_close(average, old + rate * (online - old))
+    assert not torch.allclose(agent.act(obs, deterministic=True), agent.actor.deterministic(obs))
+    assert torch.equal(agent.act(obs, deterministic=True), agent.actor_average.deterministic(obs))
+    # a checkpoint restores it
+    state = {"env_spec": {"observation_size": 6, "action_low": [0, 0], "action_high": [1, 1]},
+             "agent_config": vars(config), "agent": agent.training_state()}
+    restored = SAC.from_checkpoint(state)
+    assert torch.equal(restored.act(obs, deterministic=True), agent.act(obs, deterministic=True))
+    with pytest.raises(ValueError, match="actor_average_rate"):
+        SAC(6, [0], [1], SACConfig(actor_average_rate=1.5))
+    plain = SAC(6, [0], [1], SACConfig())
+    assert plain.actor_average is None and plain.policy_actor is plain.actor  # rate 0: the online actor
+
+
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 def test_update_on_cuda():
     agent = SAC(6, [0, 0], [1, 1], SACConfig(actor_hidden=(16,), critic_hidden=(16,), batch_size=8), device="cuda")
