@@ -35,7 +35,7 @@ def test_sigint_exits_zero_and_the_policy_node_loads_no_torch_or_mujoco(workspac
             if "flying robo_rl/CrazyflieHover-v0" in node.output():
                 break
             subprocess.run(["sleep", "0.05"])
-        maps = open(f"/proc/{_python_pid(node.process.pid)}/maps").read()
+        maps = open(f"/proc/{node.process.pid}/maps").read()  # exec: the shell became the node
     assert "flying robo_rl/CrazyflieHover-v0" in node.output()
     assert "libtorch" not in maps and "mujoco" not in maps
 
@@ -61,7 +61,7 @@ def test_realtime_priority_puts_every_thread_under_sched_fifo(workspace, permiss
             if "flying robo_rl/CrazyflieHover-v0" in node.output():
                 break
             subprocess.run(["sleep", "0.05"])
-        pid = _python_pid(node.process.pid)
+        pid = node.process.pid  # bash -c '... && exec node': the shell's pid becomes the node's
         threads = [int(t) for t in os.listdir(f"/proc/{pid}/task")]
         policies = {os.sched_getscheduler(t) for t in threads}
         priorities = {os.sched_getparam(t).sched_priority for t in threads}
@@ -86,11 +86,6 @@ def fifo_permitted() -> bool:
     finally:
         child.kill()
         child.wait()
-
-
-def _python_pid(shell_pid: int) -> int:
-    # bash -c '... && exec node': the shell's pid becomes the node's
-    return shell_pid
 
 
 def test_latency_benchmark_runs(tmp_path):
