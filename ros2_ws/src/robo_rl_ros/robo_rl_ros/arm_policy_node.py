@@ -25,6 +25,7 @@ from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 
 from robo_rl_ros.core.arm import ArmPolicyController, ArmSettings, ArmTickResult
 from robo_rl_ros.core.bundle import BundleError, load_bundle
+from robo_rl_ros.node_clock import NodeSeconds
 from robo_rl_ros.qos import COMMAND_QOS, SENSOR_QOS
 from robo_rl_ros.realtime import configure_realtime
 from robo_rl_ros.spin import StartupError, run_node
@@ -37,6 +38,7 @@ class ArmPolicyNode(Node):
 
     def __init__(self) -> None:
         super().__init__("arm_policy_node")
+        self._now = NodeSeconds(self)
         p = {name: self.declare_parameter(name, default).value for name, default in {
             "bundle_path": "", "goal": [0.5, 0.0, 0.2], "object_topic": "", "object_position": [0.5, 0.0, 0.02],
             "joint_states_topic": "/joint_states", "output": "forward_command", "controller_name": "arm_controller",
@@ -81,7 +83,8 @@ class ArmPolicyNode(Node):
         self._was_moving = True
         configure_realtime(self, p["realtime_priority"])
         self.get_logger().info(f"driving {bundle.env_id} from {bundle.directory} at {bundle.control_hz:g} Hz "
-                               f"({self.controller.task}, goal {self._goal_text(p['goal'])}), {self.output} on /{controller}")
+                               f"({self.controller.task}, goal {self._goal_text(p['goal'])}), {self.output} on /{controller}, "
+                               f"inference in {self.controller.policy.engine}")
 
     def _goal_text(self, goal: list[float]) -> str:
         """The goal as the log states it: the reach point, or where pick-cube takes it from."""
@@ -90,13 +93,13 @@ class ArmPolicyNode(Node):
         return str(list(goal))
 
     def _store_joints(self, msg: JointState) -> None:
-        self._joint_state = (self.get_clock().now().nanoseconds * 1e-9, msg)
+        self._joint_state = (self._now(), msg)
 
     def _store_object(self, msg: PoseStamped) -> None:
         self._object = msg
 
     def _tick(self) -> None:
-        now = self.get_clock().now().nanoseconds * 1e-9
+        now = self._now()
         latest = self._joint_state
         if latest is not None and latest[1] is not self._consumed:
             self._consumed = latest[1]

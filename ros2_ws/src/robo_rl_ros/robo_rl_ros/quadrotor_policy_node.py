@@ -41,6 +41,7 @@ from robo_rl_ros.core.estimation import PoseDifferentiator
 from robo_rl_ros.core.observation import VehicleState
 from robo_rl_ros.core.quadrotor import QuadrotorPolicyController, QuadrotorSettings, TickResult
 from robo_rl_ros.messages import legacy_twist, odometry_to_state, pose_arrays, stamp_seconds
+from robo_rl_ros.node_clock import NodeSeconds
 from robo_rl_ros.qos import COMMAND_QOS, SENSOR_QOS
 from robo_rl_ros.realtime import configure_realtime
 from robo_rl_ros.spin import StartupError, run_node
@@ -55,6 +56,7 @@ class QuadrotorPolicyNode(Node):
     def __init__(self) -> None:
         super().__init__("quadrotor_policy_node")
         p = self._declare_parameters()
+        self._now = NodeSeconds(self)
         try:
             bundle = load_bundle(p["bundle_path"])
         except BundleError as error:
@@ -108,7 +110,7 @@ class QuadrotorPolicyNode(Node):
         self.last_result: TickResult | None = None
         configure_realtime(self, p["realtime_priority"])
         self.get_logger().info(f"flying {bundle.env_id} from {bundle.directory} at {rate:g} Hz to {target}, "
-                               f"{self.source} in, {self.mode} out")
+                               f"{self.source} in, {self.mode} out, inference in {self.controller.policy.engine}")
 
     def _declare_parameters(self) -> dict:
         defaults = {
@@ -141,13 +143,13 @@ class QuadrotorPolicyNode(Node):
         return self.create_client(self._interfaces.srv.NotifySetpointsStop, service)
 
     def _store(self, msg) -> None:
-        received, now = time.monotonic(), self.get_clock().now().nanoseconds * 1e-9
+        received, now = time.monotonic(), self._now()
         self._latest = (now, received, msg)
         if self._tick_on_state:
             self._tick(now, received)
 
     def _on_timer(self) -> None:
-        now = self.get_clock().now().nanoseconds * 1e-9
+        now = self._now()
         if not self._tick_on_state or now - self._last_tick > 1.5 * self._period:
             self._tick(now, time.monotonic())
 

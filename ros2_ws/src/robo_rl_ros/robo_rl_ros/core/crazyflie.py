@@ -33,11 +33,13 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
+from typing import NamedTuple
 
 import numpy as np
 
 from robo_rl_ros.core.bundle import BundleError, PolicyBundle
-from robo_rl_ros.core.rotations import matrix_to_euler_zyx, matrix_to_quat, quat_to_matrix, rotation_exp
+from robo_rl_ros.core.rotations import (floats, matmul3, matrix_to_euler_zyx, matrix_to_quat, rotation_entries,
+                                        rotation_exp_entries)
 
 PWM_MAX = 65535.0
 
@@ -81,8 +83,7 @@ class VehicleModel:
         return self.mass * self.gravity / (4.0 * self.thrust_max)
 
 
-@dataclasses.dataclass(frozen=True)
-class AttitudeSetpoint:
+class AttitudeSetpoint(NamedTuple):
     """Attitude, body rates and collective thrust one control period ahead."""
 
     rotation: np.ndarray  # (3, 3) body to world
@@ -102,28 +103,28 @@ class AttitudeSetpoint:
 
 def motor_wrench(vehicle: VehicleModel, thrust_fractions: np.ndarray) -> tuple[float, np.ndarray]:
     """Collective thrust [N] and body torque [N m] of normalized motor thrusts (the mixer)."""
-    forces = np.asarray(thrust_fractions, dtype=np.float64) * vehicle.thrust_max
-    return float(forces.sum()), vehicle.mixer @ forces
+    forces = [a * vehicle.thrust_max for a in floats(thrust_fractions)]
+    return sum(forces), np.array([sum(m * f for m, f in zip(row, forces)) for row in vehicle.mixer.tolist()])
 
 
 def attitude_setpoint(vehicle: VehicleModel, quaternion: np.ndarray, body_rates: np.ndarray,
                       thrust_fractions: np.ndarray, dt: float) -> AttitudeSetpoint:
     """The attitude and body rates the motor thrusts would produce one period `dt` ahead of the state."""
-    thrust, torque = motor_wrench(vehicle, thrust_fractions)
     # Python floats on 3-vectors: this runs every control tick, where numpy's per-call cost dominates
-    wx, wy, wz = (float(v) for v in body_rates)
-    jx, jy, jz = vehicle.inertia.tolist()
+    thrust, torque = motor_wrench(vehicle, thrust_fractions)
     tx, ty, tz = torque.tolist()
+    wx, wy, wz = floats(body_rates)
+    jx, jy, jz = vehicle.inertia.tolist()
     nx = wx + dt * (tx - (wy * jz * wz - wz * jy * wy)) / jx
     ny = wy + dt * (ty - (wz * jx * wx - wx * jz * wz)) / jy
     nz = wz + dt * (tz - (wx * jy * wy - wy * jx * wx)) / jz
     half = 0.5 * dt
-    rotation = quat_to_matrix(quaternion) @ rotation_exp(((wx + nx) * half, (wy + ny) * half, (wz + nz) * half))
-    return AttitudeSetpoint(rotation, np.array([nx, ny, nz]), thrust)
+    rotation = matmul3(rotation_entries(quaternion),
+                       rotation_exp_entries(((wx + nx) * half, (wy + ny) * half, (wz + nz) * half)))
+    return AttitudeSetpoint(np.array(rotation).reshape(3, 3), np.array([nx, ny, nz]), thrust)
 
 
-@dataclasses.dataclass(frozen=True)
-class LegacyCommand:
+class LegacyCommand(NamedTuple):
     """A crazyswarm2 `cmd_vel_legacy` Twist's four used fields."""
 
     roll_deg: float  # linear.y

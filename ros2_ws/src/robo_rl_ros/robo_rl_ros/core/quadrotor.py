@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from typing import NamedTuple
 
 import numpy as np
 
@@ -25,8 +26,12 @@ from robo_rl_ros.core.crazyflie import (STOP_COMMAND, AttitudeSetpoint, LegacyCo
                                         attitude_setpoint, descent_command, legacy_command)
 from robo_rl_ros.core.inference import OnnxPolicy
 from robo_rl_ros.core.observation import ActionHistory, QuadrotorObservation, VehicleState
+from robo_rl_ros.core.rotations import floats
 from robo_rl_ros.core.safety import Geofence, SafetyFilter
 from robo_rl_ros.core.watchdog import StateWatchdog
+
+
+ZERO_VELOCITY = (0.0, 0.0, 0.0)  # the hover reference's velocity
 
 
 @dataclasses.dataclass(frozen=True)
@@ -43,8 +48,7 @@ class QuadrotorSettings:
     rate_lead: float = 0.75  # fraction of the policy's body rates led into cmd_vel_legacy (see core.crazyflie)
 
 
-@dataclasses.dataclass(frozen=True)
-class TickResult:
+class TickResult(NamedTuple):
     """What one tick decided."""
 
     flying: bool  # False: the stop behaviour
@@ -86,11 +90,11 @@ class QuadrotorPolicyController:
         """Store the latest state (received at `now`); False, and nothing flies on it, if it is invalid."""
         if not state.is_finite():
             return self._invalidate("state contains NaN or Inf")
-        quaternion = np.asarray(state.quaternion, dtype=np.float64)
-        norm = math.sqrt(sum(c * c for c in quaternion.tolist()))
+        quaternion = floats(state.quaternion)
+        norm = math.sqrt(sum(c * c for c in quaternion))
         if abs(norm - 1.0) > 0.01:
             return self._invalidate("orientation quaternion is not unit length")
-        self._state = VehicleState(state.position, quaternion / norm, state.velocity, state.angular_velocity)
+        self._state = state._replace(quaternion=np.array([c / norm for c in quaternion]))
         self._invalid_reason = ""
         self._new_state = True
         self.watchdog.feed(now)
@@ -121,7 +125,7 @@ class QuadrotorPolicyController:
             self.history.reset()
             self.filter.reset()
             self._flying = self._has_flown = True
-        obs = self.observation.build(state, self.target, np.zeros(3), self.history)
+        obs = self.observation.build(state, self.target, ZERO_VELOCITY, self.history)
         action = self.filter(self.policy(obs)).action
         self.history.push(action)
         setpoint = attitude_setpoint(self.vehicle, state.quaternion, state.angular_velocity, action, self.dt)

@@ -7,19 +7,23 @@ import math
 import numpy as np
 
 
-def _floats(values) -> list[float]:
+def floats(values) -> list[float]:
+    """A vector's entries as Python floats (the tick's 3- and 4-vector math is cheaper on them than on numpy)."""
     return values.tolist() if isinstance(values, np.ndarray) else [float(v) for v in values]
 
 
 def quat_to_matrix(quat: np.ndarray) -> np.ndarray:
     """Body-to-world rotation matrix (3, 3) of a unit quaternion (w, x, y, z)."""
+    return np.array(rotation_entries(quat)).reshape(3, 3)
+
+
+def rotation_entries(quat: np.ndarray) -> list[float]:
+    """The body-to-world rotation matrix of a unit quaternion (w, x, y, z), row-major, as 9 floats."""
     # Python floats: the policy nodes call this every tick, where numpy scalar arithmetic costs several times more
-    w, x, y, z = _floats(quat)
-    return np.array([
-        [1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)],
-        [2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)],
-        [2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)],
-    ])
+    w, x, y, z = floats(quat)
+    return [1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y),
+            2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x),
+            2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)]
 
 
 def normalized_quat(quat: np.ndarray) -> np.ndarray:
@@ -38,16 +42,26 @@ def matrix_to_euler_zyx(rotation: np.ndarray) -> tuple[float, float, float]:
 
 def rotation_exp(rotation_vector: np.ndarray) -> np.ndarray:
     """Rotation matrix of a rotation vector (axis times angle), Rodrigues' formula."""
-    x, y, z = (float(v) for v in rotation_vector)
+    return np.array(rotation_exp_entries(rotation_vector)).reshape(3, 3)
+
+
+def rotation_exp_entries(rotation_vector: np.ndarray) -> list[float]:
+    """`rotation_exp` row-major, as 9 floats."""
+    x, y, z = floats(rotation_vector)
     angle = math.sqrt(x * x + y * y + z * z)
     if angle < 1e-12:
-        return np.eye(3)
+        return [1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 1.0]
     x, y, z = x / angle, y / angle, z / angle
     s, c = math.sin(angle), math.cos(angle)
     t = 1.0 - c
-    return np.array([[c + t * x * x, t * x * y - s * z, t * x * z + s * y],
-                     [t * x * y + s * z, c + t * y * y, t * y * z - s * x],
-                     [t * x * z - s * y, t * y * z + s * x, c + t * z * z]])
+    return [c + t * x * x, t * x * y - s * z, t * x * z + s * y,
+            t * x * y + s * z, c + t * y * y, t * y * z - s * x,
+            t * x * z - s * y, t * y * z + s * x, c + t * z * z]
+
+
+def matmul3(a: list[float], b: list[float]) -> list[float]:
+    """The product of two 3x3 matrices given row-major as 9 floats."""
+    return [a[r] * b[c] + a[r + 1] * b[c + 3] + a[r + 2] * b[c + 6] for r in (0, 3, 6) for c in (0, 1, 2)]
 
 
 def relative_rotation_vector(r_from: np.ndarray, r_to: np.ndarray) -> np.ndarray:
@@ -82,8 +96,8 @@ def matrix_to_quat(rotation: np.ndarray) -> np.ndarray:
 
 def body_to_world(quaternion: np.ndarray, vector: np.ndarray) -> np.ndarray:
     """A body-frame vector expressed in the world frame."""
-    w, x, y, z = _floats(quaternion)
-    vx, vy, vz = _floats(vector)
+    w, x, y, z = floats(quaternion)
+    vx, vy, vz = floats(vector)
     # v + 2 q_v x (q_v x v + w v)
     tx, ty, tz = y * vz - z * vy + w * vx, z * vx - x * vz + w * vy, x * vy - y * vx + w * vz
     return np.array([vx + 2.0 * (y * tz - z * ty), vy + 2.0 * (z * tx - x * tz), vz + 2.0 * (x * ty - y * tx)])

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import dataclasses
+import math
+from typing import NamedTuple
 
 import numpy as np
 
+from robo_rl_ros.core.rotations import floats
 
-@dataclasses.dataclass(frozen=True)
-class FilterResult:
+
+class FilterResult(NamedTuple):
     """A filtered action and why it differs from the policy's, if it does."""
 
     action: np.ndarray
@@ -29,29 +32,34 @@ class SafetyFilter:
         self.max_delta = np.broadcast_to(np.asarray(max_delta, dtype=np.float64), self.low.shape)
         if np.any(self.max_delta <= 0):
             raise ValueError(f"max_delta must be > 0, got {max_delta}")
-        # a limit at least the whole range never binds: skip it (this runs every control tick)
+        # a limit at least the whole range never binds: skip it
         self._rate_limits = bool(np.any(self.max_delta < self.high - self.low))
-        self._previous: np.ndarray | None = None
+        # Python floats: this runs every control tick on a handful of entries, where numpy's per-call cost dominates
+        self._bounds = list(zip(self.low.tolist(), self.high.tolist(), self.max_delta.tolist()))
+        self._safe = self.safe_action.tolist()
+        self._previous: list[float] | None = None
 
     def reset(self, previous: np.ndarray | None = None) -> None:
         """Start over: the next action is rate limited against `previous` (no limit if None)."""
-        self._previous = None if previous is None else np.asarray(previous, dtype=np.float64).copy()
+        self._previous = None if previous is None else floats(np.asarray(previous, dtype=np.float64))
 
     def __call__(self, action: np.ndarray) -> FilterResult:
         """The action to command for the policy's `action`."""
-        action = np.asarray(action, dtype=np.float64)
-        rejected = action.shape != self.low.shape or not np.isfinite(action).all()
-        candidate = self.safe_action if rejected else action
-        in_range = np.minimum(np.maximum(candidate, self.low), self.high)
-        clipped = not rejected and bool((in_range != candidate).any())
+        rejected = np.shape(action) != self.low.shape
+        if not rejected:
+            values = floats(action)
+            # a sum is finite only if every term is (NaN and Inf propagate)
+            rejected = not math.isfinite(sum(values))
+        candidate = self._safe if rejected else values
+        in_range = [min(max(c, low), high) for c, (low, high, _) in zip(candidate, self._bounds)]
+        clipped = not rejected and in_range != candidate
         limited, rate_limited = in_range, False
         if self._previous is not None and self._rate_limits:  # the tighter of the range and the rate limit
-            low = np.maximum(self.low, self._previous - self.max_delta)
-            high = np.minimum(self.high, self._previous + self.max_delta)
-            limited = np.minimum(np.maximum(candidate, low), high)
-            rate_limited = bool((limited != in_range).any())
+            limited = [min(max(c, low, p - delta), high, p + delta)
+                       for c, p, (low, high, delta) in zip(candidate, self._previous, self._bounds)]
+            rate_limited = limited != in_range
         self._previous = limited
-        return FilterResult(limited, rejected, clipped, rate_limited)
+        return FilterResult(np.array(limited), rejected, clipped, rate_limited)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -70,4 +78,4 @@ class Geofence:
     def contains(self, position: np.ndarray) -> bool:
         """Whether `position` is finite and inside the box."""
         # comparisons with NaN are False, so a NaN entry is outside
-        return all(lo <= float(p) <= hi for p, lo, hi in zip(position, self.low, self.high))
+        return all(lo <= p <= hi for p, lo, hi in zip(floats(position), self.low.tolist(), self.high.tolist()))
