@@ -13,9 +13,9 @@ The four motor thrusts are also published on `~/motor_thrusts` in every mode whi
 (bench/ros2_latency.py, and the safety tests, which judge each decision in the node's own clock).
 
 The policy runs once per state: on its arrival (`tick_on_state`, the default: the command leaves within
-the tick's own compute time) or, with `tick_on_state: false`, on the next tick of the timer. One timer at
-the bundle's control rate is the watchdog: when no state has come for 1.5 periods it ticks on its own,
-repeating the last command until the state is `state_timeout` old. With state older than
+the tick's own compute time) or, with `tick_on_state: false`, on the next tick of a timer at the control
+rate. Ticking on states, that timer is the watchdog: when no state has come for 1.5 periods it ticks on its
+own, then every period, repeating the last command until the state is `state_timeout` old. With state older than
 `state_timeout`, invalid (NaN/Inf) or outside the geofence, the node stops within one tick: it calls
 `notify_setpoints_stop` where that service exists, and with cmd_vel_legacy sends a level descent to zero
 thrust (never the last policy command); with cmd_full_state and motors it stops publishing. It flies
@@ -106,7 +106,13 @@ class QuadrotorPolicyNode(Node):
         self._period = 1.0 / rate
         self._tick_on_state = bool(p["tick_on_state"])
         self._last_tick = -np.inf  # node clock [s]
-        self._timer = self.create_timer(self._period, self._on_timer)
+        # Ticking on states, the timer is the watchdog: each state re-arms it for 1.5 periods (the grace),
+        # and once due it ticks every period until a state comes. So commands never pause longer than the
+        # grace, however late a state is.
+        self._period_ns, self._grace_ns = round(self._period * 1e9), round(1.5 * self._period * 1e9)
+        self._timer = self.create_timer((self._grace_ns if self._tick_on_state else self._period_ns) * 1e-9,
+                                        self._on_timer)
+        self._watchdog_ticking = False
         self.last_result: TickResult | None = None
         configure_realtime(self, p["realtime_priority"])
         self.get_logger().info(f"flying {bundle.env_id} from {bundle.directory} at {rate:g} Hz to {target}, "
@@ -147,11 +153,25 @@ class QuadrotorPolicyNode(Node):
         self._latest = (now, received, msg)
         if self._tick_on_state:
             self._tick(now, received)
+            self._rearm_watchdog()
+
+    def _rearm_watchdog(self) -> None:
+        """A state came: the watchdog is due one grace after it."""
+        if self._watchdog_ticking:
+            self._timer.timer_period_ns = self._grace_ns
+            self._watchdog_ticking = False
+        self._timer.reset()
 
     def _on_timer(self) -> None:
         now = self._now()
-        if not self._tick_on_state or now - self._last_tick > 1.5 * self._period:
+        if not self._tick_on_state:
             self._tick(now, time.monotonic())
+        elif now - self._last_tick > 0.5 * self._period:  # (not when a state's tick came just before)
+            self._tick(now, time.monotonic())
+            if not self._watchdog_ticking:  # from now on every period (the new period applies after a reset)
+                self._timer.timer_period_ns = self._period_ns
+                self._timer.reset()
+                self._watchdog_ticking = True
 
     def _tick(self, now: float, started: float) -> None:
         """Run the controller at `now` (node clock [s]; `started`: monotonic) and publish its decision."""
