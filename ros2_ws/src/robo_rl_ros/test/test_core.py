@@ -19,9 +19,12 @@ def test_core_imports_neither_torch_nor_mujoco_nor_rclpy():
     assert not {"torch", "mujoco", "rclpy"} & set(sys.modules)
 
 
-def test_recorded_pairs():
+def test_recorded_pairs_in_onnxruntime_and_in_the_numpy_tick():
     bundle = load_bundle(BUNDLE)
-    np.testing.assert_allclose(OnnxPolicy(bundle).batch(bundle.recorded_observations), bundle.recorded_actions,
+    policy = OnnxPolicy(bundle)
+    np.testing.assert_allclose(policy.batch(bundle.recorded_observations), bundle.recorded_actions, atol=1e-5, rtol=0)
+    assert policy.engine == "numpy"
+    np.testing.assert_allclose([policy(obs) for obs in bundle.recorded_observations], bundle.recorded_actions,
                                atol=1e-5, rtol=0)
 
 
