@@ -144,9 +144,11 @@ def test_stale_state_and_nan_stop_within_one_tick_and_recover(workspace, probe, 
             if tick_on_state:  # the watchdog ticks one grace (1.5 periods) after the last state, then each period
                 last_state = max(tick.received for tick in robot.ticks if math.isfinite(tick.received))
                 starts = [tick.started for tick in robot.ticks if tick.received == last_state]
-                gaps = [b - a for a, b in zip(starts, starts[1:])]
-                assert len(gaps) >= 2 and gaps[0] >= 1.5 * TICK - 0.001, gaps[:3]
-                assert all(gap >= TICK - 0.001 for gap in gaps), "the watchdog ticked faster than the control rate"
+                watchdog = starts[1:]
+                assert len(watchdog) >= 2 and watchdog[0] - starts[0] >= 1.5 * TICK - 0.001, starts[:3]
+                # a late callback may come closer to the next one (a timer keeps its schedule), never more often
+                assert len(watchdog) - 1 <= (watchdog[-1] - watchdog[0]) / TICK + 1, \
+                    "the watchdog ticked faster than the control rate"
 
             # 2. good state again: the first tick on it flies
             back_at = robot.send()
