@@ -7,13 +7,12 @@ minus reference), rotation_matrix (9, body to world, row-major), velocity_error 
 
 from __future__ import annotations
 
-import math
 from typing import NamedTuple
 
 import numpy as np
 
 from robo_rl_ros.core.bundle import BundleError, PolicyBundle
-from robo_rl_ros.core.rotations import floats, rotation_entries
+from robo_rl_ros.core.rotations import all_finite, floats, rotation_entries
 
 STATE_FIELDS = {"position_error": 3, "rotation_matrix": 9, "velocity_error": 3, "angular_velocity": 3}
 
@@ -29,8 +28,7 @@ class VehicleState(NamedTuple):
 
     def is_finite(self) -> bool:
         """Whether every entry is a finite number."""
-        # a sum is finite only if every term is (NaN and Inf propagate; finite overflow is rejected too)
-        return math.isfinite(sum(sum(floats(part)) for part in self))
+        return all_finite([x for part in self for x in floats(part)])
 
 
 class ActionHistory:

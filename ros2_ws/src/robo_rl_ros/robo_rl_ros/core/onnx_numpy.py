@@ -39,9 +39,8 @@ class NumpyGraph:
         model = dict(_group(_fields(Path(path).read_bytes())))
         graph = dict(_group(_fields(_one(model, 7, "graph"))))
         constants = dict(_tensor(t) for t in graph.get(5, []))
-        inputs = [_string(_one(dict(_group(_fields(v))), 1, "name")) for v in graph.get(11, [])]
-        inputs = [name for name in inputs if name not in constants]
-        outputs = [_string(_one(dict(_group(_fields(v))), 1, "name")) for v in graph.get(12, [])]
+        inputs = [name for name in map(_value_name, graph.get(11, [])) if name not in constants]
+        outputs = [_value_name(v) for v in graph.get(12, [])]
         if len(inputs) != 1 or len(outputs) != 1:
             raise UnsupportedGraph(f"needs one input and one output, has {inputs} -> {outputs}")
         steps, value = [], inputs[0]
@@ -198,6 +197,11 @@ def _one(message: dict[int, list], field: int, what: str):
 
 def _string(value: bytes) -> str:
     return value.decode("utf-8")
+
+
+def _value_name(data: bytes) -> str:
+    """The name of a ValueInfoProto (a graph input or output)."""
+    return _string(_one(dict(_group(_fields(data))), 1, "name"))
 
 
 def _signed(value: int) -> int:

@@ -12,6 +12,12 @@ def floats(values) -> list[float]:
     return values.tolist() if isinstance(values, np.ndarray) else [float(v) for v in values]
 
 
+def all_finite(values: list[float]) -> bool:
+    """Whether every entry is a finite number."""
+    # a sum is finite only if every term is (NaN and Inf propagate; finite overflow is rejected too)
+    return math.isfinite(sum(values))
+
+
 def quat_to_matrix(quat: np.ndarray) -> np.ndarray:
     """Body-to-world rotation matrix (3, 3) of a unit quaternion (w, x, y, z)."""
     return np.array(rotation_entries(quat)).reshape(3, 3)

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import dataclasses
-import math
 from typing import NamedTuple
 
 import numpy as np
 
-from robo_rl_ros.core.rotations import floats
+from robo_rl_ros.core.rotations import all_finite, floats
 
 
 class FilterResult(NamedTuple):
@@ -48,8 +47,7 @@ class SafetyFilter:
         rejected = np.shape(action) != self.low.shape
         if not rejected:
             values = floats(action)
-            # a sum is finite only if every term is (NaN and Inf propagate)
-            rejected = not math.isfinite(sum(values))
+            rejected = not all_finite(values)
         candidate = self._safe if rejected else values
         in_range = [min(max(c, low), high) for c, (low, high, _) in zip(candidate, self._bounds)]
         clipped = not rejected and in_range != candidate
