@@ -115,11 +115,17 @@ class TanhGaussianActor(nn.Module):
         log_std = self.LOG_STD_MIN + 0.5 * (self.LOG_STD_MAX - self.LOG_STD_MIN) * (log_std + 1.0)
         return self.mean(h), log_std
 
-    def sample(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """A reparameterized action (B, action_dim) in [low, high] and its log-probability (B,)."""
+    def sample(self, obs: torch.Tensor, noise: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """A reparameterized action (B, action_dim) in [low, high] and its log-probability (B,).
+
+        noise: the standard normal draw (B, action_dim) to use; None draws one."""
         mean, log_std = self(obs)
+        return self.squash(mean, log_std, torch.randn_like(mean) if noise is None else noise)
+
+    def squash(self, mean: torch.Tensor, log_std: torch.Tensor, noise: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The action mean + std * noise squashed into [low, high], and its log-probability (B,)."""
         std = log_std.exp()
-        u = mean + std * torch.randn_like(mean)
+        u = mean + std * noise
         squashed = torch.tanh(u)
         log_prob = (-0.5 * ((u - mean) / std) ** 2 - log_std - 0.5 * math.log(2.0 * math.pi)).sum(-1)
         # change of variables through tanh (numerically stable form) and the affine scaling

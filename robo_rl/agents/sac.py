@@ -10,10 +10,13 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-from typing import Any, Mapping, Sequence
+import warnings
+from typing import Any, Iterable, Mapping, Sequence
 
 import torch
 from torch import nn
+from torch.func import functional_call, grad
+from torch.optim.adam import adam
 
 from robo_rl.agents.networks import CriticEnsemble, TanhGaussianActor
 from robo_rl.buffers import Source
@@ -49,6 +52,9 @@ class SACConfig:
     # The online actor's greedy action drifts between updates (a hover offset that crosses the success
     # radius and back within 50k steps); the average does not. 0: the online actor is the policy.
     actor_average_rate: float = 0.0
+    # Run the update as one torch.compile'd graph (about 1.5x faster on a CPU; the first update compiles,
+    # for tens of seconds). False: the same update, eagerly.
+    compile: bool = False
 
     def validate(self) -> None:
         """Raise ValueError naming the first inconsistent field."""
@@ -97,11 +103,13 @@ class SAC(nn.Module):
                               else None)
         self.log_temperature = nn.Parameter(torch.tensor(float(config.init_temperature)).log())
         self.to(device)
-        # fused: one kernel per optimizer step instead of a dozen per parameter (15% of a small update)
-        self.actor_optimizer = torch.optim.Adam(self.actor.parameters(), lr=config.actor_lr, fused=True)
-        self.critic_optimizer = torch.optim.Adam(self.critic.parameters(), lr=config.critic_lr, fused=True)
-        self._critic_parameters = list(self.critic.parameters())  # toggled every update: no module walk
-        self.temperature_optimizer = torch.optim.Adam([self.log_temperature], lr=config.temperature_lr, fused=True)
+        self.actor_optimizer = _adam(self.actor.parameters(), config.actor_lr)
+        self.critic_optimizer = _adam(self.critic.parameters(), config.critic_lr)
+        self.temperature_optimizer = _adam([self.log_temperature], config.temperature_lr)
+        # The update as one fused graph (forward, backward and Adam of every step): the eager update spends
+        # most of its time launching small kernels.
+        self._compiled_update_step = (torch.compile(self._update_step, fullgraph=True, dynamic=False)
+                                      if config.compile else None)
 
     @property
     def device(self) -> torch.device:
@@ -135,73 +143,104 @@ class SAC(nn.Module):
         Returns detached scalar metrics.
         """
         config = self.config
+        steps, size = config.critic_updates_per_actor_update, next(iter(batch.values())).shape[0]
+        if size % steps:
+            raise ValueError(f"batch of {size} does not split into {steps} equal minibatches")
+        rows = size // steps
+        # Random draws happen here, from the global generator, so the compiled and eager updates consume the
+        # same stream (and a resumed run reproduces it).
+        noise = {"next_action": torch.randn(steps, rows, self.action_dim, device=self.device),
+                 "action": torch.randn(rows, self.action_dim, device=self.device),
+                 "critic_order": torch.rand(steps, config.num_critics, device=self.device)}
+        if self._compiled_update_step is None:
+            return self._update_step(batch, noise)
+        try:
+            return self._compiled_update_step(batch, noise)
+        except torch._dynamo.exc.BackendCompilerFailed as error:  # e.g. no C++ compiler for inductor
+            warnings.warn(f"torch.compile of the SAC update failed, running it eagerly: {error}", stacklevel=2)
+            self._compiled_update_step = None
+            return self._update_step(batch, noise)
+
+    @torch.no_grad()  # torch.func.grad still differentiates inside; nothing else records autograd history
+    def _update_step(self, batch: Mapping[str, torch.Tensor], noise: Mapping[str, torch.Tensor]
+                     ) -> dict[str, torch.Tensor]:
+        """The update on given random draws: critic steps on consecutive minibatches, then one actor step and
+        one temperature step on the last minibatch. Gradients come from torch.func.grad and the optimizers'
+        Adam steps are applied to their own state, so the whole update can be one compiled graph."""
+        config = self.config
         minibatches = _split(batch, config.critic_updates_per_actor_update)
-        alpha = self.log_temperature.exp().detach()
+        alpha = self.log_temperature.exp()
+        critic_params = dict(self.critic.named_parameters())
 
         # Critic: several steps, each on its own minibatch.
-        for mb in minibatches:
-            critic_obs = mb.get("critic_obs", mb["obs"])
-            next_critic_obs = mb.get("next_critic_obs", mb["next_obs"])
-            with torch.no_grad():
-                next_action, next_log_prob = self.actor.sample(mb["next_obs"])
-                target_q = self.target_critic(next_critic_obs, next_action)  # (E, B)
-                subset = torch.randperm(config.num_critics, device=self.device)[: config.critic_subsample]
-                next_q = target_q[subset].min(0).values
-                if config.backup_entropy:
-                    next_q = next_q - alpha * next_log_prob
-                target = mb["reward"] + config.discount * (1.0 - mb["terminated"]) * next_q
-            q = self.critic(critic_obs, mb["action"])
-            critic_loss = ((q - target) ** 2).mean(1).sum()  # each member's MSE, summed
-            self.critic_optimizer.zero_grad(set_to_none=True)
-            critic_loss.backward()
-            self.critic_optimizer.step()
-            with torch.no_grad():
-                torch._foreach_lerp_(list(self.target_critic.parameters()), list(self.critic.parameters()), config.tau)
+        for mb, next_noise, order in zip(minibatches, noise["next_action"], noise["critic_order"]):
+            next_action, next_log_prob = self.actor.sample(mb["next_obs"], next_noise)
+            target_q = self.target_critic(mb.get("next_critic_obs", mb["next_obs"]), next_action)  # (E, B)
+            if config.critic_subsample < config.num_critics:  # REDQ: the min over a random subset
+                target_q = target_q[order.argsort()[: config.critic_subsample]]
+            next_q = target_q.min(0).values
+            if config.backup_entropy:
+                next_q = next_q - alpha * next_log_prob
+            target = mb["reward"] + config.discount * (1.0 - mb["terminated"]) * next_q
 
-        # Actor: maximize the ensemble-mean Q plus entropy, on the last minibatch.
+            def critic_loss_fn(params: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+                q = functional_call(self.critic, params, (mb.get("critic_obs", mb["obs"]), mb["action"]))
+                loss = ((q - target) ** 2).mean(1).sum()  # each member's MSE, summed
+                return loss, (loss, q)
+
+            critic_grads, (critic_loss, q) = grad(critic_loss_fn, has_aux=True)(critic_params)
+            _adam_step(self.critic_optimizer, critic_grads.values())
+            torch._foreach_lerp_(list(self.target_critic.parameters()), list(critic_params.values()), config.tau)
+
+        # Actor: maximize the ensemble-mean Q plus entropy, on the last minibatch. Gradients reach the actor only.
         mb = minibatches[-1]
-        action, log_prob = self.actor.sample(mb["obs"])
-        _set_requires_grad(self._critic_parameters, False)  # gradients reach the actor only
-        actor_q = self.critic(mb.get("critic_obs", mb["obs"]), action).mean(0)
-        _set_requires_grad(self._critic_parameters, True)
-        actor_loss = (alpha * log_prob - actor_q).mean()
-        bc_loss = torch.zeros((), device=self.device)
-        if config.bc_weight > 0 and "source" in mb:
-            bc_loss = self._filtered_bc_loss(mb, actor_q.detach())
-            actor_loss = actor_loss + config.bc_weight * actor_q.detach().abs().mean() * bc_loss
-        self.actor_optimizer.zero_grad(set_to_none=True)
-        actor_loss.backward()
-        self.actor_optimizer.step()
+        critic_obs = mb.get("critic_obs", mb["obs"])
+        use_bc = config.bc_weight > 0 and "source" in mb
+
+        def actor_loss_fn(params: dict[str, torch.Tensor]) -> tuple[torch.Tensor, tuple[torch.Tensor, ...]]:
+            mean, log_std = functional_call(self.actor, params, (mb["obs"],))
+            action, log_prob = self.actor.squash(mean, log_std, noise["action"])
+            actor_q = self.critic(critic_obs, action).mean(0)
+            loss = (alpha * log_prob - actor_q).mean()
+            bc_loss = torch.zeros((), device=loss.device)
+            if use_bc:
+                deterministic = torch.tanh(mean) * self.actor.action_scale + self.actor.action_bias
+                bc_loss = self._filtered_bc_loss(mb, actor_q, deterministic)
+                loss = loss + config.bc_weight * actor_q.detach().abs().mean() * bc_loss
+            return loss, (loss, log_prob, bc_loss)
+
+        actor_params = dict(self.actor.named_parameters())
+        actor_grads, (actor_loss, log_prob, bc_loss) = grad(actor_loss_fn, has_aux=True)(actor_params)
+        _adam_step(self.actor_optimizer, actor_grads.values())
         if self.actor_average is not None:
-            with torch.no_grad():
-                torch._foreach_lerp_(list(self.actor_average.parameters()), list(self.actor.parameters()),
-                                     config.actor_average_rate)
+            torch._foreach_lerp_(list(self.actor_average.parameters()), list(actor_params.values()),
+                                 config.actor_average_rate)
 
         # Temperature: drive the policy's entropy towards the target.
-        entropy = -log_prob.detach().mean()
-        temperature_loss = self.log_temperature.exp() * (entropy - self.target_entropy)
-        self.temperature_optimizer.zero_grad(set_to_none=True)
-        temperature_loss.backward()
-        self.temperature_optimizer.step()
+        entropy = -log_prob.mean()
+        temperature_grad = grad(lambda log_t: log_t.exp() * (entropy - self.target_entropy))(self.log_temperature)
+        _adam_step(self.temperature_optimizer, [temperature_grad])
 
         return {
-            "critic_loss": critic_loss.detach() / config.num_critics,
-            "q_mean": q.detach().mean(),
-            "actor_loss": actor_loss.detach(),
+            "critic_loss": critic_loss / config.num_critics,
+            "q_mean": q.mean(),
+            "actor_loss": actor_loss,
             "entropy": entropy,
             "temperature": alpha,
-            "bc_loss": bc_loss.detach(),
+            "bc_loss": bc_loss,
         }
 
-    def _filtered_bc_loss(self, mb: Mapping[str, torch.Tensor], policy_q: torch.Tensor) -> torch.Tensor:
+    def _filtered_bc_loss(self, mb: Mapping[str, torch.Tensor], policy_q: torch.Tensor,
+                          mean_action: torch.Tensor) -> torch.Tensor:
         """Squared distance of the mean action to the demonstrated one, over the offline rows (demos and
         interventions) where the critics rate the demonstrated action above the policy's (the Q filter:
         once the policy is better, the demos stop pulling)."""
         offline = mb["source"] != int(Source.ONLINE)
-        with torch.no_grad():
+        if self.config.bc_q_filter:
             demo_q = self.critic(mb.get("critic_obs", mb["obs"]), mb["action"]).mean(0)
-        keep = (offline & (demo_q > policy_q) if self.config.bc_q_filter else offline).float()
-        distance = ((self.actor.deterministic(mb["obs"]) - mb["action"]) ** 2).sum(-1)
+            offline = offline & (demo_q > policy_q.detach())
+        keep = offline.float()
+        distance = ((mean_action - mb["action"]) ** 2).sum(-1)
         return (keep * distance).sum() / keep.sum().clamp(min=1.0)
 
     @classmethod
@@ -231,13 +270,29 @@ class SAC(nn.Module):
 
 
 def _split(batch: Mapping[str, torch.Tensor], parts: int) -> list[dict[str, torch.Tensor]]:
-    size = next(iter(batch.values())).shape[0]
-    if size % parts:
-        raise ValueError(f"batch of {size} does not split into {parts} equal minibatches")
     chunks = {k: v.chunk(parts) for k, v in batch.items()}
     return [{k: v[i] for k, v in chunks.items()} for i in range(parts)]
 
 
-def _set_requires_grad(parameters: list[nn.Parameter], flag: bool) -> None:
-    for p in parameters:
-        p.requires_grad_(flag)
+def _adam_step(optimizer: torch.optim.Adam, grads: Iterable[torch.Tensor]) -> None:
+    """torch.optim.Adam's step with the given gradients (one per parameter, in order) on the optimizer's own
+    state, so that its state_dict, and checkpoints, are those of the plain optimizer."""
+    group = optimizer.param_groups[0]
+    params = group["params"]
+    states = [optimizer.state[p] for p in params]
+    adam(params, list(grads), [s["exp_avg"] for s in states], [s["exp_avg_sq"] for s in states], [],
+         [s["step"] for s in states], foreach=False, capturable=group["capturable"], amsgrad=False,
+         beta1=group["betas"][0], beta2=group["betas"][1], lr=group["lr"], weight_decay=group["weight_decay"],
+         eps=group["eps"], maximize=False)
+
+
+def _adam(params: Iterable[nn.Parameter], lr: float) -> torch.optim.Adam:
+    """An Adam optimizer with its state allocated now (`_adam_step` updates it in place)."""
+    params = list(params)
+    capturable = params[0].device.type == "cuda"  # step counts stay on the GPU: no host sync per step
+    optimizer = torch.optim.Adam(params, lr=lr, capturable=capturable)
+    for p in params:
+        optimizer.state[p] = {"step": torch.zeros((), dtype=torch.float32, device=p.device if capturable else "cpu"),
+                              "exp_avg": torch.zeros_like(p, memory_format=torch.preserve_format),
+                              "exp_avg_sq": torch.zeros_like(p, memory_format=torch.preserve_format)}
+    return optimizer

@@ -1,5 +1,7 @@
 """The SAC update: shapes, ensemble targets, truncation bootstrapping, temperature, activations."""
 
+import copy
+
 import pytest
 import torch
 
@@ -126,3 +128,115 @@ def test_filtered_behaviour_cloning_pulls_towards_demonstrated_actions_on_offlin
     agent = SAC(6, [0, 0], [1, 1], SACConfig(actor_hidden=(32,), critic_hidden=(32,), num_critics=2,
                                              critic_updates_per_actor_update=1, batch_size=128, bc_weight=1.0))
     assert agent.update(online_only)["bc_loss"].item() == 0.0
+
+
+def _asymmetric_agent(**overrides) -> SAC:
+    """A small agent that uses every option of the update: an ensemble of 3 with a subset target, LayerNorm,
+    two critic steps per actor step, an asymmetric critic, filtered cloning and an actor average."""
+    config = SACConfig(actor_hidden=(16, 16), critic_hidden=(16, 16), num_critics=3, critic_subsample=2,
+                       critic_updates_per_actor_update=2, batch_size=32, bc_weight=1.0, actor_average_rate=0.1,
+                       actor_lr=1e-2, critic_lr=1e-2, temperature_lr=1e-2, **overrides)
+    return SAC(6, [0, 0], [1, 1], config, critic_obs_dim=8)
+
+
+def _asymmetric_batch(n: int = 64) -> dict:
+    from robo_rl.buffers import Source
+
+    batch = _batch(n)
+    batch.update(critic_obs=torch.randn(n, 8), next_critic_obs=torch.randn(n, 8), terminated=(torch.rand(n) < 0.2).float(),
+                 source=torch.where(torch.rand(n) < 0.5, int(Source.DEMO), int(Source.ONLINE)).to(torch.int8))
+    return batch
+
+
+def _reference_update(agent: SAC, batch: dict, noise: dict) -> None:
+    """The same update written the usual way, with autograd and each optimizer's own `step()`."""
+    config = agent.config
+    minibatches = [{k: v.chunk(2)[i] for k, v in batch.items()} for i in range(2)]
+    alpha = agent.log_temperature.exp().detach()
+    for mb, next_noise, order in zip(minibatches, noise["next_action"], noise["critic_order"]):
+        with torch.no_grad():
+            next_action, next_log_prob = agent.actor.sample(mb["next_obs"], next_noise)
+            next_q = agent.target_critic(mb["next_critic_obs"], next_action)[order.argsort()[:2]].min(0).values
+            target = mb["reward"] + config.discount * (1 - mb["terminated"]) * (next_q - alpha * next_log_prob)
+        loss = ((agent.critic(mb["critic_obs"], mb["action"]) - target) ** 2).mean(1).sum()
+        agent.critic_optimizer.zero_grad()
+        loss.backward()
+        agent.critic_optimizer.step()
+        with torch.no_grad():
+            for target_p, p in zip(agent.target_critic.parameters(), agent.critic.parameters()):
+                target_p.lerp_(p, config.tau)
+    agent.critic.requires_grad_(False)
+    action, log_prob = agent.actor.sample(mb["obs"], noise["action"])
+    actor_q = agent.critic(mb["critic_obs"], action).mean(0)
+    with torch.no_grad():
+        keep = ((mb["source"] != 0) & (agent.critic(mb["critic_obs"], mb["action"]).mean(0) > actor_q)).float()
+    bc = (keep * ((agent.actor.deterministic(mb["obs"]) - mb["action"]) ** 2).sum(-1)).sum() / keep.sum().clamp(min=1)
+    actor_loss = (alpha * log_prob - actor_q).mean() + config.bc_weight * actor_q.detach().abs().mean() * bc
+    agent.actor_optimizer.zero_grad()
+    actor_loss.backward()
+    agent.actor_optimizer.step()
+    agent.critic.requires_grad_(True)
+    with torch.no_grad():
+        for average, p in zip(agent.actor_average.parameters(), agent.actor.parameters()):
+            average.lerp_(p, config.actor_average_rate)
+    temperature_loss = agent.log_temperature.exp() * (-log_prob.detach().mean() - agent.target_entropy)
+    agent.temperature_optimizer.zero_grad()
+    temperature_loss.backward()
+    agent.temperature_optimizer.step()
+
+
+def _assert_same_training_state(a: SAC, b: SAC, atol: float) -> None:
+    for key, value in a.state_dict().items():
+        torch.testing.assert_close(value, b.state_dict()[key], atol=atol, rtol=0, msg=key)
+    for name in ("actor_optimizer", "critic_optimizer", "temperature_optimizer"):
+        for p_a, p_b in zip(getattr(a, name).param_groups[0]["params"], getattr(b, name).param_groups[0]["params"]):
+            for key in ("step", "exp_avg", "exp_avg_sq"):
+                torch.testing.assert_close(getattr(a, name).state[p_a][key], getattr(b, name).state[p_b][key],
+                                           atol=atol, rtol=0, msg=f"{name} {key}")
+
+
+def test_update_equals_the_autograd_and_torch_optim_update():
+    """The functional update (torch.func.grad, Adam applied to the optimizers' state) is plain SAC: three
+    updates change networks, target, average, temperature and optimizer states as autograd + Adam.step do."""
+    torch.manual_seed(0)
+    agent = _asymmetric_agent()
+    reference = _asymmetric_agent()
+    reference.load_training_state(copy.deepcopy(agent.training_state()))  # optimizers share loaded tensors
+    for _ in range(3):
+        batch = _asymmetric_batch()
+        noise = {"next_action": torch.randn(2, 32, 2), "action": torch.randn(32, 2), "critic_order": torch.rand(2, 3)}
+        agent._update_step(batch, noise)
+        _reference_update(reference, batch, noise)
+    _assert_same_training_state(agent, reference, atol=1e-6)
+    assert not torch.equal(agent.critic.net[0].weight, _asymmetric_agent().critic.net[0].weight)  # it did move
+
+
+def test_compiled_update_matches_the_eager_update_and_continues_after_a_restore():
+    torch.manual_seed(0)
+    compiled = _asymmetric_agent(compile=True)
+    eager = _asymmetric_agent()
+    eager.load_training_state(copy.deepcopy(compiled.training_state()))
+    batches = [_asymmetric_batch() for _ in range(4)]
+    for i, batch in enumerate(batches):
+        torch.manual_seed(100 + i)  # the same random draws for both
+        compiled_metrics = compiled.update(batch)
+        torch.manual_seed(100 + i)
+        eager_metrics = eager.update(batch)
+        for key, value in compiled_metrics.items():
+            torch.testing.assert_close(value, eager_metrics[key], atol=1e-5, rtol=1e-5, msg=key)
+        if i == 1:  # a restored state (new optimizer-state tensors) is what the compiled update continues from
+            compiled.load_training_state(copy.deepcopy(eager.training_state()))
+    _assert_same_training_state(compiled, eager, atol=1e-5)
+
+
+def test_update_runs_eagerly_with_a_warning_when_compilation_fails(monkeypatch):
+    import torch._inductor.config as inductor_config
+
+    monkeypatch.setattr(inductor_config.cpp, "cxx", ("/nonexistent/c++",))
+    torch._dynamo.reset()
+    torch.manual_seed(0)
+    agent = _asymmetric_agent(compile=True)
+    with pytest.warns(UserWarning, match="running it eagerly"):
+        metrics = agent.update(_asymmetric_batch())
+    assert all(torch.isfinite(v) for v in metrics.values()) and agent._compiled_update_step is None
+    torch._dynamo.reset()
