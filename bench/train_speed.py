@@ -7,10 +7,11 @@ Update rows use batch 256, observation 50 and action 4 (the hover task's sizes),
 actor step per critic step for every implementation, so they do the same arithmetic. Peers: SB3's
 `SAC.train` in bench/.venv-sb3 (installed by this script only), and a CleanRL-style update written out
 below (two separate critics, plain Adam), in this process. The robo-rl rows use `robo_rl.agents.sac`
-with the same sizes, plus SERL's defaults (10 critics, LayerNorm, 8 critic steps per actor step) per
-critic step. Every implementation is measured once per round, `--rounds` rounds in turn, and the table
-gives medians: this shared 2-core machine drifts by 20-50% within minutes, so each "vs SB3" ratio is the
-median of ratios taken within one round. Writes bench/results/train_speed.json. Run on an idle machine.
+with the same sizes, compiled (the training default, `agent.compile`) and eager, plus SERL's defaults
+(10 critics, LayerNorm, 8 critic steps per actor step, compiled) per critic step. Every implementation is
+measured once per round, `--rounds` rounds in turn, and the table gives medians: this shared 2-core
+machine drifts by 20-50% within minutes, so each "vs SB3" ratio is the median of ratios taken within one
+round. Writes bench/results/train_speed.json. Run on an idle machine.
 """
 
 from __future__ import annotations
@@ -54,18 +55,25 @@ def batch(n: int) -> dict[str, torch.Tensor]:
             "next_obs": torch.randn(n, OBS), "terminated": torch.zeros(n)}
 
 
-def robo_rl_updates(hidden: tuple[int, int], serl_defaults: bool = False) -> Callable[[float], float]:
-    """A meter of robo-rl SAC critic steps/s (with its actor and temperature steps) over given seconds."""
+def robo_rl_updates(hidden: tuple[int, int], serl_defaults: bool = False, compile: bool = True
+                    ) -> Callable[[float], float]:
+    """A meter of robo-rl SAC critic steps/s (with its actor and temperature steps) over given seconds.
+    Compiled (the training default), the graph is built here and its compile time printed."""
     sys.path.insert(0, str(ROOT.parent))
     from robo_rl.agents.sac import SAC, SACConfig
 
     if serl_defaults:
-        config = SACConfig(actor_hidden=hidden, critic_hidden=hidden, batch_size=BATCH)
+        config = SACConfig(actor_hidden=hidden, critic_hidden=hidden, batch_size=BATCH, compile=compile)
     else:
         config = SACConfig(actor_hidden=hidden, critic_hidden=hidden, activation="relu", critic_layer_norm=False,
-                           num_critics=2, critic_updates_per_actor_update=1, batch_size=BATCH)
+                           num_critics=2, critic_updates_per_actor_update=1, batch_size=BATCH, compile=compile)
     agent = SAC(OBS, torch.zeros(ACT), torch.ones(ACT), config)
     data = batch(BATCH * config.critic_updates_per_actor_update)
+    if compile:
+        start = time.perf_counter()
+        agent.update(data)
+        print(f"  compiled the {'SERL-defaults ' if serl_defaults else ''}update in {time.perf_counter() - start:.1f} s",
+              flush=True)
     return lambda seconds: rate(lambda: agent.update(data), seconds) * config.critic_updates_per_actor_update
 
 
@@ -163,7 +171,8 @@ def main() -> None:
     torch.set_num_threads(2)
     rows = []
     for hidden in ((64, 64), (256, 256)):
-        meters = {"robo-rl SAC (2 critics)": robo_rl_updates(hidden),
+        meters = {"robo-rl SAC (2 critics, compiled)": robo_rl_updates(hidden),
+                  "robo-rl SAC (2 critics, eager)": robo_rl_updates(hidden, compile=False),
                   "robo-rl SAC, SERL defaults (per critic step)": robo_rl_updates(hidden, serl_defaults=True),
                   "CleanRL-style SAC": cleanrl_updates(hidden)}
         rounds: list[dict[str, float]] = []

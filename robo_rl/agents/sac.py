@@ -1,9 +1,11 @@
 """Soft Actor-Critic with the options of the SERL family (REDQ-style critic ensemble, LayerNorm critics,
 several critic updates per actor update, learnable temperature) and an optional asymmetric critic.
 
-The whole update is `SAC.update`, read top to bottom: critic steps on consecutive minibatches, then one
-actor step and one temperature step on the last minibatch. Everything stays on the agent's device and
-nothing in the update synchronizes with the host (metrics are returned as tensors).
+The update is `SAC.update`: critic steps (`_critic_step`) on consecutive minibatches, then one actor and
+temperature step (`_actor_step`) on the last minibatch, each read top to bottom. Gradients come from
+torch.func.grad and Adam is applied to the optimizers' own state, so each step is a pure tensor program that
+torch.compile fuses into one graph (`SACConfig.compile`). Everything stays on the agent's device and nothing
+in the update synchronizes with the host (metrics are returned as tensors).
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import warnings
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import torch
 from torch import nn
@@ -106,10 +108,16 @@ class SAC(nn.Module):
         self.actor_optimizer = _adam(self.actor.parameters(), config.actor_lr)
         self.critic_optimizer = _adam(self.critic.parameters(), config.critic_lr)
         self.temperature_optimizer = _adam([self.log_temperature], config.temperature_lr)
-        # The update as one fused graph (forward, backward and Adam of every step): the eager update spends
-        # most of its time launching small kernels.
-        self._compiled_update_step = (torch.compile(self._update_step, fullgraph=True, dynamic=False)
-                                      if config.compile else None)
+        # Fused graphs (forward, backward and Adam): the eager update spends most of its time launching small
+        # kernels. One graph for a critic step and one for the last critic step with the actor and temperature
+        # steps, so that compile time does not grow with critic_updates_per_actor_update (each compiles on first
+        # use: with one critic step per actor step, only the second).
+        self._compiled_steps: dict[str, Callable[..., dict[str, torch.Tensor]]] | None = None
+        if config.compile:
+            # on a CPU, the C++ wrapper calls the graph's kernels without Python in between (~10% of an update)
+            options = {"cpp_wrapper": self.device.type == "cpu"}
+            self._compiled_steps = {step.__name__: torch.compile(step, fullgraph=True, dynamic=False, options=options)
+                                    for step in (self._critic_step, self._last_step)}
 
     @property
     def device(self) -> torch.device:
@@ -152,54 +160,73 @@ class SAC(nn.Module):
         noise = {"next_action": torch.randn(steps, rows, self.action_dim, device=self.device),
                  "action": torch.randn(rows, self.action_dim, device=self.device),
                  "critic_order": torch.rand(steps, config.num_critics, device=self.device)}
-        if self._compiled_update_step is None:
-            return self._update_step(batch, noise)
-        try:
-            return self._compiled_update_step(batch, noise)
-        except torch._dynamo.exc.BackendCompilerFailed as error:  # e.g. no C++ compiler for inductor
-            warnings.warn(f"torch.compile of the SAC update failed, running it eagerly: {error}", stacklevel=2)
-            self._compiled_update_step = None
-            return self._update_step(batch, noise)
+        return self._update_with(batch, noise)
 
-    @torch.no_grad()  # torch.func.grad still differentiates inside; nothing else records autograd history
-    def _update_step(self, batch: Mapping[str, torch.Tensor], noise: Mapping[str, torch.Tensor]
+    def _update_with(self, batch: Mapping[str, torch.Tensor], noise: Mapping[str, torch.Tensor]
                      ) -> dict[str, torch.Tensor]:
-        """The update on given random draws: critic steps on consecutive minibatches, then one actor step and
-        one temperature step on the last minibatch. Gradients come from torch.func.grad and the optimizers'
-        Adam steps are applied to their own state, so the whole update can be one compiled graph."""
-        config = self.config
-        minibatches = _split(batch, config.critic_updates_per_actor_update)
-        alpha = self.log_temperature.exp()
-        critic_params = dict(self.critic.named_parameters())
-
-        # Critic: several steps, each on its own minibatch.
+        """The update on given random draws: critic steps on consecutive minibatches, then one actor and
+        temperature step on the last minibatch."""
+        *minibatches, last = _split(batch, self.config.critic_updates_per_actor_update)
         for mb, next_noise, order in zip(minibatches, noise["next_action"], noise["critic_order"]):
-            next_action, next_log_prob = self.actor.sample(mb["next_obs"], next_noise)
-            target_q = self.target_critic(mb.get("next_critic_obs", mb["next_obs"]), next_action)  # (E, B)
-            if config.critic_subsample < config.num_critics:  # REDQ: the min over a random subset
-                target_q = target_q[order.argsort()[: config.critic_subsample]]
-            next_q = target_q.min(0).values
-            if config.backup_entropy:
-                next_q = next_q - alpha * next_log_prob
-            target = mb["reward"] + config.discount * (1.0 - mb["terminated"]) * next_q
+            self._run("_critic_step", mb, next_noise, order)
+        return self._run("_last_step", last, noise["next_action"][-1], noise["critic_order"][-1], noise["action"])
 
-            def critic_loss_fn(params: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
-                q = functional_call(self.critic, params, (mb.get("critic_obs", mb["obs"]), mb["action"]))
-                loss = ((q - target) ** 2).mean(1).sum()  # each member's MSE, summed
-                return loss, (loss, q)
+    def _run(self, step: str, *args: Any) -> dict[str, torch.Tensor]:
+        """Run one step, compiled if configured; a failed compilation warns and falls back to eager."""
+        if self._compiled_steps is not None:
+            try:
+                return self._compiled_steps[step](*args)
+            except torch._dynamo.exc.BackendCompilerFailed as error:  # e.g. no C++ compiler for inductor
+                warnings.warn(f"torch.compile of the SAC update failed, running it eagerly: {error}", stacklevel=3)
+                self._compiled_steps = None
+        return getattr(self, step)(*args)
 
-            critic_grads, (critic_loss, q) = grad(critic_loss_fn, has_aux=True)(critic_params)
-            _adam_step(self.critic_optimizer, critic_grads.values())
-            torch._foreach_lerp_(list(self.target_critic.parameters()), list(critic_params.values()), config.tau)
+    # Gradients come from torch.func.grad and the optimizers' Adam steps are applied to their own state, so
+    # each step is a pure tensor program that torch.compile turns into one graph. Under no_grad, torch.func.grad
+    # still differentiates inside while nothing else records autograd history.
+    @torch.no_grad()
+    def _critic_step(self, mb: Mapping[str, torch.Tensor], next_noise: torch.Tensor, order: torch.Tensor
+                     ) -> dict[str, torch.Tensor]:
+        """One critic step towards the soft Bellman target, then the Polyak update of the target critics."""
+        config = self.config
+        alpha = self.log_temperature.exp()
+        next_action, next_log_prob = self.actor.sample(mb["next_obs"], next_noise)
+        target_q = self.target_critic(mb.get("next_critic_obs", mb["next_obs"]), next_action)  # (E, B)
+        if config.critic_subsample < config.num_critics:  # REDQ: the min over a random subset
+            target_q = target_q[order.argsort()[: config.critic_subsample]]
+        next_q = target_q.min(0).values
+        if config.backup_entropy:
+            next_q = next_q - alpha * next_log_prob
+        target = mb["reward"] + config.discount * (1.0 - mb["terminated"]) * next_q
 
-        # Actor: maximize the ensemble-mean Q plus entropy, on the last minibatch. Gradients reach the actor only.
-        mb = minibatches[-1]
+        def critic_loss_fn(params: dict[str, torch.Tensor]) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
+            q = functional_call(self.critic, params, (mb.get("critic_obs", mb["obs"]), mb["action"]))
+            loss = ((q - target) ** 2).mean(1).sum()  # each member's MSE, summed
+            return loss, (loss, q)
+
+        critic_params = dict(self.critic.named_parameters())
+        critic_grads, (critic_loss, q) = grad(critic_loss_fn, has_aux=True)(critic_params)
+        _adam_step(self.critic_optimizer, critic_grads.values())
+        torch._foreach_lerp_(list(self.target_critic.parameters()), list(critic_params.values()), config.tau)
+        return {"critic_loss": critic_loss / config.num_critics, "q_mean": q.mean()}
+
+    def _last_step(self, mb: Mapping[str, torch.Tensor], next_noise: torch.Tensor, order: torch.Tensor,
+                   noise: torch.Tensor) -> dict[str, torch.Tensor]:
+        """The last critic step, then the actor and temperature steps on the same minibatch."""
+        return self._critic_step(mb, next_noise, order) | self._actor_step(mb, noise)
+
+    @torch.no_grad()
+    def _actor_step(self, mb: Mapping[str, torch.Tensor], noise: torch.Tensor) -> dict[str, torch.Tensor]:
+        """One actor step (ensemble-mean Q plus entropy, gradients reaching the actor only; plus filtered
+        cloning if configured), the actor average's step, and one temperature step."""
+        config = self.config
+        alpha = self.log_temperature.exp()
         critic_obs = mb.get("critic_obs", mb["obs"])
         use_bc = config.bc_weight > 0 and "source" in mb
 
         def actor_loss_fn(params: dict[str, torch.Tensor]) -> tuple[torch.Tensor, tuple[torch.Tensor, ...]]:
             mean, log_std = functional_call(self.actor, params, (mb["obs"],))
-            action, log_prob = self.actor.squash(mean, log_std, noise["action"])
+            action, log_prob = self.actor.squash(mean, log_std, noise)
             actor_q = self.critic(critic_obs, action).mean(0)
             loss = (alpha * log_prob - actor_q).mean()
             bc_loss = torch.zeros((), device=loss.device)
@@ -220,15 +247,7 @@ class SAC(nn.Module):
         entropy = -log_prob.mean()
         temperature_grad = grad(lambda log_t: log_t.exp() * (entropy - self.target_entropy))(self.log_temperature)
         _adam_step(self.temperature_optimizer, [temperature_grad])
-
-        return {
-            "critic_loss": critic_loss / config.num_critics,
-            "q_mean": q.mean(),
-            "actor_loss": actor_loss,
-            "entropy": entropy,
-            "temperature": alpha,
-            "bc_loss": bc_loss,
-        }
+        return {"actor_loss": actor_loss, "entropy": entropy, "temperature": alpha, "bc_loss": bc_loss}
 
     def _filtered_bc_loss(self, mb: Mapping[str, torch.Tensor], policy_q: torch.Tensor,
                           mean_action: torch.Tensor) -> torch.Tensor:

@@ -205,7 +205,7 @@ def test_update_equals_the_autograd_and_torch_optim_update():
     for _ in range(3):
         batch = _asymmetric_batch()
         noise = {"next_action": torch.randn(2, 32, 2), "action": torch.randn(32, 2), "critic_order": torch.rand(2, 3)}
-        agent._update_step(batch, noise)
+        agent._update_with(batch, noise)
         _reference_update(reference, batch, noise)
     _assert_same_training_state(agent, reference, atol=1e-6)
     assert not torch.equal(agent.critic.net[0].weight, _asymmetric_agent().critic.net[0].weight)  # it did move
@@ -238,5 +238,5 @@ def test_update_runs_eagerly_with_a_warning_when_compilation_fails(monkeypatch):
     agent = _asymmetric_agent(compile=True)
     with pytest.warns(UserWarning, match="running it eagerly"):
         metrics = agent.update(_asymmetric_batch())
-    assert all(torch.isfinite(v) for v in metrics.values()) and agent._compiled_update_step is None
+    assert all(torch.isfinite(v) for v in metrics.values()) and agent._compiled_steps is None
     torch._dynamo.reset()
