@@ -44,12 +44,13 @@ train: $(STAMP)
 bench: $(STAMP)
 	$(PY) bench/sim_speed.py
 
-# Debian packages the tests need: the ARM cross compiler and QEMU (the Crazyflie's STM32F405), and Mesa's
-# EGL (offscreen rollout videos without a display) and OSMesa (bench/arm_speed.py's gym-hil peer).
+# Debian packages the tests need: g++ (torch.compile of the SAC update), the ARM cross compiler and QEMU
+# (the Crazyflie's STM32F405), and Mesa's EGL (offscreen rollout videos without a display) and OSMesa
+# (bench/arm_speed.py's gym-hil peer).
 # STRICT=0: a failed installation only warns (make train; the export then records the check as skipped).
-SYSTEM_TOOLS := arm-none-eabi-gcc qemu-system-arm make cc
+SYSTEM_TOOLS := arm-none-eabi-gcc qemu-system-arm make cc g++
 SYSTEM_LIBS := libEGL_mesa.so.0 libOSMesa.so.8
-SYSTEM_PACKAGES := gcc gcc-arm-none-eabi libnewlib-arm-none-eabi qemu-system-arm make \
+SYSTEM_PACKAGES := gcc g++ gcc-arm-none-eabi libnewlib-arm-none-eabi qemu-system-arm make \
   libegl1 libegl-mesa0 libgl1-mesa-dri libosmesa6
 
 system-deps:

@@ -141,5 +141,8 @@ class TanhGaussianActor(nn.Module):
 
     def deterministic(self, obs: torch.Tensor) -> torch.Tensor:
         """The mean action tanh(mu) scaled to [low, high]: what the export runs."""
-        mean, _ = self(obs)
+        return self.mean_action(self(obs)[0])
+
+    def mean_action(self, mean: torch.Tensor) -> torch.Tensor:
+        """The action of the pre-squash mean: tanh(mean) scaled to [low, high]."""
         return torch.tanh(mean) * self.action_scale + self.action_bias

@@ -13,7 +13,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import warnings
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, NamedTuple, Sequence
 
 import torch
 from torch import nn
@@ -108,6 +108,13 @@ class SAC(nn.Module):
         self.actor_optimizer = _adam(self.actor.parameters(), config.actor_lr)
         self.critic_optimizer = _adam(self.critic.parameters(), config.critic_lr)
         self.temperature_optimizer = _adam([self.log_temperature], config.temperature_lr)
+        self._adam_slots: dict[str, AdamSlots] = {}
+        for name in ("actor_optimizer", "critic_optimizer", "temperature_optimizer"):
+            optimizer = getattr(self, name)
+            self._adam_slots[name] = AdamSlots.of(optimizer)
+            # load_state_dict replaces the state tensors: follow them
+            optimizer.register_load_state_dict_post_hook(
+                lambda optimizer, name=name: self._adam_slots.__setitem__(name, AdamSlots.of(optimizer)))
         # Fused graphs (forward, backward and Adam): the eager update spends most of its time launching small
         # kernels. One graph for a critic step and one for the last critic step with the actor and temperature
         # steps, so that compile time does not grow with critic_updates_per_actor_update (each compiles on first
@@ -176,7 +183,9 @@ class SAC(nn.Module):
         if self._compiled_steps is not None:
             try:
                 return self._compiled_steps[step](*args)
-            except torch._dynamo.exc.BackendCompilerFailed as error:  # e.g. no C++ compiler for inductor
+            # no C++ compiler for inductor, or more than torch._dynamo.config.recompile_limit variants of a step
+            # (agents of different shapes or hyperparameters in one process)
+            except (torch._dynamo.exc.BackendCompilerFailed, torch._dynamo.exc.FailOnRecompileLimitHit) as error:
                 warnings.warn(f"torch.compile of the SAC update failed, running it eagerly: {error}", stacklevel=3)
                 self._compiled_steps = None
         return getattr(self, step)(*args)
@@ -206,7 +215,7 @@ class SAC(nn.Module):
 
         critic_params = dict(self.critic.named_parameters())
         critic_grads, (critic_loss, q) = grad(critic_loss_fn, has_aux=True)(critic_params)
-        _adam_step(self.critic_optimizer, critic_grads.values())
+        _adam_step(self._adam_slots["critic_optimizer"], critic_grads.values())
         torch._foreach_lerp_(list(self.target_critic.parameters()), list(critic_params.values()), config.tau)
         return {"critic_loss": critic_loss / config.num_critics, "q_mean": q.mean()}
 
@@ -231,14 +240,13 @@ class SAC(nn.Module):
             loss = (alpha * log_prob - actor_q).mean()
             bc_loss = torch.zeros((), device=loss.device)
             if use_bc:
-                deterministic = torch.tanh(mean) * self.actor.action_scale + self.actor.action_bias
-                bc_loss = self._filtered_bc_loss(mb, actor_q, deterministic)
+                bc_loss = self._filtered_bc_loss(mb, actor_q, self.actor.mean_action(mean))
                 loss = loss + config.bc_weight * actor_q.detach().abs().mean() * bc_loss
             return loss, (loss, log_prob, bc_loss)
 
         actor_params = dict(self.actor.named_parameters())
         actor_grads, (actor_loss, log_prob, bc_loss) = grad(actor_loss_fn, has_aux=True)(actor_params)
-        _adam_step(self.actor_optimizer, actor_grads.values())
+        _adam_step(self._adam_slots["actor_optimizer"], actor_grads.values())
         if self.actor_average is not None:
             torch._foreach_lerp_(list(self.actor_average.parameters()), list(actor_params.values()),
                                  config.actor_average_rate)
@@ -246,7 +254,7 @@ class SAC(nn.Module):
         # Temperature: drive the policy's entropy towards the target.
         entropy = -log_prob.mean()
         temperature_grad = grad(lambda log_t: log_t.exp() * (entropy - self.target_entropy))(self.log_temperature)
-        _adam_step(self.temperature_optimizer, [temperature_grad])
+        _adam_step(self._adam_slots["temperature_optimizer"], [temperature_grad])
         return {"actor_loss": actor_loss, "entropy": entropy, "temperature": alpha, "bc_loss": bc_loss}
 
     def _filtered_bc_loss(self, mb: Mapping[str, torch.Tensor], policy_q: torch.Tensor,
@@ -293,16 +301,37 @@ def _split(batch: Mapping[str, torch.Tensor], parts: int) -> list[dict[str, torc
     return [{k: v[i] for k, v in chunks.items()} for i in range(parts)]
 
 
-def _adam_step(optimizer: torch.optim.Adam, grads: Iterable[torch.Tensor]) -> None:
+class AdamSlots(NamedTuple):
+    """A torch.optim.Adam's parameters, state tensors and hyperparameters as plain data. The compiled steps
+    read these, never the optimizer: torch.compile pins an optimizer object by identity, which would
+    recompile the update for every new agent in a process (and fail after eight)."""
+
+    params: list[torch.Tensor]
+    exp_avgs: list[torch.Tensor]
+    exp_avg_sqs: list[torch.Tensor]
+    steps: list[torch.Tensor]
+    lr: float
+    betas: tuple[float, float]
+    eps: float
+    weight_decay: float
+    capturable: bool
+
+    @classmethod
+    def of(cls, optimizer: torch.optim.Adam) -> "AdamSlots":
+        """The current tensors of `optimizer` (its single parameter group)."""
+        group = optimizer.param_groups[0]
+        states = [optimizer.state[p] for p in group["params"]]
+        return cls(list(group["params"]), [s["exp_avg"] for s in states], [s["exp_avg_sq"] for s in states],
+                   [s["step"] for s in states], float(group["lr"]), tuple(group["betas"]), float(group["eps"]),
+                   float(group["weight_decay"]), bool(group["capturable"]))
+
+
+def _adam_step(slots: AdamSlots, grads: Iterable[torch.Tensor]) -> None:
     """torch.optim.Adam's step with the given gradients (one per parameter, in order) on the optimizer's own
     state, so that its state_dict, and checkpoints, are those of the plain optimizer."""
-    group = optimizer.param_groups[0]
-    params = group["params"]
-    states = [optimizer.state[p] for p in params]
-    adam(params, list(grads), [s["exp_avg"] for s in states], [s["exp_avg_sq"] for s in states], [],
-         [s["step"] for s in states], foreach=False, capturable=group["capturable"], amsgrad=False,
-         beta1=group["betas"][0], beta2=group["betas"][1], lr=group["lr"], weight_decay=group["weight_decay"],
-         eps=group["eps"], maximize=False)
+    adam(slots.params, list(grads), slots.exp_avgs, slots.exp_avg_sqs, [], slots.steps, foreach=False,
+         capturable=slots.capturable, amsgrad=False, beta1=slots.betas[0], beta2=slots.betas[1], lr=slots.lr,
+         weight_decay=slots.weight_decay, eps=slots.eps, maximize=False)
 
 
 def _adam(params: Iterable[nn.Parameter], lr: float) -> torch.optim.Adam:

@@ -17,6 +17,9 @@ QUICK = [
     "agent=sac_quadrotor", "agent.actor_hidden=[32,32]", "agent.critic_hidden=[32,32]",
     "agent.actor_lr=1e-3", "agent.critic_lr=1e-3", "agent.temperature_lr=1e-3",
     "agent.init_temperature=0.1", "agent.target_entropy=null",
+    # eager: each test process would compile for 10-30 s; test_sac holds the compiled update to the eager one
+    # and test_train.py's resume test trains compiled
+    "agent.compile=false",
     "env.backend=mujoco_batch", "num_envs=16", "torch_threads=1", "learning_starts=2000", "updates_per_iteration=2",
     "eval.episodes=20", "start_from_nominal_action=false", "logging.progress_bar=false", "logging.log_interval_env_steps=2000",
     "+env.overrides.vehicle=crazyflie_rltools",

@@ -56,7 +56,7 @@ def test_training_with_scripted_interventions_tags_them_online_and_offline(tmp_p
             "env=pick_cube", "intervention=scripted", "intervention.patience=5", "intervention.budget=0.5",
             "num_envs=8", "torch_threads=1", "total_env_steps=1600", "learning_starts=800", "eval.episodes=4",
             "eval.interval_env_steps=1600", "checkpoint.interval_env_steps=1600", "agent.actor_hidden=[32,32]",
-            "agent.critic_hidden=[32,32]", "logging.progress_bar=false"])
+            "agent.critic_hidden=[32,32]", "agent.compile=false", "logging.progress_bar=false"])
     trainer = Trainer(cfg, tmp_path)
     summary = trainer.run()
     online, offline = trainer.replay.online, trainer.replay.offline

@@ -212,21 +212,29 @@ def test_update_equals_the_autograd_and_torch_optim_update():
 
 
 def test_compiled_update_matches_the_eager_update_and_continues_after_a_restore():
+    """Two compiled agents in one process (the second reuses the first one's graphs on its own tensors), each
+    against an eager twin, with a restored state (new optimizer-state tensors) in the middle."""
     torch.manual_seed(0)
-    compiled = _asymmetric_agent(compile=True)
-    eager = _asymmetric_agent()
-    eager.load_training_state(copy.deepcopy(compiled.training_state()))
+    pairs = []
+    for _ in range(2):
+        compiled = _asymmetric_agent(compile=True)
+        eager = _asymmetric_agent()
+        eager.load_training_state(copy.deepcopy(compiled.training_state()))
+        pairs.append((compiled, eager))
     batches = [_asymmetric_batch() for _ in range(4)]
     for i, batch in enumerate(batches):
-        torch.manual_seed(100 + i)  # the same random draws for both
-        compiled_metrics = compiled.update(batch)
-        torch.manual_seed(100 + i)
-        eager_metrics = eager.update(batch)
-        for key, value in compiled_metrics.items():
-            torch.testing.assert_close(value, eager_metrics[key], atol=1e-5, rtol=1e-5, msg=key)
-        if i == 1:  # a restored state (new optimizer-state tensors) is what the compiled update continues from
-            compiled.load_training_state(copy.deepcopy(eager.training_state()))
-    _assert_same_training_state(compiled, eager, atol=1e-5)
+        for compiled, eager in pairs:
+            torch.manual_seed(100 + i)  # the same random draws for both
+            compiled_metrics = compiled.update(batch)
+            torch.manual_seed(100 + i)
+            eager_metrics = eager.update(batch)
+            for key, value in compiled_metrics.items():
+                torch.testing.assert_close(value, eager_metrics[key], atol=1e-5, rtol=1e-5, msg=key)
+            if i == 1:
+                compiled.load_training_state(copy.deepcopy(eager.training_state()))
+    for compiled, eager in pairs:
+        _assert_same_training_state(compiled, eager, atol=1e-5)
+    assert not torch.allclose(pairs[0][0].critic.net[0].weight, pairs[1][0].critic.net[0].weight)
 
 
 def test_update_runs_eagerly_with_a_warning_when_compilation_fails(monkeypatch):

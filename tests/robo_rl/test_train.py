@@ -47,8 +47,9 @@ def test_short_run_learns_to_stay_airborne(tmp_path):
 
 def test_sigkill_mid_run_leaves_loadable_checkpoints_and_resume_continues(tmp_path):
     run = tmp_path / "run"
-    # with the asymmetric critic, so that its privileged observations go through the buffers and back
-    args = [*QUICK, "privileged_critic=true", "total_env_steps=12000", "eval.interval_env_steps=100000",
+    # with the asymmetric critic, so that its privileged observations go through the buffers and back, and
+    # the compiled update (training's default), so that it is what resumes
+    args = [*QUICK, "agent.compile=true", "privileged_critic=true", "total_env_steps=12000", "eval.interval_env_steps=100000",
             "checkpoint.interval_env_steps=1600",
             "checkpoint.keep=2", "logging.tensorboard=false", f"hydra.run.dir={run}"]
     process = subprocess.Popen([sys.executable, "-m", "robo_rl.train", *args], stdout=subprocess.PIPE,
@@ -111,8 +112,8 @@ def test_the_trainer_composes_with_the_arm_env_without_a_privileged_critic(tmp_p
         cfg = compose(config_name="train", overrides=[
             "env=arm_reach", "num_envs=8", "torch_threads=1", "total_env_steps=800", "learning_starts=400",
             "eval.episodes=4", "eval.interval_env_steps=800", "checkpoint.interval_env_steps=800",
-            "agent.actor_hidden=[32,32]", "agent.critic_hidden=[32,32]", "logging.progress_bar=false",
-            "logging.tensorboard=false", "logging.video=true"])
+            "agent.actor_hidden=[32,32]", "agent.critic_hidden=[32,32]", "agent.compile=false",
+            "logging.progress_bar=false", "logging.tensorboard=false", "logging.video=true"])
     summary = Trainer(cfg, tmp_path).run()
     assert summary["env_steps"] >= 800 and summary["updates"] > 0
     from PIL import Image
