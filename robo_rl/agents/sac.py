@@ -323,7 +323,9 @@ class AdamSlots(NamedTuple):
         states = [optimizer.state[p] for p in group["params"]]
         return cls(list(group["params"]), [s["exp_avg"] for s in states], [s["exp_avg_sq"] for s in states],
                    [s["step"] for s in states], float(group["lr"]), tuple(group["betas"]), float(group["eps"]),
-                   float(group["weight_decay"]), bool(group["capturable"]))
+                   float(group["weight_decay"]),
+                   # a CUDA run's optimizer state loaded on a CPU keeps its capturable flag, which CPUs refuse
+                   bool(group["capturable"]) and group["params"][0].device.type == "cuda")
 
 
 def _adam_step(slots: AdamSlots, grads: Iterable[torch.Tensor]) -> None:
