@@ -54,8 +54,8 @@ class SACConfig:
     # The online actor's greedy action drifts between updates (a hover offset that crosses the success
     # radius and back within 50k steps); the average does not. 0: the online actor is the policy.
     actor_average_rate: float = 0.0
-    # Run the update as one torch.compile'd graph (about 1.5x faster on a CPU; the first update compiles,
-    # for tens of seconds). False: the same update, eagerly.
+    # Run the update as torch.compile'd graphs (about 2x faster on a CPU at the hover sizes; the first update
+    # compiles, for 20-30 s). False: the same update, eagerly.
     compile: bool = False
 
     def validate(self) -> None:

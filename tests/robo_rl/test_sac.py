@@ -1,4 +1,5 @@
-"""The SAC update: shapes, ensemble targets, truncation bootstrapping, temperature, activations."""
+"""The SAC update: shapes, ensemble targets, truncation bootstrapping, temperature, activations, and the
+functional update against plain autograd, compiled against eager."""
 
 import copy
 
@@ -233,6 +234,7 @@ def test_compiled_update_matches_the_eager_update_and_continues_after_a_restore(
             if i == 1:
                 compiled.load_training_state(copy.deepcopy(eager.training_state()))
     for compiled, eager in pairs:
+        assert compiled._compiled_steps is not None  # it ran compiled, not the eager fallback
         _assert_same_training_state(compiled, eager, atol=1e-5)
     assert not torch.allclose(pairs[0][0].critic.net[0].weight, pairs[1][0].critic.net[0].weight)
 
