@@ -339,6 +339,7 @@ class QuadrotorBatch:
         terms = {
             "position": dist2,
             "distance": xp.sqrt(dist2),
+            "proximity": xp.exp(-dist2 / config.success_radius**2),
             "orientation": 1.0 - uprightness,
             "velocity": vel_err2,
             "speed": xp.sqrt(vel_err2),

@@ -15,7 +15,7 @@ from omegaconf import DictConfig
 CONFIGS = str(Path(__file__).resolve().parents[2] / "configs")
 QUICK = [
     "agent=sac_quadrotor", "agent.actor_hidden=[32,32]", "agent.critic_hidden=[32,32]",
-    "agent.actor_lr=1e-3", "agent.critic_lr=1e-3", "agent.temperature_lr=1e-3",
+    "agent.actor_lr=1e-3", "agent.critic_lr=1e-3", "agent.temperature_lr=1e-3", "agent.critic_updates_per_actor_update=1",
     "agent.init_temperature=0.1", "agent.target_entropy=null",
     # eager: each test process would compile for 10-30 s; test_sac holds the compiled update to the eager one
     # and test_train.py's resume test trains compiled
@@ -26,7 +26,7 @@ QUICK = [
     "+env.overrides.initial_state={position_range: 0.05, max_tilt_deg: 10.0, velocity_range: 0.1, "
     "angular_velocity_range: 0.1, hover_fraction: 0.0}",
     # dense shaping whose short-run gains are steady across seeds (the task defaults pay off over longer runs)
-    "+env.overrides.reward_scales={position: -1.0, distance: 0.0, orientation: -0.5, velocity: -0.05, speed: 0.0, "
+    "+env.overrides.reward_scales={position: -1.0, distance: 0.0, proximity: 0.0, orientation: -0.5, velocity: -0.05, speed: 0.0, "
     "angular_velocity: -0.005, action: -0.2, action_rate: -0.5, alive: 1.0, termination: -10.0}",
 ]
 
