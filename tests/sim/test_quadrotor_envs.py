@@ -179,6 +179,8 @@ def test_reward_is_the_sum_of_scaled_named_terms():
     terms = info["reward_terms"]
     assert terms["distance"] == pytest.approx(np.sqrt(terms["position"]))
     assert terms["speed"] == pytest.approx(np.sqrt(terms["velocity"]))
+    radius = env.unwrapped.config.success_radius
+    assert terms["proximity"] == pytest.approx(np.exp(-terms["position"] / radius**2))
 
 
 def test_reach_targets_and_figure_eight_reference():
