@@ -33,7 +33,6 @@ import torch.nn.functional as F
 from torch import nn
 
 from peers import peer_python, write_results
-from robo_rl.evaluate import evaluate_run
 
 ROOT = Path(__file__).resolve().parent
 SB3_VENV = ROOT / ".venv-sb3"
@@ -153,6 +152,9 @@ def sb3_updates(hidden: tuple[int, int], seconds: float) -> dict[str, Any]:
 
 def hover_training(seed: int) -> dict[str, Any]:
     """The default training run (`python -m robo_rl.train seed=<seed>`), timed end to end, evaluations included."""
+    sys.path.insert(0, str(ROOT.parent))
+    from robo_rl.evaluate import evaluate_run
+
     out_dir = ROOT / "results" / f"hover_run_seed{seed}"
     start = time.perf_counter()
     subprocess.run([sys.executable, "-m", "robo_rl.train", f"hydra.run.dir={out_dir}", f"seed={seed}",

@@ -170,8 +170,9 @@ def test_episode_truncates_at_the_time_limit():
     assert flags == [False] * 49 + [True]
 
 
-def test_reward_is_the_sum_of_scaled_named_terms():
-    env = gym.make("robo_rl/CrazyflieReach-v0")
+@pytest.mark.parametrize("env_id", ["robo_rl/CrazyflieReach-v0", "robo_rl/CrazyflieHover-v0"])
+def test_reward_is_the_sum_of_scaled_named_terms(env_id):
+    env = gym.make(env_id)
     env.reset(seed=1)
     _, reward, _, _, info = env.step(np.full(4, 0.7))
     scales = env.unwrapped.config.reward_scales
