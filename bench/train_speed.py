@@ -165,7 +165,7 @@ def hover_training(seed: int) -> dict[str, Any]:
     best = max(summary["history"], key=lambda h: (h["success_rate"], h["mean_return"]))
     process_seconds = time.perf_counter() - start
     held_out = evaluate_run(out_dir, "best", episodes=100, seed=HELD_OUT_SEED)
-    # the run's resumable checkpoints hold its replay buffer (~0.4 GB each); best_policy.pt, the summary and
+    # the run's resumable checkpoints hold its replay buffer (0.3-0.5 GB each); best_policy.pt, the summary and
     # the TensorBoard logs stay
     shutil.rmtree(out_dir / "checkpoints", ignore_errors=True)
     return {"seed": seed, "process_seconds": process_seconds, "train_seconds": summary["wall_seconds"],
