@@ -16,6 +16,7 @@ from hydra import compose, initialize_config_dir
 
 from robo_rl.checkpoint import CheckpointError, list_checkpoints, load_checkpoint
 from robo_rl.evaluate import evaluate_run
+from robo_rl.evaluation import single_threaded_torch
 from robo_rl.train import Trainer
 from tests.robo_rl.quick import CONFIGS, QUICK, quick_config as _config
 
@@ -124,3 +125,17 @@ def test_the_trainer_composes_with_the_arm_env_without_a_privileged_critic(tmp_p
     state = load_checkpoint(tmp_path)
     assert state["critic_obs_dim"] == state["env_spec"]["observation_size"]  # auto: the arm has no privileged state
     assert evaluate_run(tmp_path, episodes=4)["episodes"] == 4
+
+
+def test_acting_runs_single_threaded_and_restores_the_thread_count():
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        with single_threaded_torch():
+            assert torch.get_num_threads() == 1
+        assert torch.get_num_threads() == 2
+        with pytest.raises(RuntimeError), single_threaded_torch():
+            raise RuntimeError("a failing policy")
+        assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(before)
