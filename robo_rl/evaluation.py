@@ -10,15 +10,16 @@ import torch
 
 
 @contextlib.contextmanager
-def single_threaded_torch() -> Iterator[None]:
-    """Run the torch CPU work inside on one thread, then restore the thread count.
+def single_threaded_torch(active: bool = True) -> Iterator[None]:
+    """Run the torch CPU work inside on one thread (if `active`), then restore the thread count.
 
-    For acting between simulator steps: a policy's forward pass on tens of observations gains nothing from
-    more threads, and the OpenMP workers it wakes keep spinning on the cores that the MuJoCo batch's
-    threads need next (a 100-episode hover evaluation took 0.34 s this way instead of 0.51-0.55 s).
+    For acting between the steps of a MuJoCo batch: a policy's forward pass on tens of observations gains
+    nothing from more threads, and the OpenMP workers it wakes keep spinning on the cores that the batch's
+    threads need next (a 100-episode hover evaluation took 0.34 s this way instead of 0.51-0.55 s). Not for
+    envs that step as torch tensors: they share torch's threads and may act on thousands of observations.
     """
     threads = torch.get_num_threads()
-    if threads == 1:
+    if threads == 1 or not active:
         yield
         return
     torch.set_num_threads(1)
@@ -47,7 +48,7 @@ def evaluate_policy(policy: Callable[[torch.Tensor], torch.Tensor], env: Any, se
     success = np.zeros(n, dtype=bool)
     running = np.ones(n, dtype=bool)
     while running.any():
-        with single_threaded_torch():
+        with single_threaded_torch(not env_uses_torch(env)):
             action = policy(as_tensor(obs, device))
         obs, reward, terminated, truncated, info = env.step(action if env_uses_torch(env) else action.cpu().numpy())
         reward, done = _np(reward), _np(terminated) | _np(truncated)

@@ -179,7 +179,7 @@ class Trainer:
             if self.env_steps < cfg.learning_starts:
                 action = low + (high - low) * torch.rand(n, low.numel(), device=self.device)
             else:
-                with single_threaded_torch():  # ~6% faster hover training on 2 cores (see its docstring)
+                with single_threaded_torch(not on_torch):  # ~6% faster hover training on 2 cores (see its docstring)
                     action = agent.act(obs)
             intervened = None
             if self.intervener is not None:  # who acts is decided on the host, per env

@@ -134,6 +134,8 @@ def test_acting_runs_single_threaded_and_restores_the_thread_count():
         with single_threaded_torch():
             assert torch.get_num_threads() == 1
         assert torch.get_num_threads() == 2
+        with single_threaded_torch(active=False):  # an env that steps as torch tensors keeps its threads
+            assert torch.get_num_threads() == 2
         with pytest.raises(RuntimeError), single_threaded_torch():
             raise RuntimeError("a failing policy")
         assert torch.get_num_threads() == 2
