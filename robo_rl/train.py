@@ -32,7 +32,7 @@ from robo_rl.buffers import MixedReplay, ReplayBuffer, Source
 from robo_rl.checkpoint import check_compatible, load_checkpoint, save_best_policy, save_checkpoint
 from robo_rl.datasets import load_transitions
 from robo_rl.envs import env_spec, make_vector_env
-from robo_rl.evaluation import as_tensor, env_uses_torch, evaluate_policy, single_threaded_torch
+from robo_rl.evaluation import as_tensor, env_uses_torch, evaluate_policy, acting_threads
 from robo_rl.interventions import make_intervener
 from robo_rl.plotting import plot_learning_curve
 
@@ -179,7 +179,7 @@ class Trainer:
             if self.env_steps < cfg.learning_starts:
                 action = low + (high - low) * torch.rand(n, low.numel(), device=self.device)
             else:
-                with single_threaded_torch(not on_torch):  # ~6% faster hover training on 2 cores (see its docstring)
+                with acting_threads(env):
                     action = agent.act(obs)
             intervened = None
             if self.intervener is not None:  # who acts is decided on the host, per env

@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -16,7 +17,7 @@ from hydra import compose, initialize_config_dir
 
 from robo_rl.checkpoint import CheckpointError, list_checkpoints, load_checkpoint
 from robo_rl.evaluate import evaluate_run
-from robo_rl.evaluation import single_threaded_torch
+from robo_rl.evaluation import acting_threads
 from robo_rl.train import Trainer
 from tests.robo_rl.quick import CONFIGS, QUICK, quick_config as _config
 
@@ -127,16 +128,17 @@ def test_the_trainer_composes_with_the_arm_env_without_a_privileged_critic(tmp_p
     assert evaluate_run(tmp_path, episodes=4)["episodes"] == 4
 
 
-def test_acting_runs_single_threaded_and_restores_the_thread_count():
+def test_acting_beside_a_mujoco_batch_runs_on_one_thread_and_restores_the_count():
+    mujoco_env, torch_env = SimpleNamespace(backend="mujoco_batch"), SimpleNamespace(backend="torch")
     before = torch.get_num_threads()
     torch.set_num_threads(2)
     try:
-        with single_threaded_torch():
+        with acting_threads(mujoco_env):
             assert torch.get_num_threads() == 1
         assert torch.get_num_threads() == 2
-        with single_threaded_torch(active=False):  # an env that steps as torch tensors keeps its threads
+        with acting_threads(torch_env):  # it steps on torch's threads: they stay
             assert torch.get_num_threads() == 2
-        with pytest.raises(RuntimeError), single_threaded_torch():
+        with pytest.raises(RuntimeError), acting_threads(mujoco_env):
             raise RuntimeError("a failing policy")
         assert torch.get_num_threads() == 2
     finally:
