@@ -135,6 +135,7 @@ def measure(ticks: int, priority: int) -> dict:
         node.wait(10)
         robot.destroy_node()
         rclpy.shutdown()
+        params.unlink(missing_ok=True)
     data = np.array(timing[:ticks])
     state_ms = (data[:, 2] - data[:, 0]) * 1e3
     intervals = np.diff(data[:, 1])

@@ -15,7 +15,7 @@ import gymnasium as gym
 import numpy as np
 import torch
 from stable_baselines3 import SAC, __version__
-from stable_baselines3.common.logger import configure
+from stable_baselines3.common.logger import Logger
 
 
 class Dummy(gym.Env):
@@ -39,7 +39,7 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     model = SAC("MlpPolicy", Dummy(), batch_size=args.batch, learning_starts=0, buffer_size=20000,
                 policy_kwargs={"net_arch": list(args.hidden)}, device="cpu", verbose=0)
-    model.set_logger(configure(None, []))  # train() logs; learn() would set this up
+    model.set_logger(Logger(None, []))  # train() logs; no output folder (configure() would make one in /tmp)
     rng = np.random.default_rng(0)
     for _ in range(5000):
         model.replay_buffer.add(rng.standard_normal((1, 50)).astype(np.float32), rng.standard_normal((1, 50)).astype(np.float32),

@@ -13,6 +13,9 @@ from typing import Callable
 import rclpy
 import yaml
 
+# Node logs and parameter files of this test process, removed when it exits.
+_SCRATCH = tempfile.TemporaryDirectory(prefix="robo_rl_ros_test-")
+
 
 class NodeProcess:
     """An installed executable of robo_rl_ros run in a shell that sourced the workspace's setup.bash."""
@@ -21,7 +24,7 @@ class NodeProcess:
                  prefix: str = ""):
         """`prefix`: a command the node runs under (e.g. setpriv dropping a capability)."""
         self.install, self.executable = install, executable
-        self.log = Path(tempfile.mkstemp(prefix=f"{executable}-", suffix=".log")[1])
+        self.log = Path(tempfile.mkstemp(prefix=f"{executable}-", suffix=".log", dir=_SCRATCH.name)[1])
         args = []
         for params in params_files:
             args += ["--params-file", str(params)]
@@ -59,7 +62,7 @@ class NodeProcess:
 
 def write_params(node_name: str, values: dict) -> Path:
     """A parameter file `<node_name>: ros__parameters: values`."""
-    path = Path(tempfile.mkstemp(prefix=f"{node_name}-", suffix=".yaml")[1])
+    path = Path(tempfile.mkstemp(prefix=f"{node_name}-", suffix=".yaml", dir=_SCRATCH.name)[1])
     path.write_text(yaml.safe_dump({node_name: {"ros__parameters": values}}))
     return path
 
