@@ -134,9 +134,10 @@ def test_filtered_behaviour_cloning_pulls_towards_demonstrated_actions_on_offlin
 def _asymmetric_agent(**overrides) -> SAC:
     """A small agent that uses every option of the update: an ensemble of 3 with a subset target, LayerNorm,
     two critic steps per actor step, an asymmetric critic, filtered cloning and an actor average."""
-    config = SACConfig(actor_hidden=(16, 16), critic_hidden=(16, 16), num_critics=3, critic_subsample=2,
-                       critic_updates_per_actor_update=2, batch_size=32, bc_weight=1.0, actor_average_rate=0.1,
-                       actor_lr=1e-2, critic_lr=1e-2, temperature_lr=1e-2, **overrides)
+    config = dict(actor_hidden=(16, 16), critic_hidden=(16, 16), num_critics=3, critic_subsample=2,
+                  critic_updates_per_actor_update=2, batch_size=32, bc_weight=1.0, actor_average_rate=0.1,
+                  actor_lr=1e-2, critic_lr=1e-2, temperature_lr=1e-2)
+    config = SACConfig(**(config | overrides))
     return SAC(6, [0, 0], [1, 1], config, critic_obs_dim=8)
 
 
@@ -212,17 +213,20 @@ def test_update_equals_the_autograd_and_torch_optim_update():
     assert not torch.equal(agent.critic.net[0].weight, _asymmetric_agent().critic.net[0].weight)  # it did move
 
 
-def test_compiled_update_matches_the_eager_update_and_continues_after_a_restore():
+@pytest.mark.parametrize("critic_steps, graphs", [(2, {"_update_with"}), (3, {"_critic_step", "_last_step"})],
+                         ids=["one graph per update", "one graph per step"])
+def test_compiled_update_matches_the_eager_update_and_continues_after_a_restore(critic_steps, graphs):
     """Two compiled agents in one process (the second reuses the first one's graphs on its own tensors), each
     against an eager twin, with a restored state (new optimizer-state tensors) in the middle."""
     torch.manual_seed(0)
     pairs = []
     for _ in range(2):
-        compiled = _asymmetric_agent(compile=True)
-        eager = _asymmetric_agent()
+        compiled = _asymmetric_agent(compile=True, critic_updates_per_actor_update=critic_steps)
+        eager = _asymmetric_agent(critic_updates_per_actor_update=critic_steps)
         eager.load_training_state(copy.deepcopy(compiled.training_state()))
         pairs.append((compiled, eager))
-    batches = [_asymmetric_batch() for _ in range(4)]
+    assert set(pairs[0][0]._compiled_steps) == graphs
+    batches = [_asymmetric_batch(32 * critic_steps) for _ in range(4)]
     for i, batch in enumerate(batches):
         for compiled, eager in pairs:
             torch.manual_seed(100 + i)  # the same random draws for both
