@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import subprocess
 import tempfile
 from pathlib import Path
@@ -26,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from peers import peer_python, write_results
+from peers import machine_line, peer_python, write_results
 from sim_speed import measure
 
 ROOT = Path(__file__).resolve().parent
@@ -76,6 +75,7 @@ def main() -> None:
     parser.add_argument("--json", type=Path, default=ROOT / "results" / "arm_speed.json")
     parser.add_argument("--no-peer", action="store_true", help="skip gym-hil")
     args = parser.parse_args()
+    print(machine_line(), flush=True)
     plan = [(n, t, p) for p in ("random", "expert") for n, t in ((64, 2), (256, 2), (1024, 2))] + [(256, 1, "random")]
     rows = []
     for index, (n, t, policy) in enumerate(plan, 1):
@@ -101,8 +101,7 @@ def main() -> None:
     if peer:
         targets.update(physics_vs_gym_hil=worst["physics_steps_per_s"] / peer["physics_steps_per_s"], ratio_target=20)
         print(f"physics steps/s vs gym-hil: {targets['physics_vs_gym_hil']:.0f}x at the slowest (target >= 20x)")
-    report = {"machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
-                          "mujoco": __import__("mujoco").__version__},
+    report = {"machine": {"mujoco": __import__("mujoco").__version__},
               "seconds": args.seconds, "repeats": args.repeats, "rows": rows, "targets": targets}
     write_results(args.json, report)
 

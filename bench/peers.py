@@ -4,6 +4,8 @@ package's), and writing the results."""
 from __future__ import annotations
 
 import json
+import os
+import platform
 import subprocess
 import sys
 from pathlib import Path
@@ -21,8 +23,33 @@ def peer_python(venv: Path, requirements: list[str], probe: str) -> Path:
     return python
 
 
+def machine() -> dict[str, Any]:
+    """The CPU these numbers come from: model, x86 family/model, CPUs, AVX-512. Ratios against the same peer
+    moved by ~15% between two CPUs of this VM kind (Zen 3 and Zen 5), so every result file records it."""
+    info: dict[str, str] = {}
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            key, _, value = line.partition(":")
+            info.setdefault(key.strip(), value.strip())
+    except OSError:  # not Linux
+        pass
+    flags = info.get("flags", "").split()
+    return {"processor": info.get("model name", platform.processor()), "cpu_family": info.get("cpu family"),
+            "cpu_model": info.get("model"), "cpus": os.cpu_count(), "avx512": "avx512f" in flags,
+            "python": platform.python_version()}
+
+
+def machine_line() -> str:
+    """`machine()` in one line, printed at the top of a benchmark's output."""
+    m = machine()
+    return (f"machine: {m['processor']} (x86 family {m['cpu_family']}, model {m['cpu_model']}), {m['cpus']} CPUs, "
+            f"AVX-512 {'yes' if m['avx512'] else 'no'}")
+
+
 def write_results(path: Path, results: Any) -> None:
-    """Write a benchmark's results as JSON (creating bench/results/) and say where."""
+    """Write a benchmark's results as JSON (creating bench/results/), with the machine, and say where."""
     path.parent.mkdir(parents=True, exist_ok=True)
+    if isinstance(results, dict):
+        results = {"machine": {**machine(), **results.get("machine", {})}, **results}
     path.write_text(json.dumps(results, indent=2))
     print(f"wrote {path}")

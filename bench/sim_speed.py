@@ -19,8 +19,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import statistics
 import subprocess
 import tempfile
@@ -31,7 +29,7 @@ from typing import Any, Callable
 import numpy as np
 import torch
 
-from peers import peer_python, write_results
+from peers import machine_line, peer_python, write_results
 
 ROOT = Path(__file__).resolve().parent
 L2F_VENV = ROOT / ".venv-l2f"
@@ -137,6 +135,7 @@ def main() -> None:
     parser.add_argument("--json", type=Path, default=ROOT / "results" / "sim_speed.json")
     parser.add_argument("--no-l2f", action="store_true", help="skip the l2f peer")
     args = parser.parse_args()
+    print(machine_line(), flush=True)
     torch.set_num_threads(2)
 
     plan: list[tuple[str, Callable[[], Any]]] = [
@@ -187,8 +186,7 @@ def main() -> None:
                        tensor_target_ratio=5.0)
         print(f"torch batch vs l2f vectorized: {ratio:.2f}x (vs its run before {bounds[0]:.2f}x, after "
               f"{bounds[-1]:.2f}x; target >= 5x, aim 10x)")
-    report = {"machine": {"cpus": os.cpu_count(), "processor": platform.processor(), "python": platform.python_version(),
-                          "torch": torch.__version__, "mujoco": __import__("mujoco").__version__},
+    report = {"machine": {"torch": torch.__version__, "mujoco": __import__("mujoco").__version__},
               "seconds": args.seconds, "repeats": args.repeats, "rows": rows, "targets": targets}
     write_results(args.json, report)
 

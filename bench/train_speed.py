@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import platform
 import shutil
 import statistics
 import subprocess
@@ -33,7 +32,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from peers import peer_python, write_results
+from peers import machine_line, peer_python, write_results
 
 ROOT = Path(__file__).resolve().parent
 SB3_VENV = ROOT / ".venv-sb3"
@@ -182,6 +181,7 @@ def main() -> None:
     parser.add_argument("--skip-updates", action="store_true", help="only the hover rows")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0], help="training seeds of the hover rows")
     args = parser.parse_args()
+    print(machine_line(), flush=True)
     torch.set_num_threads(2)
     rows = []
     for hidden in () if args.skip_updates else ((64, 64), (256, 256)):
@@ -209,8 +209,7 @@ def main() -> None:
         spread = f"[{min(row['vs_sb3_rounds']):.2f}-{max(row['vs_sb3_rounds']):.2f}]"
         print(f"{row['implementation']:48s} {'x'.join(map(str, row['hidden'])):>10s} {row['updates_per_s']:10.0f} "
               f"{row['vs_sb3']:6.2f}x {spread}")
-    result: dict[str, Any] = {"machine": {"cpus": torch.get_num_threads(), "python": platform.python_version(),
-                                          "torch": torch.__version__}, "batch": BATCH, "rounds": args.rounds,
+    result: dict[str, Any] = {"machine": {"torch_threads": torch.get_num_threads(), "torch": torch.__version__}, "batch": BATCH, "rounds": args.rounds,
                               "rows": rows}
     if not args.skip_hover:
         result["hover"] = [hover_training(seed) for seed in args.seeds]
