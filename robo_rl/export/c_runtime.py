@@ -12,6 +12,7 @@ import hashlib
 import shutil
 import subprocess
 import tempfile
+import weakref
 from pathlib import Path
 
 import numpy as np
@@ -50,8 +51,12 @@ class CompiledPolicy:
         source = c_dir / f"{prefix}.c"
         if not source.is_file():
             raise FileNotFoundError(f"no generated C at {source}")
-        build = Path(build_dir) if build_dir else Path(tempfile.mkdtemp(prefix="robo_rl_c_"))
-        build.mkdir(parents=True, exist_ok=True)
+        if build_dir:
+            build = Path(build_dir)
+            build.mkdir(parents=True, exist_ok=True)
+        else:  # a folder of our own, removed with this object (or at exit)
+            build = Path(tempfile.mkdtemp(prefix="robo_rl_c_"))
+            weakref.finalize(self, shutil.rmtree, build, ignore_errors=True)
         digest = hashlib.sha256(source.read_bytes() + repr((fma_kernel, defines)).encode()).hexdigest()[:12]
         library = build / f"lib{prefix}_{digest}.so"
         command = [find_c_compiler(), *HOST_CFLAGS, f"-D{prefix.upper()}_KERNEL_FMA={int(fma_kernel)}",

@@ -6,6 +6,7 @@ probe node for the test's own publishers and subscriptions.
 """
 
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -35,7 +36,8 @@ def workspace():
          "--build-base", str(base / "build"), "--install-base", str(base / "install")],
         cwd=base, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stdout + result.stderr
-    return {"base": base, "install": base / "install", "colcon": colcon}
+    yield {"base": base, "install": base / "install", "colcon": colcon}
+    shutil.rmtree(base, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")
