@@ -74,9 +74,11 @@ def test_hover_within_5cm_for_10s_through_ros(workspace, probe, state_source, co
     assert all(c == (0.0, 0.0, 0.0, 0.0) for c in commands[:first])
     commands, command_times = commands[first:], command_times[first:]
     thrust = np.array([c[3] for c in commands])
-    # one command per state: ~1490 over the 14 s on the wall clock; on /clock, 2 cores shared by bridge, node,
-    # recorder and this probe, the node's depth-1 subscription loses more states (1107-1392 in six runs)
-    assert len(commands) > (0.7 if sim_time else 0.8) * 100 * (SETTLE_S + HOVER_S) and np.all(thrust > 0)
+    # one command per state: ~1490 over the 14 s when the run goes smoothly, but with 2 cores shared by bridge,
+    # node, recorder and this probe, the node's depth-1 subscription loses states: 1107-1392 in six runs on
+    # /clock, and 1112 seen once on the wall clock in a full `.ci/run`. 70% still fails a node that stalls
+    # or ticks at half rate.
+    assert len(commands) > 0.7 * 100 * (SETTLE_S + HOVER_S) and np.all(thrust > 0)
     hover_pwm = 0.4449 * 65535
     assert abs(np.median(thrust) - hover_pwm) < 0.1 * hover_pwm
     # near level in hover, judged on the commands sent from SETTLE_S of simulated time on (counting 100
