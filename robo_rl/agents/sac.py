@@ -26,6 +26,7 @@ from robo_rl.buffers import Source
 # Compile the whole update call as one graph up to this many critic steps per actor step (see SAC.__init__).
 WHOLE_GRAPH_MAX_CRITIC_STEPS = 2
 
+
 @dataclasses.dataclass
 class SACConfig:
     """Hyperparameters; defaults follow SERL's JAX state-based SAC (see ../shared/notes/serl.md)."""
