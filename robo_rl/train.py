@@ -32,7 +32,7 @@ from robo_rl.buffers import MixedReplay, ReplayBuffer, Source
 from robo_rl.checkpoint import check_compatible, load_checkpoint, save_best_policy, save_checkpoint
 from robo_rl.datasets import load_transitions
 from robo_rl.envs import env_spec, make_vector_env
-from robo_rl.evaluation import as_tensor, env_uses_torch, evaluate_policy, acting_threads
+from robo_rl.evaluation import acting_threads, as_tensor, env_uses_torch, evaluate_policy
 from robo_rl.interventions import make_intervener
 from robo_rl.plotting import plot_learning_curve
 

@@ -17,6 +17,13 @@ import yaml
 _SCRATCH = tempfile.TemporaryDirectory(prefix="robo_rl_ros_test-")
 
 
+def _scratch_file(prefix: str, suffix: str) -> Path:
+    """A new empty file in the scratch folder (its descriptor closed)."""
+    fd, path = tempfile.mkstemp(prefix=prefix, suffix=suffix, dir=_SCRATCH.name)
+    os.close(fd)
+    return Path(path)
+
+
 class NodeProcess:
     """An installed executable of robo_rl_ros run in a shell that sourced the workspace's setup.bash."""
 
@@ -24,7 +31,7 @@ class NodeProcess:
                  prefix: str = ""):
         """`prefix`: a command the node runs under (e.g. setpriv dropping a capability)."""
         self.install, self.executable = install, executable
-        self.log = Path(tempfile.mkstemp(prefix=f"{executable}-", suffix=".log", dir=_SCRATCH.name)[1])
+        self.log = _scratch_file(f"{executable}-", ".log")
         args = []
         for params in params_files:
             args += ["--params-file", str(params)]
@@ -62,7 +69,7 @@ class NodeProcess:
 
 def write_params(node_name: str, values: dict) -> Path:
     """A parameter file `<node_name>: ros__parameters: values`."""
-    path = Path(tempfile.mkstemp(prefix=f"{node_name}-", suffix=".yaml", dir=_SCRATCH.name)[1])
+    path = _scratch_file(f"{node_name}-", ".yaml")
     path.write_text(yaml.safe_dump({node_name: {"ros__parameters": values}}))
     return path
 
