@@ -6,6 +6,7 @@ import copy
 import pytest
 import torch
 
+from robo_rl.agents import onednn_matmul
 from robo_rl.agents.networks import ACTIVATIONS, CriticEnsemble, TanhGaussianActor
 from robo_rl.agents.sac import SAC, SACConfig
 
@@ -213,11 +214,18 @@ def test_update_equals_the_autograd_and_torch_optim_update():
     assert not torch.equal(agent.critic.net[0].weight, _asymmetric_agent().critic.net[0].weight)  # it did move
 
 
-@pytest.mark.parametrize("critic_steps, graphs", [(2, {"_update_with"}), (3, {"_critic_step", "_last_step"})],
-                         ids=["one graph per update", "one graph per step"])
-def test_compiled_update_matches_the_eager_update_and_continues_after_a_restore(critic_steps, graphs):
+@pytest.mark.parametrize("critic_steps, graphs, all_products_in_onednn", [
+    (2, {"_update_with"}, False), (3, {"_critic_step", "_last_step"}, False), (2, {"_update_with"}, True)],
+    ids=["one graph per update", "one graph per step", "every product in oneDNN"])
+def test_compiled_update_matches_the_eager_update_and_continues_after_a_restore(critic_steps, graphs,
+                                                                               all_products_in_onednn, monkeypatch):
     """Two compiled agents in one process (the second reuses the first one's graphs on its own tensors), each
-    against an eager twin, with a restored state (new optimizer-state tensors) in the middle."""
+    against an eager twin, with a restored state (new optimizer-state tensors) in the middle. The last variant
+    sends every matrix product of the compiled update to oneDNN (by default only large ones go)."""
+    if all_products_in_onednn:
+        if not onednn_matmul.available(torch.device("cpu")):
+            pytest.skip("oneDNN products apply to x86 CPUs only")
+        monkeypatch.setattr(onednn_matmul, "MIN_MULTIPLY_ADDS", 1)
     torch.manual_seed(0)
     pairs = []
     for _ in range(2):
@@ -230,7 +238,10 @@ def test_compiled_update_matches_the_eager_update_and_continues_after_a_restore(
     for i, batch in enumerate(batches):
         for compiled, eager in pairs:
             torch.manual_seed(100 + i)  # the same random draws for both
-            compiled_metrics = compiled.update(batch)
+            with torch.profiler.profile() as profile:
+                compiled_metrics = compiled.update(batch)
+            moved = any(event.name == "robo_rl::onednn_matmul" for event in profile.events())
+            assert moved == all_products_in_onednn  # these networks are below the default threshold
             torch.manual_seed(100 + i)
             eager_metrics = eager.update(batch)
             for key, value in compiled_metrics.items():
