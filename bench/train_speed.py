@@ -2,6 +2,7 @@
 the wall-clock time of the default hover training.
 
     .venv/bin/python bench/train_speed.py [--seconds 2] [--rounds 3] [--skip-hover | --skip-updates] [--seeds 0 1 2]
+        [--glibc-malloc-defaults]
 
 Update rows use batch 256, observation 50 and action 4 (the hover task's sizes), two critics and one
 actor step per critic step for every implementation, so they do the same arithmetic. Peers: SB3's
@@ -11,7 +12,9 @@ with the same sizes, compiled (the training default, `agent.compile`) and eager,
 (10 critics, LayerNorm, 8 critic steps per actor step, compiled) per critic step. Every implementation is
 measured once per round, `--rounds` rounds in turn, and the table gives medians: this shared 2-core
 machine drifts by 20-50% within minutes, so each "vs SB3" ratio is the median of ratios taken within one
-round. Hover rows: time to the first evaluation at >= 95% success, and the best evaluated policy (the one
+round. Every implementation runs with glibc malloc keeping freed memory for reuse, as robo-rl's training
+process does (`robo_rl.allocator`; SB3's process through the equivalent environment variables);
+`--glibc-malloc-defaults` leaves glibc's defaults everywhere. Hover rows: time to the first evaluation at >= 95% success, and the best evaluated policy (the one
 the run exports) re-evaluated on 100 held-out episodes (another seed than the run's evaluations, which
 chose it). Writes bench/results/train_speed.json. Run on an idle machine.
 """
@@ -20,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import statistics
 import subprocess
@@ -141,12 +145,12 @@ def cleanrl_updates(hidden: tuple[int, int]) -> Callable[[float], float]:
     return lambda seconds: rate(update, seconds)
 
 
-def sb3_updates(hidden: tuple[int, int], seconds: float) -> dict[str, Any]:
-    """Stable-Baselines3's SAC.train, in its own venv."""
+def sb3_updates(hidden: tuple[int, int], seconds: float, malloc_env: dict[str, str]) -> dict[str, Any]:
+    """Stable-Baselines3's SAC.train, in its own venv (with `malloc_env` added to its environment)."""
     python = peer_python(SB3_VENV, SB3_REQUIREMENTS, probe="stable_baselines3")
     out = subprocess.run([str(python), str(ROOT / "sb3_peer.py"), "--hidden", *map(str, hidden), "--batch", str(BATCH),
                           "--seconds", str(seconds), "--threads", str(torch.get_num_threads())],
-                         check=True, stdout=subprocess.PIPE, text=True).stdout
+                         check=True, stdout=subprocess.PIPE, text=True, env={**os.environ, **malloc_env}).stdout
     return json.loads(out.strip().splitlines()[-1])
 
 
@@ -180,8 +184,16 @@ def main() -> None:
     parser.add_argument("--skip-hover", action="store_true", help="only the update rows")
     parser.add_argument("--skip-updates", action="store_true", help="only the hover rows")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0], help="training seeds of the hover rows")
+    parser.add_argument("--glibc-malloc-defaults", action="store_true",
+                        help="do not have glibc keep freed memory (in any implementation's process)")
     args = parser.parse_args()
     print(machine_line(), flush=True)
+    sys.path.insert(0, str(ROOT.parent))
+    from robo_rl.allocator import keep_freed_memory, keep_freed_memory_environment
+
+    malloc_env = {} if args.glibc_malloc_defaults else keep_freed_memory_environment()
+    if not args.glibc_malloc_defaults:
+        keep_freed_memory()
     torch.set_num_threads(2)
     rows = []
     for hidden in () if args.skip_updates else ((64, 64), (256, 256)):
@@ -192,7 +204,7 @@ def main() -> None:
         rounds: list[dict[str, float]] = []
         for index in range(args.rounds):
             print(f"{'x'.join(map(str, hidden))}: round {index + 1}/{args.rounds}", flush=True)
-            sb3 = sb3_updates(hidden, args.seconds)
+            sb3 = sb3_updates(hidden, args.seconds, malloc_env)
             measured = {name: meter(args.seconds) for name, meter in meters.items()}
             rounds.append({f"Stable-Baselines3 {sb3['sb3_version']} SAC": sb3["updates_per_s"], **measured})
         sb3_name = next(name for name in rounds[0] if name.startswith("Stable"))
@@ -209,7 +221,8 @@ def main() -> None:
         spread = f"[{min(row['vs_sb3_rounds']):.2f}-{max(row['vs_sb3_rounds']):.2f}]"
         print(f"{row['implementation']:48s} {'x'.join(map(str, row['hidden'])):>10s} {row['updates_per_s']:10.0f} "
               f"{row['vs_sb3']:6.2f}x {spread}")
-    result: dict[str, Any] = {"machine": {"torch_threads": torch.get_num_threads(), "torch": torch.__version__}, "batch": BATCH, "rounds": args.rounds,
+    result: dict[str, Any] = {"machine": {"torch_threads": torch.get_num_threads(), "torch": torch.__version__},
+                              "batch": BATCH, "rounds": args.rounds, "glibc_malloc_defaults": args.glibc_malloc_defaults,
                               "rows": rows}
     if not args.skip_hover:
         result["hover"] = [hover_training(seed) for seed in args.seeds]

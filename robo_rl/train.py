@@ -28,6 +28,7 @@ from omegaconf import DictConfig, OmegaConf
 from tqdm import tqdm
 
 from robo_rl.agents.sac import SAC, SACConfig
+from robo_rl.allocator import keep_freed_memory
 from robo_rl.buffers import MixedReplay, ReplayBuffer, Source
 from robo_rl.checkpoint import check_compatible, load_checkpoint, save_best_policy, save_checkpoint
 from robo_rl.datasets import load_transitions
@@ -354,6 +355,7 @@ class Trainer:
 def main(cfg: DictConfig) -> None:
     """Hydra entry point: train in Hydra's run directory and print where everything went."""
     run_dir = hydra.core.hydra_config.HydraConfig.get().runtime.output_dir
+    keep_freed_memory()
     summary = Trainer(cfg, run_dir).run()
     final = summary["final"] or {}
     print(f"run {run_dir}: {summary['env_steps']:,} env steps, {summary['updates']:,} updates, "
