@@ -21,6 +21,7 @@ def make_vector_env(env_cfg: Mapping[str, Any], num_envs: int, device: torch.dev
         kwargs["privileged"] = True
     if kwargs["backend"] == "torch":
         kwargs["device"] = device
+        kwargs["compile"] = bool(env_cfg.get("compile", False))
     elif kwargs["backend"] == "mujoco_batch":
         kwargs["nthread"] = threads
     return gym.make_vec(env_cfg["id"], num_envs=num_envs, vectorization_mode="vector_entry_point", **kwargs)

@@ -41,6 +41,8 @@ class StepResult:
     is_success: Any
     reward_terms: dict[str, Any]
     reset_observation: Any = None  # with autoreset: first observations of the episodes that restarted
+    privileged_observation: Any = None  # with privileged=True and autoreset: of the state before the restart
+    reset_privileged_observation: Any = None  # ... and after it
 
 
 class QuadrotorBatch:
@@ -49,13 +51,14 @@ class QuadrotorBatch:
     Every env's next episode start is drawn when its current episode starts, so that with `autoreset=True`
     (torch backend only) `step` restarts finished episodes inside the same (compiled) kernel and returns their
     first observations in `StepResult.reset_observation`; the caller then hands the finished env ids to
-    `commit_autoreset`. With `compile=True` the torch path compiles each control step into one kernel
+    `commit_autoreset`. With `privileged=True` that step also returns the privileged observations before and
+    after the restart. With `compile=True` the torch path compiles each control step into one kernel
     (torch.compile).
     """
 
     def __init__(self, config: QuadrotorEnvConfig, num_envs: int, backend: str = "mujoco", *,
                  nthread: int = 0, device: str | torch.device = "cpu", dtype: torch.dtype = torch.float32,
-                 seed: int | None = None, compile: bool = False, autoreset: bool = False):
+                 seed: int | None = None, compile: bool = False, autoreset: bool = False, privileged: bool = False):
         if backend not in BACKENDS:
             raise ConfigError(f"unknown backend {backend!r}; known backends: {', '.join(BACKENDS)}")
         if backend == "mujoco" and num_envs != 1:
@@ -65,6 +68,7 @@ class QuadrotorBatch:
         if autoreset and backend != "torch":
             raise ConfigError("autoreset inside the step is implemented for the torch backend only")
         self.autoreset = autoreset
+        self.privileged = privileged
         self.config = config
         self.num_envs = num_envs
         self.model = load_model(vehicle_from_config(config))
@@ -266,7 +270,11 @@ class QuadrotorBatch:
         result = self._evaluate(command, noise)
         self.previous_action = command
         if self.autoreset:
+            if self.privileged:
+                result.privileged_observation = self._privileged(None)
             result.reset_observation = self._autoreset(result.terminated | result.truncated, reset_noise)
+            if self.privileged:
+                result.reset_privileged_observation = self._privileged(None)
         return result
 
     def _autoreset(self, done: Any, noise: Any) -> Any:
@@ -408,18 +416,32 @@ class QuadrotorBatch:
         """What an asymmetric critic may see, (n, privileged_size): the observation without noise, the
         rotor speeds, and the episode's parameters (mass and per-rotor thrust errors, disturbance force and
         torque as fractions of their configured bounds, latency in steps)."""
-        xp = self.xp
-        ids_np = np.arange(self.num_envs) if ids is None else np.asarray(ids, dtype=np.int64)
-        rows = self._rows(ids)
-        fields = [*self._state_fields(rows), self.history[:, rows], self.rotor_speed[:, rows]]
-        p, randomization = self.episode_params, self.config.randomization
-        params = np.concatenate([
-            p.mass[ids_np, None] / self.params.mass - 1.0, p.thrust_scale[ids_np] - 1.0,
-            p.disturbance_force[ids_np] / max(randomization.disturbance_force, 1e-12),
-            p.disturbance_torque[ids_np] / max(randomization.disturbance_torque, 1e-12),
-            p.latency_steps[ids_np, None].astype(np.float64),
-        ], 1)
-        return xp.concatenate([xp.concatenate(fields, 0).T, self._array(params)], 1)
+        return self._privileged(None if ids is None else self._index_array(ids))
+
+    def _privileged(self, rows: Any) -> Any:
+        """`privileged_observation` of envs `rows` (all if None); on the torch path without host
+        synchronization, so that it fuses into the compiled step."""
+        xp, randomization = self.xp, self.config.randomization
+        fields = [*self._state_fields(rows)]
+        history, rotor_speed, thrust_scale, latency = self.history, self.rotor_speed, self.thrust_scale, self.latency
+        if xp is torch:  # the episode parameters as the physics holds them, feature-major
+            mass, force, torque = self.physics.mass[None], self.physics.force, self.physics.torque
+            latency = latency.to(mass.dtype)
+        else:
+            p = self.episode_params
+            mass, force, torque = p.mass[None], p.disturbance_force.T, p.disturbance_torque.T
+            latency = latency.astype(np.float64)
+        if rows is not None:
+            history, rotor_speed, thrust_scale, mass, force, torque = (
+                x[:, rows] for x in (history, rotor_speed, thrust_scale, mass, force, torque))
+            latency = latency[rows]
+        hidden = [
+            mass / self.params.mass - 1.0, thrust_scale - 1.0,
+            force / max(randomization.disturbance_force, 1e-12),
+            torque / max(randomization.disturbance_torque, 1e-12),
+            latency[None],
+        ]
+        return xp.concatenate([*fields, history, rotor_speed, *hidden], 0).T
 
     def params_info(self, copy: bool = True) -> dict[str, np.ndarray]:
         """Every env's current episode parameters and target as numpy arrays (N, ...), for `info["params"]`.

@@ -117,6 +117,8 @@ class QuadrotorVectorEnv(VectorEnv):
 
     With `privileged=True`, `info["privileged_obs"]` (and `info["final_privileged_obs"]` where episodes
     ended) holds `QuadrotorBatch.privileged_observation` rows, for an asymmetric critic.
+    `autoreset` (default: on the torch backend) restarts finished episodes inside the step's kernel rather
+    than from the host afterwards; both start them from the same pre-drawn starts.
 
     When an episode ends, `step` returns the first observation of the next one and puts the last one in
     `info["final_obs"]` (with `info["_final_obs"]` marking those envs; other rows are unspecified); `info["params"]` appears at reset
@@ -129,15 +131,16 @@ class QuadrotorVectorEnv(VectorEnv):
     def __init__(self, task: str = "hover", num_envs: int = 64, backend: str = "mujoco_batch",
                  config: QuadrotorEnvConfig | dict | None = None, *, nthread: int = 0,
                  device: str | torch.device | None = None, dtype: torch.dtype = torch.float32,
-                 compile: bool = False, privileged: bool = False, **overrides: Any):
+                 compile: bool = False, privileged: bool = False, autoreset: bool | None = None,
+                 **overrides: Any):
         self.config = make_config(task, config, **overrides)
         self.privileged = privileged
         if device is None:
             device = "cuda" if torch.cuda.is_available() else "cpu"
-        # On the torch path finished episodes restart inside the compiled step (the privileged observation
-        # of their final state is read between step and restart, so that case restarts them afterwards).
+        if autoreset is None:
+            autoreset = backend == "torch"
         self.batch = QuadrotorBatch(self.config, num_envs, backend, nthread=nthread, device=device, dtype=dtype,
-                                    compile=compile, autoreset=backend == "torch" and not privileged)
+                                    compile=compile, autoreset=autoreset, privileged=privileged)
         self.num_envs = num_envs
         self.backend = backend
         self.layout = self.batch.layout
@@ -194,6 +197,10 @@ class QuadrotorVectorEnv(VectorEnv):
                 info.update(final_obs=obs, _final_obs=_numpy(done))
                 self.batch.commit_autoreset(done_ids)
                 info["params"] = self.batch.params_info(copy=False)
+                if self.privileged:
+                    info["final_privileged_obs"] = result.privileged_observation
+            if self.privileged:
+                info["privileged_obs"] = result.reset_privileged_observation
             return result.reset_observation, result.reward, result.terminated, result.truncated, info
         privileged = self.batch.privileged_observation() if self.privileged else None
         if len(done_ids):

@@ -68,29 +68,30 @@ def test_vector_env_same_seed_same_rollout(backend):
 
 
 def test_torch_restart_inside_the_step_matches_the_host_restart():
-    """The torch path restarts finished episodes inside its step (autoreset); with a privileged critic it
-    restarts them afterwards from the host. Both start every episode from the same pre-drawn start."""
+    """The torch path restarts finished episodes inside its step (autoreset, with the privileged observations
+    before and after the restart computed there too); the host restart gives the same episodes."""
     noise_off = {"observation_noise": {"position": 0, "orientation": 0, "velocity": 0, "angular_velocity": 0}}
 
-    def run(privileged: bool) -> list[np.ndarray]:
-        env = QuadrotorVectorEnv("reach", num_envs=32, backend="torch", device="cpu", privileged=privileged,
-                                 randomization=noise_off | {"latency_steps": (0, 2)})
-        assert env.batch.autoreset is not privileged
+    def run(autoreset: bool) -> list[np.ndarray]:
+        env = QuadrotorVectorEnv("reach", num_envs=32, backend="torch", device="cpu", privileged=True,
+                                 autoreset=autoreset, randomization=noise_off | {"latency_steps": (0, 2)})
+        assert env.batch.autoreset is autoreset
         obs, info = env.reset(seed=5)
         rng = np.random.default_rng(0)
-        out, restarts = [np.asarray(obs)], 0
+        out, restarts = [np.asarray(obs), np.asarray(info["privileged_obs"])], 0
         for _ in range(150):  # wide random commands: many crashes and restarts
             obs, reward, terminated, truncated, info = env.step(rng.uniform(0.3, 0.9, (32, 4)).astype(np.float32))
-            out += [np.asarray(obs), np.asarray(reward), np.asarray(terminated | truncated)]
+            out += [np.asarray(obs), np.asarray(reward), np.asarray(terminated | truncated),
+                    np.asarray(info["privileged_obs"])]
             if "_final_obs" in info:
                 ended = info["_final_obs"]
                 restarts += int(ended.sum())
-                out += [np.asarray(info["final_obs"])[ended], info["params"]["mass"].copy(),
-                        info["params"]["target"].copy()]
+                out += [np.asarray(info["final_obs"])[ended], np.asarray(info["final_privileged_obs"])[ended],
+                        info["params"]["mass"].copy(), info["params"]["target"].copy()]
         assert restarts > 50
         return out
 
-    for fused, host in zip(run(False), run(True), strict=True):
+    for fused, host in zip(run(True), run(False), strict=True):
         np.testing.assert_allclose(fused, host, rtol=1e-6, atol=1e-6)
 
 
