@@ -5,6 +5,8 @@ random actions uniform over the action range, pre-sampled so RNG cost is not tim
   * single env: `gymnasium.make("robo_rl/CrazyflieHover-v0")`, one MuJoCo MjData;
   * MuJoCo batch: `mujoco.batch.Batch` on 1 and 2 C threads, env steps/s and physics steps/s;
   * torch batch: the tensor rigid-body path, eager and compiled (torch.compile), on this CPU;
+  * both batched paths at the hover recipe's size (32 envs) with the asymmetric critic's privileged
+    observations, as `robo_rl.train` steps them;
   * the learning-to-fly simulator (PyPI `l2f`, C++ with OpenMP, RK4 at 10 ms), single and vectorized,
     installed by this script into its own venv (bench/.venv-l2f), never into the project's.
 
@@ -72,11 +74,12 @@ def bench_single(seconds: float, repeats: int) -> dict[str, Any]:
 
 
 def bench_vector(backend: str, num_envs: int, seconds: float, repeats: int, nthread: int = 2,
-                 compile: bool = False) -> dict[str, Any]:
-    """A batched robo-rl path (MuJoCo batch or torch) with same-step autoreset."""
+                 compile: bool = False, privileged: bool = False) -> dict[str, Any]:
+    """A batched robo-rl path (MuJoCo batch or torch) with same-step autoreset (and privileged observations)."""
     from sim.quadrotor.env import QuadrotorVectorEnv
 
-    env = QuadrotorVectorEnv(TASK, num_envs, backend, nthread=nthread, device="cpu", compile=compile)
+    env = QuadrotorVectorEnv(TASK, num_envs, backend, nthread=nthread, device="cpu", compile=compile,
+                             privileged=privileged)
     env.reset(seed=0)
     pool = np.random.default_rng(0).uniform(0, 1, size=(8, num_envs, 4))
     actions = [torch.as_tensor(a, dtype=torch.float32) if backend == "torch" else a for a in pool]
@@ -88,6 +91,8 @@ def bench_vector(backend: str, num_envs: int, seconds: float, repeats: int, nthr
     name = {"mujoco_batch": "robo-rl MuJoCo batch", "torch": "robo-rl torch batch"}[backend]
     if backend == "torch":
         name += " (compiled)" if compile else " (eager)"
+    if privileged:
+        name += " +privileged"
     return {"path": name, "num_envs": num_envs, "threads": nthread if backend == "mujoco_batch" else torch.get_num_threads(),
             "env_steps_per_s": rate, "physics_steps_per_s": rate * env.batch.substeps,
             **({"first_call_seconds": compile_seconds} if compile else {})}
@@ -147,6 +152,10 @@ def main() -> None:
         *[(f"torch compiled, N={n}", lambda n=n: bench_vector("torch", n, args.seconds, args.repeats, compile=True))
           for n in (16384, 65536)],
         ("torch physics only, compiled, N=65536", lambda: bench_torch_physics(65536, args.seconds, args.repeats)),
+        ("MuJoCo batch, 2 threads, N=32, privileged observations",
+         lambda: bench_vector("mujoco_batch", 32, args.seconds, args.repeats, privileged=True)),
+        ("torch compiled, N=32, privileged observations",
+         lambda: bench_vector("torch", 32, args.seconds, args.repeats, compile=True, privileged=True)),
     ]
     if not args.no_l2f:  # before and after robo-rl's rows: the machine's speed drifts within minutes
         for when in ("before", "after"):
