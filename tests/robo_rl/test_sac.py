@@ -254,14 +254,16 @@ def test_compiled_update_matches_the_eager_update_and_continues_after_a_restore(
     assert not torch.allclose(pairs[0][0].critic.net[0].weight, pairs[1][0].critic.net[0].weight)
 
 
-def test_update_runs_eagerly_with_a_warning_when_compilation_fails(monkeypatch):
+def test_update_runs_eagerly_with_a_warning_when_compilation_fails():
     import torch._inductor.config as inductor_config
 
-    monkeypatch.setattr(inductor_config.cpp, "cxx", ("/nonexistent/c++",))
     torch._dynamo.reset()
     torch.manual_seed(0)
     agent = _asymmetric_agent(compile=True)
-    with pytest.warns(UserWarning, match="running it eagerly"):
-        metrics = agent.update(_asymmetric_batch())
+    # (config.patch, not monkeypatch: monkeypatch's undo deletes the entry, which hides it from every later
+    # compilation in the process)
+    with inductor_config.patch({"cpp.cxx": ("/nonexistent/c++",)}):
+        with pytest.warns(UserWarning, match="running it eagerly"):
+            metrics = agent.update(_asymmetric_batch())
     assert all(torch.isfinite(v) for v in metrics.values()) and agent._compiled_steps is None
     torch._dynamo.reset()
