@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import gymnasium as gym
 import numpy as np
 import pytest
@@ -67,58 +69,45 @@ def test_vector_env_same_seed_same_rollout(backend):
     np.testing.assert_array_equal(run(3), run(3))
 
 
+def _privileged_torch_rollout(steps: int, seed: int, **env_kwargs: Any) -> tuple[list[np.ndarray], int]:
+    """Everything a privileged 32-env torch reach env returns over `steps` wide random commands (many
+    crashes and restarts), observation noise off; and how many episodes restarted."""
+    noise_off = {"observation_noise": {"position": 0, "orientation": 0, "velocity": 0, "angular_velocity": 0}}
+    env = QuadrotorVectorEnv("reach", num_envs=32, backend="torch", device="cpu", privileged=True,
+                             randomization=noise_off | {"latency_steps": (0, 2)}, **env_kwargs)
+    obs, info = env.reset(seed=seed)
+    rng = np.random.default_rng(0)
+    out, restarts = [np.asarray(obs), np.asarray(info["privileged_obs"])], 0
+    for _ in range(steps):
+        obs, reward, terminated, truncated, info = env.step(rng.uniform(0.3, 0.9, (32, 4)).astype(np.float32))
+        out += [np.asarray(obs), np.asarray(reward), np.asarray(terminated | truncated),
+                np.asarray(info["privileged_obs"])]
+        if "_final_obs" in info:
+            ended = info["_final_obs"]
+            restarts += int(ended.sum())
+            out += [np.asarray(info["final_obs"])[ended], np.asarray(info["final_privileged_obs"])[ended],
+                    info["params"]["mass"].copy(), info["params"]["target"].copy()]
+    return out, restarts
+
+
 def test_torch_restart_inside_the_step_matches_the_host_restart():
     """The torch path restarts finished episodes inside its step (autoreset, with the privileged observations
     before and after the restart computed there too); the host restart gives the same episodes."""
-    noise_off = {"observation_noise": {"position": 0, "orientation": 0, "velocity": 0, "angular_velocity": 0}}
-
-    def run(autoreset: bool) -> list[np.ndarray]:
-        env = QuadrotorVectorEnv("reach", num_envs=32, backend="torch", device="cpu", privileged=True,
-                                 autoreset=autoreset, randomization=noise_off | {"latency_steps": (0, 2)})
-        assert env.batch.autoreset is autoreset
-        obs, info = env.reset(seed=5)
-        rng = np.random.default_rng(0)
-        out, restarts = [np.asarray(obs), np.asarray(info["privileged_obs"])], 0
-        for _ in range(150):  # wide random commands: many crashes and restarts
-            obs, reward, terminated, truncated, info = env.step(rng.uniform(0.3, 0.9, (32, 4)).astype(np.float32))
-            out += [np.asarray(obs), np.asarray(reward), np.asarray(terminated | truncated),
-                    np.asarray(info["privileged_obs"])]
-            if "_final_obs" in info:
-                ended = info["_final_obs"]
-                restarts += int(ended.sum())
-                out += [np.asarray(info["final_obs"])[ended], np.asarray(info["final_privileged_obs"])[ended],
-                        info["params"]["mass"].copy(), info["params"]["target"].copy()]
-        assert restarts > 50
-        return out
-
-    for fused, host in zip(run(True), run(False), strict=True):
-        np.testing.assert_allclose(fused, host, rtol=1e-6, atol=1e-6)
+    fused, restarts = _privileged_torch_rollout(150, seed=5, autoreset=True)
+    host, _ = _privileged_torch_rollout(150, seed=5, autoreset=False)
+    assert restarts > 50
+    for a, b in zip(fused, host, strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-6)
 
 
 def test_compiled_torch_step_matches_the_eager_step():
     """torch.compile fuses the step, restarts and privileged observations into one kernel (what the env
     groups train on); it computes what the eager step computes, up to float32 rounding."""
-    noise_off = {"observation_noise": {"position": 0, "orientation": 0, "velocity": 0, "angular_velocity": 0}}
-
-    def run(compile: bool) -> list[np.ndarray]:
-        env = QuadrotorVectorEnv("reach", num_envs=32, backend="torch", device="cpu", privileged=True,
-                                 compile=compile, randomization=noise_off | {"latency_steps": (0, 2)})
-        obs, info = env.reset(seed=7)
-        rng = np.random.default_rng(1)
-        out, restarts = [], 0
-        for _ in range(120):  # wide random commands: crashes and restarts
-            obs, reward, terminated, truncated, info = env.step(rng.uniform(0.3, 0.9, (32, 4)).astype(np.float32))
-            out += [np.asarray(obs), np.asarray(reward), np.asarray(terminated | truncated),
-                    np.asarray(info["privileged_obs"])]
-            if "_final_obs" in info:
-                ended = info["_final_obs"]
-                restarts += int(ended.sum())
-                out += [np.asarray(info["final_obs"])[ended], np.asarray(info["final_privileged_obs"])[ended]]
-        assert restarts > 10
-        return out
-
-    for compiled, eager in zip(run(True), run(False), strict=True):
-        np.testing.assert_allclose(compiled, eager, rtol=1e-4, atol=1e-4)
+    compiled, restarts = _privileged_torch_rollout(120, seed=7, compile=True)
+    eager, _ = _privileged_torch_rollout(120, seed=7, compile=False)
+    assert restarts > 10
+    for a, b in zip(compiled, eager, strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-4)
 
 
 def test_randomization_stays_in_its_ranges_and_is_reported():
