@@ -39,6 +39,7 @@ from torch import nn
 from peers import machine_line, peer_python, write_results
 
 ROOT = Path(__file__).resolve().parent
+sys.path.insert(0, str(ROOT.parent))  # robo_rl, imported where used (the SB3-only rows do not need it)
 SB3_VENV = ROOT / ".venv-sb3"
 SB3_REQUIREMENTS = ["torch==2.13.0", "stable-baselines3==2.9.2", "gymnasium"]
 OBS, ACT, BATCH = 50, 4, 256
@@ -66,7 +67,6 @@ def robo_rl_updates(hidden: tuple[int, int], serl_defaults: bool = False, compil
                     ) -> Callable[[float], float]:
     """A meter of robo-rl SAC critic steps/s (with its actor and temperature steps) over given seconds.
     Compiled (the training default), the graph is built here and its compile time printed."""
-    sys.path.insert(0, str(ROOT.parent))
     from robo_rl.agents.sac import SAC, SACConfig
 
     if serl_defaults:
@@ -156,7 +156,6 @@ def sb3_updates(hidden: tuple[int, int], seconds: float, malloc_env: dict[str, s
 
 def hover_training(seed: int) -> dict[str, Any]:
     """The default training run (`python -m robo_rl.train seed=<seed>`), timed end to end, evaluations included."""
-    sys.path.insert(0, str(ROOT.parent))
     from robo_rl.evaluate import evaluate_run
 
     out_dir = ROOT / "results" / f"hover_run_seed{seed}"
@@ -188,7 +187,6 @@ def main() -> None:
                         help="do not have glibc keep freed memory (in any implementation's process)")
     args = parser.parse_args()
     print(machine_line(), flush=True)
-    sys.path.insert(0, str(ROOT.parent))
     from robo_rl.allocator import keep_freed_memory, keep_freed_memory_environment
 
     malloc_env = {} if args.glibc_malloc_defaults else keep_freed_memory_environment()

@@ -90,24 +90,22 @@ def _privileged_torch_rollout(steps: int, seed: int, **env_kwargs: Any) -> tuple
     return out, restarts
 
 
-def test_torch_restart_inside_the_step_matches_the_host_restart():
-    """The torch path restarts finished episodes inside its step (autoreset, with the privileged observations
-    before and after the restart computed there too); the host restart gives the same episodes."""
-    fused, restarts = _privileged_torch_rollout(150, seed=5, autoreset=True)
-    host, _ = _privileged_torch_rollout(150, seed=5, autoreset=False)
-    assert restarts > 50
-    for a, b in zip(fused, host, strict=True):
-        np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-6)
-
-
-def test_compiled_torch_step_matches_the_eager_step():
-    """torch.compile fuses the step, restarts and privileged observations into one kernel (what the env
-    groups train on); it computes what the eager step computes, up to float32 rounding."""
-    compiled, restarts = _privileged_torch_rollout(120, seed=7, compile=True)
-    eager, _ = _privileged_torch_rollout(120, seed=7, compile=False)
-    assert restarts > 10
-    for a, b in zip(compiled, eager, strict=True):
-        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-4)
+@pytest.mark.parametrize("variant, reference, steps, seed, min_restarts, tolerance", [
+    # restarts inside the step's kernel (with the privileged observations before and after) against
+    # restarts from the host: the same episodes
+    ({"autoreset": True}, {"autoreset": False}, 150, 5, 50, 1e-6),
+    # the step compiled into one kernel (what the env groups train on) against the eager step: the same
+    # values up to float32 rounding
+    ({"compile": True}, {"compile": False}, 120, 7, 10, 1e-4),
+], ids=["restart_in_step_vs_host", "compiled_vs_eager"])
+def test_torch_step_variants_reproduce_the_reference_step(variant, reference, steps, seed, min_restarts, tolerance):
+    """Alternative ways of running the torch step give the same observations, rewards, flags, final and
+    privileged observations, and restarted episode parameters, over rollouts with many restarts."""
+    out, restarts = _privileged_torch_rollout(steps, seed=seed, **variant)
+    expected, _ = _privileged_torch_rollout(steps, seed=seed, **reference)
+    assert restarts > min_restarts
+    for a, b in zip(out, expected, strict=True):
+        np.testing.assert_allclose(a, b, rtol=tolerance, atol=tolerance)
 
 
 def test_randomization_stays_in_its_ranges_and_is_reported():
