@@ -2,15 +2,17 @@
 
 A checkpoint appears under its final name only once completely written and synced (write to a hidden
 temporary file, fsync, rename, fsync the directory), so a process killed at any moment leaves either
-the previous set of checkpoints or the new one, never a torn file.
+the previous set of checkpoints or the new one, never a torn file. `CheckpointWriter` does the writing in a
+background thread, so that training goes on while a checkpoint (mostly its replay buffer) goes to disk.
 """
 
 from __future__ import annotations
 
+import concurrent.futures
 import os
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 import torch
 
@@ -37,6 +39,58 @@ def save_checkpoint(run_dir: str | Path, step: int, state: dict[str, Any], keep:
     for old in list_checkpoints(run_dir)[:-keep] if keep > 0 else []:
         old.unlink(missing_ok=True)
     return final
+
+
+class CheckpointWriter:
+    """Writes a run's checkpoints (`save_checkpoint`) in a background thread, at most one at a time.
+
+    `submit` returns once the state is handed over: the caller must not modify what it passed (pass copies,
+    e.g. `detached_copy`). A submit while the previous write is still going waits for it first, so at most
+    one snapshot is held in memory. A failed write raises CheckpointError from the next `submit`, `wait` or
+    `close`: nothing fails silently.
+    """
+
+    def __init__(self, run_dir: str | Path, keep: int = 3):
+        self.run_dir, self.keep = Path(run_dir), keep
+        self._executor = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="checkpoint-writer")
+        self._pending: concurrent.futures.Future[Path] | None = None
+
+    def submit(self, step: int, state: dict[str, Any]) -> None:
+        """Start writing `state` as the checkpoint of `step` (after the previous write has finished)."""
+        self.wait()
+        self._pending = self._executor.submit(save_checkpoint, self.run_dir, step, state, self.keep)
+
+    def wait(self) -> Path | None:
+        """Block until the write in flight (if any) is on disk; its path, or None if none was in flight."""
+        pending, self._pending = self._pending, None
+        if pending is None:
+            return None
+        try:
+            return pending.result()
+        except Exception as error:
+            raise CheckpointError(f"writing a checkpoint to {checkpoint_dir(self.run_dir)} failed: {error}") from error
+
+    def close(self) -> Path | None:
+        """Finish the write in flight and stop the thread; returns what `wait` returns."""
+        try:
+            return self.wait()
+        finally:
+            self._executor.shutdown(wait=True)
+
+
+def detached_copy(state: Any) -> Any:
+    """A copy of nested dicts, lists and tuples in which every tensor is a copy: what a checkpoint written
+    in the background may hold while the originals keep training."""
+    if isinstance(state, torch.Tensor):
+        return state.detach().clone()
+    if isinstance(state, Mapping):
+        return {key: detached_copy(value) for key, value in state.items()}
+    if isinstance(state, list):
+        return [detached_copy(value) for value in state]
+    if isinstance(state, tuple):
+        values = [detached_copy(value) for value in state]
+        return type(state)(*values) if hasattr(state, "_fields") else tuple(values)
+    return state
 
 
 def save_best_policy(run_dir: str | Path, state: dict[str, Any]) -> Path:

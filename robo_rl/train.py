@@ -30,7 +30,7 @@ from tqdm import tqdm
 from robo_rl.agents.sac import SAC, SACConfig
 from robo_rl.allocator import keep_freed_memory
 from robo_rl.buffers import MixedReplay, ReplayBuffer, Source
-from robo_rl.checkpoint import check_compatible, load_checkpoint, save_best_policy, save_checkpoint
+from robo_rl.checkpoint import CheckpointWriter, check_compatible, detached_copy, load_checkpoint, save_best_policy
 from robo_rl.datasets import load_transitions
 from robo_rl.envs import env_spec, make_vector_env
 from robo_rl.evaluation import acting_threads, as_tensor, env_uses_torch, evaluate_policy
@@ -134,6 +134,7 @@ class Trainer:
                 self._load_demos(cfg.demos)
             self.run_dir.mkdir(parents=True, exist_ok=True)
             (self.run_dir / "config.yaml").write_text(OmegaConf.to_yaml(cfg))
+        self.checkpoints = CheckpointWriter(self.run_dir, keep=int(cfg.checkpoint.keep))
         self.writer = None
         if cfg.logging.tensorboard:
             from torch.utils.tensorboard import SummaryWriter
@@ -152,6 +153,13 @@ class Trainer:
     # ------------------------------------------------------------------ main loop
     def run(self) -> dict[str, Any]:
         """Train until `total_env_steps`, evaluating and checkpointing on the way; returns the summary."""
+        try:
+            self._train()
+        finally:  # also on an error or Ctrl-C: the checkpoint being written reaches the disk
+            self.checkpoints.close()
+        return self.finish()
+
+    def _train(self) -> None:
         cfg, env, agent = self.cfg, self.env, self.agent
         n = env.num_envs
         total = int(cfg.total_env_steps)
@@ -173,8 +181,8 @@ class Trainer:
         bar = tqdm(total=total, initial=self.env_steps, unit="step", unit_scale=True, dynamic_ncols=True,
                    disable=not cfg.logging.progress_bar, desc="train")
         start = time.perf_counter() - self.wall_seconds
-        if not self.history:
-            self._keep_if_best(self.evaluate())  # the untrained policy: where the learning curve starts
+        if not self.history:  # the untrained policy: where the learning curve starts
+            self._keep_if_best(self._evaluate_at(start))
         while self.env_steps < total:
             # Collect one step in every env: uniform random actions first, then the stochastic policy.
             if self.env_steps < cfg.learning_starts:
@@ -234,8 +242,7 @@ class Trainer:
                 recent_returns, recent_intervention_rates = [], []
             if self.env_steps >= next_eval or self.env_steps >= total:
                 next_eval = self._next_multiple(cfg.eval.interval_env_steps)
-                self.wall_seconds = time.perf_counter() - start
-                result = self.evaluate()
+                result = self._evaluate_at(start)
                 self._keep_if_best(result)
                 bar.set_postfix(success=f"{100 * result['success_rate']:.0f}%", ret=f"{result['mean_return']:.0f}")
             if self.env_steps >= next_checkpoint or self.env_steps >= total:
@@ -243,7 +250,6 @@ class Trainer:
                 self.wall_seconds = time.perf_counter() - start
                 self.save()
         bar.close()
-        return self.finish()
 
     def _final_rows(self, info: dict[str, Any], key: str, current: torch.Tensor) -> torch.Tensor:
         """`current` with the rows of envs whose episode just ended replaced by info[key] (their last state)."""
@@ -257,6 +263,12 @@ class Trainer:
         return (self.env_steps // interval + 1) * interval
 
     # ------------------------------------------------------------ evaluation, logs
+    def _evaluate_at(self, start: float) -> dict[str, Any]:
+        """`evaluate`, with the entry's wall_seconds taken when its result is known (the evaluation included)."""
+        entry = self.evaluate()
+        entry["wall_seconds"] = self.wall_seconds = time.perf_counter() - start
+        return entry
+
     def evaluate(self) -> dict[str, Any]:
         """Deterministic policy on the fixed evaluation episodes; appended to the history and logged."""
         result = evaluate_policy(lambda o: self.agent.act(o, deterministic=True), self.eval_env,
@@ -301,11 +313,12 @@ class Trainer:
             "commit": git_commit(),
         }
 
-    def save(self) -> Path:
-        """Atomically write a checkpoint of everything needed to resume."""
-        state = {**self._policy_state(), "replay": self.replay.state_dict(), "history": self.history,
-                 "rng": rng_states()}
-        return save_checkpoint(self.run_dir, self.env_steps, state, keep=int(self.cfg.checkpoint.keep))
+    def save(self) -> None:
+        """Checkpoint everything needed to resume: a snapshot now, written atomically in the background
+        (on disk once `checkpoints.wait()` returns)."""
+        state = {**detached_copy(self._policy_state()), "replay": self.replay.state_dict(),  # (copies already)
+                 "history": detached_copy(self.history), "rng": rng_states()}
+        self.checkpoints.submit(self.env_steps, state)
 
     def _keep_if_best(self, result: dict[str, Any]) -> None:
         """Save the policy as the run's best if no earlier evaluation beat it (success rate, then return)."""

@@ -15,7 +15,7 @@ import pytest
 import torch
 from hydra import compose, initialize_config_dir
 
-from robo_rl.checkpoint import CheckpointError, list_checkpoints, load_checkpoint
+from robo_rl.checkpoint import CheckpointError, CheckpointWriter, detached_copy, list_checkpoints, load_checkpoint
 from robo_rl.evaluate import evaluate_run
 from robo_rl.evaluation import acting_threads
 from robo_rl.train import Trainer
@@ -78,6 +78,28 @@ def test_sigkill_mid_run_leaves_loadable_checkpoints_and_resume_continues(tmp_pa
     assert len(list_checkpoints(run)) == 2  # keep=2
     assert final["critic_obs_dim"] > final["env_spec"]["observation_size"]
     assert evaluate_run(run, episodes=4)["episodes"] == 4
+
+
+def test_background_checkpoints_hold_the_state_at_submit_and_report_a_failed_write(tmp_path):
+    writer = CheckpointWriter(tmp_path, keep=2)
+    live = {"format": 1, "weights": torch.zeros(100_000), "history": [{"step": 0}]}
+    for step in (1, 2, 3):
+        writer.submit(step, detached_copy(live))
+        live["weights"] += 1.0  # training goes on while the snapshot is written
+        live["history"].append({"step": step})
+    assert writer.close().name == "checkpoint_000000000003.pt"
+    assert [p.name for p in list_checkpoints(tmp_path)] == ["checkpoint_000000000002.pt", "checkpoint_000000000003.pt"]
+    newest = load_checkpoint(tmp_path)
+    assert torch.equal(newest["weights"], torch.full((100_000,), 2.0))
+    assert newest["history"] == [{"step": 0}, {"step": 1}, {"step": 2}]
+
+    blocked = tmp_path / "blocked"
+    blocked.mkdir()
+    (blocked / "checkpoints").write_text("a file where the checkpoint directory goes")
+    failing = CheckpointWriter(blocked)
+    failing.submit(1, {"format": 1})  # returns at once; the failure surfaces at the next call
+    with pytest.raises(CheckpointError, match="failed"):
+        failing.close()
 
 
 def test_bad_checkpoints_give_one_clear_error_and_overwrite_nothing(tmp_path):
