@@ -58,6 +58,10 @@ class SACConfig:
     # The online actor's greedy action drifts between updates (a hover offset that crosses the success
     # radius and back within 50k steps); the average does not. 0: the online actor is the policy.
     actor_average_rate: float = 0.0
+    # > 0: early in training the average is shorter, spanning about this fraction of the actor steps taken so
+    # far (rate max(actor_average_rate, 1 / (1 + span * steps)), TensorFlow's ExponentialMovingAverage with
+    # num_updates); a constant rate lags a fast-improving actor by a full time constant.
+    actor_average_span: float = 0.0
     # Run the update as torch.compile'd graphs (about 2x faster on a CPU at the hover sizes; the first update
     # compiles, for 20-30 s). False: the same update, eagerly.
     compile: bool = False
@@ -80,6 +84,8 @@ class SACConfig:
             raise ValueError(f"init_temperature must be > 0, got {self.init_temperature}")
         if not 0.0 <= self.actor_average_rate <= 1.0:
             raise ValueError(f"actor_average_rate must be in [0, 1], got {self.actor_average_rate}")
+        if self.actor_average_span < 0:
+            raise ValueError(f"actor_average_span must be >= 0, got {self.actor_average_span}")
 
 
 class SAC(nn.Module):
@@ -263,8 +269,11 @@ class SAC(nn.Module):
         actor_grads, (actor_loss, log_prob, bc_loss) = grad(actor_loss_fn, has_aux=True)(actor_params)
         _adam_step(self._adam_slots["actor_optimizer"], actor_grads.values())
         if self.actor_average is not None:
-            torch._foreach_lerp_(list(self.actor_average.parameters()), list(actor_params.values()),
-                                 config.actor_average_rate)
+            rate: float | torch.Tensor = config.actor_average_rate
+            if config.actor_average_span > 0:
+                steps = self._adam_slots["actor_optimizer"].steps[0]  # actor steps so far, this one included
+                rate = (1.0 / (1.0 + config.actor_average_span * steps)).clamp(min=config.actor_average_rate)
+            torch._foreach_lerp_(list(self.actor_average.parameters()), list(actor_params.values()), rate)
 
         # Temperature: drive the policy's entropy towards the target.
         entropy = -log_prob.mean()

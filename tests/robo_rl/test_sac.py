@@ -83,6 +83,8 @@ def test_actor_average_follows_the_actor_at_its_rate_and_is_the_policy():
     assert torch.equal(restored.act(obs, deterministic=True), agent.act(obs, deterministic=True))
     with pytest.raises(ValueError, match="actor_average_rate"):
         SAC(6, [0], [1], SACConfig(actor_average_rate=1.5))
+    with pytest.raises(ValueError, match="actor_average_span"):
+        SAC(6, [0], [1], SACConfig(actor_average_rate=0.1, actor_average_span=-1.0))
     plain = SAC(6, [0], [1], SACConfig())
     assert plain.actor_average is None and plain.policy_actor is plain.actor  # rate 0: the online actor
 
@@ -134,10 +136,11 @@ def test_filtered_behaviour_cloning_pulls_towards_demonstrated_actions_on_offlin
 
 def _asymmetric_agent(**overrides) -> SAC:
     """A small agent that uses every option of the update: an ensemble of 3 with a subset target, LayerNorm,
-    two critic steps per actor step, an asymmetric critic, filtered cloning and an actor average."""
+    two critic steps per actor step, an asymmetric critic, filtered cloning and an actor average (whose rate
+    1 / (1 + 3 n) at actor step n meets its floor 0.1 at the third step)."""
     config = dict(actor_hidden=(16, 16), critic_hidden=(16, 16), num_critics=3, critic_subsample=2,
                   critic_updates_per_actor_update=2, batch_size=32, bc_weight=1.0, actor_average_rate=0.1,
-                  actor_lr=1e-2, critic_lr=1e-2, temperature_lr=1e-2)
+                  actor_average_span=3.0, actor_lr=1e-2, critic_lr=1e-2, temperature_lr=1e-2)
     config = SACConfig(**(config | overrides))
     return SAC(6, [0, 0], [1, 1], config, critic_obs_dim=8)
 
@@ -179,9 +182,11 @@ def _reference_update(agent: SAC, batch: dict, noise: dict) -> None:
     actor_loss.backward()
     agent.actor_optimizer.step()
     agent.critic.requires_grad_(True)
+    steps = agent.actor_optimizer.state[agent.actor.mean.weight]["step"].item()
+    rate = max(config.actor_average_rate, 1.0 / (1.0 + config.actor_average_span * steps))
     with torch.no_grad():
         for average, p in zip(agent.actor_average.parameters(), agent.actor.parameters()):
-            average.lerp_(p, config.actor_average_rate)
+            average.lerp_(p, rate)
     temperature_loss = agent.log_temperature.exp() * (-log_prob.detach().mean() - agent.target_entropy)
     agent.temperature_optimizer.zero_grad()
     temperature_loss.backward()
