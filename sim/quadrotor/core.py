@@ -17,9 +17,10 @@ import torch
 
 from sim.errors import ConfigError
 from sim.noise import NoiseTable
-from sim.quadrotor import motor
+from sim.quadrotor import motor, native_step
 from sim.quadrotor.config import QuadrotorEnvConfig, vehicle_from_config
 from sim.quadrotor.model import QuadrotorParams, load_model
+from sim.quadrotor.native_step import NativeStep
 from sim.quadrotor.observation import quadrotor_layout
 from sim.quadrotor.physics import MujocoBatchPhysics, MujocoSinglePhysics, TorchPhysics
 from sim.quadrotor import episode_starts as starts
@@ -32,7 +33,12 @@ BACKENDS = ("mujoco", "mujoco_batch", "torch")
 
 @dataclasses.dataclass
 class StepResult:
-    """Arrays (N, ...) of one control step, before any autoreset."""
+    """Arrays (N, ...) of one control step.
+
+    With autoreset, `observation` is what the policy sees next: where an episode ended, the first
+    observation of the one that restarted; the ended episode's last observation is in `final_observation`
+    (rows of envs that did not finish are unspecified there).
+    """
 
     observation: Any
     reward: Any
@@ -40,25 +46,29 @@ class StepResult:
     truncated: Any
     is_success: Any
     reward_terms: dict[str, Any]
-    reset_observation: Any = None  # with autoreset: first observations of the episodes that restarted
-    privileged_observation: Any = None  # with privileged=True and autoreset: of the state before the restart
-    reset_privileged_observation: Any = None  # ... and after it
+    final_observation: Any = None  # with autoreset: last observations of the episodes that ended
+    privileged_observation: Any = None  # with privileged=True and autoreset: of the state after the restart
+    final_privileged_observation: Any = None  # ... and of the ended episodes' last states (their rows only)
 
 
 class QuadrotorBatch:
     """N quadrotor episodes of one task on one physics backend ("mujoco", "mujoco_batch" or "torch").
 
     Every env's next episode start is drawn when its current episode starts, so that with `autoreset=True`
-    (torch backend only) `step` restarts finished episodes inside the same (compiled) kernel and returns their
-    first observations in `StepResult.reset_observation`; the caller then hands the finished env ids to
-    `commit_autoreset`. With `privileged=True` that step also returns the privileged observations before and
-    after the restart. With `compile=True` the torch path compiles each control step into one kernel
-    (torch.compile).
+    (torch backend only) `step` restarts finished episodes inside the same kernel and returns the ended
+    episodes' last observations in `StepResult.final_observation`; the caller then hands the finished env ids
+    to `commit_autoreset`. With `privileged=True` that step also returns the privileged observations before
+    and after the restart.
+
+    `compile` runs each torch control step as one kernel: "native" is a generated C++ loop over vehicles
+    (`sim.quadrotor.native_step`; float32 on a CPU, built with g++), "inductor" is torch.compile (any
+    device), True picks "native" where it can run and "inductor" elsewhere; False steps eagerly.
     """
 
     def __init__(self, config: QuadrotorEnvConfig, num_envs: int, backend: str = "mujoco", *,
                  nthread: int = 0, device: str | torch.device = "cpu", dtype: torch.dtype = torch.float32,
-                 seed: int | None = None, compile: bool = False, autoreset: bool = False, privileged: bool = False):
+                 seed: int | None = None, compile: bool | str = False, autoreset: bool = False,
+                 privileged: bool = False):
         if backend not in BACKENDS:
             raise ConfigError(f"unknown backend {backend!r}; known backends: {', '.join(BACKENDS)}")
         if backend == "mujoco" and num_envs != 1:
@@ -129,9 +139,23 @@ class QuadrotorBatch:
         self.thrust_scale = self._array(np.ones((4, n)))
         self.decay_rise = self._array(np.ones(n))
         self.decay_fall = self._array(np.ones(n))
-        if compile and self.xp is torch:
+        self.compile = self._compile_mode(compile)
+        self._native: NativeStep | None = NativeStep(self) if self.compile == "native" else None
+        if self.compile == "inductor":
             # One fused loop over vehicles per control step (seconds to compile the first time).
             self._transition = torch.compile(self._transition, dynamic=False)
+
+    def _compile_mode(self, compile: bool | str) -> str | None:
+        """"native", "inductor" or None (eager) for the `compile` argument."""
+        if compile not in (False, True, "native", "inductor"):
+            raise ConfigError(f"compile must be true, false, 'native' or 'inductor', got {compile!r}")
+        if compile is False or self.xp is not torch:
+            return None
+        native = native_step.available(self.physics.device, self.physics.dtype)
+        if compile == "native" and not native:
+            raise ConfigError("compile='native' needs float32 tensors on a CPU and a C++ compiler "
+                              f"({native_step.COMPILER}); got {self.physics.dtype} on {self.physics.device}")
+        return "native" if compile == "native" or (compile is True and native) else "inductor"
 
     def seed(self, seed: int | None) -> None:
         """Reseed the episode sampler and the observation noise."""
@@ -245,11 +269,15 @@ class QuadrotorBatch:
         if self.autoreset and self._next_starts is None:
             raise RuntimeError("call reset() before the first step")
         noise = None if self._noise is None else self._noise.window(self.rng)
-        reset_noise = None if self._noise is None or not self.autoreset else self._noise.window(self.rng)
-        return self._transition(self._check_action(action), noise, reset_noise)
+        final_noise = None if self._noise is None or not self.autoreset else self._noise.window(self.rng)
+        action = self._check_action(action)
+        if self._native is not None:
+            return self._native(action, noise, final_noise)
+        return self._transition(self._feature_major(action), noise, final_noise)
 
-    def _transition(self, action: Any, noise: Any, reset_noise: Any = None) -> StepResult:
-        """One control step from feature-major actions (4, N) (see `_check_action`)."""
+    def _transition(self, action: Any, noise: Any, final_noise: Any = None) -> StepResult:
+        """One control step from feature-major actions (4, N) (see `_feature_major`); with autoreset,
+        `final_noise` is the noise of the ended episodes' last observations."""
         # No host synchronization in here: on the torch path this whole method is one compiled kernel.
         xp = self.xp
         command = xp.clip(action, 0.0, 1.0)
@@ -267,14 +295,15 @@ class QuadrotorBatch:
         if self.config.action_history:
             self.history = xp.concatenate([command, self.history[:-4]], 0)
         self.steps = self.steps + 1.0
-        result = self._evaluate(command, noise)
+        result = self._evaluate(command, final_noise if self.autoreset else noise)
         self.previous_action = command
         if self.autoreset:
+            result.final_observation = result.observation
+            if self.privileged:
+                result.final_privileged_observation = self._privileged(None)
+            result.observation = self._autoreset(result.terminated | result.truncated, noise)
             if self.privileged:
                 result.privileged_observation = self._privileged(None)
-            result.reset_observation = self._autoreset(result.terminated | result.truncated, reset_noise)
-            if self.privileged:
-                result.reset_privileged_observation = self._privileged(None)
         return result
 
     def _autoreset(self, done: Any, noise: Any) -> Any:
@@ -311,11 +340,7 @@ class QuadrotorBatch:
         return self._observation(*self._state_fields(None), self.history, noise)
 
     def _check_action(self, action: Any) -> Any:
-        """Actions (N, 4), validated, as a feature-major (4, N) contiguous array.
-
-        Made feature-major here, before the (compiled) step: read transposed inside it, the (N, 4) layout
-        makes the compiler tile its loops over the 4 actions, which leaves them on one thread.
-        """
+        """Actions (N, 4) as an array of the backend, validated: shape and finite values."""
         if self.xp is np:
             action = np.asarray(action, dtype=np.float64)
         else:
@@ -325,11 +350,21 @@ class QuadrotorBatch:
         if self.xp is np:
             if not np.isfinite(action).all():
                 raise ValueError("action contains NaN or Inf")
-            return np.ascontiguousarray(action.T)
+            return action
         # NaN and Inf propagate into the sum (one pass instead of isfinite's two); only a non-finite sum,
         # which huge finite actions can also give, needs the exact check
         if not bool(torch.isfinite(action.sum())) and not bool(torch.isfinite(action).all()):
             raise ValueError("action contains NaN or Inf")
+        return action
+
+    def _feature_major(self, action: Any) -> Any:
+        """Actions (N, 4) as a contiguous (4, N) array for `_transition`.
+
+        Made feature-major before the (compiled) step: read transposed inside it, the (N, 4) layout makes
+        torch.compile tile its loops over the 4 actions, which leaves them on one thread.
+        """
+        if self.xp is np:
+            return np.ascontiguousarray(action.T)
         return torch.stack(action.unbind(1))  # a gather by columns: 4x faster than .T.contiguous() on a CPU
 
     def _evaluate(self, command: Any, noise: Any) -> StepResult:

@@ -113,7 +113,8 @@ class QuadrotorVectorEnv(VectorEnv):
     backend "mujoco_batch": N MjData in a `mujoco.batch.Batch`, one C call per control step on `nthread`
     threads; arrays are numpy. backend "torch": rigid-body dynamics as tensors on `device` (CPU or CUDA),
     same equations as MuJoCo's; observations, rewards and flags are torch tensors on that device
-    (`device=None` picks CUDA when available); `compile=True` fuses each control step with torch.compile.
+    (`device=None` picks CUDA when available); `compile=True` runs each control step as one kernel (see
+    `QuadrotorBatch`: a generated C++ loop on a CPU, torch.compile elsewhere).
 
     With `privileged=True`, `info["privileged_obs"]` (and `info["final_privileged_obs"]` where episodes
     ended) holds `QuadrotorBatch.privileged_observation` rows, for an asymmetric critic.
@@ -131,7 +132,7 @@ class QuadrotorVectorEnv(VectorEnv):
     def __init__(self, task: str = "hover", num_envs: int = 64, backend: str = "mujoco_batch",
                  config: QuadrotorEnvConfig | dict | None = None, *, nthread: int = 0,
                  device: str | torch.device | None = None, dtype: torch.dtype = torch.float32,
-                 compile: bool = False, privileged: bool = False, autoreset: bool | None = None,
+                 compile: bool | str = False, privileged: bool = False, autoreset: bool | None = None,
                  **overrides: Any):
         self.config = make_config(task, config, **overrides)
         self.privileged = privileged
@@ -192,16 +193,16 @@ class QuadrotorVectorEnv(VectorEnv):
         info: dict[str, Any] = {"is_success": result.is_success, "reward_terms": result.reward_terms}
         obs = result.observation
         done_ids = np.flatnonzero(_numpy(done))
-        if result.reset_observation is not None:  # restarted inside the step
+        if result.final_observation is not None:  # restarted inside the step
             if len(done_ids):
-                info.update(final_obs=obs, _final_obs=_numpy(done))
+                info.update(final_obs=result.final_observation, _final_obs=_numpy(done))
                 self.batch.commit_autoreset(done_ids)
                 info["params"] = self.batch.params_info(copy=False)
                 if self.privileged:
-                    info["final_privileged_obs"] = result.privileged_observation
+                    info["final_privileged_obs"] = result.final_privileged_observation
             if self.privileged:
-                info["privileged_obs"] = result.reset_privileged_observation
-            return result.reset_observation, result.reward, result.terminated, result.truncated, info
+                info["privileged_obs"] = result.privileged_observation
+            return obs, result.reward, result.terminated, result.truncated, info
         privileged = self.batch.privileged_observation() if self.privileged else None
         if len(done_ids):
             rows = torch.as_tensor(done_ids, device=obs.device) if self.batch.xp is torch else done_ids

@@ -1,0 +1,480 @@
+// One control step of N quadrotor episodes in a single pass over the vehicles: the CPU kernel of the
+// torch backend (sim/quadrotor/native_step.py builds and calls it; `QuadrotorBatch._transition` is the
+// reference it reproduces, checked by tests/sim/test_quadrotor_envs.py).
+//
+// Every array is feature-major, (features, N) float32 rows of unit stride, as QuadrotorBatch holds them
+// (each with its own row stride: see Rows). The loop walks the vehicles in blocks of LANES and computes
+// each block in vector registers (GCC vector extensions: one value of type V is one quantity of LANES
+// vehicles). The state is updated in place; outputs go to fresh arrays. Episodes end rarely, so restarts
+// are done only in blocks where some vehicle finished; other blocks touch neither the episode parameters
+// nor the start pool. The task's constants (substeps, rotor model, reward scales, bounds, which optional
+// parts exist) come from the generated header, so each configuration compiles to its own straight-line
+// block body.
+#include <math.h>
+#include <stdint.h>
+
+// glibc's libmvec has SIMD variants of these; declaring them lets the vectorizer call them.
+extern "C" {
+float sinf(float) __attribute__((simd("notinbranch"), nothrow, leaf, const));
+float cosf(float) __attribute__((simd("notinbranch"), nothrow, leaf, const));
+float expf(float) __attribute__((simd("notinbranch"), nothrow, leaf, const));
+}
+
+#include "native_step_config.h"
+
+namespace {
+
+constexpr int LANES = 16;  // action_row's shuffles are written for 16
+typedef float V __attribute__((vector_size(4 * LANES)));    // one quantity of LANES vehicles
+typedef int32_t M __attribute__((vector_size(4 * LANES)));  // a per-vehicle condition: -1 true, 0 false
+typedef float U __attribute__((vector_size(4 * LANES), aligned(4), may_alias));  // V at any float address
+typedef int64_t I __attribute__((vector_size(8 * LANES), aligned(8), may_alias));  // int64 lanes
+
+// Lane-wise math (simple loops the vectorizer turns into vector instructions or libmvec calls).
+#define LANEWISE(name, expression)                                      \
+  inline V name(V x) {                                                  \
+    V r;                                                                \
+    _Pragma("omp simd") for (int l = 0; l < LANES; ++l) r[l] = expression; \
+    return r;                                                           \
+  }
+LANEWISE(vsqrt, sqrtf(x[l]))
+LANEWISE(vsin, sinf(x[l]))
+LANEWISE(vcos, cosf(x[l]))
+LANEWISE(vexp, expf(x[l]))
+#undef LANEWISE
+
+inline V splat(float value) { return V{} + value; }
+inline V select(M condition, V yes, V no) { return condition ? yes : no; }
+inline V vabs(V x) { return select(x < 0.0f, -x, x); }
+inline V clamp(V x, float lo, float hi) { return select(x < lo, splat(lo), select(x > hi, splat(hi), x)); }
+inline V as_float(M condition) { return select(condition, splat(1.0f), splat(0.0f)); }
+inline M finite(V x) { return (x - x) == 0.0f; }  // inf - inf and NaN - NaN are NaN
+inline bool any(M m) {
+  int32_t bits = 0;
+  for (int l = 0; l < LANES; ++l) bits |= m[l];
+  return bits != 0;
+}
+
+// Row r of a (LANES, 4) block of actions held as 4 vectors (a transpose in registers).
+template <int r>
+inline V action_row(const V* a) {
+  typedef float H __attribute__((vector_size(2 * LANES)));
+  const H lo = __builtin_shufflevector(a[0], a[1], r, r + 4, r + 8, r + 12, r + 16, r + 20, r + 24, r + 28);
+  const H hi = __builtin_shufflevector(a[2], a[3], r, r + 4, r + 8, r + 12, r + 16, r + 20, r + 24, r + 28);
+  return __builtin_shufflevector(lo, hi, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+}
+
+// A feature-major array: quantity f of vehicle i at data[f * stride + i]. Rows are padded so that the
+// stride is not a multiple of 4 KiB (native_step.py): the ~150 rows a block touches then fall into
+// different cache sets.
+struct Rows {
+  float* data;
+  int64_t stride;
+};
+
+// A block is `count` vehicles from `first`: LANES of them, or fewer in the last block (the other lanes
+// compute on zeros and are never stored).
+struct Block {
+  int64_t first, count;
+  V load(const Rows& array, int feature) const {
+    const float* row = array.data + feature * array.stride;
+    V v{};
+    if (count == LANES) v = *(const U*)(row + first);
+    else for (int64_t l = 0; l < count; ++l) v[l] = row[first + l];
+    return v;
+  }
+  void store(const Rows& array, int feature, V v) const {
+    float* row = array.data + feature * array.stride;
+    if (count == LANES) *(U*)(row + first) = v;
+    else for (int64_t l = 0; l < count; ++l) row[first + l] = v[l];
+  }
+  void store_where(const Rows& array, int feature, M mask, V v) const {  // only the lanes where mask holds
+    float* row = array.data + feature * array.stride;
+    for (int64_t l = 0; l < count; ++l)
+      if (mask[l]) row[first + l] = v[l];
+  }
+  void store_flag(bool* row, M m) const {
+    typedef int8_t B __attribute__((vector_size(LANES), aligned(1), may_alias));
+    if (count == LANES) *(B*)(row + first) = __builtin_convertvector(m, B) & 1;
+    else for (int64_t l = 0; l < count; ++l) row[first + l] = m[l] != 0;
+  }
+  V load_latency(const int64_t* row) const {  // the batch holds latencies as int64
+    if (count == LANES) return __builtin_convertvector(*(const I*)(row + first), V);
+    V v{};
+    for (int64_t l = 0; l < count; ++l) v[l] = (float)row[first + l];
+    return v;
+  }
+  void store_latency(int64_t* row, V v) const {
+    if (count == LANES) *(I*)(row + first) = __builtin_convertvector(v, I);
+    else for (int64_t l = 0; l < count; ++l) row[first + l] = (int64_t)v[l];
+  }
+};
+
+// Rotor-speed setpoint for a normalized thrust command (motor.rotor_speed_setpoint).
+inline V speed_setpoint(V command) {
+  V thrust = clamp(command, 0.0f, 1.0f) * THRUST_SUM;
+  thrust = clamp(thrust, THRUST_C0, THRUST_SUM);
+  if (THRUST_C2 == 0.0f) return (thrust - THRUST_C0) * (1.0f / THRUST_C1);
+  V discriminant = THRUST_C1 * THRUST_C1 - 4.0f * THRUST_C2 * (THRUST_C0 - thrust);
+  discriminant = select(discriminant < 0.0f, splat(0.0f), discriminant);
+  return clamp((-THRUST_C1 + vsqrt(discriminant)) * (0.5f / THRUST_C2), 0.0f, 1.0f);
+}
+
+// The quaternion of one substep's rotation at body rates w (|w|^2 = rate2) is (c, sin_scale * w), with
+// c = cos(h) and sin_scale = sin(h) / |w| for h = TIMESTEP |w| / 2 (physics.free_body_substep). Where every
+// lane's h is below 0.25 (body rates under 250 rad/s at 2 ms) both are Taylor series in h^2, exact to
+// float precision (the first omitted terms are below 1e-12) and free of the division and library calls.
+inline void half_rotation(V rate2, V& sin_scale, V& c) {
+  const V h2 = (0.25f * TIMESTEP * TIMESTEP) * rate2;
+  if (!any(h2 >= 0.0625f) && !any(h2 != h2)) {
+    sin_scale = (0.5f * TIMESTEP) * (1.0f - h2 * (1.0f / 6) * (1.0f - h2 * (1.0f / 20) * (1.0f - h2 * (1.0f / 42) * (1.0f - h2 * (1.0f / 72)))));
+    c = 1.0f - 0.5f * h2 * (1.0f - h2 * (1.0f / 12) * (1.0f - h2 * (1.0f / 30) * (1.0f - h2 * (1.0f / 56))));
+    return;
+  }
+  const V rate = vsqrt(rate2);
+  const V half_angle = 0.5f * TIMESTEP * rate;
+  sin_scale = select(rate > 0.0f, vsin(half_angle) / select(rate < 1e-30f, splat(1e-30f), rate), splat(0.5f * TIMESTEP));
+  c = vcos(half_angle);
+}
+
+// 1 / sqrt(norm2) for a quaternion's squared norm. The integrated quaternion stays within float rounding
+// of unit length, where 1.5 - norm2 / 2 equals it to float precision (error 3/8 (norm2 - 1)^2).
+inline V inverse_norm(V norm2) {
+  if (!any(vabs(norm2 - 1.0f) >= 1e-4f) && !any(norm2 != norm2)) return 1.5f - 0.5f * norm2;
+  return 1.0f / vsqrt(norm2);
+}
+
+struct Fields {  // the noise-free observation fields of a state (QuadrotorBatch._state_fields)
+  V value[18];   // position error 3, rotation matrix 9 (row-major), velocity error 3, body rates 3
+};
+
+inline Fields fields(const V pos[3], const V quat[4], const V vel[3], const V angvel[3], const V target[3],
+                     V steps) {
+  Fields f;
+  V ref_pos[3] = {target[0], target[1], target[2]}, ref_vel[3] = {splat(0.0f), splat(0.0f), splat(0.0f)};
+  if (FIGURE_EIGHT) {  // tasks.reference
+    const V phase = F8_OMEGA * (steps * CONTROL_DT);
+    ref_pos[0] += F8_AMPLITUDE * vsin(phase);
+    ref_pos[1] += 0.5f * F8_AMPLITUDE * vsin(2.0f * phase);
+    ref_vel[0] = F8_AMPLITUDE * F8_OMEGA * vcos(phase);
+    ref_vel[1] = F8_AMPLITUDE * F8_OMEGA * vcos(2.0f * phase);
+  }
+  const V w = quat[0], x = quat[1], y = quat[2], z = quat[3];
+  const V rotation[9] = {
+      1.0f - 2.0f * (y * y + z * z), 2.0f * (x * y - w * z), 2.0f * (x * z + w * y),
+      2.0f * (x * y + w * z), 1.0f - 2.0f * (x * x + z * z), 2.0f * (y * z - w * x),
+      2.0f * (x * z - w * y), 2.0f * (y * z + w * x), 1.0f - 2.0f * (x * x + y * y),
+  };
+  for (int j = 0; j < 3; ++j) {
+    f.value[j] = pos[j] - ref_pos[j];
+    f.value[12 + j] = vel[j] - ref_vel[j];
+    f.value[15 + j] = angvel[j];
+  }
+  for (int j = 0; j < 9; ++j) f.value[3 + j] = rotation[j];
+  return f;
+}
+
+struct Arrays {
+  Rows state, rotor_speed, history, pending, previous_action, steps, success_count, thrust_scale, decay_rise,
+      decay_fall, targets, mass, inertia, yaw_coefficients, force, torque, start_pool, noise, final_noise,
+      observation, reward, terms, final_observation, privileged, final_privileged;
+  int64_t* latency;
+  const float* action;
+  bool *terminated, *truncated, *is_success;
+};
+
+// Where an output row goes: every lane of the block, or (mask) only the lanes of finished episodes.
+struct Out {
+  const Block& b;
+  const M* mask;
+  void operator()(const Rows& array, int feature, V v) const {
+    if (mask) b.store_where(array, feature, *mask, v);
+    else b.store(array, feature, v);
+  }
+};
+
+// The observation of a state (QuadrotorBatch._observation): its fields, plus noise, and the action
+// history as the arrays hold it when this is called.
+inline void write_observation(const Out& out, const Arrays& a, const Rows& array, const Fields& f, const Rows& noise,
+                              bool with_history = true) {
+  for (int j = 0; j < 18; ++j) out(array, j, NOISE ? f.value[j] + out.b.load(noise, j) * NOISE_STD[j] : f.value[j]);
+  if (with_history)
+    for (int j = 0; j < 4 * ACTION_HISTORY; ++j) out(array, 18 + j, out.b.load(a.history, j));
+}
+
+// Push the commands into the action history (newest first); with `observation`, also write the new
+// history into its rows (one pass instead of shifting and then copying).
+inline void shift_history(const Block& b, const Arrays& a, const V command[4], const Rows* observation) {
+  for (int j = 4 * ACTION_HISTORY - 1; j >= 0; --j) {
+    const V value = j >= 4 ? b.load(a.history, j - 4) : command[j];
+    b.store(a.history, j, value);
+    if (observation) b.store(*observation, 18 + j, value);
+  }
+}
+
+// The privileged observation of a state (QuadrotorBatch._privileged): fields, history, rotor speeds and
+// the episode's parameters, read from the arrays as they are when this is called.
+inline void write_privileged(const Out& out, const Arrays& a, const Rows& array, const Fields& f) {
+  const Block& b = out.b;
+  for (int j = 0; j < 18; ++j) out(array, j, f.value[j]);
+  for (int j = 0; j < 4 * ACTION_HISTORY; ++j) out(array, 18 + j, b.load(a.history, j));
+  int row = 18 + 4 * ACTION_HISTORY;
+  for (int r = 0; r < 4; ++r) out(array, row + r, b.load(a.rotor_speed, r));
+  row += 4;
+  out(array, row, b.load(a.mass, 0) * (1.0f / NOMINAL_MASS) - 1.0f);
+  for (int r = 0; r < 4; ++r) out(array, row + 1 + r, b.load(a.thrust_scale, r) - 1.0f);
+  for (int j = 0; j < 3; ++j) out(array, row + 5 + j, b.load(a.force, j) * (1.0f / DISTURBANCE_FORCE));
+  for (int j = 0; j < 3; ++j) out(array, row + 8 + j, b.load(a.torque, j) * (1.0f / DISTURBANCE_TORQUE));
+  out(array, row + 11, b.load_latency(a.latency));
+}
+
+// Commands of the block's vehicles, clamped to [0, 1]: rows of the (N, 4) action array.
+inline void load_commands(const Block& b, const float* action, V command[4]) {
+  if (b.count == LANES) {
+    const U* rows = (const U*)(action + 4 * b.first);
+    const V block[4] = {rows[0], rows[1], rows[2], rows[3]};
+    command[0] = action_row<0>(block);
+    command[1] = action_row<1>(block);
+    command[2] = action_row<2>(block);
+    command[3] = action_row<3>(block);
+  } else {
+    for (int r = 0; r < 4; ++r) {
+      command[r] = V{};
+      for (int64_t l = 0; l < b.count; ++l) command[r][l] = action[4 * (b.first + l) + r];
+    }
+  }
+  for (int r = 0; r < 4; ++r) command[r] = clamp(command[r], 0.0f, 1.0f);
+}
+
+void step_block(const Block& b, const Arrays& a) {
+  const Out all{b, nullptr};
+  // ---- command, latency, rotor model
+  V command[4], applied[4];
+  load_commands(b, a.action, command);
+  for (int r = 0; r < 4; ++r) applied[r] = command[r];
+  if (MAX_LATENCY > 0) {
+    const V lag = b.load_latency(a.latency);
+    for (int r = 0; r < 4; ++r) {
+      for (int k = MAX_LATENCY; k > 0; --k) {
+        const V older = b.load(a.pending, (k - 1) * 4 + r);
+        b.store(a.pending, k * 4 + r, older);
+        applied[r] = select(lag == (float)k, older, applied[r]);
+      }
+      b.store(a.pending, r, command[r]);
+    }
+  }
+  const V rise = b.load(a.decay_rise, 0), fall = b.load(a.decay_fall, 0);
+  V setpoint[4], offset[4], decay[4], thrust_scale[4], yaw[4];
+  for (int r = 0; r < 4; ++r) {
+    setpoint[r] = speed_setpoint(applied[r]);
+    const V speed = b.load(a.rotor_speed, r);
+    decay[r] = select(setpoint[r] >= speed, rise, fall);
+    offset[r] = speed - setpoint[r];
+    thrust_scale[r] = b.load(a.thrust_scale, r);
+    yaw[r] = b.load(a.yaw_coefficients, r);
+  }
+
+  // ---- rigid body: SUBSTEPS of MuJoCo's Euler step (physics.free_body_substep)
+  V px = b.load(a.state, 0), py = b.load(a.state, 1), pz = b.load(a.state, 2);
+  V qw = b.load(a.state, 3), qx = b.load(a.state, 4), qy = b.load(a.state, 5), qz = b.load(a.state, 6);
+  V vx = b.load(a.state, 7), vy = b.load(a.state, 8), vz = b.load(a.state, 9);
+  V wx = b.load(a.state, 10), wy = b.load(a.state, 11), wz = b.load(a.state, 12);
+  const V mass = b.load(a.mass, 0);
+  const V ix = b.load(a.inertia, 0), iy = b.load(a.inertia, 1), iz = b.load(a.inertia, 2);
+  // reciprocals once per control step instead of divisions per substep (within an ulp of dividing);
+  // an unused lane of the last block divides by zero, harmlessly
+  const V inv_mass = 1.0f / mass, inv_ix = 1.0f / ix, inv_iy = 1.0f / iy, inv_iz = 1.0f / iz;
+  const V fx = b.load(a.force, 0), fy = b.load(a.force, 1), fz = b.load(a.force, 2);
+  const V tx = b.load(a.torque, 0), ty = b.load(a.torque, 1), tz = b.load(a.torque, 2);
+  for (int k = 0; k < SUBSTEPS; ++k) {
+    V thrust[4];
+    for (int r = 0; r < 4; ++r) {
+      const V s = setpoint[r] + offset[r];
+      thrust[r] = thrust_scale[r] * (THRUST_C0 + s * (THRUST_C1 + THRUST_C2 * s));
+      offset[r] = offset[r] * decay[r];
+    }
+    const V r00 = 1.0f - 2.0f * (qy * qy + qz * qz), r01 = 2.0f * (qx * qy - qw * qz), r02 = 2.0f * (qx * qz + qw * qy);
+    const V r10 = 2.0f * (qx * qy + qw * qz), r11 = 1.0f - 2.0f * (qx * qx + qz * qz), r12 = 2.0f * (qy * qz - qw * qx);
+    const V r20 = 2.0f * (qx * qz - qw * qy), r21 = 2.0f * (qy * qz + qw * qx), r22 = 1.0f - 2.0f * (qx * qx + qy * qy);
+    const V total = thrust[0] + thrust[1] + thrust[2] + thrust[3];
+    const V bx = thrust[0] * ROTOR_Y0 + thrust[1] * ROTOR_Y1 + thrust[2] * ROTOR_Y2 + thrust[3] * ROTOR_Y3
+                 + r00 * tx + r10 * ty + r20 * tz;
+    const V by = -(thrust[0] * ROTOR_X0 + thrust[1] * ROTOR_X1 + thrust[2] * ROTOR_X2 + thrust[3] * ROTOR_X3)
+                 + r01 * tx + r11 * ty + r21 * tz;
+    const V bz = thrust[0] * yaw[0] + thrust[1] * yaw[1] + thrust[2] * yaw[2] + thrust[3] * yaw[3]
+                 + r02 * tx + r12 * ty + r22 * tz;
+    const V ax = (r02 * total + fx) * inv_mass, ay = (r12 * total + fy) * inv_mass;
+    const V az = (r22 * total + fz) * inv_mass - GRAVITY;
+    const V lx = ix * wx, ly = iy * wy, lz = iz * wz;  // angular momentum, body frame
+    const V alpha_x = (bx - (wy * lz - wz * ly)) * inv_ix;
+    const V alpha_y = (by - (wz * lx - wx * lz)) * inv_iy;
+    const V alpha_z = (bz - (wx * ly - wy * lx)) * inv_iz;
+    vx = vx + TIMESTEP * ax; vy = vy + TIMESTEP * ay; vz = vz + TIMESTEP * az;
+    wx = wx + TIMESTEP * alpha_x; wy = wy + TIMESTEP * alpha_y; wz = wz + TIMESTEP * alpha_z;
+    px = px + TIMESTEP * vx; py = py + TIMESTEP * vy; pz = pz + TIMESTEP * vz;
+    V sin_scale, c;
+    half_rotation(wx * wx + wy * wy + wz * wz, sin_scale, c);
+    const V ex = sin_scale * wx, ey = sin_scale * wy, ez = sin_scale * wz;
+    const V inv_norm = inverse_norm(qw * qw + qx * qx + qy * qy + qz * qz);
+    const V nw = qw * inv_norm, nx = qx * inv_norm, ny = qy * inv_norm, nz = qz * inv_norm;
+    qw = nw * c - nx * ex - ny * ey - nz * ez;
+    qx = nw * ex + nx * c + ny * ez - nz * ey;
+    qy = nw * ey - nx * ez + ny * c + nz * ex;
+    qz = nw * ez + nx * ey - ny * ex + nz * c;
+  }
+  for (int r = 0; r < 4; ++r) b.store(a.rotor_speed, r, setpoint[r] + offset[r]);
+
+  const V steps = b.load(a.steps, 0) + 1.0f;
+
+  // ---- reward terms, termination, success (QuadrotorBatch._evaluate)
+  const V pos[3] = {px, py, pz}, quat[4] = {qw, qx, qy, qz}, vel[3] = {vx, vy, vz}, angvel[3] = {wx, wy, wz};
+  const V target[3] = {b.load(a.targets, 0), b.load(a.targets, 1), b.load(a.targets, 2)};
+  const Fields f = fields(pos, quat, vel, angvel, target, steps);
+  const V* pos_err = &f.value[0];
+  const V* vel_err = &f.value[12];
+  const V dist2 = pos_err[0] * pos_err[0] + pos_err[1] * pos_err[1] + pos_err[2] * pos_err[2];
+  const V speed2 = vx * vx + vy * vy + vz * vz;
+  const V rate2 = wx * wx + wy * wy + wz * wz;
+  const V uprightness = f.value[11];
+  const V vel_err2 = vel_err[0] * vel_err[0] + vel_err[1] * vel_err[1] + vel_err[2] * vel_err[2];
+  V action_cost = splat(0.0f), action_rate = splat(0.0f);
+  for (int r = 0; r < 4; ++r) {
+    const V from_hover = command[r] - HOVER_COMMAND, change = command[r] - b.load(a.previous_action, r);
+    action_cost += from_hover * from_hover;
+    action_rate += change * change;
+  }
+  const M all_finite = finite(px) & finite(py) & finite(pz) & finite(vx) & finite(vy) & finite(vz) &
+                       finite(wx) & finite(wy) & finite(wz);
+  const M terminated = ~all_finite | (vabs(pos_err[0]) > MAX_POSITION_ERROR) | (vabs(pos_err[1]) > MAX_POSITION_ERROR)
+                       | (vabs(pos_err[2]) > MAX_POSITION_ERROR) | (pz < MIN_ALTITUDE) | (speed2 > MAX_SPEED2)
+                       | (rate2 > MAX_ANGULAR_SPEED2);
+  V term[NUM_TERMS];
+  term[TERM_position] = dist2;
+  term[TERM_distance] = vsqrt(dist2);
+  term[TERM_proximity] = vexp(dist2 * (-1.0f / SUCCESS_RADIUS2));
+  term[TERM_orientation] = 1.0f - uprightness;
+  term[TERM_velocity] = vel_err2;
+  term[TERM_speed] = vsqrt(vel_err2);
+  term[TERM_angular_velocity] = rate2;
+  term[TERM_action] = action_cost;
+  term[TERM_action_rate] = action_rate;
+  term[TERM_alive] = splat(1.0f);
+  term[TERM_termination] = as_float(terminated);
+  for (int t = 0; t < NUM_TERMS; ++t) b.store(a.terms, t, term[t]);
+  b.store(a.reward, 0, REWARD_SUM(term));
+  const M truncated = (steps >= EPISODE_STEPS) & ~terminated;
+  const M within = (dist2 < SUCCESS_RADIUS2) & (uprightness > COS_SUCCESS_TILT) & ~terminated;
+  const V successes = select(within, b.load(a.success_count, 0) + 1.0f, splat(0.0f));
+  b.store_flag(a.terminated, terminated);
+  b.store_flag(a.truncated, truncated);
+  b.store_flag(a.is_success, (successes >= SUCCESS_WINDOW) & ~terminated);
+
+  const M done = terminated | truncated;
+  if (!AUTORESET || !any(done)) {  // no restart in this block: the state after the step is the new state
+    shift_history(b, a, command, &a.observation);
+    for (int j = 0; j < 3; ++j) {
+      b.store(a.state, j, pos[j]);
+      b.store(a.state, 7 + j, vel[j]);
+      b.store(a.state, 10 + j, angvel[j]);
+    }
+    for (int j = 0; j < 4; ++j) b.store(a.state, 3 + j, quat[j]);
+    b.store(a.steps, 0, steps);
+    b.store(a.success_count, 0, successes);
+    for (int r = 0; r < 4; ++r) b.store(a.previous_action, r, command[r]);
+    write_observation(all, a, a.observation, f, a.noise, false);
+    if (AUTORESET && PRIVILEGED) write_privileged(all, a, a.privileged, f);
+    return;
+  }
+
+  // ---- some episode of this block ended: its final observations, then restart it from its pre-drawn
+  // start (QuadrotorBatch._autoreset)
+  shift_history(b, a, command, nullptr);
+  const Out finished{b, &done};
+  write_observation(finished, a, a.final_observation, f, a.final_noise);
+  if (PRIVILEGED) write_privileged(finished, a, a.final_privileged, f);
+  const Rows& s = a.start_pool;
+  V p[3], q[4], v[3], w[3], t[3];
+  for (int j = 0; j < 3; ++j) p[j] = select(done, b.load(s, START_position + j), pos[j]);
+  for (int j = 0; j < 4; ++j) q[j] = select(done, b.load(s, START_quaternion + j), quat[j]);
+  for (int j = 0; j < 3; ++j) v[j] = select(done, b.load(s, START_velocity + j), vel[j]);
+  for (int j = 0; j < 3; ++j) w[j] = select(done, b.load(s, START_angular_velocity + j), angvel[j]);
+  for (int j = 0; j < 3; ++j) t[j] = select(done, b.load(s, START_target + j), target[j]);
+  for (int j = 0; j < 3; ++j) b.store(a.targets, j, t[j]);
+  b.store(a.mass, 0, select(done, b.load(s, START_mass), mass));
+  for (int j = 0; j < 3; ++j) {
+    b.store(a.inertia, j, select(done, b.load(s, START_inertia + j), b.load(a.inertia, j)));
+    b.store(a.force, j, select(done, b.load(s, START_disturbance_force + j), b.load(a.force, j)));
+    b.store(a.torque, j, select(done, b.load(s, START_disturbance_torque + j), b.load(a.torque, j)));
+  }
+  for (int r = 0; r < 4; ++r) {
+    b.store(a.yaw_coefficients, r, select(done, b.load(s, START_yaw_torque_coefficients + r), yaw[r]));
+    b.store(a.thrust_scale, r, select(done, b.load(s, START_thrust_scale + r), thrust_scale[r]));
+    b.store(a.rotor_speed, r, select(done, splat(HOVER_ROTOR_SPEED), b.load(a.rotor_speed, r)));
+    b.store(a.previous_action, r, select(done, splat(HOVER_COMMAND), command[r]));
+  }
+  b.store(a.decay_rise, 0, select(done, b.load(s, START_motor_tau_rise), rise));  // decay factors in the
+  b.store(a.decay_fall, 0, select(done, b.load(s, START_motor_tau_fall), fall));  // pool (_pool_rows)
+  // the pool holds latency as a float; the batch as an integer, truncated like torch's .to(long)
+  b.store_latency(a.latency, select(done, b.load(s, START_latency_steps), b.load_latency(a.latency)));
+  const V next_steps = select(done, splat(0.0f), steps);
+  b.store(a.steps, 0, next_steps);
+  b.store(a.success_count, 0, select(done, splat(0.0f), successes));
+  for (int j = 0; j < 4 * ACTION_HISTORY; ++j)
+    b.store(a.history, j, select(done, splat(HOVER_COMMAND), b.load(a.history, j)));
+  for (int j = 0; j < 4 * (MAX_LATENCY + 1); ++j)
+    b.store(a.pending, j, select(done, splat(HOVER_COMMAND), b.load(a.pending, j)));
+  const Fields g = fields(p, q, v, w, t, next_steps);
+  for (int j = 0; j < 3; ++j) {
+    b.store(a.state, j, p[j]);
+    b.store(a.state, 7 + j, v[j]);
+    b.store(a.state, 10 + j, w[j]);
+  }
+  for (int j = 0; j < 4; ++j) b.store(a.state, 3 + j, q[j]);
+  write_observation(all, a, a.observation, g, a.noise);
+  if (PRIVILEGED) write_privileged(all, a, a.privileged, g);
+}
+
+}  // namespace
+
+// `pointers` holds the arrays in the order of native_step.ARGS (ARG_<name>; absent ones are null) and
+// `strides` their row strides in elements.
+extern "C" void quadrotor_step(void* const* pointers, const int64_t* strides, int64_t n, int threads) {
+  auto rows = [&](int arg) { return Rows{(float*)pointers[arg], strides[arg]}; };
+  Arrays a;
+  a.state = rows(ARG_state);
+  a.rotor_speed = rows(ARG_rotor_speed);
+  a.history = rows(ARG_history);
+  a.pending = rows(ARG_pending);
+  a.previous_action = rows(ARG_previous_action);
+  a.steps = rows(ARG_steps);
+  a.success_count = rows(ARG_success_count);
+  a.thrust_scale = rows(ARG_thrust_scale);
+  a.decay_rise = rows(ARG_decay_rise);
+  a.decay_fall = rows(ARG_decay_fall);
+  a.targets = rows(ARG_targets);
+  a.mass = rows(ARG_mass);
+  a.inertia = rows(ARG_inertia);
+  a.yaw_coefficients = rows(ARG_yaw_coefficients);
+  a.force = rows(ARG_force);
+  a.torque = rows(ARG_torque);
+  a.start_pool = rows(ARG_start_pool);
+  a.noise = rows(ARG_noise);
+  a.final_noise = rows(ARG_final_noise);
+  a.observation = rows(ARG_observation);
+  a.reward = rows(ARG_reward);
+  a.terms = rows(ARG_terms);
+  a.final_observation = rows(ARG_final_observation);
+  a.privileged = rows(ARG_privileged);
+  a.final_privileged = rows(ARG_final_privileged);
+  a.latency = (int64_t*)pointers[ARG_latency];
+  a.action = (const float*)pointers[ARG_action];
+  a.terminated = (bool*)pointers[ARG_terminated];
+  a.truncated = (bool*)pointers[ARG_truncated];
+  a.is_success = (bool*)pointers[ARG_is_success];
+  const int64_t blocks = (n + LANES - 1) / LANES;
+#pragma omp parallel for num_threads(threads) schedule(static)
+  for (int64_t block = 0; block < blocks; ++block) {
+    const int64_t first = block * LANES;
+    step_block(Block{first, n - first < LANES ? n - first : LANES}, a);
+  }
+}
