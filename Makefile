@@ -44,8 +44,8 @@ train: $(STAMP)
 bench: $(STAMP)
 	$(PY) bench/sim_speed.py
 
-# Debian packages the tests need: g++ (torch.compile of the SAC update), the ARM cross compiler and QEMU
-# (the Crazyflie's STM32F405), and Mesa's EGL (offscreen rollout videos without a display) and OSMesa
+# Debian packages the tests need: g++ (torch.compile of the SAC update, the native quadrotor step), the
+# ARM cross compiler and QEMU (the Crazyflie's STM32F405), and Mesa's EGL (offscreen rollout videos without a display) and OSMesa
 # (bench/arm_speed.py's gym-hil peer).
 # STRICT=0: a failed installation only warns (make train; the export then records the check as skipped).
 SYSTEM_TOOLS := arm-none-eabi-gcc qemu-system-arm make cc g++

@@ -4,7 +4,8 @@ Measured, each as an RL loop would use it (observation, reward, termination and 
 random actions uniform over the action range, pre-sampled so RNG cost is not timed; median of repeats):
   * single env: `gymnasium.make("robo_rl/CrazyflieHover-v0")`, one MuJoCo MjData;
   * MuJoCo batch: `mujoco.batch.Batch` on 1 and 2 C threads, env steps/s and physics steps/s;
-  * torch batch: the tensor rigid-body path, eager and compiled (torch.compile), on this CPU;
+  * torch batch: the tensor rigid-body path on this CPU, eager, compiled with torch.compile ("inductor")
+    and as the generated C++ step ("native", what compile=True picks on a CPU);
   * both batched paths at the hover recipe's size (32 envs) with the asymmetric critic's privileged
     observations, as `robo_rl.train` steps them;
   * the learning-to-fly simulator (PyPI `l2f`, C++ with OpenMP, RK4 at 10 ms), single and vectorized,
@@ -74,28 +75,28 @@ def bench_single(seconds: float, repeats: int) -> dict[str, Any]:
 
 
 def bench_vector(backend: str, num_envs: int, seconds: float, repeats: int, nthread: int = 2,
-                 compile: bool = False, privileged: bool = False) -> dict[str, Any]:
+                 compile: bool | str = False, privileged: bool = False) -> dict[str, Any]:
     """A batched robo-rl path (MuJoCo batch or torch) with same-step autoreset (and privileged observations)."""
     from sim.quadrotor.env import QuadrotorVectorEnv
 
+    pool = np.random.default_rng(0).uniform(0, 1, size=(8, num_envs, 4))
+    actions = [torch.as_tensor(a, dtype=torch.float32) if backend == "torch" else a for a in pool]
+    setup_start = time.perf_counter()  # the native step builds in the constructor, torch.compile at the first step
     env = QuadrotorVectorEnv(TASK, num_envs, backend, nthread=nthread, device="cpu", compile=compile,
                              privileged=privileged)
     env.reset(seed=0)
-    pool = np.random.default_rng(0).uniform(0, 1, size=(8, num_envs, 4))
-    actions = [torch.as_tensor(a, dtype=torch.float32) if backend == "torch" else a for a in pool]
-    compile_start = time.perf_counter()
-    env.step(actions[0])  # the first compiled call compiles
-    compile_seconds = time.perf_counter() - compile_start
+    env.step(actions[0])
+    setup_seconds = time.perf_counter() - setup_start
     counter = iter(range(10**12))
     rate = measure(lambda: env.step(actions[next(counter) % 8]), num_envs, seconds, repeats)
     name = {"mujoco_batch": "robo-rl MuJoCo batch", "torch": "robo-rl torch batch"}[backend]
     if backend == "torch":
-        name += " (compiled)" if compile else " (eager)"
+        name += {False: " (eager)", "inductor": " (torch.compile)", "native": " (native C++)"}[compile]
     if privileged:
         name += " +privileged"
     return {"path": name, "num_envs": num_envs, "threads": nthread if backend == "mujoco_batch" else torch.get_num_threads(),
             "env_steps_per_s": rate, "physics_steps_per_s": rate * env.batch.substeps,
-            **({"first_call_seconds": compile_seconds} if compile else {})}
+            **({"setup_seconds": setup_seconds} if compile else {})}
 
 
 def bench_torch_physics(num_envs: int, seconds: float, repeats: int) -> dict[str, Any]:
@@ -149,13 +150,16 @@ def main() -> None:
            lambda t=t, n=n: bench_vector("mujoco_batch", n, args.seconds, args.repeats, nthread=t))
           for t in (1, 2) for n in (1024, 4096)],
         ("torch eager, N=65536", lambda: bench_vector("torch", 65536, args.seconds, args.repeats)),
-        *[(f"torch compiled, N={n}", lambda n=n: bench_vector("torch", n, args.seconds, args.repeats, compile=True))
-          for n in (16384, 65536)],
+        *[(f"torch compiled (torch.compile), N={n}",
+           lambda n=n: bench_vector("torch", n, args.seconds, args.repeats, compile="inductor")) for n in (16384, 65536)],
+        *[(f"torch native C++ step, N={n}",
+           lambda n=n: bench_vector("torch", n, args.seconds, args.repeats, compile="native"))
+          for n in (4096, 16384, 65536)],
         ("torch physics only, compiled, N=65536", lambda: bench_torch_physics(65536, args.seconds, args.repeats)),
         ("MuJoCo batch, 2 threads, N=32, privileged observations",
          lambda: bench_vector("mujoco_batch", 32, args.seconds, args.repeats, privileged=True)),
-        ("torch compiled, N=32, privileged observations",
-         lambda: bench_vector("torch", 32, args.seconds, args.repeats, compile=True, privileged=True)),
+        ("torch native C++ step, N=32, privileged observations",
+         lambda: bench_vector("torch", 32, args.seconds, args.repeats, compile="native", privileged=True)),
     ]
     if not args.no_l2f:  # before and after robo-rl's rows: the machine's speed drifts within minutes
         for when in ("before", "after"):
