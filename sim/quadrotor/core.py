@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import warnings
 from typing import Any, Mapping
 
 import numpy as np
@@ -62,7 +63,8 @@ class QuadrotorBatch:
 
     `compile` runs each torch control step as one kernel: "native" is a generated C++ loop over vehicles
     (`sim.quadrotor.native_step`; float32 on a CPU, built with g++), "inductor" is torch.compile (any
-    device), True picks "native" where it can run and "inductor" elsewhere; False steps eagerly.
+    device), True picks "native" where it can run (and falls back, with a warning, if the kernel does not
+    build) and "inductor" elsewhere; False steps eagerly.
     """
 
     def __init__(self, config: QuadrotorEnvConfig, num_envs: int, backend: str = "mujoco", *,
@@ -140,7 +142,15 @@ class QuadrotorBatch:
         self.decay_rise = self._array(np.ones(n))
         self.decay_fall = self._array(np.ones(n))
         self.compile = self._compile_mode(compile)
-        self._native: NativeStep | None = NativeStep(self) if self.compile == "native" else None
+        self._native: NativeStep | None = None
+        if self.compile == "native":
+            try:
+                self._native = NativeStep(self)
+            except native_step.BuildError as error:
+                if compile == "native":
+                    raise
+                warnings.warn(f"{error}\nstepping through torch.compile instead", RuntimeWarning, stacklevel=2)
+                self.compile = "inductor"
         if self.compile == "inductor":
             # One fused loop over vehicles per control step (seconds to compile the first time).
             self._transition = torch.compile(self._transition, dynamic=False)

@@ -49,6 +49,10 @@ STATE_OF_BATCH = ("rotor_speed", "history", "pending", "previous_action", "steps
 STATE_OF_PHYSICS = ("buffer", "mass", "inertia", "yaw_coefficients", "force", "torque")
 
 
+class BuildError(RuntimeError):
+    """The compiler failed on the kernel (its message holds the command and the compiler's output)."""
+
+
 def cache_dir() -> Path:
     """Where built kernels are kept: $ROBO_RL_CACHE or $XDG_CACHE_HOME/robo_rl (default ~/.cache/robo_rl)."""
     root = os.environ.get("ROBO_RL_CACHE") or Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "robo_rl"
@@ -141,7 +145,7 @@ def build(header_text: str) -> Path:
         command = [COMPILER, *FLAGS, "native_step.cpp", "-o", str(built), "-lmvec"]
         process = subprocess.run(command, cwd=tmp, capture_output=True, text=True)
         if process.returncode != 0:
-            raise RuntimeError(f"building the native quadrotor step failed ({' '.join(command)}):\n{process.stderr}")
+            raise BuildError(f"building the native quadrotor step failed ({' '.join(command)}):\n{process.stderr}")
         os.replace(built, library)  # atomic: another process sees the whole library or none
     return library
 

@@ -12,6 +12,7 @@ from gymnasium.utils.env_checker import check_env
 
 from sim import QUADROTOR_ENV_IDS
 from sim.errors import ConfigError
+from sim.quadrotor import native_step
 from sim.quadrotor.config import make_config
 from sim.quadrotor.core import QuadrotorBatch
 from sim.quadrotor.env import QuadrotorVectorEnv
@@ -158,6 +159,18 @@ def test_native_step_reproduces_the_eager_step_with_noise_and_a_partial_block(ta
 def test_bad_compile_option_raises_one_clear_error(compile, dtype, message):
     with pytest.raises(ConfigError, match=message):
         QuadrotorVectorEnv("hover", num_envs=2, backend="torch", device="cpu", dtype=dtype, compile=compile)
+
+
+def test_a_kernel_that_does_not_build_falls_back_to_torch_compile_only_when_not_asked_for(monkeypatch):
+    def fail(header_text: str):
+        raise native_step.BuildError("building the native quadrotor step failed (g++ ...): no compiler today")
+
+    monkeypatch.setattr(native_step, "build", fail)
+    with pytest.warns(RuntimeWarning, match="no compiler today"):
+        fallback = QuadrotorBatch(make_config("hover"), 2, "torch", compile=True)
+    assert fallback.compile == "inductor" and fallback._native is None
+    with pytest.raises(native_step.BuildError, match="no compiler today"):
+        QuadrotorBatch(make_config("hover"), 2, "torch", compile="native")
 
 
 def test_randomization_stays_in_its_ranges_and_is_reported():
