@@ -65,8 +65,8 @@ class SACConfig:
     # Run the update as torch.compile'd graphs (about 2x faster on a CPU at the hover sizes; the first update
     # compiles, for 20-30 s). False: the same update, eagerly.
     compile: bool = False
-    # In the compiled update on an x86 CPU, matrix products of 256x128x128 and up run in oneDNN, which uses
-    # AVX-512 where MKL does not (AMD CPUs): 1.9x faster products at 256 units (robo_rl/agents/onednn_matmul.py).
+    # In the compiled update on a non-Intel x86 CPU, matrix products of 256x128x128 and up run in oneDNN, which
+    # uses AVX-512 where MKL does not: 1.9x faster products at 256 units on Zen 5 (robo_rl/agents/onednn_matmul.py).
     onednn_matmul: bool = True
 
     def validate(self) -> None:
@@ -138,7 +138,7 @@ class SAC(nn.Module):
         if config.compile:
             # on a CPU, the C++ wrapper calls the graph's kernels without Python in between (~10% of an update)
             options: dict[str, Any] = {"cpp_wrapper": self.device.type == "cpu"}
-            if config.onednn_matmul and onednn_matmul.available(self.device):
+            if config.onednn_matmul and onednn_matmul.faster_than_mkl(self.device):
                 options["post_grad_custom_post_pass"] = onednn_matmul.OneDNNMatmulPass()
             steps = ((self._update_with,) if config.critic_updates_per_actor_update <= WHOLE_GRAPH_MAX_CRITIC_STEPS
                      else (self._critic_step, self._last_step))

@@ -231,6 +231,7 @@ def test_compiled_update_matches_the_eager_update_and_continues_after_a_restore(
         if not onednn_matmul.available(torch.device("cpu")):
             pytest.skip("oneDNN products apply to x86 CPUs only")
         monkeypatch.setattr(onednn_matmul, "MIN_MULTIPLY_ADDS", 1)
+        monkeypatch.setattr(onednn_matmul, "faster_than_mkl", onednn_matmul.available)  # Intel CPUs too
     torch.manual_seed(0)
     pairs = []
     for _ in range(2):
@@ -272,3 +273,11 @@ def test_update_runs_eagerly_with_a_warning_when_compilation_fails():
             metrics = agent.update(_asymmetric_batch())
     assert all(torch.isfinite(v) for v in metrics.values()) and agent._compiled_steps is None
     torch._dynamo.reset()
+
+
+@pytest.mark.parametrize("vendor, expected", [("GenuineIntel", False), ("AuthenticAMD", True)])
+def test_onednn_products_are_used_only_where_mkl_lacks_avx512(vendor, expected, monkeypatch):
+    """MKL runs AVX-512 on Intel CPUs (faster than oneDNN there) and AVX2 on others (slower)."""
+    monkeypatch.setattr(onednn_matmul, "_cpu_vendor", lambda: vendor)
+    cpu = torch.device("cpu")
+    assert onednn_matmul.faster_than_mkl(cpu) == (expected and onednn_matmul.available(cpu))
