@@ -36,13 +36,7 @@ class NoiseTable:
     def seed(self, rng: np.random.Generator) -> None:
         """Redraw the table from `rng`."""
         table = rng.standard_normal((self.features, self.num_envs + self.span))
-        if self.device is None:
-            self.table = table
-            return
-        # rows padded by 16 elements: rows a multiple of 4 KiB apart would share cache sets (see
-        # sim.quadrotor.native_step.padded_rows)
-        self.table = torch.empty(self.features, table.shape[1] + 16, device=self.device, dtype=self.dtype)[:, :-16]
-        self.table.copy_(torch.as_tensor(table))
+        self.table = table if self.device is None else torch.as_tensor(table, device=self.device, dtype=self.dtype)
 
     def window(self, rng: np.random.Generator) -> Any:
         """Noise for every env, (features, N): a view of the table at a random offset."""

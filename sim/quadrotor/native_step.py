@@ -191,25 +191,25 @@ class NativeStep:
         self._function.restype = None
         self._pointers = (ctypes.c_void_p * len(ARGS))()
         self._strides = (ctypes.c_int64 * len(ARGS))()
-        self._state = [(owner, name) for owner, names in ((batch, STATE_OF_BATCH), (batch.physics, STATE_OF_PHYSICS))
-                       for name in names]
-        self._laid_out: dict[str, torch.Tensor] = {}  # the state tensors last seen, in kernel layout
+        # (owner, attribute, argument): the arrays the kernel keeps across steps, updated in place (the
+        # noise table and start pool are read only, and replaced by reseeding and the first reset)
+        self._state = [(batch, name, name) for name in STATE_OF_BATCH]
+        self._state += [(batch.physics, name, "state" if name == "buffer" else name) for name in STATE_OF_PHYSICS]
+        self._state += [(batch, "_start_pool", "start_pool")]
+        if batch._noise is not None:
+            self._state.append((batch._noise, "table", "noise_table"))
+        self._laid_out: dict[str, torch.Tensor] = {}  # the arrays last seen, in kernel layout
 
-    def _state_arrays(self) -> dict[str, torch.Tensor]:
-        """The state tensors the kernel updates in place, each re-homed into kernel layout when it is new."""
+    def _state_arrays(self) -> dict[str, torch.Tensor | None]:
+        """The arrays the kernel keeps across steps, each re-homed into kernel layout when it is new."""
         arrays = {}
-        for owner, name in self._state:
-            value = getattr(owner, name)
-            if value is not self._laid_out.get(name):
+        for owner, attribute, argument in self._state:
+            value = getattr(owner, attribute)
+            if value is not None and value is not self._laid_out.get(argument):
                 value = kernel_layout(value)
-                setattr(owner, name, value)
-                self._laid_out[name] = value
-            arrays["state" if name == "buffer" else name] = value
-        pool = self.batch._start_pool
-        if pool is not None and pool is not self._laid_out.get("start_pool"):
-            self.batch._start_pool = pool = kernel_layout(pool)
-            self._laid_out["start_pool"] = pool
-        arrays["start_pool"] = pool
+                setattr(owner, attribute, value)
+                self._laid_out[argument] = value
+            arrays[argument] = value
         return arrays
 
     def __call__(self, action: torch.Tensor, noise: torch.Tensor | None,

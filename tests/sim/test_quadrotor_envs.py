@@ -154,7 +154,7 @@ def test_native_step_reproduces_the_eager_step_with_noise_and_a_partial_block(ta
 
 @pytest.mark.parametrize("compile, dtype, message", [
     ("fast", torch.float32, "compile must be true, false, 'native' or 'inductor'"),
-    ("native", torch.float64, "compile='native' needs float32 tensors on a CPU"),
+    ("native", torch.float64, "the native quadrotor step needs float32 tensors on a CPU"),
 ])
 def test_bad_compile_option_raises_one_clear_error(compile, dtype, message):
     with pytest.raises(ConfigError, match=message):
