@@ -24,9 +24,9 @@ from sim.quadrotor.model import QuadrotorParams, load_model
 from sim.quadrotor.observation import quadrotor_layout
 from sim.quadrotor.physics import MujocoBatchPhysics, MujocoSinglePhysics, TorchPhysics
 from sim.quadrotor import episode_starts as starts
-from sim.quadrotor.randomization import EpisodeParams, nominal_params, sample_params
+from sim.quadrotor.randomization import EpisodeParams, nominal_params
 from sim.quadrotor.rotations import quat_to_matrix
-from sim.quadrotor.tasks import reference, sample_initial_states, sample_targets
+from sim.quadrotor.tasks import reference
 
 BACKENDS = ("mujoco", "mujoco_batch", "torch")
 
@@ -54,11 +54,11 @@ class StepResult:
 class QuadrotorBatch:
     """N quadrotor episodes of one task on one physics backend ("mujoco", "mujoco_batch" or "torch").
 
-    Every env's next episode start is drawn when its current episode starts, so that with `autoreset=True`
-    (torch backend only) `step` restarts finished episodes inside the same kernel and returns the ended
-    episodes' last observations in `StepResult.final_observation`; the caller then hands the finished env ids
-    to `commit_autoreset`. With `privileged=True` that step also returns the privileged observations before
-    and after the restart.
+    The start of each episode is a function of the seed, the env and the episode's index
+    (`episode_starts.draw`), so with `autoreset=True` (torch backend only) `step` restarts finished episodes
+    inside the same kernel, from the same starts as `reset` would give them, and returns the ended
+    episodes' last observations in `StepResult.final_observation`. With `privileged=True` that step also
+    returns the privileged observations before and after the restart.
 
     `compile` runs each torch control step as one kernel: "native" is a generated C++ loop over vehicles
     (`sim.quadrotor.native_step`; float32 on a CPU, built with g++), "inductor" is torch.compile (any
@@ -117,16 +117,17 @@ class QuadrotorBatch:
                 self._noise = NoiseTable(18, num_envs, device=self.physics.device, dtype=self.physics.dtype)
             else:
                 self._noise = NoiseTable(18, num_envs)
-        self._next_starts: np.ndarray | None = None  # every env's next episode start (N, START_SIZE)
-        self._start_pool: Any = None  # the same, as a (START_SIZE, N) tensor, with autoreset
+        self.episode = self._index_array(np.full(num_envs, -1))  # index of each env's current episode
+        self._env_ids = self._arange(num_envs)
+        self._has_reset = False
         self.seed(seed)
         self._max_latency = int(config.randomization.latency_steps[1]) if config.randomization.enabled else 0
-        # every env's current start; episode_params and _targets_np are live views of it
+        # every env's current start, feature-major (START_SIZE, N) float64 (params_info reads it)
         zeros = np.zeros((num_envs, 3))
-        self._current_starts = starts.pack(nominal_params(self.params, num_envs), zeros,
-                                           np.tile([1.0, 0.0, 0.0, 0.0], (num_envs, 1)), zeros, zeros, zeros)
-        self.episode_params = starts.params_view(self._current_starts)
-        self._targets_np = starts.field(self._current_starts, "target")
+        current = starts.pack(nominal_params(self.params, num_envs), zeros,
+                              np.tile([1.0, 0.0, 0.0, 0.0], (num_envs, 1)), zeros, zeros, zeros)
+        self._current_starts = self._float64(current.T)
+        self._params_views: tuple[Any, dict[str, np.ndarray]] = (None, {})  # params_info's arrays, by array
         # Per-env task state, feature-major like the physics state: (components, N).
         n, hover = num_envs, self.params.hover_command
         self.targets = self._array(np.zeros((3, n)))
@@ -166,10 +167,12 @@ class QuadrotorBatch:
         return compile
 
     def seed(self, seed: int | None) -> None:
-        """Reseed the episode sampler and the observation noise."""
+        """Reseed the episode starts (and count episodes from 0 again) and the observation noise."""
         self.rng = np.random.default_rng(seed)
-        self._next_starts = None
-        self._start_queue = starts.StartQueue(self._draw_starts, chunk=int(np.clip(self.num_envs, 64, 16384)))
+        self._seed_key = int(self.rng.integers(0, 2**63 - 1))
+        # the key as the step's kernels read it: a tensor, so that a new seed recompiles nothing
+        self._start_key = self._index_array([self._seed_key]) if self.xp is torch else self._seed_key
+        self.episode[...] = -1
         if self._noise is not None:
             self._noise.seed(self.rng)
 
@@ -177,6 +180,12 @@ class QuadrotorBatch:
     def _array(self, value: np.ndarray) -> Any:
         if self.xp is torch:
             return torch.as_tensor(value, device=self.physics.device, dtype=self.physics.dtype)
+        return np.array(value, dtype=np.float64)
+
+    def _float64(self, value: np.ndarray) -> Any:
+        """A float64 array of the backend (on the torch path on its device): episode starts keep float64."""
+        if self.xp is torch:
+            return torch.as_tensor(value, device=self.physics.device, dtype=torch.float64)
         return np.array(value, dtype=np.float64)
 
     def _index_array(self, value: Any) -> Any:
@@ -204,20 +213,23 @@ class QuadrotorBatch:
         unknown = set(options) - {"initial_state", "target"}
         if unknown:
             raise ConfigError(f"unknown reset options {sorted(unknown)}; valid: initial_state, target")
-        start = self._take_starts(ids)
+        self._has_reset = True
+        columns = self._index_array(ids)
+        self.episode[columns] += 1
+        episodes = np.asarray(self.episode[columns].cpu() if self.xp is torch else self.episode[columns])
+        start = starts.draw(np, self._seed_key, ids, episodes, self.params, self.config).T.copy()  # rows (n, START_SIZE)
         if "initial_state" in options:
             for name, value in zip(starts.START_FIELDS[:4], _explicit_state(options["initial_state"], n, self.config.center)):
                 starts.field(start, name[0])[:] = value
         if "target" in options:
             starts.field(start, "target")[:] = np.broadcast_to(np.asarray(options["target"], dtype=np.float64), (n, 3))
-        self._current_starts[ids] = start
+        self._current_starts[:, columns] = self._float64(start.T)
         params = starts.params_view(start)
         pos, quat, vel, angvel, targets = (starts.field(start, name) for name, _ in starts.START_FIELDS[:5])
         self.physics.set_params(ids, params)
         self.physics.set_state(ids, pos, quat, vel, angvel)
         rise, fall = self._lag_factors(params)
         hover = self.params.hover_command
-        columns = self._index_array(ids)
         for array, value in (  # rows (n, ...) of host values, written as columns (..., n)
             (self.targets, targets),
             (self.steps, np.zeros(n)),
@@ -238,43 +250,10 @@ class QuadrotorBatch:
     def _lag_factors(self, params: EpisodeParams) -> tuple[np.ndarray, np.ndarray]:
         return motor.lag_factors(np, self.params.timestep, params.motor_tau_rise, params.motor_tau_fall)
 
-    def _draw_starts(self, n: int) -> np.ndarray:
-        params = sample_params(self.rng, self.params, self.config.randomization, n)
-        state = sample_initial_states(self.rng, self.config, n)
-        return starts.pack(params, *state, sample_targets(self.rng, self.config, n))
-
-    def _take_starts(self, ids: np.ndarray) -> np.ndarray:
-        """The pre-drawn starts of envs `ids` (rows, a copy), replaced by the next ones of the queue (also
-        in the autoreset pool)."""
-        if self._next_starts is None:
-            self._next_starts = self._start_queue.take(self.num_envs).copy()
-            if self.autoreset:
-                self._start_pool = self._array(np.ascontiguousarray(self._pool_rows(self._next_starts).T))
-        taken = self._next_starts[ids]
-        fresh = self._start_queue.take(len(ids))
-        self._next_starts[ids] = fresh
-        if self.autoreset:
-            self._start_pool[:, self._index_array(ids)] = self._array(self._pool_rows(fresh).T)
-        return taken
-
-    def _pool_rows(self, rows: np.ndarray) -> np.ndarray:
-        """Start rows as the autoreset pool holds them: motor time constants replaced by their per-substep
-        decay factors (computed here in float64, exactly as the host restart does)."""
-        rows = rows.copy()
-        rise, fall = self._lag_factors(starts.params_view(rows))
-        starts.field(rows, "motor_tau_rise")[:] = rise
-        starts.field(rows, "motor_tau_fall")[:] = fall
-        return rows
-
-    def commit_autoreset(self, ids: np.ndarray) -> None:
-        """Record on the host that envs `ids` restarted inside the last `step` (autoreset), and draw their
-        next starts."""
-        self._current_starts[ids] = self._take_starts(ids)
-
     # ------------------------------------------------------------------- step
     def step(self, action: Any) -> StepResult:
         """Advance all envs one control step with normalized thrust commands (N, 4) in [0, 1]."""
-        if self.autoreset and self._next_starts is None:
+        if self.autoreset and not self._has_reset:
             raise RuntimeError("call reset() before the first step")
         noise = None if self._noise is None else self._noise.window(self.rng)
         final_noise = None if self._noise is None or not self.autoreset else self._noise.window(self.rng)
@@ -315,12 +294,21 @@ class QuadrotorBatch:
         return result
 
     def _autoreset(self, done: Any, noise: Any) -> Any:
-        """Restart the envs where `done` from their pre-drawn starts, as elementwise selects (no host
+        """Restart the envs where `done` from their next episodes' starts, as elementwise selects (no host
         synchronization, fused into the compiled step); returns every env's observation after it."""
         physics, hover = self.physics, self._hover_command
+        fresh = starts.draw(torch, self._start_key, self._env_ids, self.episode + 1, self.params, self.config)
+        self.episode = torch.where(done, self.episode + 1, self.episode)
+        self._current_starts = torch.where(done, fresh, self._current_starts)
+        decays = fresh.clone()  # the motor time constants as the batch holds them: per-substep decay factors
+        rise, fall = motor.lag_factors(torch, self.params.timestep, starts.field(fresh, "motor_tau_rise", 0),
+                                       starts.field(fresh, "motor_tau_fall", 0))
+        starts.field(decays, "motor_tau_rise", 0)[...] = rise
+        starts.field(decays, "motor_tau_fall", 0)[...] = fall
+        decays = decays.to(physics.dtype)
 
         def start(name: str) -> Any:
-            return starts.field(self._start_pool, name, feature_axis=0)
+            return starts.field(decays, name, feature_axis=0)
 
         def restart(fresh: Any, current: Any) -> Any:
             return torch.where(done, fresh, current)
@@ -334,7 +322,7 @@ class QuadrotorBatch:
         physics.force = restart(start("disturbance_force"), physics.force)
         physics.torque = restart(start("disturbance_torque"), physics.torque)
         self.thrust_scale = restart(start("thrust_scale"), self.thrust_scale)
-        self.decay_rise = restart(start("motor_tau_rise"), self.decay_rise)  # decay factors, see _pool_rows
+        self.decay_rise = restart(start("motor_tau_rise"), self.decay_rise)
         self.decay_fall = restart(start("motor_tau_fall"), self.decay_fall)
         self.latency = restart(start("latency_steps").to(self.latency.dtype), self.latency)
         zero = torch.zeros_like(self.steps)
@@ -471,7 +459,7 @@ class QuadrotorBatch:
             mass, force, torque = self.physics.mass[None], self.physics.force, self.physics.torque
             latency = latency.to(mass.dtype)
         else:
-            p = self.episode_params
+            p = starts.params_view(self._current_starts.T)
             mass, force, torque = p.mass[None], p.disturbance_force.T, p.disturbance_torque.T
             latency = latency.astype(np.float64)
         if rows is not None:
@@ -491,8 +479,14 @@ class QuadrotorBatch:
 
         With copy=False the arrays are the live ones, overwritten when episodes restart.
         """
-        info = dict(self.episode_params.as_dict(), target=self._targets_np)
-        return {k: v.copy() for k, v in info.items()} if copy else info
+        if self._params_views[0] is not self._current_starts:  # live views, made once per array
+            current = (self._current_starts if self.xp is np else self._current_starts.cpu().numpy()).T
+            views = dict(starts.params_view(current).as_dict(), target=starts.field(current, "target"))
+            self._params_views = (self._current_starts, views)
+        info = self._params_views[1]
+        if self.xp is torch and self._current_starts.device.type != "cpu":
+            self._params_views = (None, {})  # copies from the device: made again next time
+        return {k: v.copy() for k, v in info.items()} if copy else dict(info)
 
 
 def _explicit_state(state: Mapping[str, Any], n: int, center: Any) -> tuple[np.ndarray, ...]:

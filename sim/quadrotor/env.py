@@ -119,7 +119,7 @@ class QuadrotorVectorEnv(VectorEnv):
     With `privileged=True`, `info["privileged_obs"]` (and `info["final_privileged_obs"]` where episodes
     ended) holds `QuadrotorBatch.privileged_observation` rows, for an asymmetric critic.
     `autoreset` (default: on the torch backend) restarts finished episodes inside the step's kernel rather
-    than from the host afterwards; both start them from the same pre-drawn starts.
+    than from the host afterwards; both start the same episodes (see `episode_starts`).
 
     When an episode ends, `step` returns the first observation of the next one and puts the last one in
     `info["final_obs"]` (with `info["_final_obs"]` marking those envs; other rows are unspecified); `info["params"]` appears at reset
@@ -196,7 +196,6 @@ class QuadrotorVectorEnv(VectorEnv):
         if result.final_observation is not None:  # restarted inside the step
             if len(done_ids):
                 info.update(final_obs=result.final_observation, _final_obs=_numpy(done))
-                self.batch.commit_autoreset(done_ids)
                 info["params"] = self.batch.params_info(copy=False)
                 if self.privileged:
                     info["final_privileged_obs"] = result.final_privileged_observation

@@ -1,18 +1,24 @@
-"""Episode starts packed one row per episode: initial state, target and the episode's parameters.
+"""Episode starts: each episode's initial state, target and parameters, a pure function of its counters.
 
-A batch keeps every env's current and next start as rows of one float64 array (N, START_SIZE), so that
-restarting k envs is one gather and one scatter instead of one per field, and the torch path can hold
-the next starts as a (START_SIZE, N) tensor and restart finished envs inside its compiled step. Starts
-are drawn from the seeded generator in chunks (`StartQueue`), amortizing numpy's per-call cost.
+The start of episode `e` of env `i` depends only on (the batch's seed key, i, e): its uniform numbers come
+from a counter-based generator (SplitMix64's mixing function applied to the key, the env, the episode
+and the number's slot; see `uniforms`). No generator state is shared between envs, so an env can restart
+on the host (`QuadrotorBatch.reset`), inside the compiled torch step or inside the generated C++ step
+(`native_step.cpp` implements `draw` in double precision) and starts the same episode everywhere, with
+no start drawn ahead of time. Starts are feature-major arrays (START_SIZE, n), float64.
 """
 
 from __future__ import annotations
 
-from typing import Any, Callable
+import math
+from typing import Any
 
 import numpy as np
 
-from sim.quadrotor.randomization import EpisodeParams
+from sim.quadrotor.config import QuadrotorEnvConfig
+from sim.quadrotor.model import QuadrotorParams
+from sim.quadrotor.randomization import EpisodeParams, sample_params
+from sim.quadrotor.tasks import sample_initial_states, sample_targets
 
 START_FIELDS: tuple[tuple[str, int], ...] = (
     ("position", 3), ("quaternion", 4), ("velocity", 3), ("angular_velocity", 3), ("target", 3),
@@ -21,18 +27,36 @@ START_FIELDS: tuple[tuple[str, int], ...] = (
     ("latency_steps", 1),
 )
 START_SIZE = sum(size for _, size in START_FIELDS)
-_INDEX: dict[str, int | slice] = {}
-_offset = 0
-for _name, _size in START_FIELDS:
-    _INDEX[_name] = _offset if _size == 1 else slice(_offset, _offset + _size)
-    _offset += _size
 PARAM_NAMES = tuple(name for name, _ in START_FIELDS[5:])
+# The uniform numbers of one start, by slot (the order is part of the generator: it fixes which episode
+# a seed gives).
+UNIFORM_FIELDS: tuple[tuple[str, int], ...] = (
+    ("motor_tau_scale", 1), ("mass_scale", 1), ("inertia_scale", 3), ("thrust_scale", 4),
+    ("yaw_torque_scale", 1), ("disturbance_force", 3), ("disturbance_torque", 3), ("latency_steps", 1),
+    ("position", 3), ("tilt_axis", 2), ("tilt_angle", 1), ("velocity", 3), ("angular_velocity", 3),
+    ("at_rest", 1), ("target", 3),
+)
+UNIFORM_COUNT = sum(size for _, size in UNIFORM_FIELDS)
+
+
+def _offsets(fields: tuple[tuple[str, int], ...]) -> dict[str, int]:
+    offsets, offset = {}, 0
+    for name, size in fields:
+        offsets[name] = offset
+        offset += size
+    return offsets
+
+
+START_OFFSETS = _offsets(START_FIELDS)
+UNIFORM_OFFSETS = _offsets(UNIFORM_FIELDS)
+_SIZES = dict(START_FIELDS)
 
 
 def field(starts: Any, name: str, feature_axis: int = -1) -> Any:
     """View of field `name` in packed starts: rows (n, START_SIZE) by default, or feature-major
     (START_SIZE, n) arrays or tensors with feature_axis=0. Scalar fields lose their feature axis."""
-    index = _INDEX[name]
+    offset, size = START_OFFSETS[name], _SIZES[name]
+    index: int | slice = offset if size == 1 else slice(offset, offset + size)
     return starts[index] if feature_axis == 0 else starts[..., index]
 
 
@@ -51,20 +75,49 @@ def params_view(starts: np.ndarray) -> EpisodeParams:
     return EpisodeParams(**{name: field(starts, name) for name in PARAM_NAMES})
 
 
-class StartQueue:
-    """Episode starts in draw order, drawn `chunk` at a time with `draw(k) -> rows (k, START_SIZE)`."""
+# SplitMix64 (Steele, Lea and Flood 2014): the golden-ratio increment and the finalizer's multipliers.
+_GOLDEN, _MIX1, _MIX2 = 0x9E3779B97F4A7C15, 0xBF58476D1CE4E5B9, 0x94D049BB133111EB
 
-    def __init__(self, draw: Callable[[int], np.ndarray], chunk: int):
-        self._draw, self._chunk = draw, chunk
-        self._rows = np.zeros((0, START_SIZE))
-        self._next = 0
 
-    def take(self, k: int) -> np.ndarray:
-        """The next k starts, (k, START_SIZE) (a view, valid until the next call)."""
-        if self._next + k > len(self._rows):
-            rest = self._rows[self._next:]
-            self._rows = np.concatenate([rest, self._draw(max(self._chunk, k - len(rest)))])
-            self._next = 0
-        rows = self._rows[self._next : self._next + k]
-        self._next += k
-        return rows
+def _signed(value: int) -> int:
+    """A 64-bit pattern as the int64 that holds it (arrays do the generator's arithmetic in wrapping int64)."""
+    return value - (1 << 64) if value >= 1 << 63 else value
+
+
+def _shift_right(x: Any, bits: int) -> Any:
+    """Logical right shift of int64 bit patterns (>> on int64 is arithmetic)."""
+    return (x >> bits) & ((1 << (64 - bits)) - 1)
+
+
+def _mix(x: Any) -> Any:
+    x = (x ^ _shift_right(x, 30)) * _signed(_MIX1)
+    x = (x ^ _shift_right(x, 27)) * _signed(_MIX2)
+    return x ^ _shift_right(x, 31)
+
+
+def uniforms(xp: Any, key: Any, env: Any, episode: Any, count: int = UNIFORM_COUNT) -> Any:
+    """Uniform numbers in [0, 1), (count, n) float64, of episodes `episode` (n,) of envs `env` (n,):
+    number j is SplitMix64's mix of base + (j + 1) * golden, base = mix(key ^ mix(env * 2^32 + episode)).
+
+    numpy or torch (`xp`) int64 arrays; `key` an int below 2^63 or an int64 tensor of shape (1,).
+    """
+    base = _mix(key ^ _mix(env * (1 << 32) + episode))
+    if xp is np:
+        slots = np.arange(1, count + 1, dtype=np.int64)
+    else:
+        slots = xp.arange(1, count + 1, device=env.device, dtype=xp.int64)
+    bits = _shift_right(_mix(base[None] + slots[:, None] * _signed(_GOLDEN)), 11)  # 53 random bits
+    return (bits.astype(np.float64) if xp is np else bits.to(xp.float64)) * 2.0**-53
+
+
+def draw(xp: Any, key: Any, env: Any, episode: Any, nominal: QuadrotorParams, config: QuadrotorEnvConfig) -> Any:
+    """The starts (START_SIZE, n) float64 of episodes `episode` of envs `env` (see `uniforms`): parameters
+    randomized around `nominal` within `config.randomization`, the task's initial state and target."""
+    u = uniforms(xp, key, env, episode)
+    slots = {name: u[offset : offset + size] for (name, size), offset in zip(UNIFORM_FIELDS, UNIFORM_OFFSETS.values())}
+    params = sample_params(xp, slots, nominal, config.randomization)
+    state = sample_initial_states(xp, slots, config)
+    values = dict(zip(("position", "quaternion", "velocity", "angular_velocity"), state),
+                  target=sample_targets(xp, slots, config), **params)
+    return xp.concatenate([values[name] for name, _ in START_FIELDS], 0)
+

@@ -6,8 +6,8 @@
 // (each with its own row stride: see Rows). The loop walks the vehicles in blocks of LANES and computes
 // each block in vector registers (GCC vector extensions: one value of type V is one quantity of LANES
 // vehicles). The state is updated in place; outputs go to fresh arrays. Episodes end rarely, so restarts
-// are done only in blocks where some vehicle finished; other blocks touch neither the episode parameters
-// nor the start pool. The task's constants (substeps, rotor model, reward scales, bounds, which optional
+// are done only in blocks where some vehicle finished (other blocks touch no episode parameters), and the
+// next episode's start is drawn there, for that vehicle alone (draw_start). The task's constants (substeps, rotor model, reward scales, bounds, which optional
 // parts exist) come from the generated header, so each configuration compiles to its own straight-line
 // block body.
 #include <math.h>
@@ -174,11 +174,75 @@ inline Fields fields(const V pos[3], const V quat[4], const V vel[3], const V an
   return f;
 }
 
+// ---- episode starts: episode_starts.draw in double precision, for one env (the same numbers as numpy's)
+inline uint64_t mix(uint64_t x) {  // SplitMix64's finalizer
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+
+struct Uniforms {  // episode_starts.uniforms of one episode
+  uint64_t base;
+  double operator[](int slot) const {
+    return (double)(mix(base + (uint64_t)(slot + 1) * 0x9E3779B97F4A7C15ull) >> 11) * 0x1.0p-53;
+  }
+};
+
+inline double between(double low, double high, double u) { return low + (high - low) * u; }
+
+inline double tilt_angle(double u) {  // rotations.tilt_angle
+  const double target = u * TILT_TARGET_SCALE;
+  const double guess = pow(6.0 * target, 1.0 / 3.0);
+  double angle = guess * (1.0 + guess * guess / 60.0);
+  for (int i = 0; i < NEWTON_STEPS; ++i)
+    if (angle > 1e-4) angle -= (angle - sin(angle) - target) / fmax(1.0 - cos(angle), 1e-30);
+  return angle;
+}
+
+// The start (START_SIZE values, laid out as episode_starts.START_FIELDS) of episode `episode` of env `env`.
+void draw_start(uint64_t key, int64_t env, int64_t episode, double* s) {
+  const Uniforms u{mix(key ^ mix(((uint64_t)env << 32) + (uint64_t)episode))};
+  // parameters (randomization.sample_params)
+  const double tau_scale = RANDOMIZE ? between(MOTOR_TAU_SCALE_LOW, MOTOR_TAU_SCALE_HIGH, u[U_motor_tau_scale]) : 1.0;
+  s[START_mass] = RANDOMIZE ? NOMINAL_MASS_D * between(MASS_SCALE_LOW, MASS_SCALE_HIGH, u[U_mass_scale]) : NOMINAL_MASS_D;
+  for (int k = 0; k < 3; ++k) {
+    s[START_inertia + k] = RANDOMIZE ? NOMINAL_INERTIA[k] * between(INERTIA_SCALE_LOW, INERTIA_SCALE_HIGH, u[U_inertia_scale + k])
+                                     : NOMINAL_INERTIA[k];
+    s[START_disturbance_force + k] = RANDOMIZE ? between(-1.0, 1.0, u[U_disturbance_force + k]) * DISTURBANCE_FORCE_D : 0.0;
+    s[START_disturbance_torque + k] = RANDOMIZE ? between(-1.0, 1.0, u[U_disturbance_torque + k]) * DISTURBANCE_TORQUE_D : 0.0;
+  }
+  for (int k = 0; k < 4; ++k) {
+    s[START_yaw_torque_coefficients + k] =
+        RANDOMIZE ? NOMINAL_YAW[k] * between(YAW_TORQUE_SCALE_LOW, YAW_TORQUE_SCALE_HIGH, u[U_yaw_torque_scale]) : NOMINAL_YAW[k];
+    s[START_thrust_scale + k] = RANDOMIZE ? between(THRUST_SCALE_LOW, THRUST_SCALE_HIGH, u[U_thrust_scale + k]) : 1.0;
+  }
+  s[START_motor_tau_rise] = RANDOMIZE ? NOMINAL_TAU_RISE * tau_scale : NOMINAL_TAU_RISE;
+  s[START_motor_tau_fall] = RANDOMIZE ? NOMINAL_TAU_FALL * tau_scale : NOMINAL_TAU_FALL;
+  s[START_latency_steps] = RANDOMIZE ? floor(LATENCY_LOW + u[U_latency_steps] * LATENCY_COUNT) : 0.0;
+  // initial state (tasks.sample_initial_states) and target (tasks.sample_targets)
+  const bool at_rest = u[U_at_rest] < HOVER_FRACTION;
+  const double z = 2.0 * u[U_tilt_axis] - 1.0, azimuth = TWO_PI * u[U_tilt_axis + 1];
+  const double radius = sqrt(fmax(1.0 - z * z, 0.0)), half = tilt_angle(u[U_tilt_angle]) / 2.0;
+  const double sine = sin(half);
+  const double quat[4] = {cos(half), sine * radius * cos(azimuth), sine * radius * sin(azimuth), sine * z};
+  for (int k = 0; k < 4; ++k) s[START_quaternion + k] = at_rest ? (k == 0 ? 1.0 : 0.0) : quat[k];
+  for (int k = 0; k < 3; ++k) {
+    s[START_position + k] = at_rest ? CENTER[k] : CENTER[k] + (2.0 * u[U_position + k] - 1.0) * POSITION_RANGE;
+    s[START_velocity + k] = at_rest ? 0.0 : (2.0 * u[U_velocity + k] - 1.0) * VELOCITY_RANGE;
+    s[START_angular_velocity + k] = at_rest ? 0.0 : (2.0 * u[U_angular_velocity + k] - 1.0) * ANGULAR_VELOCITY_RANGE;
+    s[START_target + k] = REACH ? CENTER[k] + (2.0 * u[U_target + k] - 1.0) * REACH_RANGE[k] : CENTER[k];
+  }
+}
+
 struct Arrays {
   Rows state, rotor_speed, history, pending, previous_action, steps, success_count, thrust_scale, decay_rise,
-      decay_fall, targets, mass, inertia, yaw_coefficients, force, torque, start_pool, noise, final_noise,
+      decay_fall, targets, mass, inertia, yaw_coefficients, force, torque, noise, final_noise,
       observation, reward, terms, final_observation, privileged, final_privileged;
   int64_t* latency;
+  int64_t* episode;  // index of each env's current episode
+  double* current_start;  // each env's current start, (START_SIZE, N) float64 rows of stride current_stride
+  int64_t current_stride;
+  uint64_t start_key;
   const float* action;
   bool *terminated, *truncated, *is_success;
 };
@@ -386,36 +450,49 @@ void step_block(const Block& b, const Arrays& a) {
     return;
   }
 
-  // ---- some episode of this block ended: its final observations, then restart it from its pre-drawn
-  // start (QuadrotorBatch._autoreset)
+  // ---- some episode of this block ended: its final observations, then restart it from the next
+  // episode's start (QuadrotorBatch._autoreset)
   shift_history(b, a, command, nullptr);
   const Out finished{b, &done};
   write_observation(finished, a, a.final_observation, f, a.final_noise);
   if (PRIVILEGED) write_privileged(finished, a, a.final_privileged, f);
-  const Rows& s = a.start_pool;
+  float drawn[START_SIZE * LANES] = {};  // the new starts, feature-major over the block's lanes
+  for (int64_t l = 0; l < b.count; ++l) {
+    if (!done[l]) continue;
+    const int64_t env = b.first + l;
+    double start[START_SIZE];
+    draw_start(a.start_key, env, ++a.episode[env], start);
+    for (int j = 0; j < START_SIZE; ++j) a.current_start[j * a.current_stride + env] = start[j];
+    // the batch holds the motor time constants as per-substep decay factors (motor.lag_factors)
+    start[START_motor_tau_rise] = exp(-TIMESTEP_D / fmax(start[START_motor_tau_rise], 1e-9));
+    start[START_motor_tau_fall] = exp(-TIMESTEP_D / fmax(start[START_motor_tau_fall], 1e-9));
+    for (int j = 0; j < START_SIZE; ++j) drawn[j * LANES + l] = (float)start[j];
+  }
+  const Rows s{drawn, LANES};
+  const Block lanes{0, b.count};  // loads from `drawn`
   V p[3], q[4], v[3], w[3], t[3];
-  for (int j = 0; j < 3; ++j) p[j] = select(done, b.load(s, START_position + j), pos[j]);
-  for (int j = 0; j < 4; ++j) q[j] = select(done, b.load(s, START_quaternion + j), quat[j]);
-  for (int j = 0; j < 3; ++j) v[j] = select(done, b.load(s, START_velocity + j), vel[j]);
-  for (int j = 0; j < 3; ++j) w[j] = select(done, b.load(s, START_angular_velocity + j), angvel[j]);
-  for (int j = 0; j < 3; ++j) t[j] = select(done, b.load(s, START_target + j), target[j]);
+  for (int j = 0; j < 3; ++j) p[j] = select(done, lanes.load(s, START_position + j), pos[j]);
+  for (int j = 0; j < 4; ++j) q[j] = select(done, lanes.load(s, START_quaternion + j), quat[j]);
+  for (int j = 0; j < 3; ++j) v[j] = select(done, lanes.load(s, START_velocity + j), vel[j]);
+  for (int j = 0; j < 3; ++j) w[j] = select(done, lanes.load(s, START_angular_velocity + j), angvel[j]);
+  for (int j = 0; j < 3; ++j) t[j] = select(done, lanes.load(s, START_target + j), target[j]);
   for (int j = 0; j < 3; ++j) b.store(a.targets, j, t[j]);
-  b.store(a.mass, 0, select(done, b.load(s, START_mass), mass));
+  b.store(a.mass, 0, select(done, lanes.load(s, START_mass), mass));
   for (int j = 0; j < 3; ++j) {
-    b.store(a.inertia, j, select(done, b.load(s, START_inertia + j), b.load(a.inertia, j)));
-    b.store(a.force, j, select(done, b.load(s, START_disturbance_force + j), b.load(a.force, j)));
-    b.store(a.torque, j, select(done, b.load(s, START_disturbance_torque + j), b.load(a.torque, j)));
+    b.store(a.inertia, j, select(done, lanes.load(s, START_inertia + j), b.load(a.inertia, j)));
+    b.store(a.force, j, select(done, lanes.load(s, START_disturbance_force + j), b.load(a.force, j)));
+    b.store(a.torque, j, select(done, lanes.load(s, START_disturbance_torque + j), b.load(a.torque, j)));
   }
   for (int r = 0; r < 4; ++r) {
-    b.store(a.yaw_coefficients, r, select(done, b.load(s, START_yaw_torque_coefficients + r), yaw[r]));
-    b.store(a.thrust_scale, r, select(done, b.load(s, START_thrust_scale + r), thrust_scale[r]));
+    b.store(a.yaw_coefficients, r, select(done, lanes.load(s, START_yaw_torque_coefficients + r), yaw[r]));
+    b.store(a.thrust_scale, r, select(done, lanes.load(s, START_thrust_scale + r), thrust_scale[r]));
     b.store(a.rotor_speed, r, select(done, splat(HOVER_ROTOR_SPEED), b.load(a.rotor_speed, r)));
     b.store(a.previous_action, r, select(done, splat(HOVER_COMMAND), command[r]));
   }
-  b.store(a.decay_rise, 0, select(done, b.load(s, START_motor_tau_rise), rise));  // decay factors in the
-  b.store(a.decay_fall, 0, select(done, b.load(s, START_motor_tau_fall), fall));  // pool (_pool_rows)
-  // the pool holds latency as a float; the batch as an integer, truncated like torch's .to(long)
-  b.store_latency(a.latency, select(done, b.load(s, START_latency_steps), b.load_latency(a.latency)));
+  b.store(a.decay_rise, 0, select(done, lanes.load(s, START_motor_tau_rise), rise));
+  b.store(a.decay_fall, 0, select(done, lanes.load(s, START_motor_tau_fall), fall));
+  // starts hold latency as a float; the batch as an integer, truncated like torch's .to(long)
+  b.store_latency(a.latency, select(done, lanes.load(s, START_latency_steps), b.load_latency(a.latency)));
   const V next_steps = select(done, splat(0.0f), steps);
   b.store(a.steps, 0, next_steps);
   b.store(a.success_count, 0, select(done, splat(0.0f), successes));
@@ -457,7 +534,10 @@ extern "C" void quadrotor_step(void* const* pointers, const int64_t* strides, in
   a.yaw_coefficients = rows(ARG_yaw_coefficients);
   a.force = rows(ARG_force);
   a.torque = rows(ARG_torque);
-  a.start_pool = rows(ARG_start_pool);
+  a.episode = (int64_t*)pointers[ARG_episode];
+  a.current_start = (double*)pointers[ARG_current_start];
+  a.current_stride = strides[ARG_current_start];
+  a.start_key = (uint64_t)*(const int64_t*)pointers[ARG_start_key];
   a.noise = rows(ARG_noise);
   a.final_noise = rows(ARG_final_noise);
   a.observation = rows(ARG_observation);

@@ -1,8 +1,9 @@
-"""Per-episode domain randomization: sample vehicle parameters, disturbances and latency (numpy, seeded)."""
+"""Per-episode domain randomization: vehicle parameters, disturbances and latency from uniform numbers."""
 
 from __future__ import annotations
 
 import dataclasses
+from typing import Any, Mapping
 
 import numpy as np
 
@@ -49,22 +50,43 @@ def nominal_params(nominal: QuadrotorParams, n: int) -> EpisodeParams:
     )
 
 
-def sample_params(
-    rng: np.random.Generator, nominal: QuadrotorParams, config: RandomizationConfig, n: int
-) -> EpisodeParams:
-    """Sample n episodes' parameters around `nominal` within the ranges of `config`."""
-    params = nominal_params(nominal, n)
+def sample_params(xp: Any, u: Mapping[str, Any], nominal: QuadrotorParams, config: RandomizationConfig) -> dict[str, Any]:
+    """The parameters of n episodes, feature-major (k, n) float64 rows by `EpisodeParams` field, randomized
+    around `nominal` within the ranges of `config` by uniforms in [0, 1) (`u`, (k, n) rows named by
+    `episode_starts.UNIFORM_FIELDS`; numpy or torch, `xp`)."""
+    ones = u["mass_scale"] * 0.0 + 1.0  # (1, n)
     if not config.enabled:
-        return params
-    tau_scale = rng.uniform(*config.motor_tau_scale, size=n)
-    params.mass *= rng.uniform(*config.mass_scale, size=n)
-    params.inertia *= rng.uniform(*config.inertia_scale, size=(n, 3))
-    params.thrust_scale = rng.uniform(*config.thrust_scale, size=(n, 4))
-    params.yaw_torque_coefficients *= rng.uniform(*config.yaw_torque_scale, size=(n, 1))
-    params.motor_tau_rise *= tau_scale
-    params.motor_tau_fall *= tau_scale
-    params.disturbance_force = rng.uniform(-1.0, 1.0, size=(n, 3)) * config.disturbance_force
-    params.disturbance_torque = rng.uniform(-1.0, 1.0, size=(n, 3)) * config.disturbance_torque
+        return {
+            "mass": ones * nominal.mass, "inertia": _rows(xp, ones, nominal.inertia),
+            "yaw_torque_coefficients": _rows(xp, ones, nominal.yaw_torque_coefficients),
+            "disturbance_force": xp.concatenate([ones * 0.0] * 3, 0),
+            "disturbance_torque": xp.concatenate([ones * 0.0] * 3, 0),
+            "thrust_scale": xp.concatenate([ones] * 4, 0),
+            "motor_tau_rise": ones * nominal.motor_tau_rise, "motor_tau_fall": ones * nominal.motor_tau_fall,
+            "latency_steps": ones * 0.0,
+        }
+    tau_scale = _between(config.motor_tau_scale, u["motor_tau_scale"])
     low, high = (int(v) for v in config.latency_steps)
-    params.latency_steps = rng.integers(low, high + 1, size=n)
-    return params
+    return {
+        "mass": nominal.mass * _between(config.mass_scale, u["mass_scale"]),
+        "inertia": _rows(xp, ones, nominal.inertia) * _between(config.inertia_scale, u["inertia_scale"]),
+        "yaw_torque_coefficients": _rows(xp, ones, nominal.yaw_torque_coefficients)
+        * _between(config.yaw_torque_scale, u["yaw_torque_scale"]),
+        "disturbance_force": _between((-1.0, 1.0), u["disturbance_force"]) * config.disturbance_force,
+        "disturbance_torque": _between((-1.0, 1.0), u["disturbance_torque"]) * config.disturbance_torque,
+        "thrust_scale": _between(config.thrust_scale, u["thrust_scale"]),
+        "motor_tau_rise": nominal.motor_tau_rise * tau_scale,
+        "motor_tau_fall": nominal.motor_tau_fall * tau_scale,
+        "latency_steps": xp.floor(low + u["latency_steps"] * (high - low + 1)),  # uniform over low..high
+    }
+
+
+def _between(bounds: tuple[float, float], u: Any) -> Any:
+    """Uniforms in [0, 1) mapped onto [low, high)."""
+    low, high = float(bounds[0]), float(bounds[1])
+    return low + (high - low) * u
+
+
+def _rows(xp: Any, ones: Any, values: np.ndarray) -> Any:
+    """Per-component constants (k,) as rows (k, n), from a row of ones (1, n)."""
+    return xp.concatenate([ones * float(v) for v in values], 0)

@@ -3,20 +3,20 @@
 from __future__ import annotations
 
 import math
-from typing import Any
-
-import numpy as np
+from typing import Any, Mapping
 
 from sim.quadrotor.config import QuadrotorEnvConfig
-from sim.quadrotor.rotations import random_tilted_quats
+from sim.quadrotor.rotations import tilted_quats
 
 
-def sample_targets(rng: np.random.Generator, config: QuadrotorEnvConfig, n: int) -> np.ndarray:
-    """Per-episode target points (n, 3): the centre, or for reach a uniform point around it."""
-    center = np.asarray(config.center, dtype=np.float64)
+def sample_targets(xp: Any, u: Mapping[str, Any], config: QuadrotorEnvConfig) -> Any:
+    """Per-episode target points (3, n): the centre, or for reach a uniform point around it (uniforms `u`
+    named by `episode_starts.UNIFORM_FIELDS`)."""
+    zero = u["target"][:1] * 0.0
+    target = xp.concatenate([zero + c for c in config.center], 0)
     if config.task == "reach":
-        return center + rng.uniform(-1.0, 1.0, size=(n, 3)) * np.asarray(config.reach_range)
-    return np.tile(center, (n, 1))
+        target = target + (2.0 * u["target"] - 1.0) * xp.concatenate([zero + r for r in config.reach_range], 0)
+    return target
 
 
 def reference(xp: Any, config: QuadrotorEnvConfig, targets: Any, time: Any) -> tuple[Any, Any]:
@@ -32,19 +32,18 @@ def reference(xp: Any, config: QuadrotorEnvConfig, targets: Any, time: Any) -> t
     return targets + offset, velocity
 
 
-def sample_initial_states(
-    rng: np.random.Generator, config: QuadrotorEnvConfig, n: int
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Initial (position, quaternion, velocity, angular velocity) around the start point, learning-to-fly style."""
+def sample_initial_states(xp: Any, u: Mapping[str, Any], config: QuadrotorEnvConfig) -> tuple[Any, Any, Any, Any]:
+    """Initial (position, quaternion, velocity, angular velocity), feature-major (k, n), around the start
+    point, learning-to-fly style, from uniforms `u` (named by `episode_starts.UNIFORM_FIELDS`)."""
     init = config.initial_state
-    start = np.asarray(config.center, dtype=np.float64)
-    pos = start + rng.uniform(-init.position_range, init.position_range, size=(n, 3))
-    quat = random_tilted_quats(rng, n, math.radians(init.max_tilt_deg))
-    vel = rng.uniform(-init.velocity_range, init.velocity_range, size=(n, 3))
-    angvel = rng.uniform(-init.angular_velocity_range, init.angular_velocity_range, size=(n, 3))
-    at_rest = rng.uniform(size=n) < init.hover_fraction
-    pos[at_rest] = start
-    quat[at_rest] = (1.0, 0.0, 0.0, 0.0)
-    vel[at_rest] = 0.0
-    angvel[at_rest] = 0.0
-    return pos, quat, vel, angvel
+    zero = u["at_rest"] * 0.0
+    center = xp.concatenate([zero + c for c in config.center], 0)
+    at_rest = u["at_rest"] < init.hover_fraction  # (1, n): exactly at rest at the start point
+    pos = center + (2.0 * u["position"] - 1.0) * init.position_range
+    quat = tilted_quats(xp, u["tilt_axis"], u["tilt_angle"][0], math.radians(init.max_tilt_deg))
+    vel = (2.0 * u["velocity"] - 1.0) * init.velocity_range
+    angvel = (2.0 * u["angular_velocity"] - 1.0) * init.angular_velocity_range
+    identity = xp.concatenate([zero + 1.0, zero, zero, zero], 0)
+    return (xp.where(at_rest, center, pos), xp.where(at_rest, identity, quat), xp.where(at_rest, 0.0, vel),
+            xp.where(at_rest, 0.0, angvel))
+
