@@ -154,7 +154,7 @@ def main() -> None:
            lambda n=n: bench_vector("torch", n, args.seconds, args.repeats, compile="inductor")) for n in (16384, 65536)],
         *[(f"torch native C++ step, N={n}",
            lambda n=n: bench_vector("torch", n, args.seconds, args.repeats, compile="native"))
-          for n in (4096, 16384, 65536)],
+          for n in (4096, 8192, 16384, 65536)],
         ("torch physics only, compiled, N=65536", lambda: bench_torch_physics(65536, args.seconds, args.repeats)),
         ("MuJoCo batch, 2 threads, N=32, privileged observations",
          lambda: bench_vector("mujoco_batch", 32, args.seconds, args.repeats, privileged=True)),
