@@ -10,7 +10,6 @@ no start drawn ahead of time. Starts are feature-major arrays (START_SIZE, n), f
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import numpy as np
