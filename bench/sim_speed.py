@@ -12,7 +12,9 @@ random actions uniform over the action range, pre-sampled so RNG cost is not tim
     installed by this script into its own venv (bench/.venv-l2f), never into the project's.
 
 l2f runs before and after robo-rl's rows (this machine's speed drifts within minutes); the ratios use the
-mean of the two. One env step is 10 ms of simulated flight in every simulator (robo-rl: 5 Euler substeps of 2 ms; l2f:
+mean of the two. Its vectorized figure is the best of 3 fresh processes each time (see bench/l2f_peer.py:
+on a 2-vCPU VM, launches alternate between two speeds ~1.8x apart), so robo-rl is compared with the peer at
+its best. One env step is 10 ms of simulated flight in every simulator (robo-rl: 5 Euler substeps of 2 ms; l2f:
 one RK4 step of 10 ms), so env steps/s compare like for like. Prints a table; writes JSON.
 
     python bench/sim_speed.py [--seconds 2] [--repeats 3] [--json bench/results/sim_speed.json] [--no-l2f]
@@ -129,7 +131,7 @@ def bench_l2f(seconds: float, repeats: int) -> list[dict[str, Any]]:
          "env_steps_per_s": result["single_steps_per_s"], "physics_steps_per_s": result["single_steps_per_s"]},
         {"path": f"l2f {result['l2f_version']} vectorized", "num_envs": result["vector_num_envs"],
          "threads": int(result.get("vector_omp_num_threads", 2)), "env_steps_per_s": result["vector_steps_per_s"],
-         "physics_steps_per_s": result["vector_steps_per_s"]},
+         "physics_steps_per_s": result["vector_steps_per_s"], "launches": result["vector_launches"]},
     ]
 
 
