@@ -18,6 +18,7 @@ import random
 import subprocess
 import sys
 import time
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -69,7 +70,9 @@ def restore_rng_states(states: dict[str, Any]) -> None:
     np.random.set_state(states["numpy"])
     torch.set_rng_state(states["torch"])
     if "cuda" in states and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(states["cuda"])
+        # one state per GPU the run saw; a machine with fewer GPUs restores the ones it has
+        for index, state in enumerate(states["cuda"][:torch.cuda.device_count()]):
+            torch.cuda.set_rng_state(state, index)
 
 
 def privileged_critic(cfg: DictConfig) -> bool:
@@ -97,7 +100,10 @@ class Trainer:
         resume_state = None
         if cfg.get("resume"):
             resume_state = load_checkpoint(cfg.resume)
-            cfg = OmegaConf.create(resume_state["config"])  # the run continues with its own config
+            # the run continues with its own config, on the device this invocation names (a machine's)
+            device = cfg.device
+            cfg = OmegaConf.create(resume_state["config"])
+            cfg.device = device
         self.cfg = cfg
         torch.set_num_threads(int(cfg.torch_threads))
         self.device = select_device(cfg.device)
@@ -311,6 +317,7 @@ class Trainer:
             "counters": {"env_steps": self.env_steps, "updates": self.updates, "episodes": self.episodes_done,
                          "wall_seconds": self.wall_seconds, "intervention_steps": self.intervention_steps},
             "commit": git_commit(),
+            "device": str(self.device),
         }
 
     def save(self) -> None:
@@ -330,6 +337,12 @@ class Trainer:
 
     def _restore(self, state: dict[str, Any]) -> None:
         check_compatible(state, self.spec)
+        saved = state.get("device")
+        if saved is not None and torch.device(saved).type != self.device.type:
+            warnings.warn(f"resuming a run trained on {saved} on {self.device} (device={self.cfg.device}): it "
+                          "continues with the same networks, buffers and counters, but not bit for bit as it "
+                          f"would have on {saved}; set device={torch.device(saved).type} to keep it there",
+                          stacklevel=2)
         self.agent.load_training_state(state["agent"])
         self.replay.load_state_dict(state["replay"])
         counters = state["counters"]

@@ -131,6 +131,33 @@ def test_bad_checkpoints_give_one_clear_error_and_overwrite_nothing(tmp_path):
     assert _digest(run) == before
 
 
+def test_resume_on_another_kind_of_device_warns_and_uses_the_device_it_is_given(tmp_path):
+    cfg = _config("total_env_steps=800", "learning_starts=400", "eval.interval_env_steps=800",
+                  "checkpoint.interval_env_steps=800", "logging.tensorboard=false", "device=cpu")
+    Trainer(cfg, tmp_path).run()
+    newest = list_checkpoints(tmp_path)[-1]
+    state = torch.load(newest, weights_only=False)
+    assert state["device"] == "cpu"
+    state["device"] = "cuda:0"  # as if trained on a GPU machine
+    torch.save(state, newest)
+    with pytest.warns(UserWarning, match="trained on cuda:0 on cpu"):
+        resumed = Trainer(_config(f"resume={tmp_path}", "device=cpu"), tmp_path)
+    assert resumed.device == torch.device("cpu") and resumed.env_steps == state["counters"]["env_steps"]
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_a_run_on_cuda_trains_checkpoints_and_evaluates_on_the_cpu(tmp_path):
+    cfg = _config("total_env_steps=3200", "learning_starts=1600", "eval.interval_env_steps=1600",
+                  "checkpoint.interval_env_steps=1600", "logging.tensorboard=false", "device=cuda",
+                  "env.backend=torch", "env.compile=true", "agent.compile=true", "privileged_critic=true")
+    trainer = Trainer(cfg, tmp_path)
+    assert trainer.device.type == "cuda"
+    summary = trainer.run()
+    assert summary["env_steps"] >= 3200 and summary["updates"] > 0
+    assert load_checkpoint(tmp_path)["device"].startswith("cuda")
+    assert evaluate_run(tmp_path, episodes=4, device="cpu")["episodes"] == 4
+
+
 def test_the_trainer_composes_with_the_arm_env_without_a_privileged_critic(tmp_path):
     with initialize_config_dir(config_dir=CONFIGS, version_base="1.3"):
         cfg = compose(config_name="train", overrides=[

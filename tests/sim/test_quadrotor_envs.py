@@ -76,7 +76,8 @@ def _privileged_torch_rollout(steps: int, seed: int, **env_kwargs: Any) -> tuple
     """Everything a privileged 32-env torch reach env returns over `steps` wide random commands (many
     crashes and restarts), observation noise off; and how many episodes restarted."""
     noise_off = {"observation_noise": {"position": 0, "orientation": 0, "velocity": 0, "angular_velocity": 0}}
-    env = QuadrotorVectorEnv("reach", num_envs=32, backend="torch", device="cpu", privileged=True,
+    device = env_kwargs.pop("device", "cpu")
+    env = QuadrotorVectorEnv("reach", num_envs=32, backend="torch", device=device, privileged=True,
                              randomization=noise_off | {"latency_steps": (0, 2)}, **env_kwargs)
     obs, info = env.reset(seed=seed)
     rng = np.random.default_rng(0)
@@ -102,7 +103,10 @@ def _privileged_torch_rollout(steps: int, seed: int, **env_kwargs: Any) -> tuple
     ({"compile": "inductor"}, {"compile": False}, 120, 7, 10, 1e-4),
     # the generated C++ step (the CPU default of compile=True) against the eager step
     ({"compile": "native"}, {"compile": False}, 120, 7, 10, 1e-4),
-], ids=["restart_in_step_vs_host", "inductor_vs_eager", "native_vs_eager"])
+    # on a GPU: the compiled step (what compile=True picks there), restarts and their draws included
+    pytest.param({"compile": True, "device": "cuda"}, {"compile": False, "device": "cuda"}, 120, 7, 10, 1e-4,
+                 marks=pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")),
+], ids=["restart_in_step_vs_host", "inductor_vs_eager", "native_vs_eager", "cuda_compiled_vs_eager"])
 def test_torch_step_variants_reproduce_the_reference_step(variant, reference, steps, seed, min_restarts, tolerance):
     """Alternative ways of running the torch step give the same observations, rewards, flags, final and
     privileged observations, and restarted episode parameters, over rollouts with many restarts."""
