@@ -43,6 +43,19 @@ class NoiseTable:
         offset = int(rng.integers(self.span))
         return self.table[:, offset : offset + self.num_envs]
 
+    def step_windows(self, rng: np.random.Generator) -> tuple[Any, Any]:
+        """The noise of one autoreset step, two (features, N) views: every env's observation, and the last
+        observation of the episodes that end in it.
+
+        The second window is the first shifted by one column, so it costs no memory traffic of its own (a
+        second window at its own offset is a second table read per step, ~8% of the native step at 8192
+        envs). An ending env's last observation then shares its noise with the next env's observation of
+        that step, never with its own next observation.
+        """
+        offset = int(rng.integers(self.span - 1))
+        return (self.table[:, offset : offset + self.num_envs],
+                self.table[:, offset + 1 : offset + 1 + self.num_envs])
+
     def rows(self, rng: np.random.Generator, ids: Any) -> Any:
         """Noise for envs `ids` only, (features, len(ids)), drawn like one env's column of `window`."""
         return self.table[:, int(rng.integers(self.span)) + ids]

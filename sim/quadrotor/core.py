@@ -255,9 +255,13 @@ class QuadrotorBatch:
         """Advance all envs one control step with normalized thrust commands (N, 4) in [0, 1]."""
         if self.autoreset and not self._has_reset:
             raise RuntimeError("call reset() before the first step")
-        noise = None if self._noise is None else self._noise.window(self.rng)
-        final_noise = None if self._noise is None or not self.autoreset else self._noise.window(self.rng)
-        action = self._check_action(action)
+        noise = final_noise = None
+        if self._noise is not None:
+            if self.autoreset:
+                noise, final_noise = self._noise.step_windows(self.rng)
+            else:
+                noise = self._noise.window(self.rng)
+        action = self._check_action(action, finite=self._native is None)  # the native step checks its own
         if self._native is not None:
             return self._native(action, noise, final_noise)
         return self._transition(self._feature_major(action), noise, final_noise)
@@ -335,14 +339,16 @@ class QuadrotorBatch:
         self.previous_action = restart(torch.full_like(self.previous_action, hover), self.previous_action)
         return self._observation(*self._state_fields(None), self.history, noise)
 
-    def _check_action(self, action: Any) -> Any:
-        """Actions (N, 4) as an array of the backend, validated: shape and finite values."""
+    def _check_action(self, action: Any, finite: bool = True) -> Any:
+        """Actions (N, 4) as an array of the backend, validated: shape and (with `finite`) finite values."""
         if self.xp is np:
             action = np.asarray(action, dtype=np.float64)
         else:
             action = torch.as_tensor(action, device=self.physics.device, dtype=self.physics.dtype)
         if tuple(action.shape) != (self.num_envs, 4):
             raise ValueError(f"action must have shape ({self.num_envs}, 4), got {tuple(action.shape)}")
+        if not finite:
+            return action
         if self.xp is np:
             if not np.isfinite(action).all():
                 raise ValueError("action contains NaN or Inf")

@@ -192,9 +192,8 @@ class QuadrotorVectorEnv(VectorEnv):
         done = result.terminated | result.truncated
         info: dict[str, Any] = {"is_success": result.is_success, "reward_terms": result.reward_terms}
         obs = result.observation
-        done_ids = np.flatnonzero(_numpy(done))
         if result.final_observation is not None:  # restarted inside the step
-            if len(done_ids):
+            if bool(done.any()):
                 info.update(final_obs=result.final_observation, _final_obs=_numpy(done))
                 info["params"] = self.batch.params_info(copy=False)
                 if self.privileged:
@@ -203,6 +202,7 @@ class QuadrotorVectorEnv(VectorEnv):
                 info["privileged_obs"] = result.privileged_observation
             return obs, result.reward, result.terminated, result.truncated, info
         privileged = self.batch.privileged_observation() if self.privileged else None
+        done_ids = np.flatnonzero(_numpy(done))
         if len(done_ids):
             rows = torch.as_tensor(done_ids, device=obs.device) if self.batch.xp is torch else done_ids
             final_obs = torch.empty_like(obs) if self.batch.xp is torch else np.empty_like(obs)

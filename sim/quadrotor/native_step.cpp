@@ -12,6 +12,9 @@
 // block body.
 #include <math.h>
 #include <stdint.h>
+#ifdef __AVX512F__
+#include <immintrin.h>
+#endif
 
 // glibc's libmvec has SIMD variants of these; declaring them lets the vectorizer call them.
 extern "C" {
@@ -89,9 +92,15 @@ struct Block {
     else for (int64_t l = 0; l < count; ++l) row[first + l] = v[l];
   }
   void store_where(const Rows& array, int feature, M mask, V v) const {  // only the lanes where mask holds
-    float* row = array.data + feature * array.stride;
+    float* row = array.data + feature * array.stride + first;
+#ifdef __AVX512F__
+    if (count == LANES) {  // one masked store instead of a branch per lane
+      _mm512_mask_storeu_ps(row, _mm512_test_epi32_mask((__m512i)mask, (__m512i)mask), (__m512)v);
+      return;
+    }
+#endif
     for (int64_t l = 0; l < count; ++l)
-      if (mask[l]) row[first + l] = v[l];
+      if (mask[l]) row[l] = v[l];
   }
   void store_flag(bool* row, M m) const {
     typedef int8_t B __attribute__((vector_size(LANES), aligned(1), may_alias));
@@ -310,8 +319,51 @@ inline void load_commands(const Block& b, const float* action, V command[4]) {
   for (int r = 0; r < 4; ++r) command[r] = clamp(command[r], 0.0f, 1.0f);
 }
 
+// How many blocks ahead `prefetch_ahead` asks for the rows of. A block reads and writes ~150 rows, 64 bytes
+// of each: too many streams for the hardware prefetchers to follow, so at 8192 envs (rows in L3) loads and
+// store misses stalled the loop (the noise rows, a new window of the table each step, worst of all).
+constexpr int PREFETCH_BLOCKS = 4;
+
+// Ask for rows [0, features) of `array` where the block PREFETCH_BLOCKS ahead of `b` will use them.
+inline void prefetch_rows(const Block& b, const Rows& array, int features, bool write) {
+  if (!array.data) return;
+  const float* row = array.data + b.first + PREFETCH_BLOCKS * LANES;
+  for (int j = 0; j < features; ++j, row += array.stride) {
+    if (write) __builtin_prefetch(row, 1);
+    else __builtin_prefetch(row);
+  }
+}
+
+// Everything a full block reads or writes in every step; the last blocks ask for addresses past the end
+// of the rows (still inside the padded arrays, and a prefetch never faults).
+inline void prefetch_ahead(const Block& b, const Arrays& a) {
+  prefetch_rows(b, a.noise, NOISE ? 18 : 0, false);
+  prefetch_rows(b, a.state, 13, true);
+  prefetch_rows(b, a.rotor_speed, 4, true);
+  prefetch_rows(b, a.history, 4 * ACTION_HISTORY, true);
+  prefetch_rows(b, a.pending, MAX_LATENCY > 0 ? 4 * (MAX_LATENCY + 1) : 0, true);
+  prefetch_rows(b, a.previous_action, 4, true);
+  prefetch_rows(b, a.steps, 1, true);
+  prefetch_rows(b, a.success_count, 1, true);
+  prefetch_rows(b, a.thrust_scale, 4, false);
+  prefetch_rows(b, a.decay_rise, 1, false);
+  prefetch_rows(b, a.decay_fall, 1, false);
+  prefetch_rows(b, a.targets, 3, false);
+  prefetch_rows(b, a.mass, 1, false);
+  prefetch_rows(b, a.inertia, 3, false);
+  prefetch_rows(b, a.yaw_coefficients, 4, false);
+  prefetch_rows(b, a.force, 3, false);
+  prefetch_rows(b, a.torque, 3, false);
+  prefetch_rows(b, a.observation, 18 + 4 * ACTION_HISTORY, true);
+  prefetch_rows(b, a.terms, NUM_TERMS, true);
+  prefetch_rows(b, a.reward, 1, true);
+  __builtin_prefetch(a.latency + b.first + PREFETCH_BLOCKS * LANES);
+  for (int line = 0; line < 4; ++line) __builtin_prefetch(a.action + 4 * (b.first + PREFETCH_BLOCKS * LANES) + line * LANES);
+}
+
 void step_block(const Block& b, const Arrays& a) {
   const Out all{b, nullptr};
+  if (b.count == LANES) prefetch_ahead(b, a);
   // ---- command, latency, rotor model
   V command[4], applied[4];
   load_commands(b, a.action, command);
@@ -496,10 +548,8 @@ void step_block(const Block& b, const Arrays& a) {
   const V next_steps = select(done, splat(0.0f), steps);
   b.store(a.steps, 0, next_steps);
   b.store(a.success_count, 0, select(done, splat(0.0f), successes));
-  for (int j = 0; j < 4 * ACTION_HISTORY; ++j)
-    b.store(a.history, j, select(done, splat(HOVER_COMMAND), b.load(a.history, j)));
-  for (int j = 0; j < 4 * (MAX_LATENCY + 1); ++j)
-    b.store(a.pending, j, select(done, splat(HOVER_COMMAND), b.load(a.pending, j)));
+  for (int j = 0; j < 4 * ACTION_HISTORY; ++j) b.store_where(a.history, j, done, splat(HOVER_COMMAND));
+  for (int j = 0; j < 4 * (MAX_LATENCY + 1); ++j) b.store_where(a.pending, j, done, splat(HOVER_COMMAND));
   const Fields g = fields(p, q, v, w, t, next_steps);
   for (int j = 0; j < 3; ++j) {
     b.store(a.state, j, p[j]);
@@ -514,8 +564,14 @@ void step_block(const Block& b, const Arrays& a) {
 }  // namespace
 
 // `pointers` holds the arrays in the order of native_step.ARGS (ARG_<name>; absent ones are null) and
-// `strides` their row strides in elements.
-extern "C" void quadrotor_step(void* const* pointers, const int64_t* strides, int64_t n, int threads) {
+// `strides` their row strides in elements. Returns 0, or 1 without changing anything if an action is NaN
+// or infinite.
+extern "C" int quadrotor_step(void* const* pointers, const int64_t* strides, int64_t n, int threads) {
+  const float* action = (const float*)pointers[ARG_action];
+  int non_finite = 0;
+#pragma omp simd reduction(| : non_finite)
+  for (int64_t i = 0; i < 4 * n; ++i) non_finite |= !(action[i] - action[i] == 0.0f);  // NaN for NaN and inf
+  if (non_finite) return 1;
   auto rows = [&](int arg) { return Rows{(float*)pointers[arg], strides[arg]}; };
   Arrays a;
   a.state = rows(ARG_state);
@@ -547,7 +603,7 @@ extern "C" void quadrotor_step(void* const* pointers, const int64_t* strides, in
   a.privileged = rows(ARG_privileged);
   a.final_privileged = rows(ARG_final_privileged);
   a.latency = (int64_t*)pointers[ARG_latency];
-  a.action = (const float*)pointers[ARG_action];
+  a.action = action;
   a.terminated = (bool*)pointers[ARG_terminated];
   a.truncated = (bool*)pointers[ARG_truncated];
   a.is_success = (bool*)pointers[ARG_is_success];
@@ -557,4 +613,5 @@ extern "C" void quadrotor_step(void* const* pointers, const int64_t* strides, in
     const int64_t first = block * LANES;
     step_block(Block{first, n - first < LANES ? n - first : LANES}, a);
   }
+  return 0;
 }

@@ -215,7 +215,7 @@ class NativeStep:
         self._function = ctypes.CDLL(str(build(header(batch)))).quadrotor_step
         self._function.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(ctypes.c_int64), ctypes.c_int64,
                                    ctypes.c_int]
-        self._function.restype = None
+        self._function.restype = ctypes.c_int
         self._pointers = (ctypes.c_void_p * len(ARGS))()
         self._strides = (ctypes.c_int64 * len(ARGS))()
         # (owner, attribute, argument): the arrays the kernel keeps across steps, updated in place (the
@@ -227,6 +227,20 @@ class NativeStep:
             self._state.append((batch._noise, "table", "noise_table"))
         self._laid_out: dict[str, torch.Tensor] = {}  # the arrays last seen, in kernel layout
         self._index = {name: index for index, name in enumerate(ARGS)}
+        # The float outputs are rows of one (rows, N + PAD) array per step (one allocation): (argument,
+        # first row, rows) of each, in the kernel's order. Their row strides never change.
+        size, extra = batch.layout.size, batch.privileged_size if batch.privileged else 0
+        outputs = [("observation", size), ("terms", len(TERMS)), ("reward", 1)]
+        if batch.autoreset:
+            outputs.append(("final_observation", size))
+            if batch.privileged:
+                outputs += [("privileged", extra), ("final_privileged", extra)]
+        self._outputs: list[tuple[str, int, int]] = []
+        for argument, rows in outputs:
+            first = self._outputs[-1][1] + self._outputs[-1][2] if self._outputs else 0
+            self._outputs.append((argument, first, rows))
+            self._strides[self._index[argument]] = batch.num_envs + PAD
+        self._output_rows = sum(rows for _, _, rows in self._outputs)
 
     def _bind(self, argument: str, value: torch.Tensor | None) -> None:
         """Pass `value` (laid out for the kernel) as the kernel's argument `argument` from now on."""
@@ -248,37 +262,37 @@ class NativeStep:
 
     def __call__(self, action: torch.Tensor, noise: torch.Tensor | None,
                  final_noise: torch.Tensor | None = None) -> StepResult:
-        """One control step from validated actions (N, 4), as `QuadrotorBatch._transition`; the state
-        advances in place."""
+        """One control step from actions (N, 4) of the right shape, as `QuadrotorBatch._transition`; the
+        state advances in place. Raises ValueError, with nothing changed, if an action is NaN or infinite."""
         from sim.quadrotor.core import StepResult
 
         batch, n = self.batch, self.batch.num_envs
-        new = dict(device=batch.physics.device, dtype=batch.physics.dtype)
-        observation = padded_rows(batch.layout.size, n, **new)
-        terms = padded_rows(len(TERMS), n, **new)
-        reward = torch.empty(n, **new)
-        flags = torch.empty(3, n, dtype=torch.bool, device=new["device"])
-        final_observation = padded_rows(batch.layout.size, n, **new) if batch.autoreset else None
-        privileged = final_privileged = None
-        if batch.autoreset and batch.privileged:
-            privileged = padded_rows(batch.privileged_size, n, **new)
-            final_privileged = padded_rows(batch.privileged_size, n, **new)
+        device = batch.physics.device
+        out = torch.empty(self._output_rows, n + PAD, device=device, dtype=batch.physics.dtype)
+        flags = torch.empty(3, n, dtype=torch.bool, device=device)
         for value in (noise, final_noise):
             if value is not None and value.stride(1) != 1:
                 raise ValueError("noise windows must have unit stride along the envs")
         self._bind_state()
-        for argument, value in (
-            ("action", action.contiguous()), ("noise", noise), ("final_noise", final_noise),
-            ("observation", observation), ("reward", reward), ("terms", terms), ("terminated", flags[0]),
-            ("truncated", flags[1]), ("is_success", flags[2]), ("final_observation", final_observation),
-            ("privileged", privileged), ("final_privileged", final_privileged),
-        ):
-            self._bind(argument, value)
-        self._function(self._pointers, self._strides, n, torch.get_num_threads())
-        result = StepResult(observation.T, reward, flags[0], flags[1], flags[2], dict(zip(TERMS, terms.unbind(0))))
+        action = action.contiguous()
+        pointers, index = self._pointers, self._index
+        base, row_bytes = out.data_ptr(), out.stride(0) * out.element_size()
+        for argument, first, _ in self._outputs:
+            pointers[index[argument]] = base + first * row_bytes
+        flag_base = flags.data_ptr()
+        for offset, argument in enumerate(("terminated", "truncated", "is_success")):
+            pointers[index[argument]] = flag_base + offset * n
+        pointers[index["action"]] = action.data_ptr()
+        self._bind("noise", noise)
+        self._bind("final_noise", final_noise)
+        if self._function(pointers, self._strides, n, torch.get_num_threads()):
+            raise ValueError("action contains NaN or Inf")
+        rows = {argument: out[first:first + count, :n] for argument, first, count in self._outputs}
+        result = StepResult(rows["observation"].T, rows["reward"][0], flags[0], flags[1], flags[2],
+                            dict(zip(TERMS, rows["terms"].unbind(0))))
         if batch.autoreset:
-            result.final_observation = final_observation.T
+            result.final_observation = rows["final_observation"].T
             if batch.privileged:
-                result.privileged_observation = privileged.T
-                result.final_privileged_observation = final_privileged.T
+                result.privileged_observation = rows["privileged"].T
+                result.final_privileged_observation = rows["final_privileged"].T
         return result

@@ -316,6 +316,22 @@ def test_bad_actions_raise_clear_errors():
         QuadrotorVectorEnv("hover", num_envs=2, backend="jax")
 
 
+@pytest.mark.parametrize("compile", [False, "native"])
+def test_a_non_finite_action_raises_and_leaves_the_batch_as_it_was(compile):
+    env = QuadrotorVectorEnv("hover", num_envs=37, backend="torch", device="cpu", compile=compile)
+    env.reset(seed=0)
+    before = env.batch.physics.buffer.clone(), env.batch.steps.clone(), env.batch.history.clone()
+    for bad in (np.nan, np.inf, -np.inf):
+        action = np.full((37, 4), 0.5)
+        action[36, 2] = bad  # in the partial last block of the native step
+        with pytest.raises(ValueError, match="NaN or Inf"):
+            env.step(action)
+    after = env.batch.physics.buffer, env.batch.steps, env.batch.history
+    for was, now in zip(before, after):
+        torch.testing.assert_close(now, was, rtol=0, atol=0)
+    env.step(np.full((37, 4), 0.5))  # and it steps on
+
+
 @pytest.mark.parametrize("backend", ["mujoco_batch", "torch"])
 def test_privileged_observation_is_the_noise_free_state_plus_hidden_variables(backend):
     env = QuadrotorVectorEnv("hover", num_envs=6, backend=backend, device="cpu", privileged=True,
