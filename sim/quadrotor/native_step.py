@@ -241,6 +241,8 @@ class NativeStep:
             self._outputs.append((argument, first, rows))
             self._strides[self._index[argument]] = batch.num_envs + PAD
         self._output_rows = sum(rows for _, _, rows in self._outputs)
+        self._output_names = [argument for argument, _, _ in self._outputs]
+        self._output_sizes = [rows for _, _, rows in self._outputs]
 
     def _bind(self, argument: str, value: torch.Tensor | None) -> None:
         """Pass `value` (laid out for the kernel) as the kernel's argument `argument` from now on."""
@@ -287,8 +289,9 @@ class NativeStep:
         self._bind("final_noise", final_noise)
         if self._function(pointers, self._strides, n, torch.get_num_threads()):
             raise ValueError("action contains NaN or Inf")
-        rows = {argument: out[first:first + count, :n] for argument, first, count in self._outputs}
-        result = StepResult(rows["observation"].T, rows["reward"][0], flags[0], flags[1], flags[2],
+        rows = dict(zip(self._output_names, out[:, :n].split(self._output_sizes)))  # one call: ~10 us less
+        terminated, truncated, is_success = flags.unbind(0)
+        result = StepResult(rows["observation"].T, rows["reward"][0], terminated, truncated, is_success,
                             dict(zip(TERMS, rows["terms"].unbind(0))))
         if batch.autoreset:
             result.final_observation = rows["final_observation"].T
