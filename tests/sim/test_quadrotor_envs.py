@@ -120,7 +120,8 @@ def test_torch_step_variants_reproduce_the_reference_step(variant, reference, st
 @pytest.mark.parametrize("task, autoreset", [("figure_eight", False), ("hover", True)])
 def test_native_step_reproduces_the_eager_step_with_noise_and_a_partial_block(task, autoreset):
     """The generated C++ step against the eager torch step, observation noise on, 37 envs (two blocks of
-    16 and a partial one): every output and the state after each step, over steps with restarts."""
+    16 and a partial one): every output and the state after each step, over steps with restarts, a reseed
+    and a partial reset."""
     def batch(compile: bool | str) -> QuadrotorBatch:
         made = QuadrotorBatch(make_config(task), 37, "torch", seed=4, compile=compile, autoreset=autoreset)
         made.reset()
@@ -130,7 +131,12 @@ def test_native_step_reproduces_the_eager_step_with_noise_and_a_partial_block(ta
     assert native.compile == "native" and native._native is not None
     rng = np.random.default_rng(1)
     restarts = 0
-    for _ in range(80):
+    for step in range(160):
+        if step == 100:
+            most_episodes = int(native.episode.max())
+            for made in (native, eager):
+                made.seed(11)
+                made.reset(np.arange(0, 37, 3))
         action = torch.as_tensor(rng.uniform(0.2, 0.95, (37, 4)), dtype=torch.float32)
         got, want = native.step(action), eager.step(action)
         done = (want.terminated | want.truncated).numpy()
@@ -154,6 +160,7 @@ def test_native_step_reproduces_the_eager_step_with_noise_and_a_partial_block(ta
         np.testing.assert_allclose(native.physics.buffer, eager.physics.buffer, rtol=1e-4, atol=1e-4)
         np.testing.assert_array_equal(native.latency, eager.latency)
     assert restarts > 5 or not autoreset
+    assert most_episodes >= 2 or not autoreset  # some env restarted twice inside the kernel before the reseed
 
 
 @pytest.mark.parametrize("compile, dtype, message", [
