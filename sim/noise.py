@@ -7,6 +7,11 @@ from the seeded numpy generator, and each step uses the columns [offset, offset 
 offset: a zero-copy view, identical on every backend. Env i sees column offset + i, so its noise over
 time is i.i.d. draws from the table (one repeat per `span` steps on average); within a step, all
 values are distinct.
+
+The span shrinks from 65536 as N grows past 512, keeping a float32 table of 18 rows under ~1.3 MB from 2048
+to 8192 envs: a random window of a larger table is read from memory on every step, and a table that stays
+in cache made the native quadrotor step 12-20% faster at 4096-8192 envs (2-core Zen 4 VM, paired timings).
+The price is a higher chance of a repeat: 1/span for any two steps of an env (1/4096 from 8192 envs up).
 """
 
 from __future__ import annotations
@@ -17,19 +22,27 @@ import numpy as np
 import torch
 
 
+def default_span(num_envs: int) -> int:
+    """Offsets of a table for `num_envs` envs: 65536 up to 512 envs, then 2**25 / N, at least 4096."""
+    return min(65536, max(4096, 2**25 // max(num_envs, 1)))
+
+
 class NoiseTable:
     """Standard-normal noise (features, N) per step for N envs, from a seeded table.
 
     Args:
         features: rows of noise per env.
         num_envs: N.
-        span: number of distinct offsets (table width is N + span).
+        span: number of distinct offsets (table width is N + span); by default `default_span(N)`.
         device, dtype: torch placement; None for numpy float64 arrays.
     """
 
-    def __init__(self, features: int, num_envs: int, span: int = 65536,
+    def __init__(self, features: int, num_envs: int, span: int | None = None,
                  device: torch.device | str | None = None, dtype: torch.dtype = torch.float32):
-        self.features, self.num_envs, self.span = features, num_envs, span
+        self.features, self.num_envs = features, num_envs
+        self.span = default_span(num_envs) if span is None else span
+        if self.span < 2:
+            raise ValueError(f"a noise table needs a span of at least 2 offsets, got {self.span}")
         self.device, self.dtype = device, dtype
         self.table: Any = None
 
