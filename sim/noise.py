@@ -10,7 +10,8 @@ values are distinct.
 
 The span shrinks from 65536 as N grows past 512, keeping a float32 table of 18 rows under ~1.3 MB from 2048
 to 8192 envs: a random window of a larger table is read from memory on every step, and a table that stays
-in cache made the native quadrotor step 12-20% faster at 4096-8192 envs (2-core Zen 4 VM, paired timings).
+in cache made the native quadrotor step 11-20% faster at 4096-8192 envs (2-core Zen 4 VM, paired timings:
+bench/noise_table.py).
 The price is a higher chance of a repeat: 1/span for any two steps of an env (1/4096 from 8192 envs up).
 """
 
