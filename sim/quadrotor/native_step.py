@@ -3,7 +3,7 @@
 torch.compile splits `QuadrotorBatch._transition` into about 30 loops over feature-major buffers
 (rotor model, physics, history, reward terms, observation, restart), and on a CPU the step then costs
 about 15x its rigid-body part. `native_step.cpp` does the whole step in a single pass, 16 vehicles at a
-time (one AVX-512 register per quantity), reading and writing the batch's own tensors (state in place,
+time with AVX-512 and 8 with AVX2 (one vector register per quantity), reading and writing the batch's own tensors (state in place,
 outputs fresh); restarts are only done in blocks where an episode ended. The task's constants are written
 into a generated header, so each configuration compiles (g++, about 1 s on a 2-core Xeon, cached by
 content under `cache_dir()`) to straight-line code. `QuadrotorBatch._transition` remains the reference

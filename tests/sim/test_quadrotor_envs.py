@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
@@ -117,11 +118,20 @@ def test_torch_step_variants_reproduce_the_reference_step(variant, reference, st
         np.testing.assert_allclose(a, b, rtol=tolerance, atol=tolerance)
 
 
-@pytest.mark.parametrize("task, autoreset", [("figure_eight", False), ("hover", True)])
-def test_native_step_reproduces_the_eager_step_with_noise_and_a_partial_block(task, autoreset):
-    """The generated C++ step against the eager torch step, observation noise on, 37 envs (two blocks of
-    16 and a partial one): every output and the state after each step, over steps with restarts, a reseed
-    and a partial reset."""
+AVX2 = "avx2" in Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").exists() else False
+
+
+@pytest.mark.parametrize("task, autoreset, march", [
+    ("figure_eight", False, "native"), ("hover", True, "native"),
+    pytest.param("hover", True, "x86-64-v3", marks=pytest.mark.skipif(not AVX2, reason="needs an AVX2 CPU")),
+], ids=["figure_eight", "hover", "hover_built_for_avx2"])
+def test_native_step_reproduces_the_eager_step_with_noise_and_a_partial_block(task, autoreset, march, monkeypatch):
+    """The generated C++ step against the eager torch step, observation noise on, 37 envs (blocks of 16
+    or 8 and a partial one): every output and the state after each step, over steps with restarts, a
+    reseed and a partial reset. Also built for AVX2 without AVX-512 (8 lanes), which this CPU may not pick."""
+    if march != "native":
+        monkeypatch.setattr(native_step, "FLAGS", tuple(f.replace("native", march) for f in native_step.FLAGS))
+
     def batch(compile: bool | str) -> QuadrotorBatch:
         made = QuadrotorBatch(make_config(task), 37, "torch", seed=4, compile=compile, autoreset=autoreset)
         made.reset()
