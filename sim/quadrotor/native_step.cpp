@@ -331,51 +331,8 @@ inline void load_commands(const Block& b, const float* action, V command[4]) {
   for (int r = 0; r < 4; ++r) command[r] = clamp(command[r], 0.0f, 1.0f);
 }
 
-// How many vehicles ahead `prefetch_ahead` asks for the rows of (256 bytes of each row). A block reads and
-// writes ~150 rows, more streams than the hardware prefetchers follow; asking ahead gained ~2.5% at 8192
-// envs (paired timings, Zen 4).
-constexpr int PREFETCH_AHEAD = 64;
-
-// Ask for rows [0, features) of `array` where the vehicles PREFETCH_AHEAD after `b`'s first will use them.
-inline void prefetch_rows(const Block& b, const Rows& array, int features, bool write) {
-  if (!array.data) return;
-  const float* row = array.data + b.first + PREFETCH_AHEAD;
-  for (int j = 0; j < features; ++j, row += array.stride) {
-    if (write) __builtin_prefetch(row, 1);
-    else __builtin_prefetch(row);
-  }
-}
-
-// Everything a full block reads or writes in every step; the last blocks ask for addresses past the end
-// of the rows (still inside the padded arrays, and a prefetch never faults).
-inline void prefetch_ahead(const Block& b, const Arrays& a) {
-  prefetch_rows(b, a.noise, NOISE ? 18 : 0, false);
-  prefetch_rows(b, a.state, 13, true);
-  prefetch_rows(b, a.rotor_speed, 4, true);
-  prefetch_rows(b, a.history, 4 * ACTION_HISTORY, true);
-  prefetch_rows(b, a.pending, MAX_LATENCY > 0 ? 4 * (MAX_LATENCY + 1) : 0, true);
-  prefetch_rows(b, a.previous_action, 4, true);
-  prefetch_rows(b, a.steps, 1, true);
-  prefetch_rows(b, a.success_count, 1, true);
-  prefetch_rows(b, a.thrust_scale, 4, false);
-  prefetch_rows(b, a.decay_rise, 1, false);
-  prefetch_rows(b, a.decay_fall, 1, false);
-  prefetch_rows(b, a.targets, 3, false);
-  prefetch_rows(b, a.mass, 1, false);
-  prefetch_rows(b, a.inertia, 3, false);
-  prefetch_rows(b, a.yaw_coefficients, 4, false);
-  prefetch_rows(b, a.force, 3, false);
-  prefetch_rows(b, a.torque, 3, false);
-  prefetch_rows(b, a.observation, 18 + 4 * ACTION_HISTORY, true);
-  prefetch_rows(b, a.terms, NUM_TERMS, true);
-  prefetch_rows(b, a.reward, 1, true);
-  __builtin_prefetch(a.latency + b.first + PREFETCH_AHEAD);
-  for (int line = 0; line < LANES / 4; ++line) __builtin_prefetch(a.action + 4 * (b.first + PREFETCH_AHEAD) + line * 16);
-}
-
 void step_block(const Block& b, const Arrays& a) {
   const Out all{b, nullptr};
-  if (b.count == LANES) prefetch_ahead(b, a);
   // ---- command, latency, rotor model
   V command[4], applied[4];
   load_commands(b, a.action, command);

@@ -227,8 +227,8 @@ class NativeStep:
             self._state.append((batch._noise, "table", "noise_table"))
         self._laid_out: dict[str, torch.Tensor] = {}  # the arrays last seen, in kernel layout
         self._index = {name: index for index, name in enumerate(ARGS)}
-        # The float outputs are rows of one (rows, N + PAD) array per step (one allocation): (argument,
-        # first row, rows) of each, in the kernel's order. Their row strides never change.
+        # The float outputs are rows of one `padded_rows` array per step (one allocation): (argument,
+        # first row, rows) of each, in the kernel's order.
         size, extra = batch.layout.size, batch.privileged_size if batch.privileged else 0
         outputs = [("observation", size), ("terms", len(TERMS)), ("reward", 1)]
         if batch.autoreset:
@@ -239,7 +239,6 @@ class NativeStep:
         for argument, rows in outputs:
             first = self._outputs[-1][1] + self._outputs[-1][2] if self._outputs else 0
             self._outputs.append((argument, first, rows))
-            self._strides[self._index[argument]] = batch.num_envs + PAD
         self._output_rows = sum(rows for _, _, rows in self._outputs)
         self._output_names = [argument for argument, _, _ in self._outputs]
         self._output_sizes = [rows for _, _, rows in self._outputs]
@@ -270,7 +269,7 @@ class NativeStep:
 
         batch, n = self.batch, self.batch.num_envs
         device = batch.physics.device
-        out = torch.empty(self._output_rows, n + PAD, device=device, dtype=batch.physics.dtype)
+        out = padded_rows(self._output_rows, n, device=device, dtype=batch.physics.dtype)
         flags = torch.empty(3, n, dtype=torch.bool, device=device)
         for value in (noise, final_noise):
             if value is not None and value.stride(1) != 1:
@@ -278,9 +277,10 @@ class NativeStep:
         self._bind_state()
         action = action.contiguous()
         pointers, index = self._pointers, self._index
-        base, row_bytes = out.data_ptr(), out.stride(0) * out.element_size()
+        base, row_stride = out.data_ptr(), out.stride(0)
         for argument, first, _ in self._outputs:
-            pointers[index[argument]] = base + first * row_bytes
+            pointers[index[argument]] = base + first * row_stride * out.element_size()
+            self._strides[index[argument]] = row_stride
         flag_base = flags.data_ptr()
         for offset, argument in enumerate(("terminated", "truncated", "is_success")):
             pointers[index[argument]] = flag_base + offset * n
@@ -289,7 +289,7 @@ class NativeStep:
         self._bind("final_noise", final_noise)
         if self._function(pointers, self._strides, n, torch.get_num_threads()):
             raise ValueError("action contains NaN or Inf")
-        rows = dict(zip(self._output_names, out[:, :n].split(self._output_sizes)))  # one call: ~10 us less
+        rows = dict(zip(self._output_names, out.split(self._output_sizes)))  # one call: ~10 us less
         terminated, truncated, is_success = flags.unbind(0)
         result = StepResult(rows["observation"].T, rows["reward"][0], terminated, truncated, is_success,
                             dict(zip(TERMS, rows["terms"].unbind(0))))
