@@ -23,8 +23,8 @@ from sim.quadrotor.env import QuadrotorVectorEnv
 
 
 def kernel_call(num_envs: int, march: str) -> tuple[object, object]:
-    """A warmed-up hover env on a kernel built for `march`, and a no-argument call of that kernel alone
-    (the env is returned with it: it owns the arrays the call uses)."""
+    """A warmed-up hover env on a kernel built for `march`, and a call of that kernel alone (returned with
+    the env, its outputs and the action it was last given: the arrays the call's pointers refer to)."""
     default = native_step.FLAGS
     native_step.FLAGS = tuple(flag.replace("native", march) for flag in default)
     try:
@@ -39,7 +39,7 @@ def kernel_call(num_envs: int, march: str) -> tuple[object, object]:
     step, batch = env.batch._native, env.batch
     outputs = step(actions[0], *batch._noise.step_windows(batch.rng))  # the arrays the kernel's pointers keep
     function, pointers, strides = step._function, step._pointers, step._strides
-    return (env, outputs), lambda threads: function(pointers, strides, num_envs, threads)
+    return (env, outputs, actions[0]), lambda threads: function(pointers, strides, num_envs, threads)
 
 
 def main() -> None:

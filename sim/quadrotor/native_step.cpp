@@ -12,9 +12,7 @@
 // block body.
 #include <math.h>
 #include <stdint.h>
-#ifdef __AVX512F__
 #include <immintrin.h>
-#endif
 
 // glibc's libmvec has SIMD variants of these; declaring them lets the vectorizer call them.
 extern "C" {
@@ -58,10 +56,13 @@ inline V vabs(V x) { return select(x < 0.0f, -x, x); }
 inline V clamp(V x, float lo, float hi) { return select(x < lo, splat(lo), select(x > hi, splat(hi), x)); }
 inline V as_float(M condition) { return select(condition, splat(1.0f), splat(0.0f)); }
 inline M finite(V x) { return (x - x) == 0.0f; }  // inf - inf and NaN - NaN are NaN
+// Whether any lane holds: one test instruction (an OR over the lanes compiles to ~45 lane extractions).
 inline bool any(M m) {
-  int32_t bits = 0;
-  for (int l = 0; l < LANES; ++l) bits |= m[l];
-  return bits != 0;
+#ifdef __AVX512F__
+  return _mm512_test_epi32_mask((__m512i)m, (__m512i)m) != 0;
+#else
+  return !_mm256_testz_si256((__m256i)m, (__m256i)m);
+#endif
 }
 
 // Row r of a (LANES, 4) block of actions held as 4 vectors (a transpose in registers).
@@ -268,49 +269,49 @@ struct Arrays {
   bool *terminated, *truncated, *is_success;
 };
 
-// Where an output row goes: every lane of the block, or (mask) only the lanes of finished episodes.
-struct Out {
-  const Block& b;
-  const M* mask;
-  void operator()(const Rows& array, int feature, V v) const {
-    if (mask) b.store_where(array, feature, *mask, v);
-    else b.store(array, feature, v);
-  }
-};
-
-// The observation of a state (QuadrotorBatch._observation): its fields, plus noise, and the action
-// history as the arrays hold it when this is called.
-inline void write_observation(const Out& out, const Arrays& a, const Rows& array, const Fields& f, const Rows& noise,
-                              bool with_history = true) {
-  for (int j = 0; j < 18; ++j) out(array, j, NOISE ? f.value[j] + out.b.load(noise, j) * NOISE_STD[j] : f.value[j]);
-  if (with_history)
-    for (int j = 0; j < 4 * ACTION_HISTORY; ++j) out(array, 18 + j, out.b.load(a.history, j));
+// The noise-free fields of a state plus observation noise: rows 0-17 of an observation
+// (QuadrotorBatch._observation; its action-history rows are written where the history is shifted).
+inline void write_fields(const Block& b, const Rows& observation, const Fields& f, const Rows& noise) {
+  for (int j = 0; j < 18; ++j) b.store(observation, j, NOISE ? f.value[j] + b.load(noise, j) * NOISE_STD[j] : f.value[j]);
 }
 
-// Push the commands into the action history (newest first); with `observation`, also write the new
-// history into its rows (one pass instead of shifting and then copying).
-inline void shift_history(const Block& b, const Arrays& a, const V command[4], const Rows* observation) {
+// Push the commands into the action history (newest first) and write the new history into the
+// observation's rows too (one pass instead of shifting and then copying).
+inline void shift_history(const Block& b, const Arrays& a, const V command[4]) {
   for (int j = 4 * ACTION_HISTORY - 1; j >= 0; --j) {
     const V value = j >= 4 ? b.load(a.history, j - 4) : command[j];
     b.store(a.history, j, value);
-    if (observation) b.store(*observation, 18 + j, value);
+    b.store(a.observation, 18 + j, value);
   }
 }
 
-// The privileged observation of a state (QuadrotorBatch._privileged): fields, history, rotor speeds and
-// the episode's parameters, read from the arrays as they are when this is called.
-inline void write_privileged(const Out& out, const Arrays& a, const Rows& array, const Fields& f) {
-  const Block& b = out.b;
-  for (int j = 0; j < 18; ++j) out(array, j, f.value[j]);
-  for (int j = 0; j < 4 * ACTION_HISTORY; ++j) out(array, 18 + j, b.load(a.history, j));
+// shift_history in a block where the `done` envs restart: the shifted history goes into the final
+// observation's rows, and the restarted envs' history starts over at the hover command.
+inline void shift_and_restart_history(const Block& b, const Arrays& a, const V command[4], M done) {
+  for (int j = 4 * ACTION_HISTORY - 1; j >= 0; --j) {
+    const V value = j >= 4 ? b.load(a.history, j - 4) : command[j];
+    b.store(a.final_observation, 18 + j, value);
+    const V restarted = select(done, splat(HOVER_COMMAND), value);
+    b.store(a.history, j, restarted);
+    b.store(a.observation, 18 + j, restarted);
+  }
+}
+
+// The privileged observation of a state (QuadrotorBatch._privileged): fields, the action history (read
+// from the rows of the observation it goes with), rotor speeds and the episode's parameters as the
+// arrays hold them when this is called.
+inline void write_privileged(const Block& b, const Arrays& a, const Rows& array, const Fields& f,
+                             const Rows& observation) {
+  for (int j = 0; j < 18; ++j) b.store(array, j, f.value[j]);
+  for (int j = 0; j < 4 * ACTION_HISTORY; ++j) b.store(array, 18 + j, b.load(observation, 18 + j));
   int row = 18 + 4 * ACTION_HISTORY;
-  for (int r = 0; r < 4; ++r) out(array, row + r, b.load(a.rotor_speed, r));
+  for (int r = 0; r < 4; ++r) b.store(array, row + r, b.load(a.rotor_speed, r));
   row += 4;
-  out(array, row, b.load(a.mass, 0) * (1.0f / NOMINAL_MASS) - 1.0f);
-  for (int r = 0; r < 4; ++r) out(array, row + 1 + r, b.load(a.thrust_scale, r) - 1.0f);
-  for (int j = 0; j < 3; ++j) out(array, row + 5 + j, b.load(a.force, j) * (1.0f / DISTURBANCE_FORCE));
-  for (int j = 0; j < 3; ++j) out(array, row + 8 + j, b.load(a.torque, j) * (1.0f / DISTURBANCE_TORQUE));
-  out(array, row + 11, b.load_latency(a.latency));
+  b.store(array, row, b.load(a.mass, 0) * (1.0f / NOMINAL_MASS) - 1.0f);
+  for (int r = 0; r < 4; ++r) b.store(array, row + 1 + r, b.load(a.thrust_scale, r) - 1.0f);
+  for (int j = 0; j < 3; ++j) b.store(array, row + 5 + j, b.load(a.force, j) * (1.0f / DISTURBANCE_FORCE));
+  for (int j = 0; j < 3; ++j) b.store(array, row + 8 + j, b.load(a.torque, j) * (1.0f / DISTURBANCE_TORQUE));
+  b.store(array, row + 11, b.load_latency(a.latency));
 }
 
 // Commands of the block's vehicles, clamped to [0, 1]: rows of the (N, 4) action array.
@@ -332,7 +333,6 @@ inline void load_commands(const Block& b, const float* action, V command[4]) {
 }
 
 void step_block(const Block& b, const Arrays& a) {
-  const Out all{b, nullptr};
   // ---- command, latency, rotor model
   V command[4], applied[4];
   load_commands(b, a.action, command);
@@ -456,7 +456,7 @@ void step_block(const Block& b, const Arrays& a) {
 
   const M done = terminated | truncated;
   if (!AUTORESET || !any(done)) {  // no restart in this block: the state after the step is the new state
-    shift_history(b, a, command, &a.observation);
+    shift_history(b, a, command);
     for (int j = 0; j < 3; ++j) {
       b.store(a.state, j, pos[j]);
       b.store(a.state, 7 + j, vel[j]);
@@ -466,58 +466,63 @@ void step_block(const Block& b, const Arrays& a) {
     b.store(a.steps, 0, steps);
     b.store(a.success_count, 0, successes);
     for (int r = 0; r < 4; ++r) b.store(a.previous_action, r, command[r]);
-    write_observation(all, a, a.observation, f, a.noise, false);
-    if (AUTORESET && PRIVILEGED) write_privileged(all, a, a.privileged, f);
+    write_fields(b, a.observation, f, a.noise);
+    if (AUTORESET && PRIVILEGED) write_privileged(b, a, a.privileged, f, a.observation);
     return;
   }
 
   // ---- some episode of this block ended: its final observations, then restart it from the next
   // episode's start (QuadrotorBatch._autoreset)
-  shift_history(b, a, command, nullptr);
-  const Out finished{b, &done};
-  write_observation(finished, a, a.final_observation, f, a.final_noise);
-  if (PRIVILEGED) write_privileged(finished, a, a.final_privileged, f);
-  float drawn[START_SIZE * LANES] = {};  // the new starts, feature-major over the block's lanes
+  // (Rows of the final observations of envs that did not finish are unspecified: whole-block stores.)
+  write_fields(b, a.final_observation, f, a.final_noise);
+  shift_and_restart_history(b, a, command, done);
+  if (PRIVILEGED) write_privileged(b, a, a.final_privileged, f, a.final_observation);
+  // The restarted envs' parameters are written lane by lane (rows the step has just read, so in L1);
+  // their first state and target are gathered into vectors (13 + 3 rows, feature-major over the lanes).
+  static_assert(START_quaternion == START_position + 3 && START_velocity == START_position + 7 &&
+                START_angular_velocity == START_position + 10, "the start's state fields are contiguous");
+  float drawn[16 * LANES] = {};
   for (int64_t l = 0; l < b.count; ++l) {
     if (!done[l]) continue;
     const int64_t env = b.first + l;
     double start[START_SIZE];
     draw_start(a.start_key, env, ++a.episode[env], start);
     for (int j = 0; j < START_SIZE; ++j) a.current_start[j * a.current_stride + env] = start[j];
+    const auto put = [env](const Rows& rows, int feature, double value) {
+      rows.data[feature * rows.stride + env] = (float)value;
+    };
+    put(a.mass, 0, start[START_mass]);
+    for (int j = 0; j < 3; ++j) {
+      put(a.inertia, j, start[START_inertia + j]);
+      put(a.force, j, start[START_disturbance_force + j]);
+      put(a.torque, j, start[START_disturbance_torque + j]);
+    }
+    for (int r = 0; r < 4; ++r) {
+      put(a.yaw_coefficients, r, start[START_yaw_torque_coefficients + r]);
+      put(a.thrust_scale, r, start[START_thrust_scale + r]);
+      put(a.rotor_speed, r, HOVER_ROTOR_SPEED);
+    }
     // the batch holds the motor time constants as per-substep decay factors (motor.lag_factors)
-    start[START_motor_tau_rise] = exp(-TIMESTEP_D / fmax(start[START_motor_tau_rise], 1e-9));
-    start[START_motor_tau_fall] = exp(-TIMESTEP_D / fmax(start[START_motor_tau_fall], 1e-9));
-    for (int j = 0; j < START_SIZE; ++j) drawn[j * LANES + l] = (float)start[j];
+    put(a.decay_rise, 0, exp(-TIMESTEP_D / fmax(start[START_motor_tau_rise], 1e-9)));
+    put(a.decay_fall, 0, exp(-TIMESTEP_D / fmax(start[START_motor_tau_fall], 1e-9)));
+    // starts hold latency as a float; the batch as an integer, truncated like torch's .to(long)
+    a.latency[env] = (int64_t)(float)start[START_latency_steps];
+    for (int j = 0; j < 13; ++j) drawn[j * LANES + l] = (float)start[START_position + j];
+    for (int j = 0; j < 3; ++j) drawn[(13 + j) * LANES + l] = (float)start[START_target + j];
   }
   const Rows s{drawn, LANES};
   const Block lanes{0, b.count};  // loads from `drawn`
   V p[3], q[4], v[3], w[3], t[3];
-  for (int j = 0; j < 3; ++j) p[j] = select(done, lanes.load(s, START_position + j), pos[j]);
-  for (int j = 0; j < 4; ++j) q[j] = select(done, lanes.load(s, START_quaternion + j), quat[j]);
-  for (int j = 0; j < 3; ++j) v[j] = select(done, lanes.load(s, START_velocity + j), vel[j]);
-  for (int j = 0; j < 3; ++j) w[j] = select(done, lanes.load(s, START_angular_velocity + j), angvel[j]);
-  for (int j = 0; j < 3; ++j) t[j] = select(done, lanes.load(s, START_target + j), target[j]);
+  for (int j = 0; j < 3; ++j) p[j] = select(done, lanes.load(s, j), pos[j]);
+  for (int j = 0; j < 4; ++j) q[j] = select(done, lanes.load(s, 3 + j), quat[j]);
+  for (int j = 0; j < 3; ++j) v[j] = select(done, lanes.load(s, 7 + j), vel[j]);
+  for (int j = 0; j < 3; ++j) w[j] = select(done, lanes.load(s, 10 + j), angvel[j]);
+  for (int j = 0; j < 3; ++j) t[j] = select(done, lanes.load(s, 13 + j), target[j]);
   for (int j = 0; j < 3; ++j) b.store(a.targets, j, t[j]);
-  b.store(a.mass, 0, select(done, lanes.load(s, START_mass), mass));
-  for (int j = 0; j < 3; ++j) {
-    b.store(a.inertia, j, select(done, lanes.load(s, START_inertia + j), b.load(a.inertia, j)));
-    b.store(a.force, j, select(done, lanes.load(s, START_disturbance_force + j), b.load(a.force, j)));
-    b.store(a.torque, j, select(done, lanes.load(s, START_disturbance_torque + j), b.load(a.torque, j)));
-  }
-  for (int r = 0; r < 4; ++r) {
-    b.store(a.yaw_coefficients, r, select(done, lanes.load(s, START_yaw_torque_coefficients + r), yaw[r]));
-    b.store(a.thrust_scale, r, select(done, lanes.load(s, START_thrust_scale + r), thrust_scale[r]));
-    b.store(a.rotor_speed, r, select(done, splat(HOVER_ROTOR_SPEED), b.load(a.rotor_speed, r)));
-    b.store(a.previous_action, r, select(done, splat(HOVER_COMMAND), command[r]));
-  }
-  b.store(a.decay_rise, 0, select(done, lanes.load(s, START_motor_tau_rise), rise));
-  b.store(a.decay_fall, 0, select(done, lanes.load(s, START_motor_tau_fall), fall));
-  // starts hold latency as a float; the batch as an integer, truncated like torch's .to(long)
-  b.store_latency(a.latency, select(done, lanes.load(s, START_latency_steps), b.load_latency(a.latency)));
+  for (int r = 0; r < 4; ++r) b.store(a.previous_action, r, select(done, splat(HOVER_COMMAND), command[r]));
   const V next_steps = select(done, splat(0.0f), steps);
   b.store(a.steps, 0, next_steps);
   b.store(a.success_count, 0, select(done, splat(0.0f), successes));
-  for (int j = 0; j < 4 * ACTION_HISTORY; ++j) b.store_where(a.history, j, done, splat(HOVER_COMMAND));
   for (int j = 0; j < 4 * (MAX_LATENCY + 1); ++j) b.store_where(a.pending, j, done, splat(HOVER_COMMAND));
   const Fields g = fields(p, q, v, w, t, next_steps);
   for (int j = 0; j < 3; ++j) {
@@ -526,8 +531,8 @@ void step_block(const Block& b, const Arrays& a) {
     b.store(a.state, 10 + j, w[j]);
   }
   for (int j = 0; j < 4; ++j) b.store(a.state, 3 + j, q[j]);
-  write_observation(all, a, a.observation, g, a.noise);
-  if (PRIVILEGED) write_privileged(all, a, a.privileged, g);
+  write_fields(b, a.observation, g, a.noise);
+  if (PRIVILEGED) write_privileged(b, a, a.privileged, g, a.observation);
 }
 
 }  // namespace
