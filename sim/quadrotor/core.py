@@ -49,6 +49,7 @@ class StepResult:
     final_observation: Any = None  # with autoreset: last observations of the episodes that ended
     privileged_observation: Any = None  # with privileged=True and autoreset: of the state after the restart
     final_privileged_observation: Any = None  # ... and of the ended episodes' last states (their rows only)
+    any_done: bool | None = None  # whether some episode ended, where the step knows it without a reduction
 
 
 class QuadrotorBatch:

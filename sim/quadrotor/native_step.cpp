@@ -332,7 +332,8 @@ inline void load_commands(const Block& b, const float* action, V command[4]) {
   for (int r = 0; r < 4; ++r) command[r] = clamp(command[r], 0.0f, 1.0f);
 }
 
-void step_block(const Block& b, const Arrays& a) {
+// One control step of the block's envs; returns whether an episode ended in it.
+bool step_block(const Block& b, const Arrays& a) {
   // ---- command, latency, rotor model
   V command[4], applied[4];
   load_commands(b, a.action, command);
@@ -454,8 +455,10 @@ void step_block(const Block& b, const Arrays& a) {
   b.store_flag(a.truncated, truncated);
   b.store_flag(a.is_success, (successes >= SUCCESS_WINDOW) & ~terminated);
 
-  const M done = terminated | truncated;
-  if (!AUTORESET || !any(done)) {  // no restart in this block: the state after the step is the new state
+  M done = terminated | truncated;
+  for (int64_t l = b.count; l < LANES; ++l) done[l] = 0;  // the lanes past the last env
+  const bool ended = any(done);
+  if (!AUTORESET || !ended) {  // no restart in this block: the state after the step is the new state
     shift_history(b, a, command);
     for (int j = 0; j < 3; ++j) {
       b.store(a.state, j, pos[j]);
@@ -468,7 +471,7 @@ void step_block(const Block& b, const Arrays& a) {
     for (int r = 0; r < 4; ++r) b.store(a.previous_action, r, command[r]);
     write_fields(b, a.observation, f, a.noise);
     if (AUTORESET && PRIVILEGED) write_privileged(b, a, a.privileged, f, a.observation);
-    return;
+    return ended;
   }
 
   // ---- some episode of this block ended: its final observations, then restart it from the next
@@ -533,13 +536,14 @@ void step_block(const Block& b, const Arrays& a) {
   for (int j = 0; j < 4; ++j) b.store(a.state, 3 + j, q[j]);
   write_fields(b, a.observation, g, a.noise);
   if (PRIVILEGED) write_privileged(b, a, a.privileged, g, a.observation);
+  return true;
 }
 
 }  // namespace
 
 // `pointers` holds the arrays in the order of native_step.ARGS (ARG_<name>; absent ones are null) and
-// `strides` their row strides in elements. Returns 0, or 1 without changing anything if an action is NaN
-// or infinite.
+// `strides` their row strides in elements. Returns 0, or 2 if some episode ended (so that the caller
+// needs no reduction over the flags), or 1 without changing anything if an action is NaN or infinite.
 extern "C" int quadrotor_step(void* const* pointers, const int64_t* strides, int64_t n, int threads) {
   const float* action = (const float*)pointers[ARG_action];
   int non_finite = 0;
@@ -582,10 +586,11 @@ extern "C" int quadrotor_step(void* const* pointers, const int64_t* strides, int
   a.truncated = (bool*)pointers[ARG_truncated];
   a.is_success = (bool*)pointers[ARG_is_success];
   const int64_t blocks = (n + LANES - 1) / LANES;
-#pragma omp parallel for num_threads(threads) schedule(static)
+  int ended = 0;
+#pragma omp parallel for num_threads(threads) schedule(static) reduction(| : ended)
   for (int64_t block = 0; block < blocks; ++block) {
     const int64_t first = block * LANES;
-    step_block(Block{first, n - first < LANES ? n - first : LANES}, a);
+    ended |= step_block(Block{first, n - first < LANES ? n - first : LANES}, a);
   }
-  return 0;
+  return ended ? 2 : 0;
 }

@@ -287,12 +287,13 @@ class NativeStep:
         pointers[index["action"]] = action.data_ptr()
         self._bind("noise", noise)
         self._bind("final_noise", final_noise)
-        if self._function(pointers, self._strides, n, torch.get_num_threads()):
+        status = self._function(pointers, self._strides, n, torch.get_num_threads())
+        if status == 1:
             raise ValueError("action contains NaN or Inf")
         rows = dict(zip(self._output_names, out.split(self._output_sizes)))  # one call: ~10 us less
         terminated, truncated, is_success = flags.unbind(0)
         result = StepResult(rows["observation"].T, rows["reward"][0], terminated, truncated, is_success,
-                            dict(zip(TERMS, rows["terms"].unbind(0))))
+                            dict(zip(TERMS, rows["terms"].unbind(0))), any_done=status == 2)
         if batch.autoreset:
             result.final_observation = rows["final_observation"].T
             if batch.privileged:
