@@ -18,9 +18,9 @@ earlier commit's against the working tree:
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 import statistics
 import time
+from pathlib import Path
 
 import numpy as np
 import torch

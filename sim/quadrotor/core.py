@@ -51,6 +51,12 @@ class StepResult:
     final_privileged_observation: Any = None  # ... and of the ended episodes' last states (their rows only)
     any_done: bool | None = None  # whether some episode ended, where the step knows it without a reduction
 
+    def any_episode_ended(self) -> bool:
+        """Whether some episode ended in this step: the step's own report where it made one, else from the flags."""
+        if self.any_done is not None:
+            return self.any_done
+        return bool((self.terminated | self.truncated).any())
+
 
 class QuadrotorBatch:
     """N quadrotor episodes of one task on one physics backend ("mujoco", "mujoco_batch" or "torch").

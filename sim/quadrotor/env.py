@@ -193,7 +193,7 @@ class QuadrotorVectorEnv(VectorEnv):
         info: dict[str, Any] = {"is_success": result.is_success, "reward_terms": result.reward_terms}
         obs = result.observation
         if result.final_observation is not None:  # restarted inside the step
-            if result.any_done if result.any_done is not None else bool(done.any()):
+            if result.any_episode_ended():
                 info.update(final_obs=result.final_observation, _final_obs=_numpy(done))
                 info["params"] = self.batch.params_info(copy=False)
                 if self.privileged:

@@ -276,24 +276,18 @@ inline void write_fields(const Block& b, const Rows& observation, const Fields& 
 }
 
 // Push the commands into the action history (newest first) and write the new history into the
-// observation's rows too (one pass instead of shifting and then copying).
-inline void shift_history(const Block& b, const Arrays& a, const V command[4]) {
+// observation's rows too (one pass instead of shifting and then copying). With `restart` (a block where
+// those envs restart), the shifted history also goes into the final observation's rows, and the
+// restarted envs' history starts over at the hover command.
+inline void shift_history(const Block& b, const Arrays& a, const V command[4], const M* restart = nullptr) {
   for (int j = 4 * ACTION_HISTORY - 1; j >= 0; --j) {
-    const V value = j >= 4 ? b.load(a.history, j - 4) : command[j];
+    V value = j >= 4 ? b.load(a.history, j - 4) : command[j];
+    if (restart) {
+      b.store(a.final_observation, 18 + j, value);
+      value = select(*restart, splat(HOVER_COMMAND), value);
+    }
     b.store(a.history, j, value);
     b.store(a.observation, 18 + j, value);
-  }
-}
-
-// shift_history in a block where the `done` envs restart: the shifted history goes into the final
-// observation's rows, and the restarted envs' history starts over at the hover command.
-inline void shift_and_restart_history(const Block& b, const Arrays& a, const V command[4], M done) {
-  for (int j = 4 * ACTION_HISTORY - 1; j >= 0; --j) {
-    const V value = j >= 4 ? b.load(a.history, j - 4) : command[j];
-    b.store(a.final_observation, 18 + j, value);
-    const V restarted = select(done, splat(HOVER_COMMAND), value);
-    b.store(a.history, j, restarted);
-    b.store(a.observation, 18 + j, restarted);
   }
 }
 
@@ -478,10 +472,11 @@ bool step_block(const Block& b, const Arrays& a) {
   // episode's start (QuadrotorBatch._autoreset)
   // (Rows of the final observations of envs that did not finish are unspecified: whole-block stores.)
   write_fields(b, a.final_observation, f, a.final_noise);
-  shift_and_restart_history(b, a, command, done);
+  shift_history(b, a, command, &done);
   if (PRIVILEGED) write_privileged(b, a, a.final_privileged, f, a.final_observation);
   // The restarted envs' parameters are written lane by lane (rows the step has just read, so in L1);
-  // their first state and target are gathered into vectors (13 + 3 rows, feature-major over the lanes).
+  // their first state and target are gathered into `drawn`, feature-major over the lanes: rows 0-12 the
+  // state in the start's order (position 0, quaternion 3, velocity 7, angular velocity 10), 13-15 the target.
   static_assert(START_quaternion == START_position + 3 && START_velocity == START_position + 7 &&
                 START_angular_velocity == START_position + 10, "the start's state fields are contiguous");
   float drawn[16 * LANES] = {};
