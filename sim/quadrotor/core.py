@@ -129,11 +129,13 @@ class QuadrotorBatch:
         self._has_reset = False
         self.seed(seed)
         self._max_latency = int(config.randomization.latency_steps[1]) if config.randomization.enabled else 0
-        # every env's current start, feature-major (START_SIZE, N) float64 (params_info reads it)
+        # every env's current start, env-major (N, START_SIZE) float64 (params_info reads it): the native
+        # step writes a restarted env's start as one contiguous row (feature-major, that is ~37 scattered
+        # cache lines per restart, and the step ran 1.2x slower at 8192 envs)
         zeros = np.zeros((num_envs, 3))
         current = starts.pack(nominal_params(self.params, num_envs), zeros,
                               np.tile([1.0, 0.0, 0.0, 0.0], (num_envs, 1)), zeros, zeros, zeros)
-        self._current_starts = self._float64(current.T)
+        self._current_starts = self._float64(current)
         self._params_views: tuple[Any, dict[str, np.ndarray]] = (None, {})  # params_info's arrays, by array
         # Per-env task state, feature-major like the physics state: (components, N).
         n, hover = num_envs, self.params.hover_command
@@ -230,7 +232,7 @@ class QuadrotorBatch:
                 starts.field(start, name[0])[:] = value
         if "target" in options:
             starts.field(start, "target")[:] = np.broadcast_to(np.asarray(options["target"], dtype=np.float64), (n, 3))
-        self._current_starts[:, columns] = self._float64(start.T)
+        self._current_starts[columns] = self._float64(start)
         params = starts.params_view(start)
         pos, quat, vel, angvel, targets = (starts.field(start, name) for name, _ in starts.START_FIELDS[:5])
         self.physics.set_params(ids, params)
@@ -310,7 +312,7 @@ class QuadrotorBatch:
         physics, hover = self.physics, self._hover_command
         fresh = starts.draw(torch, self._start_key, self._env_ids, self.episode + 1, self.params, self.config)
         self.episode = torch.where(done, self.episode + 1, self.episode)
-        self._current_starts = torch.where(done, fresh, self._current_starts)
+        self._current_starts = torch.where(done[:, None], fresh.T.contiguous(), self._current_starts)  # env-major
         decays = fresh.clone()  # the motor time constants as the batch holds them: per-substep decay factors
         rise, fall = motor.lag_factors(torch, self.params.timestep, starts.field(fresh, "motor_tau_rise", 0),
                                        starts.field(fresh, "motor_tau_fall", 0))
@@ -472,7 +474,7 @@ class QuadrotorBatch:
             mass, force, torque = self.physics.mass[None], self.physics.force, self.physics.torque
             latency = latency.to(mass.dtype)
         else:
-            p = starts.params_view(self._current_starts.T)
+            p = starts.params_view(self._current_starts)
             mass, force, torque = p.mass[None], p.disturbance_force.T, p.disturbance_torque.T
             latency = latency.astype(np.float64)
         if rows is not None:
@@ -493,7 +495,7 @@ class QuadrotorBatch:
         With copy=False the arrays are the live ones, overwritten when episodes restart.
         """
         if self._params_views[0] is not self._current_starts:  # live views, made once per array
-            current = (self._current_starts if self.xp is np else self._current_starts.cpu().numpy()).T
+            current = self._current_starts if self.xp is np else self._current_starts.cpu().numpy()
             views = dict(starts.params_view(current).as_dict(), target=starts.field(current, "target"))
             self._params_views = (self._current_starts, views)
         info = self._params_views[1]

@@ -2,12 +2,13 @@
 // torch backend (sim/quadrotor/native_step.py builds and calls it; `QuadrotorBatch._transition` is the
 // reference it reproduces, checked by tests/sim/test_quadrotor_envs.py).
 //
-// Every array is feature-major, (features, N) float32 rows of unit stride, as QuadrotorBatch holds them
-// (each with its own row stride: see Rows). The loop walks the vehicles in blocks of LANES and computes
-// each block in vector registers (GCC vector extensions: one value of type V is one quantity of LANES
-// vehicles). The state is updated in place; outputs go to fresh arrays. Episodes end rarely, so restarts
-// are done only in blocks where some vehicle finished (other blocks touch no episode parameters), and the
-// next episode's start is drawn there, for that vehicle alone (draw_start). The task's constants (substeps, rotor model, reward scales, bounds, which optional
+// Every per-step array is feature-major, (features, N) float32 rows of unit stride, as QuadrotorBatch
+// holds them (each with its own row stride: see Rows); episode starts are env-major float64 rows. The loop
+// walks the vehicles in blocks of LANES and computes each block in vector registers (GCC vector
+// extensions: one value of type V is one quantity of LANES vehicles). The state is updated in place;
+// outputs go to fresh arrays. Episodes end rarely, so restarts are done only in blocks where some vehicle
+// finished (other blocks touch no episode parameters), from the start drawn ahead for that env's next
+// episode (NextStarts). The task's constants (substeps, rotor model, reward scales, bounds, which optional
 // parts exist) come from the generated header, so each configuration compiles to its own straight-line
 // block body.
 #include <math.h>
@@ -19,6 +20,9 @@ extern "C" {
 float sinf(float) __attribute__((simd("notinbranch"), nothrow, leaf, const));
 float cosf(float) __attribute__((simd("notinbranch"), nothrow, leaf, const));
 float expf(float) __attribute__((simd("notinbranch"), nothrow, leaf, const));
+double sin(double) __attribute__((simd("notinbranch"), nothrow, leaf, const));
+double cos(double) __attribute__((simd("notinbranch"), nothrow, leaf, const));
+double pow(double, double) __attribute__((simd("notinbranch"), nothrow, leaf, const));
 }
 
 #include "native_step_config.h"
@@ -196,64 +200,95 @@ inline Fields fields(const V pos[3], const V quat[4], const V vel[3], const V an
   return f;
 }
 
-// ---- episode starts: episode_starts.draw in double precision, for one env (the same numbers as numpy's)
-inline uint64_t mix(uint64_t x) {  // SplitMix64's finalizer
+// ---- episode starts: episode_starts.draw in double precision (numpy's numbers to a few ulps), DRAWS
+// episodes at a time in vectors of doubles (one register: 8 with AVX-512, 4 with AVX2)
+constexpr int DRAWS = LANES / 2;
+typedef double DV __attribute__((vector_size(8 * DRAWS)));
+typedef uint64_t QV __attribute__((vector_size(8 * DRAWS)));
+
+#define LANEWISE_D(name, expression)                                    \
+  inline DV name(DV x) {                                                \
+    DV r;                                                               \
+    _Pragma("omp simd") for (int l = 0; l < DRAWS; ++l) r[l] = expression; \
+    return r;                                                           \
+  }
+LANEWISE_D(dsin, sin(x[l]))
+LANEWISE_D(dcos, cos(x[l]))
+LANEWISE_D(dcbrt, pow(x[l], 1.0 / 3.0))  // as numpy's ** (1 / 3)
+LANEWISE_D(dsqrt, sqrt(x[l]))
+LANEWISE_D(dfloor, floor(x[l]))
+#undef LANEWISE_D
+inline DV dsplat(double value) { return DV{} + value; }
+inline DV dmax(DV x, double m) { return x > m ? x : dsplat(m); }
+
+inline QV mix(QV x) {  // SplitMix64's finalizer
   x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
   x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
   return x ^ (x >> 31);
 }
 
-struct Uniforms {  // episode_starts.uniforms of one episode
-  uint64_t base;
-  double operator[](int slot) const {
-    return (double)(mix(base + (uint64_t)(slot + 1) * 0x9E3779B97F4A7C15ull) >> 11) * 0x1.0p-53;
+struct Uniforms {  // episode_starts.uniforms of DRAWS episodes
+  QV base;
+  DV operator[](int slot) const {
+    return __builtin_convertvector(mix(base + (uint64_t)(slot + 1) * 0x9E3779B97F4A7C15ull) >> 11, DV) * 0x1.0p-53;
   }
 };
 
-inline double between(double low, double high, double u) { return low + (high - low) * u; }
+inline DV between(double low, double high, DV u) { return low + (high - low) * u; }
 
-inline double tilt_angle(double u) {  // rotations.tilt_angle
-  const double target = u * TILT_TARGET_SCALE;
-  const double guess = pow(6.0 * target, 1.0 / 3.0);
-  double angle = guess * (1.0 + guess * guess / 60.0);
-  for (int i = 0; i < NEWTON_STEPS; ++i)
-    if (angle > 1e-4) angle -= (angle - sin(angle) - target) / fmax(1.0 - cos(angle), 1e-30);
+inline DV tilt_angle(DV u) {  // rotations.tilt_angle
+  const DV target = u * TILT_TARGET_SCALE;
+  const DV guess = dcbrt(6.0 * target);
+  DV angle = guess * (1.0 + guess * guess / 60.0);
+  for (int i = 0; i < NEWTON_STEPS; ++i) {
+    const DV next = angle - (angle - dsin(angle) - target) / dmax(1.0 - dcos(angle), 1e-30);
+    angle = angle > 1e-4 ? next : angle;
+  }
   return angle;
 }
 
-// The start (START_SIZE values, laid out as episode_starts.START_FIELDS) of episode `episode` of env `env`.
-void draw_start(uint64_t key, int64_t env, int64_t episode, double* s) {
-  const Uniforms u{mix(key ^ mix(((uint64_t)env << 32) + (uint64_t)episode))};
+// The starts of episodes `episode` of envs `env` (the first `count` of DRAWS) into rows[l] (START_SIZE
+// values each, laid out as episode_starts.START_FIELDS).
+void draw_starts(uint64_t key, const int64_t* env, const int64_t* episode, int count, double* const* rows) {
+  QV ids{}, episodes{};
+  for (int l = 0; l < DRAWS; ++l) {  // unused lanes draw the first env's start again, never stored
+    ids[l] = (uint64_t)env[l < count ? l : 0];
+    episodes[l] = (uint64_t)episode[l < count ? l : 0];
+  }
+  const Uniforms u{mix(key ^ mix((ids << 32) + episodes))};
+  DV s[START_SIZE];
   // parameters (randomization.sample_params)
-  const double tau_scale = RANDOMIZE ? between(MOTOR_TAU_SCALE_LOW, MOTOR_TAU_SCALE_HIGH, u[U_motor_tau_scale]) : 1.0;
-  s[START_mass] = RANDOMIZE ? NOMINAL_MASS_D * between(MASS_SCALE_LOW, MASS_SCALE_HIGH, u[U_mass_scale]) : NOMINAL_MASS_D;
+  const DV tau_scale = RANDOMIZE ? between(MOTOR_TAU_SCALE_LOW, MOTOR_TAU_SCALE_HIGH, u[U_motor_tau_scale]) : dsplat(1.0);
+  s[START_mass] = RANDOMIZE ? NOMINAL_MASS_D * between(MASS_SCALE_LOW, MASS_SCALE_HIGH, u[U_mass_scale]) : dsplat(NOMINAL_MASS_D);
   for (int k = 0; k < 3; ++k) {
     s[START_inertia + k] = RANDOMIZE ? NOMINAL_INERTIA[k] * between(INERTIA_SCALE_LOW, INERTIA_SCALE_HIGH, u[U_inertia_scale + k])
-                                     : NOMINAL_INERTIA[k];
-    s[START_disturbance_force + k] = RANDOMIZE ? between(-1.0, 1.0, u[U_disturbance_force + k]) * DISTURBANCE_FORCE_D : 0.0;
-    s[START_disturbance_torque + k] = RANDOMIZE ? between(-1.0, 1.0, u[U_disturbance_torque + k]) * DISTURBANCE_TORQUE_D : 0.0;
+                                     : dsplat(NOMINAL_INERTIA[k]);
+    s[START_disturbance_force + k] = RANDOMIZE ? between(-1.0, 1.0, u[U_disturbance_force + k]) * DISTURBANCE_FORCE_D : dsplat(0.0);
+    s[START_disturbance_torque + k] = RANDOMIZE ? between(-1.0, 1.0, u[U_disturbance_torque + k]) * DISTURBANCE_TORQUE_D : dsplat(0.0);
   }
   for (int k = 0; k < 4; ++k) {
     s[START_yaw_torque_coefficients + k] =
-        RANDOMIZE ? NOMINAL_YAW[k] * between(YAW_TORQUE_SCALE_LOW, YAW_TORQUE_SCALE_HIGH, u[U_yaw_torque_scale]) : NOMINAL_YAW[k];
-    s[START_thrust_scale + k] = RANDOMIZE ? between(THRUST_SCALE_LOW, THRUST_SCALE_HIGH, u[U_thrust_scale + k]) : 1.0;
+        RANDOMIZE ? NOMINAL_YAW[k] * between(YAW_TORQUE_SCALE_LOW, YAW_TORQUE_SCALE_HIGH, u[U_yaw_torque_scale]) : dsplat(NOMINAL_YAW[k]);
+    s[START_thrust_scale + k] = RANDOMIZE ? between(THRUST_SCALE_LOW, THRUST_SCALE_HIGH, u[U_thrust_scale + k]) : dsplat(1.0);
   }
-  s[START_motor_tau_rise] = RANDOMIZE ? NOMINAL_TAU_RISE * tau_scale : NOMINAL_TAU_RISE;
-  s[START_motor_tau_fall] = RANDOMIZE ? NOMINAL_TAU_FALL * tau_scale : NOMINAL_TAU_FALL;
-  s[START_latency_steps] = RANDOMIZE ? floor(LATENCY_LOW + u[U_latency_steps] * LATENCY_COUNT) : 0.0;
+  s[START_motor_tau_rise] = RANDOMIZE ? NOMINAL_TAU_RISE * tau_scale : dsplat(NOMINAL_TAU_RISE);
+  s[START_motor_tau_fall] = RANDOMIZE ? NOMINAL_TAU_FALL * tau_scale : dsplat(NOMINAL_TAU_FALL);
+  s[START_latency_steps] = RANDOMIZE ? dfloor(LATENCY_LOW + u[U_latency_steps] * LATENCY_COUNT) : dsplat(0.0);
   // initial state (tasks.sample_initial_states) and target (tasks.sample_targets)
-  const bool at_rest = u[U_at_rest] < HOVER_FRACTION;
-  const double z = 2.0 * u[U_tilt_axis] - 1.0, azimuth = TWO_PI * u[U_tilt_axis + 1];
-  const double radius = sqrt(fmax(1.0 - z * z, 0.0)), half = tilt_angle(u[U_tilt_angle]) / 2.0;
-  const double sine = sin(half);
-  const double quat[4] = {cos(half), sine * radius * cos(azimuth), sine * radius * sin(azimuth), sine * z};
-  for (int k = 0; k < 4; ++k) s[START_quaternion + k] = at_rest ? (k == 0 ? 1.0 : 0.0) : quat[k];
+  const auto at_rest = u[U_at_rest] < HOVER_FRACTION;
+  const DV z = 2.0 * u[U_tilt_axis] - 1.0, azimuth = TWO_PI * u[U_tilt_axis + 1];
+  const DV radius = dsqrt(dmax(1.0 - z * z, 0.0)), half = tilt_angle(u[U_tilt_angle]) / 2.0;
+  const DV sine = dsin(half);
+  const DV quat[4] = {dcos(half), sine * radius * dcos(azimuth), sine * radius * dsin(azimuth), sine * z};
+  for (int k = 0; k < 4; ++k) s[START_quaternion + k] = at_rest ? dsplat(k == 0 ? 1.0 : 0.0) : quat[k];
   for (int k = 0; k < 3; ++k) {
-    s[START_position + k] = at_rest ? CENTER[k] : CENTER[k] + (2.0 * u[U_position + k] - 1.0) * POSITION_RANGE;
-    s[START_velocity + k] = at_rest ? 0.0 : (2.0 * u[U_velocity + k] - 1.0) * VELOCITY_RANGE;
-    s[START_angular_velocity + k] = at_rest ? 0.0 : (2.0 * u[U_angular_velocity + k] - 1.0) * ANGULAR_VELOCITY_RANGE;
-    s[START_target + k] = REACH ? CENTER[k] + (2.0 * u[U_target + k] - 1.0) * REACH_RANGE[k] : CENTER[k];
+    s[START_position + k] = at_rest ? dsplat(CENTER[k]) : CENTER[k] + (2.0 * u[U_position + k] - 1.0) * POSITION_RANGE;
+    s[START_velocity + k] = at_rest ? dsplat(0.0) : (2.0 * u[U_velocity + k] - 1.0) * VELOCITY_RANGE;
+    s[START_angular_velocity + k] = at_rest ? dsplat(0.0) : (2.0 * u[U_angular_velocity + k] - 1.0) * ANGULAR_VELOCITY_RANGE;
+    s[START_target + k] = REACH ? CENTER[k] + (2.0 * u[U_target + k] - 1.0) * REACH_RANGE[k] : dsplat(CENTER[k]);
   }
+  for (int l = 0; l < count; ++l)
+    for (int j = 0; j < START_SIZE; ++j) rows[l][j] = s[j][l];
 }
 
 struct Arrays {
@@ -262,8 +297,12 @@ struct Arrays {
       observation, reward, terms, final_observation, privileged, final_privileged;
   int64_t* latency;
   int64_t* episode;  // index of each env's current episode
-  double* current_start;  // each env's current start, (START_SIZE, N) float64 rows of stride current_stride
-  int64_t current_stride;
+  double* current_start;  // each env's current start, env-major: START_SIZE float64 from env * start_stride
+  int64_t start_stride;
+  double* next_start;     // each env's next start, drawn ahead (see NextStarts), env-major like current_start
+  int64_t next_stride;
+  int64_t* next_episode;  // the episode whose start next_start holds, per env
+  int64_t* next_key;      // the seed's key the next starts were drawn with, and whether they were
   uint64_t start_key;
   const float* action;
   bool *terminated, *truncated, *is_success;
@@ -326,8 +365,28 @@ inline void load_commands(const Block& b, const float* action, V command[4]) {
   for (int r = 0; r < 4; ++r) command[r] = clamp(command[r], 0.0f, 1.0f);
 }
 
+// The next episode's start of each env is drawn ahead, DRAWS envs at a time, so that a restart copies it
+// instead of drawing one start in scalar code (that was a fifth of the step at 8192 envs). Envs that
+// restart are collected here and their following start drawn once DRAWS of them have gathered.
+struct NextStarts {
+  int64_t env[DRAWS], episode[DRAWS];
+  int count = 0;
+  void add(const Arrays& a, int64_t id) {
+    env[count] = id;
+    episode[count] = a.episode[id] + 1;
+    if (++count == DRAWS) flush(a);
+  }
+  void flush(const Arrays& a) {
+    double* rows[DRAWS];
+    for (int l = 0; l < count; ++l) rows[l] = a.next_start + env[l] * a.next_stride;
+    draw_starts(a.start_key, env, episode, count, rows);
+    for (int l = 0; l < count; ++l) a.next_episode[env[l]] = episode[l];
+    count = 0;
+  }
+};
+
 // One control step of the block's envs; returns whether an episode ended in it.
-bool step_block(const Block& b, const Arrays& a) {
+bool step_block(const Block& b, const Arrays& a, NextStarts& restarted) {
   // ---- command, latency, rotor model
   V command[4], applied[4];
   load_commands(b, a.action, command);
@@ -471,6 +530,17 @@ bool step_block(const Block& b, const Arrays& a) {
   // ---- some episode of this block ended: its final observations, then restart it from the next
   // episode's start (QuadrotorBatch._autoreset)
   // (Rows of the final observations of envs that did not finish are unspecified: whole-block stores.)
+  // The restarted envs' starts, drawn an episode ago, are likely out of cache by now: fetched while the
+  // final observations are written (without this, the copy cost as much as the draw it replaces).
+  for (int64_t l = 0; l < b.count; ++l) {
+    if (!done[l]) continue;
+    const char* next = (const char*)(a.next_start + (b.first + l) * a.next_stride);
+    const char* current = (const char*)(a.current_start + (b.first + l) * a.start_stride);
+    for (int offset = 0; offset < START_SIZE * 8 + 64; offset += 64) {
+      __builtin_prefetch(next + offset, 0, 3);
+      __builtin_prefetch(current + offset, 1, 3);
+    }
+  }
   write_fields(b, a.final_observation, f, a.final_noise);
   shift_history(b, a, command, &done);
   if (PRIVILEGED) write_privileged(b, a, a.final_privileged, f, a.final_observation);
@@ -483,9 +553,12 @@ bool step_block(const Block& b, const Arrays& a) {
   for (int64_t l = 0; l < b.count; ++l) {
     if (!done[l]) continue;
     const int64_t env = b.first + l;
-    double start[START_SIZE];
-    draw_start(a.start_key, env, ++a.episode[env], start);
-    for (int j = 0; j < START_SIZE; ++j) a.current_start[j * a.current_stride + env] = start[j];
+    const int64_t episode = ++a.episode[env];
+    double* start = a.current_start + env * a.start_stride;
+    const double* next = a.next_start + env * a.next_stride;
+    if (a.next_episode[env] == episode) for (int j = 0; j < START_SIZE; ++j) start[j] = next[j];
+    else draw_starts(a.start_key, &env, &episode, 1, &start);  // reset from Python since the last draw ahead
+    restarted.add(a, env);
     const auto put = [env](const Rows& rows, int feature, double value) {
       rows.data[feature * rows.stride + env] = (float)value;
     };
@@ -565,7 +638,11 @@ extern "C" int quadrotor_step(void* const* pointers, const int64_t* strides, int
   a.torque = rows(ARG_torque);
   a.episode = (int64_t*)pointers[ARG_episode];
   a.current_start = (double*)pointers[ARG_current_start];
-  a.current_stride = strides[ARG_current_start];
+  a.start_stride = strides[ARG_current_start];
+  a.next_start = (double*)pointers[ARG_next_start];
+  a.next_stride = strides[ARG_next_start];
+  a.next_episode = (int64_t*)pointers[ARG_next_episode];
+  a.next_key = (int64_t*)pointers[ARG_next_key];
   a.start_key = (uint64_t)*(const int64_t*)pointers[ARG_start_key];
   a.noise = rows(ARG_noise);
   a.final_noise = rows(ARG_final_noise);
@@ -580,12 +657,27 @@ extern "C" int quadrotor_step(void* const* pointers, const int64_t* strides, int
   a.terminated = (bool*)pointers[ARG_terminated];
   a.truncated = (bool*)pointers[ARG_truncated];
   a.is_success = (bool*)pointers[ARG_is_success];
+  if (AUTORESET && (!a.next_key[1] || (uint64_t)a.next_key[0] != a.start_key)) {  // first step, or reseeded
+#pragma omp parallel for num_threads(threads) schedule(static)
+    for (int64_t first = 0; first < n; first += DRAWS) {
+      NextStarts group;
+      for (int64_t env = first; env < first + DRAWS && env < n; ++env) group.add(a, env);
+      if (group.count) group.flush(a);
+    }
+    a.next_key[0] = (int64_t)a.start_key;
+    a.next_key[1] = 1;
+  }
   const int64_t blocks = (n + LANES - 1) / LANES;
   int ended = 0;
-#pragma omp parallel for num_threads(threads) schedule(static) reduction(| : ended)
-  for (int64_t block = 0; block < blocks; ++block) {
-    const int64_t first = block * LANES;
-    ended |= step_block(Block{first, n - first < LANES ? n - first : LANES}, a);
+#pragma omp parallel num_threads(threads) reduction(| : ended)
+  {
+    NextStarts restarted;  // this thread's
+#pragma omp for schedule(static) nowait
+    for (int64_t block = 0; block < blocks; ++block) {
+      const int64_t first = block * LANES;
+      ended |= step_block(Block{first, n - first < LANES ? n - first : LANES}, a, restarted);
+    }
+    if (restarted.count) restarted.flush(a);
   }
   return ended ? 2 : 0;
 }

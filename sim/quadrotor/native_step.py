@@ -40,7 +40,7 @@ FLAGS = ("-O3", "-march=native", "-fopenmp", "-fno-math-errno", "-fno-trapping-m
 # The kernel's arguments, in the order of the pointer array it receives (ARG_<name> in the header).
 ARGS = ("state", "rotor_speed", "history", "pending", "previous_action", "steps", "success_count", "latency",
         "thrust_scale", "decay_rise", "decay_fall", "targets", "mass", "inertia", "yaw_coefficients", "force",
-        "torque", "episode", "current_start", "start_key", "action", "noise", "final_noise", "observation", "reward", "terms",
+        "torque", "episode", "current_start", "next_start", "next_episode", "next_key", "start_key", "action", "noise", "final_noise", "observation", "reward", "terms",
         "terminated", "truncated", "is_success", "final_observation", "privileged", "final_privileged")
 PAD = 16  # elements added to each row of the kernel's feature-major arrays (see padded_rows)
 TERMS = tuple(DEFAULT_REWARD_SCALES)  # the reward-term rows of the kernel's `terms` output, in this order
@@ -227,6 +227,15 @@ class NativeStep:
             self._state.append((batch._noise, "table", "noise_table"))
         self._laid_out: dict[str, torch.Tensor] = {}  # the arrays last seen, in kernel layout
         self._index = {name: index for index, name in enumerate(ARGS)}
+        # The kernel's own cache of each env's next episode start, drawn ahead (NextStarts in the kernel):
+        # rows (N, START_SIZE), the episode each row is for, and [the seed's key, whether drawn]; an env
+        # whose episode index moved (a reset from Python) or a new key is drawn again in the kernel.
+        n = batch.num_envs
+        self._next_starts = {"next_start": torch.empty(n, starts.START_SIZE, dtype=torch.float64),
+                             "next_episode": torch.full((n,), -1, dtype=torch.int64),
+                             "next_key": torch.zeros(2, dtype=torch.int64)}
+        for argument, value in self._next_starts.items():
+            self._bind(argument, value)
         # The float outputs are consecutive rows of one `padded_rows` array per step (one allocation):
         # the kernel's arguments and their row counts.
         size, extra = batch.layout.size, batch.privileged_size if batch.privileged else 0

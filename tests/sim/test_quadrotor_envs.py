@@ -128,7 +128,8 @@ AVX2 = "avx2" in Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").exis
 def test_native_step_reproduces_the_eager_step_with_noise_and_a_partial_block(task, autoreset, march, monkeypatch):
     """The generated C++ step against the eager torch step, observation noise on, 37 envs (blocks of 16
     or 8 and a partial one): every output and the state after each step, over steps with restarts, a
-    reseed and a partial reset. Also built for AVX2 without AVX-512 (8 lanes), which this CPU may not pick."""
+    reseed with a partial reset, and a partial reset alone (after which the kernel's starts drawn ahead are
+    stale for those envs). Also built for AVX2 without AVX-512 (8 lanes), which this CPU may not pick."""
     if march != "native":
         monkeypatch.setattr(native_step, "FLAGS", tuple(f.replace("native", march) for f in native_step.FLAGS))
 
@@ -141,12 +142,17 @@ def test_native_step_reproduces_the_eager_step_with_noise_and_a_partial_block(ta
     assert native.compile == "native" and native._native is not None
     rng = np.random.default_rng(1)
     restarts = 0
-    for step in range(160):
-        if step == 100:
+    reset_from_python = np.arange(1, 37, 2)
+    for step in range(200):
+        if step == 80:
             most_episodes = int(native.episode.max())
             for made in (native, eager):
                 made.seed(11)
                 made.reset(np.arange(0, 37, 3))
+        if step == 120:  # the kernel drew these envs' next starts ahead, for episodes a reset has used up
+            for made in (native, eager):
+                made.reset(reset_from_python)
+            episodes_after_reset = native.episode[reset_from_python].clone()
         action = torch.as_tensor(rng.uniform(0.2, 0.95, (37, 4)), dtype=torch.float32)
         got, want = native.step(action), eager.step(action)
         done = (want.terminated | want.truncated).numpy()
@@ -172,6 +178,8 @@ def test_native_step_reproduces_the_eager_step_with_noise_and_a_partial_block(ta
         np.testing.assert_array_equal(native.latency, eager.latency)
     assert restarts > 5 or not autoreset
     assert most_episodes >= 2 or not autoreset  # some env restarted twice inside the kernel before the reseed
+    # some env reset from Python then restarted inside the kernel (from a start it drew on the spot)
+    assert (native.episode[reset_from_python] > episodes_after_reset).any()
 
 
 @pytest.mark.parametrize("compile, dtype, message", [
