@@ -52,10 +52,21 @@ class NoiseTable:
         table = rng.standard_normal((self.features, self.num_envs + self.span))
         self.table = table if self.device is None else torch.as_tensor(table, device=self.device, dtype=self.dtype)
 
+    def window_offset(self, rng: np.random.Generator) -> int:
+        """The random offset of `window`."""
+        return int(rng.integers(self.span))
+
+    def window_at(self, offset: int) -> Any:
+        """Noise for every env, (features, N): the view of the table's columns from `offset`."""
+        return self.table[:, offset : offset + self.num_envs]
+
     def window(self, rng: np.random.Generator) -> Any:
         """Noise for every env, (features, N): a view of the table at a random offset."""
-        offset = int(rng.integers(self.span))
-        return self.table[:, offset : offset + self.num_envs]
+        return self.window_at(self.window_offset(rng))
+
+    def step_offset(self, rng: np.random.Generator) -> int:
+        """The random offset of `step_windows`' first window (the second is one column further)."""
+        return int(rng.integers(self.span - 1))
 
     def step_windows(self, rng: np.random.Generator) -> tuple[Any, Any]:
         """The noise of one autoreset step, two (features, N) views: every env's observation, and the last
@@ -66,9 +77,8 @@ class NoiseTable:
         envs). An ending env's last observation then shares its noise with the next env's observation of
         that step, never with its own next observation.
         """
-        offset = int(rng.integers(self.span - 1))
-        return (self.table[:, offset : offset + self.num_envs],
-                self.table[:, offset + 1 : offset + 1 + self.num_envs])
+        offset = self.step_offset(rng)
+        return self.window_at(offset), self.window_at(offset + 1)
 
     def rows(self, rng: np.random.Generator, ids: Any) -> Any:
         """Noise for envs `ids` only, (features, len(ids)), drawn like one env's column of `window`."""

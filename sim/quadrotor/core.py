@@ -45,7 +45,7 @@ class StepResult:
     terminated: Any
     truncated: Any
     is_success: Any
-    reward_terms: dict[str, Any]
+    reward_terms: Mapping[str, Any]  # name -> (N,) values
     final_observation: Any = None  # with autoreset: last observations of the episodes that ended
     privileged_observation: Any = None  # with privileged=True and autoreset: of the state after the restart
     final_privileged_observation: Any = None  # ... and of the ended episodes' last states (their rows only)
@@ -264,15 +264,18 @@ class QuadrotorBatch:
         """Advance all envs one control step with normalized thrust commands (N, 4) in [0, 1]."""
         if self.autoreset and not self._has_reset:
             raise RuntimeError("call reset() before the first step")
+        action = self._check_action(action, finite=self._native is None)  # the native step checks its own
         noise = final_noise = None
+        if self._native is not None:  # reads the noise table's windows itself, from their offset
+            if self._noise is not None:
+                offset = (self._noise.step_offset if self.autoreset else self._noise.window_offset)(self.rng)
+                return self._native(action, offset)
+            return self._native(action, None)
         if self._noise is not None:
             if self.autoreset:
                 noise, final_noise = self._noise.step_windows(self.rng)
             else:
                 noise = self._noise.window(self.rng)
-        action = self._check_action(action, finite=self._native is None)  # the native step checks its own
-        if self._native is not None:
-            return self._native(action, noise, final_noise)
         return self._transition(self._feature_major(action), noise, final_noise)
 
     def _transition(self, action: Any, noise: Any, final_noise: Any = None) -> StepResult:

@@ -189,12 +189,12 @@ class QuadrotorVectorEnv(VectorEnv):
     def step(self, actions: Any) -> tuple[Any, Any, Any, Any, dict]:
         """Step every env with actions (N, 4); finished envs restart in the same call."""
         result = self.batch.step(actions)
-        done = result.terminated | result.truncated
         info: dict[str, Any] = {"is_success": result.is_success, "reward_terms": result.reward_terms}
         obs = result.observation
         if result.final_observation is not None:  # restarted inside the step
             if result.any_episode_ended():
-                info.update(final_obs=result.final_observation, _final_obs=_numpy(done))
+                info.update(final_obs=result.final_observation,
+                            _final_obs=_numpy(result.terminated) | _numpy(result.truncated))
                 info["params"] = self.batch.params_info(copy=False)
                 if self.privileged:
                     info["final_privileged_obs"] = result.final_privileged_observation
@@ -202,6 +202,7 @@ class QuadrotorVectorEnv(VectorEnv):
                 info["privileged_obs"] = result.privileged_observation
             return obs, result.reward, result.terminated, result.truncated, info
         privileged = self.batch.privileged_observation() if self.privileged else None
+        done = result.terminated | result.truncated
         done_ids = np.flatnonzero(_numpy(done))
         if len(done_ids):
             rows = torch.as_tensor(done_ids, device=obs.device) if self.batch.xp is torch else done_ids
@@ -226,7 +227,7 @@ class QuadrotorVectorEnv(VectorEnv):
 
 
 def _numpy(array: Any) -> np.ndarray:
-    return array.detach().cpu().numpy() if isinstance(array, torch.Tensor) else np.asarray(array)
+    return array.numpy(force=True) if isinstance(array, torch.Tensor) else np.asarray(array)
 
 
 def _jsonable(value: Any) -> Any:

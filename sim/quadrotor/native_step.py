@@ -21,7 +21,7 @@ import shutil
 import subprocess
 import tempfile
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Iterator, Mapping
 
 import torch
 
@@ -184,7 +184,10 @@ def padded_rows(*shape: int, device: torch.device | str, dtype: torch.dtype) -> 
     sets; the ~150 rows a block of the kernel touches then evict each other (the kernel ran 1.8x slower).
     """
     *lead, n = shape
-    return torch.empty(*lead, n + PAD, device=device, dtype=dtype)[..., :n]
+    strides = [1]
+    for size in reversed([*lead, n + PAD][1:]):  # a dimension's stride: the elements of one step along it
+        strides.insert(0, strides[0] * size)
+    return torch.empty_strided(shape, strides, device=device, dtype=dtype)
 
 
 def kernel_layout(value: torch.Tensor) -> torch.Tensor:
@@ -202,6 +205,26 @@ def kernel_layout(value: torch.Tensor) -> torch.Tensor:
 def row_stride(value: torch.Tensor) -> int:
     """Elements between consecutive rows of a feature-major array laid out by `kernel_layout`."""
     return value.stride(-2) if value.dim() > 1 else 0
+
+
+class TermRows(Mapping[str, torch.Tensor]):
+    """The reward terms of one step, name -> (N,) row of the kernel's `terms` output (a view, made when
+    looked up: most steps nobody reads them, and 11 views cost more than the rest of the result)."""
+
+    def __init__(self, terms: torch.Tensor):
+        self._terms = terms
+
+    def __getitem__(self, name: str) -> torch.Tensor:
+        return self._terms[_TERM_ROWS[name]]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(TERMS)
+
+    def __len__(self) -> int:
+        return len(TERMS)
+
+
+_TERM_ROWS = {name: index for index, name in enumerate(TERMS)}
 
 
 class NativeStep:
@@ -246,12 +269,26 @@ class NativeStep:
                 outputs += [("privileged", extra), ("final_privileged", extra)]
         self._output_names = [argument for argument, _ in outputs]
         self._output_sizes = [rows for _, rows in outputs]
+        for argument in self._output_names:  # rows of a padded_rows array: its row stride
+            self._strides[self._index[argument]] = batch.num_envs + PAD
 
     def _bind(self, argument: str, value: torch.Tensor | None) -> None:
         """Pass `value` (laid out for the kernel) as the kernel's argument `argument` from now on."""
         index = self._index[argument]
         self._pointers[index] = None if value is None else value.data_ptr()
         self._strides[index] = 0 if value is None else row_stride(value)
+
+    def _bind_noise(self, offset: int | None) -> None:
+        """Point the kernel's `noise` and `final_noise` at the noise table's columns from `offset` and
+        `offset + 1` (`NoiseTable.window_at`; `final_noise` is read only with autoreset)."""
+        noise, final_noise = self._index["noise"], self._index["final_noise"]
+        if offset is None:
+            self._pointers[noise] = self._pointers[final_noise] = None
+            return
+        table = self._laid_out["noise_table"]
+        self._pointers[noise] = table.data_ptr() + offset * table.element_size()
+        self._pointers[final_noise] = self._pointers[noise] + table.element_size()
+        self._strides[noise] = self._strides[final_noise] = row_stride(table)
 
     def _bind_state(self) -> None:
         """Bind the arrays the kernel keeps across steps, each re-homed into kernel layout when it is new
@@ -265,38 +302,34 @@ class NativeStep:
                 if argument in self._index:
                     self._bind(argument, value)
 
-    def __call__(self, action: torch.Tensor, noise: torch.Tensor | None,
-                 final_noise: torch.Tensor | None = None) -> StepResult:
-        """One control step from actions (N, 4) of the right shape, as `QuadrotorBatch._transition`; the
-        state advances in place. Raises ValueError, with nothing changed, if an action is NaN or infinite."""
+    def __call__(self, action: torch.Tensor, noise_offset: int | None) -> StepResult:
+        """One control step from actions (N, 4) of the right shape, as `QuadrotorBatch._transition`, with
+        the observation noise of the batch's noise table at `noise_offset` (as `NoiseTable.step_windows`
+        with autoreset, else `window_at`; None without noise); the state advances in place. Raises
+        ValueError, with nothing changed, if an action is NaN or infinite."""
         from sim.quadrotor.core import StepResult
 
         batch, n = self.batch, self.batch.num_envs
         device = batch.physics.device
         out = padded_rows(sum(self._output_sizes), n, device=device, dtype=batch.physics.dtype)
-        rows = dict(zip(self._output_names, out.split(self._output_sizes)))  # one call: ~10 us less
+        rows = dict(zip(self._output_names, out.split_with_sizes(self._output_sizes)))  # one call: ~10 us less
         flags = torch.empty(3, n, dtype=torch.bool, device=device)
-        for value in (noise, final_noise):
-            if value is not None and value.stride(1) != 1:
-                raise ValueError("noise windows must have unit stride along the envs")
         self._bind_state()
         action = action.contiguous()
         pointers, index = self._pointers, self._index
         for argument, value in rows.items():
             pointers[index[argument]] = value.data_ptr()
-            self._strides[index[argument]] = out.stride(0)
         flag_base = flags.data_ptr()
         for offset, argument in enumerate(("terminated", "truncated", "is_success")):
             pointers[index[argument]] = flag_base + offset * n
         pointers[index["action"]] = action.data_ptr()
-        self._bind("noise", noise)
-        self._bind("final_noise", final_noise)
+        self._bind_noise(noise_offset)
         status = self._function(pointers, self._strides, n, torch.get_num_threads())
         if status == 1:
             raise ValueError("action contains NaN or Inf")
         terminated, truncated, is_success = flags.unbind(0)
         result = StepResult(rows["observation"].T, rows["reward"][0], terminated, truncated, is_success,
-                            dict(zip(TERMS, rows["terms"].unbind(0))), any_done=status == 2)
+                            TermRows(rows["terms"]), any_done=status == 2)
         if batch.autoreset:
             result.final_observation = rows["final_observation"].T
             if batch.privileged:
