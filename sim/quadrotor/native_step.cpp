@@ -41,18 +41,18 @@ typedef int32_t M __attribute__((vector_size(4 * LANES)));  // a per-vehicle con
 typedef float U __attribute__((vector_size(4 * LANES), aligned(4), may_alias));  // V at any float address
 typedef int64_t I __attribute__((vector_size(8 * LANES), aligned(8), may_alias));  // int64 lanes
 
-// Lane-wise math (simple loops the vectorizer turns into vector instructions or libmvec calls).
-#define LANEWISE(name, expression)                                      \
-  inline V name(V x) {                                                  \
-    V r;                                                                \
-    _Pragma("omp simd") for (int l = 0; l < LANES; ++l) r[l] = expression; \
-    return r;                                                           \
+// Lane-wise math on a vector type T of n lanes (simple loops the vectorizer turns into vector
+// instructions or libmvec calls); the double-precision ones are defined with the episode starts.
+#define LANEWISE(T, n, name, expression)                            \
+  inline T name(T x) {                                              \
+    T r;                                                            \
+    _Pragma("omp simd") for (int l = 0; l < n; ++l) r[l] = expression; \
+    return r;                                                       \
   }
-LANEWISE(vsqrt, sqrtf(x[l]))
-LANEWISE(vsin, sinf(x[l]))
-LANEWISE(vcos, cosf(x[l]))
-LANEWISE(vexp, expf(x[l]))
-#undef LANEWISE
+LANEWISE(V, LANES, vsqrt, sqrtf(x[l]))
+LANEWISE(V, LANES, vsin, sinf(x[l]))
+LANEWISE(V, LANES, vcos, cosf(x[l]))
+LANEWISE(V, LANES, vexp, expf(x[l]))
 
 inline V splat(float value) { return V{} + value; }
 inline V select(M condition, V yes, V no) { return condition ? yes : no; }
@@ -206,18 +206,12 @@ constexpr int DRAWS = LANES / 2;
 typedef double DV __attribute__((vector_size(8 * DRAWS)));
 typedef uint64_t QV __attribute__((vector_size(8 * DRAWS)));
 
-#define LANEWISE_D(name, expression)                                    \
-  inline DV name(DV x) {                                                \
-    DV r;                                                               \
-    _Pragma("omp simd") for (int l = 0; l < DRAWS; ++l) r[l] = expression; \
-    return r;                                                           \
-  }
-LANEWISE_D(dsin, sin(x[l]))
-LANEWISE_D(dcos, cos(x[l]))
-LANEWISE_D(dcbrt, pow(x[l], 1.0 / 3.0))  // as numpy's ** (1 / 3)
-LANEWISE_D(dsqrt, sqrt(x[l]))
-LANEWISE_D(dfloor, floor(x[l]))
-#undef LANEWISE_D
+LANEWISE(DV, DRAWS, dsin, sin(x[l]))
+LANEWISE(DV, DRAWS, dcos, cos(x[l]))
+LANEWISE(DV, DRAWS, dcbrt, pow(x[l], 1.0 / 3.0))  // as numpy's ** (1 / 3)
+LANEWISE(DV, DRAWS, dsqrt, sqrt(x[l]))
+LANEWISE(DV, DRAWS, dfloor, floor(x[l]))
+#undef LANEWISE
 inline DV dsplat(double value) { return DV{} + value; }
 inline DV dmax(DV x, double m) { return x > m ? x : dsplat(m); }
 

@@ -3,8 +3,8 @@
 torch.compile splits `QuadrotorBatch._transition` into about 30 loops over feature-major buffers
 (rotor model, physics, history, reward terms, observation, restart), and on a CPU the step then costs
 about 15x its rigid-body part. `native_step.cpp` does the whole step in a single pass, 16 vehicles at a
-time with AVX-512 and 8 with AVX2 (one vector register per quantity), reading and writing the batch's own tensors (state in place,
-outputs fresh); restarts are only done in blocks where an episode ended. The task's constants are written
+time with AVX-512 and 8 with AVX2 (one vector register per quantity), reading and writing the batch's own
+tensors (state in place, outputs fresh); restarts are only done in blocks where an episode ended. The task's constants are written
 into a generated header, so each configuration compiles (g++, about 1 s on a 2-core Xeon, cached by
 content under `cache_dir()`) to straight-line code. `QuadrotorBatch._transition` remains the reference
 (tests compare the two) and the path on other devices and dtypes.
@@ -40,8 +40,9 @@ FLAGS = ("-O3", "-march=native", "-fopenmp", "-fno-math-errno", "-fno-trapping-m
 # The kernel's arguments, in the order of the pointer array it receives (ARG_<name> in the header).
 ARGS = ("state", "rotor_speed", "history", "pending", "previous_action", "steps", "success_count", "latency",
         "thrust_scale", "decay_rise", "decay_fall", "targets", "mass", "inertia", "yaw_coefficients", "force",
-        "torque", "episode", "current_start", "next_start", "next_episode", "next_key", "start_key", "action", "noise", "final_noise", "observation", "reward", "terms",
-        "terminated", "truncated", "is_success", "final_observation", "privileged", "final_privileged")
+        "torque", "episode", "current_start", "next_start", "next_episode", "next_key", "start_key", "action",
+        "noise", "final_noise", "observation", "reward", "terms", "terminated", "truncated", "is_success",
+        "final_observation", "privileged", "final_privileged")
 PAD = 16  # elements added to each row of the kernel's feature-major arrays (see padded_rows)
 TERMS = tuple(DEFAULT_REWARD_SCALES)  # the reward-term rows of the kernel's `terms` output, in this order
 # the state the kernel updates in place: attributes of QuadrotorBatch and of its TorchPhysics ("buffer": "state")

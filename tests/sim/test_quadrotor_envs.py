@@ -178,8 +178,8 @@ def test_native_step_reproduces_the_eager_step_with_noise_and_a_partial_block(ta
         np.testing.assert_array_equal(native.latency, eager.latency)
     assert restarts > 5 or not autoreset
     assert most_episodes >= 2 or not autoreset  # some env restarted twice inside the kernel before the reseed
-    # some env reset from Python then restarted inside the kernel (from a start it drew on the spot)
-    assert (native.episode[reset_from_python] > episodes_after_reset).any()
+    if autoreset:  # some env reset from Python then restarted inside the kernel (from a start drawn on the spot)
+        assert (native.episode[reset_from_python] > episodes_after_reset).any()
 
 
 @pytest.mark.parametrize("compile, dtype, message", [
