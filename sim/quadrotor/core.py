@@ -291,10 +291,11 @@ class QuadrotorBatch:
             for lag in range(1, self._max_latency + 1):
                 applied = xp.where(self.latency == lag, self.pending[lag], applied)
         setpoint = motor.rotor_speed_setpoint(xp, applied, self._thrust_curve)
-        speeds, self.rotor_speed = motor.rotor_speed_substeps(
-            xp, self.rotor_speed, setpoint, self.decay_rise, self.decay_fall, self.substeps
+        thrust, self.rotor_speed = motor.rotor_thrust_substeps(
+            xp, self.rotor_speed, setpoint, self.decay_rise, self.decay_fall, self.substeps, self._thrust_curve,
+            self.thrust_scale,
         )
-        self.physics.advance(motor.thrust_from_speed(speeds, self._thrust_curve, self.thrust_scale))
+        self.physics.advance(thrust)
         if self.config.action_history:
             self.history = xp.concatenate([command, self.history[:-4]], 0)
         self.steps = self.steps + 1.0

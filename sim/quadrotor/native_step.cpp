@@ -147,19 +147,25 @@ inline V speed_setpoint(V command) {
 }
 
 // The quaternion of one substep's rotation at body rates w (|w|^2 = rate2) is (c, sin_scale * w), with
-// c = cos(h) and sin_scale = sin(h) / |w| for h = TIMESTEP |w| / 2 (physics.free_body_substep). Where every
-// lane's h is below 0.25 (body rates under 250 rad/s at 2 ms) both are Taylor series in h^2, exact to
-// float precision (the first omitted terms are below 1e-12) and free of the division and library calls.
+// c = cos(x) and sin_scale = sin(x) / |w| for x = TIMESTEP |w| / 2 (physics.free_body_substep). Where every
+// lane's x is below 1/4 (body rates under 250 rad/s at 2 ms) both are Taylor polynomials in rate2, exact
+// to float precision (the first omitted terms are below 4e-10) and free of the division and library calls.
+constexpr double HALF_STEP = 0.5 * (double)TIMESTEP, X2_PER_RATE2 = HALF_STEP * HALF_STEP;  // x^2 = X2_PER_RATE2 rate2
+constexpr float SIN_0 = (float)HALF_STEP, SIN_1 = (float)(-HALF_STEP * X2_PER_RATE2 / 6),
+                SIN_2 = (float)(HALF_STEP * X2_PER_RATE2 * X2_PER_RATE2 / 120),
+                SIN_3 = (float)(-HALF_STEP * X2_PER_RATE2 * X2_PER_RATE2 * X2_PER_RATE2 / 5040);
+constexpr float COS_1 = (float)(-X2_PER_RATE2 / 2), COS_2 = (float)(X2_PER_RATE2 * X2_PER_RATE2 / 24),
+                COS_3 = (float)(-X2_PER_RATE2 * X2_PER_RATE2 * X2_PER_RATE2 / 720);
+constexpr float TAYLOR_MAX_RATE2 = (float)(0.0625 / X2_PER_RATE2);
 inline void half_rotation(V rate2, V& sin_scale, V& c) {
-  const V h2 = (0.25f * TIMESTEP * TIMESTEP) * rate2;
-  if (!any(h2 >= 0.0625f) && !any(h2 != h2)) {
-    sin_scale = (0.5f * TIMESTEP) * (1.0f - h2 * (1.0f / 6) * (1.0f - h2 * (1.0f / 20) * (1.0f - h2 * (1.0f / 42) * (1.0f - h2 * (1.0f / 72)))));
-    c = 1.0f - 0.5f * h2 * (1.0f - h2 * (1.0f / 12) * (1.0f - h2 * (1.0f / 30) * (1.0f - h2 * (1.0f / 56))));
+  if (!any(rate2 >= TAYLOR_MAX_RATE2)) {  // (a NaN rate gives NaN here as in the library calls' branch)
+    sin_scale = SIN_0 + rate2 * (SIN_1 + rate2 * (SIN_2 + rate2 * SIN_3));
+    c = 1.0f + rate2 * (COS_1 + rate2 * (COS_2 + rate2 * COS_3));
     return;
   }
   const V rate = vsqrt(rate2);
-  const V half_angle = 0.5f * TIMESTEP * rate;
-  sin_scale = select(rate > 0.0f, vsin(half_angle) / select(rate < 1e-30f, splat(1e-30f), rate), splat(0.5f * TIMESTEP));
+  const V half_angle = (float)HALF_STEP * rate;
+  sin_scale = select(rate > 0.0f, vsin(half_angle) / select(rate < 1e-30f, splat(1e-30f), rate), splat(SIN_0));
   c = vcos(half_angle);
 }
 
@@ -397,33 +403,38 @@ bool step_block(const Block& b, const Arrays& a, NextStarts& restarted) {
     }
   }
   const V rise = b.load(a.decay_rise, 0), fall = b.load(a.decay_fall, 0);
-  V setpoint[4], offset[4], decay[4], thrust_scale[4], yaw[4];
+  // the thrust curve expanded around the setpoint: thrust = lift0 + e (lift1 + lift2 e) for the speed's
+  // offset e from it (motor.rotor_thrust_substeps)
+  V setpoint[4], offset[4], decay[4], lift0[4], lift1[4], lift2[4], yaw[4];
   for (int r = 0; r < 4; ++r) {
     setpoint[r] = speed_setpoint(applied[r]);
-    const V speed = b.load(a.rotor_speed, r);
+    const V speed = b.load(a.rotor_speed, r), scale = b.load(a.thrust_scale, r);
     decay[r] = select(setpoint[r] >= speed, rise, fall);
     offset[r] = speed - setpoint[r];
-    thrust_scale[r] = b.load(a.thrust_scale, r);
+    lift0[r] = scale * (THRUST_C0 + setpoint[r] * (THRUST_C1 + THRUST_C2 * setpoint[r]));
+    lift1[r] = scale * (THRUST_C1 + (2.0f * THRUST_C2) * setpoint[r]);
+    lift2[r] = scale * THRUST_C2;
     yaw[r] = b.load(a.yaw_coefficients, r);
   }
 
-  // ---- rigid body: SUBSTEPS of MuJoCo's Euler step (physics.free_body_substep)
+  // ---- rigid body: SUBSTEPS of MuJoCo's Euler step (physics.free_body_substep, in its order of
+  // operations; its factors fixed over the control step are physics.SubstepConstants)
   V px = b.load(a.state, 0), py = b.load(a.state, 1), pz = b.load(a.state, 2);
   V qw = b.load(a.state, 3), qx = b.load(a.state, 4), qy = b.load(a.state, 5), qz = b.load(a.state, 6);
   V vx = b.load(a.state, 7), vy = b.load(a.state, 8), vz = b.load(a.state, 9);
   V wx = b.load(a.state, 10), wy = b.load(a.state, 11), wz = b.load(a.state, 12);
-  const V mass = b.load(a.mass, 0);
+  // (an unused lane of the last block divides by zero, harmlessly)
+  const V h_over_mass = TIMESTEP / b.load(a.mass, 0);
   const V ix = b.load(a.inertia, 0), iy = b.load(a.inertia, 1), iz = b.load(a.inertia, 2);
-  // reciprocals once per control step instead of divisions per substep (within an ulp of dividing);
-  // an unused lane of the last block divides by zero, harmlessly
-  const V inv_mass = 1.0f / mass, inv_ix = 1.0f / ix, inv_iy = 1.0f / iy, inv_iz = 1.0f / iz;
-  const V fx = b.load(a.force, 0), fy = b.load(a.force, 1), fz = b.load(a.force, 2);
+  const V hix = TIMESTEP / ix, hiy = TIMESTEP / iy, hiz = TIMESTEP / iz;
+  const V kx = (iy - iz) * hix, ky = (iz - ix) * hiy, kz = (ix - iy) * hiz;
+  const V dvx = b.load(a.force, 0) * h_over_mass, dvy = b.load(a.force, 1) * h_over_mass;
+  const V dvz = b.load(a.force, 2) * h_over_mass - TIMESTEP_GRAVITY;
   const V tx = b.load(a.torque, 0), ty = b.load(a.torque, 1), tz = b.load(a.torque, 2);
   for (int k = 0; k < SUBSTEPS; ++k) {
     V thrust[4];
     for (int r = 0; r < 4; ++r) {
-      const V s = setpoint[r] + offset[r];
-      thrust[r] = thrust_scale[r] * (THRUST_C0 + s * (THRUST_C1 + THRUST_C2 * s));
+      thrust[r] = lift0[r] + offset[r] * (lift1[r] + lift2[r] * offset[r]);
       offset[r] = offset[r] * decay[r];
     }
     const V r00 = 1.0f - 2.0f * (qy * qy + qz * qz), r01 = 2.0f * (qx * qy - qw * qz), r02 = 2.0f * (qx * qz + qw * qy);
@@ -436,24 +447,22 @@ bool step_block(const Block& b, const Arrays& a, NextStarts& restarted) {
                  + r01 * tx + r11 * ty + r21 * tz;
     const V bz = thrust[0] * yaw[0] + thrust[1] * yaw[1] + thrust[2] * yaw[2] + thrust[3] * yaw[3]
                  + r02 * tx + r12 * ty + r22 * tz;
-    const V ax = (r02 * total + fx) * inv_mass, ay = (r12 * total + fy) * inv_mass;
-    const V az = (r22 * total + fz) * inv_mass - GRAVITY;
-    const V lx = ix * wx, ly = iy * wy, lz = iz * wz;  // angular momentum, body frame
-    const V alpha_x = (bx - (wy * lz - wz * ly)) * inv_ix;
-    const V alpha_y = (by - (wz * lx - wx * lz)) * inv_iy;
-    const V alpha_z = (bz - (wx * ly - wy * lx)) * inv_iz;
-    vx = vx + TIMESTEP * ax; vy = vy + TIMESTEP * ay; vz = vz + TIMESTEP * az;
-    wx = wx + TIMESTEP * alpha_x; wy = wy + TIMESTEP * alpha_y; wz = wz + TIMESTEP * alpha_z;
+    const V lift = total * h_over_mass;
+    vx = vx + (r02 * lift + dvx); vy = vy + (r12 * lift + dvy); vz = vz + (r22 * lift + dvz);
+    const V nx = wx + (hix * bx + kx * (wy * wz)), ny = wy + (hiy * by + ky * (wz * wx));
+    wz = wz + (hiz * bz + kz * (wx * wy)); wx = nx; wy = ny;
     px = px + TIMESTEP * vx; py = py + TIMESTEP * vy; pz = pz + TIMESTEP * vz;
     V sin_scale, c;
     half_rotation(wx * wx + wy * wy + wz * wz, sin_scale, c);
-    const V ex = sin_scale * wx, ey = sin_scale * wy, ez = sin_scale * wz;
     const V inv_norm = inverse_norm(qw * qw + qx * qx + qy * qy + qz * qz);
-    const V nw = qw * inv_norm, nx = qx * inv_norm, ny = qy * inv_norm, nz = qz * inv_norm;
-    qw = nw * c - nx * ex - ny * ey - nz * ez;
-    qx = nw * ex + nx * c + ny * ez - nz * ey;
-    qy = nw * ey - nx * ez + ny * c + nz * ex;
-    qz = nw * ez + nx * ey - ny * ex + nz * c;
+    sin_scale = sin_scale * inv_norm;
+    c = c * inv_norm;
+    const V ex = sin_scale * wx, ey = sin_scale * wy, ez = sin_scale * wz;
+    const V nw = qw * c - qx * ex - qy * ey - qz * ez;
+    const V n1 = qw * ex + qx * c + qy * ez - qz * ey;
+    const V n2 = qw * ey - qx * ez + qy * c + qz * ex;
+    qz = qw * ez + qx * ey - qy * ex + qz * c;
+    qw = nw; qx = n1; qy = n2;
   }
   for (int r = 0; r < 4; ++r) b.store(a.rotor_speed, r, setpoint[r] + offset[r]);
 

@@ -97,6 +97,7 @@ def header(batch: QuadrotorBatch) -> str:
     noise_std = [0.0] * 18 if batch._noise_std is None else [float(v) for v in batch._noise_std.flatten().tolist()]
     defines: dict[str, str] = {
         "SUBSTEPS": str(batch.substeps), "TIMESTEP": _float(params.timestep), "GRAVITY": _float(params.gravity),
+        "TIMESTEP_GRAVITY": _float(params.timestep * params.gravity),
         "CONTROL_DT": _float(config.control_dt),
         "THRUST_C0": _float(c0), "THRUST_C1": _float(c1), "THRUST_C2": _float(c2), "THRUST_SUM": _float(c0 + c1 + c2),
         "HOVER_COMMAND": _float(batch._hover_command), "HOVER_ROTOR_SPEED": _float(batch._hover_rotor_speed),

@@ -12,7 +12,7 @@ tasks terminate below `min_altitude`, before contact).
 from __future__ import annotations
 
 import copy
-from typing import Any
+from typing import Any, NamedTuple
 
 import mujoco
 import mujoco.batch
@@ -187,11 +187,12 @@ class TorchPhysics:
     def advance(self, thrust: torch.Tensor) -> None:
         """Run K substeps of semi-implicit Euler with per-substep rotor thrusts (K, 4, N)."""
         state = tuple(self.buffer.unbind(0))
+        constants = SubstepConstants.of(self.mass, tuple(self.inertia.unbind(0)), tuple(self.force.unbind(0)),
+                                        self.gravity, self.timestep)
         for k in range(thrust.shape[0]):
             state = free_body_substep(
-                state, tuple(thrust[k].unbind(0)), self.mass, tuple(self.inertia.unbind(0)),
-                tuple(self.yaw_coefficients.unbind(0)), self.rotor_x, self.rotor_y,
-                tuple(self.force.unbind(0)), tuple(self.torque.unbind(0)), self.gravity, self.timestep,
+                state, tuple(thrust[k].unbind(0)), constants, tuple(self.yaw_coefficients.unbind(0)),
+                self.rotor_x, self.rotor_y, tuple(self.torque.unbind(0)), self.timestep,
             )
         self.buffer = torch.stack(state, 0)
 
@@ -204,22 +205,47 @@ class TorchPhysics:
 Scalars = tuple[torch.Tensor, ...]
 
 
+class SubstepConstants(NamedTuple):
+    """Per-vehicle factors of `free_body_substep` that stay fixed over a control step, (N,) each."""
+
+    h_over_mass: torch.Tensor  # h / m: velocity change per newton of rotor thrust
+    velocity_change: Scalars  # h (f / m - g e_z): the velocity change from the disturbance force and gravity
+    h_over_inertia: Scalars  # h / I, per body axis
+    gyroscopic: Scalars  # h (I_y - I_z) / I_x, h (I_z - I_x) / I_y, h (I_x - I_y) / I_z
+
+    @classmethod
+    def of(cls, mass: torch.Tensor, inertia: Scalars, force: Scalars, gravity: float, h: float) -> SubstepConstants:
+        """The factors for masses, principal inertias and world disturbance forces (N,) at timestep h."""
+        ix, iy, iz = inertia
+        h_over_mass = h / mass
+        h_over_inertia = (h / ix, h / iy, h / iz)
+        return cls(
+            h_over_mass,
+            (force[0] * h_over_mass, force[1] * h_over_mass, force[2] * h_over_mass - h * gravity),
+            h_over_inertia,
+            ((iy - iz) * h_over_inertia[0], (iz - ix) * h_over_inertia[1], (ix - iy) * h_over_inertia[2]),
+        )
+
+
 def free_body_substep(
-    state: Scalars, thrust: Scalars, mass: torch.Tensor, inertia: Scalars, yaw_coefficients: Scalars,
-    rotor_x: tuple[float, ...], rotor_y: tuple[float, ...], force: Scalars, torque: Scalars,
-    gravity: float, h: float,
+    state: Scalars, thrust: Scalars, constants: SubstepConstants, yaw_coefficients: Scalars,
+    rotor_x: tuple[float, ...], rotor_y: tuple[float, ...], torque: Scalars, h: float,
 ) -> Scalars:
     """One MuJoCo-Euler step of N rigid quadrotors, on per-vehicle component tensors of shape (N,).
 
     state = (px, py, pz, qw, qx, qy, qz, vx, vy, vz, wx, wy, wz); rotor thrust acts along body z at
-    (rotor_x, rotor_y) with reaction yaw torque yaw_coefficients * thrust; force/torque are world-frame
-    disturbances. Accelerations at the current state, then v += h a, w += h alpha, p += h v_new,
-    q = normalize(q) * exp(h w_new / 2), as mj_Euler does for a free joint.
+    (rotor_x, rotor_y) with reaction yaw torque yaw_coefficients * thrust; `torque` is a world-frame
+    disturbance (the force's is in `constants`). Accelerations at the current state, then v += h a,
+    w += h alpha, p += h v_new, q = normalize(q) * exp(h w_new / 2), as mj_Euler does for a free joint.
+    Written in the native kernel's order of operations (Euler's equations with the gyroscopic term as
+    h (I_y - I_z) / I_x w_y w_z, the normalization folded into the rotation's quaternion), so that the
+    two paths round alike.
     """
     px, py, pz, qw, qx, qy, qz, vx, vy, vz, wx, wy, wz = state
-    ix, iy, iz = inertia
-    fx, fy, fz = force
     tx, ty, tz = torque
+    dvx, dvy, dvz = constants.velocity_change
+    hix, hiy, hiz = constants.h_over_inertia
+    kx, ky, kz = constants.gyroscopic
     r00, r01, r02 = 1 - 2 * (qy * qy + qz * qz), 2 * (qx * qy - qw * qz), 2 * (qx * qz + qw * qy)
     r10, r11, r12 = 2 * (qx * qy + qw * qz), 1 - 2 * (qx * qx + qz * qz), 2 * (qy * qz - qw * qx)
     r20, r21, r22 = 2 * (qx * qz - qw * qy), 2 * (qy * qz + qw * qx), 1 - 2 * (qx * qx + qy * qy)
@@ -228,20 +254,17 @@ def free_body_substep(
     bx = sum(t * y for t, y in zip(thrust, rotor_y)) + r00 * tx + r10 * ty + r20 * tz
     by = -sum(t * x for t, x in zip(thrust, rotor_x)) + r01 * tx + r11 * ty + r21 * tz
     bz = sum(t * c for t, c in zip(thrust, yaw_coefficients)) + r02 * tx + r12 * ty + r22 * tz
-    ax, ay, az = (r02 * total + fx) / mass, (r12 * total + fy) / mass, (r22 * total + fz) / mass - gravity
-    lx, ly, lz = ix * wx, iy * wy, iz * wz  # angular momentum, body frame
-    alpha_x = (bx - (wy * lz - wz * ly)) / ix
-    alpha_y = (by - (wz * lx - wx * lz)) / iy
-    alpha_z = (bz - (wx * ly - wy * lx)) / iz
-    vx, vy, vz = vx + h * ax, vy + h * ay, vz + h * az
-    wx, wy, wz = wx + h * alpha_x, wy + h * alpha_y, wz + h * alpha_z
+    lift = total * constants.h_over_mass
+    vx, vy, vz = vx + (r02 * lift + dvx), vy + (r12 * lift + dvy), vz + (r22 * lift + dvz)
+    # Euler's equations: I dw/dt = b - w x (I w), i.e. dw_x/dt = b_x / I_x + (I_y - I_z) / I_x w_y w_z, ...
+    wx, wy, wz = wx + (hix * bx + kx * (wy * wz)), wy + (hiy * by + ky * (wz * wx)), wz + (hiz * bz + kz * (wx * wy))
     px, py, pz = px + h * vx, py + h * vy, pz + h * vz
     rate = torch.sqrt(wx * wx + wy * wy + wz * wz)
     half_angle = 0.5 * h * rate
-    scale = torch.where(rate > 0, torch.sin(half_angle) / rate.clamp_min(1e-30), torch.full_like(rate, 0.5 * h))
-    c, ex, ey, ez = torch.cos(half_angle), scale * wx, scale * wy, scale * wz
     inv_norm = torch.rsqrt(qw * qw + qx * qx + qy * qy + qz * qz)
-    qw, qx, qy, qz = qw * inv_norm, qx * inv_norm, qy * inv_norm, qz * inv_norm
+    scale = torch.where(rate > 0, torch.sin(half_angle) / rate.clamp_min(1e-30), torch.full_like(rate, 0.5 * h))
+    scale = scale * inv_norm
+    c, ex, ey, ez = torch.cos(half_angle) * inv_norm, scale * wx, scale * wy, scale * wz
     return (
         px, py, pz,
         qw * c - qx * ex - qy * ey - qz * ez,

@@ -66,6 +66,18 @@ def test_motor_lag_has_separate_rise_and_fall_time_constants():
     assert np.all(np.diff(up[0, :, 0]) > 0) and np.all(np.diff(down[0, :, 0]) < 0)
 
 
+def test_substep_thrusts_are_the_thrust_curve_at_the_lagged_speeds():
+    """The simulators' expanded evaluation (motor.rotor_thrust_substeps) against the definitions."""
+    params = QuadrotorParams.from_model(load_model())
+    rng = np.random.default_rng(0)
+    speed, setpoint, scale = rng.uniform(0, 1, (4, 50)), rng.uniform(0, 1, (4, 50)), rng.uniform(0.8, 1.2, (4, 50))
+    rise, fall = motor.lag_factors(np, params.timestep, rng.uniform(0.01, 0.1, 50), rng.uniform(0.01, 0.1, 50))
+    thrust, end = motor.rotor_thrust_substeps(np, speed, setpoint, rise, fall, 5, params.thrust_curve, scale)
+    speeds, want_end = motor.rotor_speed_substeps(np, speed, setpoint, rise, fall, 5)
+    np.testing.assert_allclose(thrust, motor.thrust_from_speed(speeds, params.thrust_curve, scale), rtol=1e-12)
+    np.testing.assert_allclose(end, want_end, rtol=1e-12)
+
+
 def test_thrust_command_maps_to_fraction_of_max_thrust():
     params = QuadrotorParams.from_model(load_model())
     commands = np.linspace(0.05, 1.0, 20)
