@@ -50,6 +50,7 @@ class StepResult:
     privileged_observation: Any = None  # with privileged=True and autoreset: of the state after the restart
     final_privileged_observation: Any = None  # ... and of the ended episodes' last states (their rows only)
     any_done: bool | None = None  # whether some episode ended, where the step knows it without a reduction
+    ended: Any = None  # terminated | truncated, where the step made it (N,)
 
     def any_episode_ended(self) -> bool:
         """Whether some episode ended in this step: the step's own report where it made one, else from the flags."""

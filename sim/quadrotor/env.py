@@ -193,8 +193,8 @@ class QuadrotorVectorEnv(VectorEnv):
         obs = result.observation
         if result.final_observation is not None:  # restarted inside the step
             if result.any_episode_ended():
-                info.update(final_obs=result.final_observation,
-                            _final_obs=_numpy(result.terminated) | _numpy(result.truncated))
+                ended = result.ended if result.ended is not None else result.terminated | result.truncated
+                info.update(final_obs=result.final_observation, _final_obs=_numpy(ended))
                 info["params"] = self.batch.params_info(copy=False)
                 if self.privileged:
                     info["final_privileged_obs"] = result.final_privileged_observation

@@ -305,7 +305,7 @@ struct Arrays {
   int64_t* next_key;      // the seed's key the next starts were drawn with, and whether they were
   uint64_t start_key;
   const float* action;
-  bool *terminated, *truncated, *is_success;
+  bool *terminated, *truncated, *is_success, *ended;
 };
 
 // The noise-free fields of a state plus observation noise: rows 0-17 of an observation
@@ -513,6 +513,7 @@ bool step_block(const Block& b, const Arrays& a, NextStarts& restarted) {
 
   M done = terminated | truncated;
   for (int64_t l = b.count; l < LANES; ++l) done[l] = 0;  // the lanes past the last env
+  b.store_flag(a.ended, done);
   const bool ended = any(done);
   if (!AUTORESET || !ended) {  // no restart in this block: the state after the step is the new state
     shift_history(b, a, command);
@@ -660,6 +661,7 @@ extern "C" int quadrotor_step(void* const* pointers, const int64_t* strides, int
   a.terminated = (bool*)pointers[ARG_terminated];
   a.truncated = (bool*)pointers[ARG_truncated];
   a.is_success = (bool*)pointers[ARG_is_success];
+  a.ended = (bool*)pointers[ARG_ended];
   if (AUTORESET && (!a.next_key[1] || (uint64_t)a.next_key[0] != a.start_key)) {  // first step, or reseeded
 #pragma omp parallel for num_threads(threads) schedule(static)
     for (int64_t first = 0; first < n; first += DRAWS) {

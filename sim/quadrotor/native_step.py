@@ -15,6 +15,7 @@ from __future__ import annotations
 import ctypes
 import hashlib
 import math
+import operator
 import os
 import platform
 import shutil
@@ -41,7 +42,7 @@ FLAGS = ("-O3", "-march=native", "-fopenmp", "-fno-math-errno", "-fno-trapping-m
 ARGS = ("state", "rotor_speed", "history", "pending", "previous_action", "steps", "success_count", "latency",
         "thrust_scale", "decay_rise", "decay_fall", "targets", "mass", "inertia", "yaw_coefficients", "force",
         "torque", "episode", "current_start", "next_start", "next_episode", "next_key", "start_key", "action",
-        "noise", "final_noise", "observation", "reward", "terms", "terminated", "truncated", "is_success",
+        "noise", "final_noise", "observation", "reward", "terms", "terminated", "truncated", "is_success", "ended",
         "final_observation", "privileged", "final_privileged")
 PAD = 16  # elements added to each row of the kernel's feature-major arrays (see padded_rows)
 TERMS = tuple(DEFAULT_REWARD_SCALES)  # the reward-term rows of the kernel's `terms` output, in this order
@@ -210,14 +211,15 @@ def row_stride(value: torch.Tensor) -> int:
 
 
 class TermRows(Mapping[str, torch.Tensor]):
-    """The reward terms of one step, name -> (N,) row of the kernel's `terms` output (a view, made when
-    looked up: most steps nobody reads them, and 11 views cost more than the rest of the result)."""
+    """The reward terms of one step, name -> (N,) values: a column of the kernel's `terms` output, (N, terms)
+    (a view, made when looked up: most steps nobody reads them, and 11 views cost more than the rest of
+    the result)."""
 
     def __init__(self, terms: torch.Tensor):
         self._terms = terms
 
     def __getitem__(self, name: str) -> torch.Tensor:
-        return self._terms[_TERM_ROWS[name]]
+        return self._terms[:, _TERM_ROWS[name]]
 
     def __iter__(self) -> Iterator[str]:
         return iter(TERMS)
@@ -245,12 +247,20 @@ class NativeStep:
         self._strides = (ctypes.c_int64 * len(ARGS))()
         # (owner, attribute, argument): the arrays the kernel keeps across steps, updated in place (the
         # noise table and the seed's key are read only, and replaced by reseeding)
-        self._state = [(batch, name, name) for name in STATE_OF_BATCH]
-        self._state += [(batch.physics, name, "state" if name == "buffer" else name) for name in STATE_OF_PHYSICS]
-        self._state += [(batch, "_current_starts", "current_start"), (batch, "_start_key", "start_key")]
+        state = [(batch, name, name) for name in STATE_OF_BATCH]
+        state += [(batch.physics, name, "state" if name == "buffer" else name) for name in STATE_OF_PHYSICS]
+        state += [(batch, "_current_starts", "current_start"), (batch, "_start_key", "start_key")]
         if batch._noise is not None:
-            self._state.append((batch._noise, "table", "noise_table"))
+            state.append((batch._noise, "table", "noise_table"))
+        self._state = state
+        # per owner: a getter of all its attributes at once (and its class, so that it returns a tuple even
+        # for one), and the objects it returned last time
+        owners = list(dict.fromkeys(owner for owner, _, _ in state))
+        self._state_getters = [(owner, operator.attrgetter(*[a for o, a, _ in state if o is owner], "__class__"))
+                               for owner in owners]
+        self._state_seen: list[tuple] = [() for _ in owners]
         self._laid_out: dict[str, torch.Tensor] = {}  # the arrays last seen, in kernel layout
+        self._noise_base = 0  # address of the noise table's first element
         self._index = {name: index for index, name in enumerate(ARGS)}
         # The kernel's own cache of each env's next episode start, drawn ahead (NextStarts in the kernel):
         # rows (N, START_SIZE), the episode each row is for, and [the seed's key, whether drawn]; an env
@@ -261,8 +271,8 @@ class NativeStep:
                              "next_key": torch.zeros(2, dtype=torch.int64)}
         for argument, value in self._next_starts.items():
             self._bind(argument, value)
-        # The float outputs are consecutive rows of one `padded_rows` array per step (one allocation):
-        # the kernel's arguments and their row counts.
+        # The float outputs are consecutive rows of one `padded_rows` array per step (one allocation),
+        # allocated as its transpose (N, rows), the env-major view every output is returned as.
         size, extra = batch.layout.size, batch.privileged_size if batch.privileged else 0
         outputs = [("observation", size), ("terms", len(TERMS)), ("reward", 1)]
         if batch.autoreset:
@@ -270,9 +280,16 @@ class NativeStep:
             if batch.privileged:
                 outputs += [("privileged", extra), ("final_privileged", extra)]
         self._output_names = [argument for argument, _ in outputs]
-        self._output_sizes = [rows for _, rows in outputs]
-        for argument in self._output_names:  # rows of a padded_rows array: its row stride
-            self._strides[self._index[argument]] = batch.num_envs + PAD
+        self._output_sizes = [count for _, count in outputs]
+        self._out_shape, self._out_strides = (n, sum(self._output_sizes)), (1, n + PAD)
+        self._out_offsets: list[tuple[int, int]] = []  # (argument index, byte offset of its first row)
+        row = 0
+        for argument, count in outputs:
+            self._out_offsets.append((self._index[argument], row * (n + PAD) * 4))
+            self._strides[self._index[argument]] = n + PAD
+            row += count
+        self._flag_offsets = [(self._index[argument], offset * n)
+                              for offset, argument in enumerate(("terminated", "truncated", "is_success", "ended"))]
 
     def _bind(self, argument: str, value: torch.Tensor | None) -> None:
         """Pass `value` (laid out for the kernel) as the kernel's argument `argument` from now on."""
@@ -280,21 +297,16 @@ class NativeStep:
         self._pointers[index] = None if value is None else value.data_ptr()
         self._strides[index] = 0 if value is None else row_stride(value)
 
-    def _bind_noise(self, offset: int | None) -> None:
-        """Point the kernel's `noise` and `final_noise` at the noise table's columns from `offset` and
-        `offset + 1` (`NoiseTable.window_at`; `final_noise` is read only with autoreset)."""
-        noise, final_noise = self._index["noise"], self._index["final_noise"]
-        if offset is None:
-            self._pointers[noise] = self._pointers[final_noise] = None
-            return
-        table = self._laid_out["noise_table"]
-        self._pointers[noise] = table.data_ptr() + offset * table.element_size()
-        self._pointers[final_noise] = self._pointers[noise] + table.element_size()
-        self._strides[noise] = self._strides[final_noise] = row_stride(table)
-
     def _bind_state(self) -> None:
         """Bind the arrays the kernel keeps across steps, each re-homed into kernel layout when it is new
         (only then: in-place updates keep a tensor's address)."""
+        seen = self._state_seen
+        for i, (owner, getter) in enumerate(self._state_getters):
+            current = getter(owner)
+            if len(current) != len(seen[i]) or not all(map(operator.is_, current, seen[i])):
+                break
+        else:
+            return  # every array is the one bound last time
         for owner, attribute, argument in self._state:
             value = getattr(owner, attribute)
             if value is not None and value is not self._laid_out.get(argument):
@@ -303,6 +315,11 @@ class NativeStep:
                 self._laid_out[argument] = value
                 if argument in self._index:
                     self._bind(argument, value)
+        table = self._laid_out.get("noise_table")
+        if table is not None:  # the kernel's `noise` and `final_noise` are columns of it (see __call__)
+            self._noise_base = table.data_ptr()
+            self._strides[self._index["noise"]] = self._strides[self._index["final_noise"]] = row_stride(table)
+        self._state_seen = [getter(owner) for owner, getter in self._state_getters]
 
     def __call__(self, action: torch.Tensor, noise_offset: int | None) -> StepResult:
         """One control step from actions (N, 4) of the right shape, as `QuadrotorBatch._transition`, with
@@ -313,28 +330,33 @@ class NativeStep:
 
         batch, n = self.batch, self.batch.num_envs
         device = batch.physics.device
-        out = padded_rows(sum(self._output_sizes), n, device=device, dtype=batch.physics.dtype)
-        rows = dict(zip(self._output_names, out.split_with_sizes(self._output_sizes)))  # one call: ~10 us less
-        flags = torch.empty(3, n, dtype=torch.bool, device=device)
+        out = torch.empty_strided(self._out_shape, self._out_strides, device=device, dtype=torch.float32)
+        flags = torch.empty(4, n, dtype=torch.bool, device=device)
         self._bind_state()
         action = action.contiguous()
-        pointers, index = self._pointers, self._index
-        for argument, value in rows.items():
-            pointers[index[argument]] = value.data_ptr()
-        flag_base = flags.data_ptr()
-        for offset, argument in enumerate(("terminated", "truncated", "is_success")):
-            pointers[index[argument]] = flag_base + offset * n
-        pointers[index["action"]] = action.data_ptr()
-        self._bind_noise(noise_offset)
+        pointers = self._pointers
+        base = out.data_ptr()
+        for index, offset in self._out_offsets:
+            pointers[index] = base + offset
+        base = flags.data_ptr()
+        for index, offset in self._flag_offsets:
+            pointers[index] = base + offset
+        pointers[self._index["action"]] = action.data_ptr()
+        # the noise table's columns from noise_offset (NoiseTable.window_at) and the next one (read only with
+        # autoreset, for the final observations)
+        noise = self._noise_base + 4 * noise_offset if noise_offset is not None else None
+        pointers[self._index["noise"]] = noise
+        pointers[self._index["final_noise"]] = None if noise is None else noise + 4
         status = self._function(pointers, self._strides, n, torch.get_num_threads())
         if status == 1:
             raise ValueError("action contains NaN or Inf")
-        terminated, truncated, is_success = flags.unbind(0)
-        result = StepResult(rows["observation"].T, rows["reward"][0], terminated, truncated, is_success,
-                            TermRows(rows["terms"]), any_done=status == 2)
+        outputs = dict(zip(self._output_names, out.split_with_sizes(self._output_sizes, 1)))  # one call: the cheapest
+        terminated, truncated, is_success, ended = flags.unbind(0)
+        result = StepResult(outputs["observation"], outputs["reward"].select(1, 0), terminated, truncated, is_success,
+                            TermRows(outputs["terms"]), any_done=status == 2, ended=ended)
         if batch.autoreset:
-            result.final_observation = rows["final_observation"].T
+            result.final_observation = outputs["final_observation"]
             if batch.privileged:
-                result.privileged_observation = rows["privileged"].T
-                result.final_privileged_observation = rows["final_privileged"].T
+                result.privileged_observation = outputs["privileged"]
+                result.final_privileged_observation = outputs["final_privileged"]
         return result

@@ -156,7 +156,8 @@ def test_native_step_reproduces_the_eager_step_with_noise_and_a_partial_block(ta
         action = torch.as_tensor(rng.uniform(0.2, 0.95, (37, 4)), dtype=torch.float32)
         got, want = native.step(action), eager.step(action)
         done = (want.terminated | want.truncated).numpy()
-        assert got.any_done == bool(done.any())  # the kernel's own report, which env.step uses
+        assert got.any_done == bool(done.any())  # the kernel's own reports, which env.step uses
+        np.testing.assert_array_equal(got.ended, done)
         for name in ("terminated", "truncated", "is_success"):
             np.testing.assert_array_equal(getattr(got, name), getattr(want, name), err_msg=name)
         np.testing.assert_allclose(got.observation, want.observation, rtol=1e-4, atol=1e-4)
