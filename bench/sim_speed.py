@@ -14,10 +14,14 @@ random actions uniform over the action range, pre-sampled so RNG cost is not tim
 l2f runs before and after robo-rl's rows (this machine's speed drifts within minutes), its vectorized part
 in 3 fresh processes each time (see bench/l2f_peer.py: on a 2-vCPU VM, launches alternate between two
 speeds ~1.8x apart, and one run of 3 can meet only the slow one); the ratios use the best of all 6, so
-robo-rl is compared with the peer at its best. One env step is 10 ms of simulated flight in every simulator (robo-rl: 5 Euler substeps of 2 ms; l2f:
-one RK4 step of 10 ms), so env steps/s compare like for like. Prints a table; writes JSON.
+robo-rl is compared with the peer at its best. Then the native step (N=8192) and fresh l2f launches
+alternate for `--pairs` rounds, each pair within ~30 s: the median of the pairs' ratios is the figure least
+moved by the drift (the rows above can each land in a fast or a slow phase). One env step is 10 ms of
+simulated flight in every simulator (robo-rl: 5 Euler substeps of 2 ms; l2f: one RK4 step of 10 ms), so
+env steps/s compare like for like. Prints a table; writes JSON.
 
-    python bench/sim_speed.py [--seconds 2] [--repeats 3] [--json bench/results/sim_speed.json] [--no-l2f]
+    python bench/sim_speed.py [--seconds 2] [--repeats 3] [--pairs 3] [--json bench/results/sim_speed.json]
+                              [--no-l2f]
 """
 
 from __future__ import annotations
@@ -135,6 +139,33 @@ def bench_l2f(seconds: float, repeats: int) -> list[dict[str, Any]]:
     ]
 
 
+def bench_paired(rounds: int, seconds: float, repeats: int, num_envs: int = 8192) -> dict[str, Any]:
+    """robo-rl's native step at `num_envs` and a fresh launch of l2f's vectorized step (its best size),
+    alternating `rounds` times: each pair is measured within ~30 s, so the ratio of a pair is little moved
+    by this machine's drift, which shifts every absolute figure by 15-30% within minutes."""
+    import os
+
+    from sim.quadrotor.env import QuadrotorVectorEnv
+
+    python = peer_python(L2F_VENV, L2F_REQUIREMENTS, probe="l2f")
+    pool = np.random.default_rng(0).uniform(0, 1, size=(8, num_envs, 4))
+    actions = [torch.as_tensor(a, dtype=torch.float32) for a in pool]
+    env = QuadrotorVectorEnv(TASK, num_envs, "torch", device="cpu", compile="native")
+    env.reset(seed=0)
+    counter = iter(range(10**12))
+    pairs = []
+    for _ in range(rounds):
+        launch = subprocess.run(
+            [str(python), str(ROOT / "l2f_peer.py"), "--part", "vector", "--seconds", str(seconds),
+             "--repeats", str(repeats), "--warmup", "0.5", "--sizes", "1024,4096,8192"],
+            env={**os.environ, "OMP_NUM_THREADS": "2"}, check=True, capture_output=True, text=True)
+        l2f = json.loads(launch.stdout)["vector_steps_per_s"]
+        native = measure(lambda: env.step(actions[next(counter) % 8]), num_envs, seconds, repeats)
+        pairs.append({"native_env_steps_per_s": native, "l2f_env_steps_per_s": l2f, "ratio": native / l2f})
+    return {"num_envs": num_envs, "pairs": pairs, "median_ratio": statistics.median(p["ratio"] for p in pairs),
+            "best_ratio": max(p["native_env_steps_per_s"] for p in pairs) / max(p["l2f_env_steps_per_s"] for p in pairs)}
+
+
 def main() -> None:
     """Run every measurement, print the table and the targets, write JSON."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -142,6 +173,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--json", type=Path, default=ROOT / "results" / "sim_speed.json")
     parser.add_argument("--no-l2f", action="store_true", help="skip the l2f peer")
+    parser.add_argument("--pairs", type=int, default=3, help="alternating native/l2f rounds (0: none)")
     args = parser.parse_args()
     print(machine_line(), flush=True)
     torch.set_num_threads(2)
@@ -201,6 +233,16 @@ def main() -> None:
                        tensor_target_ratio=5.0)
         print(f"torch batch vs l2f vectorized: {ratio:.2f}x (vs its run before {bounds[0]:.2f}x, after "
               f"{bounds[-1]:.2f}x; target >= 5x, aim 10x)")
+    if l2f_vector and args.pairs:
+        print(f"\n[paired] robo-rl native step (N=8192) and l2f vectorized, alternating, {args.pairs} rounds ...",
+              flush=True)
+        paired = bench_paired(args.pairs, args.seconds, args.repeats)
+        for index, pair in enumerate(paired["pairs"], 1):
+            print(f"  round {index}: native {pair['native_env_steps_per_s']:13,.0f}  l2f {pair['l2f_env_steps_per_s']:13,.0f}"
+                  f"  {pair['ratio']:.2f}x")
+        print(f"torch batch vs l2f vectorized, paired: median {paired['median_ratio']:.2f}x over {args.pairs} rounds, "
+              f"best vs best {paired['best_ratio']:.2f}x (target >= 5x)")
+        targets.update(tensor_vs_l2f_paired=paired)
     report = {"machine": {"torch": torch.__version__, "mujoco": __import__("mujoco").__version__},
               "seconds": args.seconds, "repeats": args.repeats, "rows": rows, "targets": targets}
     write_results(args.json, report)
