@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import tempfile
@@ -140,19 +141,10 @@ def bench_l2f(seconds: float, repeats: int) -> list[dict[str, Any]]:
 
 
 def bench_paired(rounds: int, seconds: float, repeats: int, num_envs: int = 8192) -> dict[str, Any]:
-    """robo-rl's native step at `num_envs` and a fresh launch of l2f's vectorized step (its best size),
-    alternating `rounds` times: each pair is measured within ~30 s, so the ratio of a pair is little moved
-    by this machine's drift, which shifts every absolute figure by 15-30% within minutes."""
-    import os
-
-    from sim.quadrotor.env import QuadrotorVectorEnv
-
+    """robo-rl's native step at `num_envs` (`bench_vector`) and a fresh launch of l2f's vectorized step (its
+    best size), alternating `rounds` times: each pair is measured within ~30 s, so the ratio of a pair is
+    little moved by this machine's drift, which shifts every absolute figure by 15-30% within minutes."""
     python = peer_python(L2F_VENV, L2F_REQUIREMENTS, probe="l2f")
-    pool = np.random.default_rng(0).uniform(0, 1, size=(8, num_envs, 4))
-    actions = [torch.as_tensor(a, dtype=torch.float32) for a in pool]
-    env = QuadrotorVectorEnv(TASK, num_envs, "torch", device="cpu", compile="native")
-    env.reset(seed=0)
-    counter = iter(range(10**12))
     pairs = []
     for _ in range(rounds):
         launch = subprocess.run(
@@ -160,7 +152,7 @@ def bench_paired(rounds: int, seconds: float, repeats: int, num_envs: int = 8192
              "--repeats", str(repeats), "--warmup", "0.5", "--sizes", "1024,4096,8192"],
             env={**os.environ, "OMP_NUM_THREADS": "2"}, check=True, capture_output=True, text=True)
         l2f = json.loads(launch.stdout)["vector_steps_per_s"]
-        native = measure(lambda: env.step(actions[next(counter) % 8]), num_envs, seconds, repeats)
+        native = bench_vector("torch", num_envs, seconds, repeats, compile="native")["env_steps_per_s"]
         pairs.append({"native_env_steps_per_s": native, "l2f_env_steps_per_s": l2f, "ratio": native / l2f})
     return {"num_envs": num_envs, "pairs": pairs, "median_ratio": statistics.median(p["ratio"] for p in pairs)}
 

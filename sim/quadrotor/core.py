@@ -56,7 +56,11 @@ class StepResult:
         """Whether some episode ended in this step: the step's own report where it made one, else from the flags."""
         if self.any_done is not None:
             return self.any_done
-        return bool((self.terminated | self.truncated).any())
+        return bool(self.episode_ended().any())
+
+    def episode_ended(self) -> Any:
+        """terminated | truncated (N,): the step's own where it made it."""
+        return self.ended if self.ended is not None else self.terminated | self.truncated
 
 
 class QuadrotorBatch:

@@ -193,8 +193,7 @@ class QuadrotorVectorEnv(VectorEnv):
         obs = result.observation
         if result.final_observation is not None:  # restarted inside the step
             if result.any_episode_ended():
-                ended = result.ended if result.ended is not None else result.terminated | result.truncated
-                info.update(final_obs=result.final_observation, _final_obs=_numpy(ended))
+                info.update(final_obs=result.final_observation, _final_obs=_numpy(result.episode_ended()))
                 info["params"] = self.batch.params_info(copy=False)
                 if self.privileged:
                     info["final_privileged_obs"] = result.final_privileged_observation
@@ -202,7 +201,7 @@ class QuadrotorVectorEnv(VectorEnv):
                 info["privileged_obs"] = result.privileged_observation
             return obs, result.reward, result.terminated, result.truncated, info
         privileged = self.batch.privileged_observation() if self.privileged else None
-        done = result.terminated | result.truncated
+        done = result.episode_ended()
         done_ids = np.flatnonzero(_numpy(done))
         if len(done_ids):
             rows = torch.as_tensor(done_ids, device=obs.device) if self.batch.xp is torch else done_ids

@@ -15,7 +15,6 @@ from __future__ import annotations
 import ctypes
 import hashlib
 import math
-import operator
 import os
 import platform
 import shutil
@@ -97,7 +96,8 @@ def header(batch: QuadrotorBatch) -> str:
     reward = " + ".join(f"{_float(scale)} * (t)[TERM_{name}]" for name, scale in scales.items()) or "0.0f"
     noise_std = [0.0] * 18 if batch._noise_std is None else [float(v) for v in batch._noise_std.flatten().tolist()]
     defines: dict[str, str] = {
-        "SUBSTEPS": str(batch.substeps), "TIMESTEP": _float(params.timestep), "GRAVITY": _float(params.gravity),
+        "SUBSTEPS": str(batch.substeps), "TIMESTEP": _float(params.timestep),
+        "GRAVITY": _float(params.gravity),  # (read by kernel sources before TIMESTEP_GRAVITY: bench/native_kernel.py --sources)
         "TIMESTEP_GRAVITY": _float(params.timestep * params.gravity),
         "CONTROL_DT": _float(config.control_dt),
         "THRUST_C0": _float(c0), "THRUST_C1": _float(c1), "THRUST_C2": _float(c2), "THRUST_SUM": _float(c0 + c1 + c2),
@@ -247,18 +247,11 @@ class NativeStep:
         self._strides = (ctypes.c_int64 * len(ARGS))()
         # (owner, attribute, argument): the arrays the kernel keeps across steps, updated in place (the
         # noise table and the seed's key are read only, and replaced by reseeding)
-        state = [(batch, name, name) for name in STATE_OF_BATCH]
-        state += [(batch.physics, name, "state" if name == "buffer" else name) for name in STATE_OF_PHYSICS]
-        state += [(batch, "_current_starts", "current_start"), (batch, "_start_key", "start_key")]
+        self._state = [(batch, name, name) for name in STATE_OF_BATCH]
+        self._state += [(batch.physics, name, "state" if name == "buffer" else name) for name in STATE_OF_PHYSICS]
+        self._state += [(batch, "_current_starts", "current_start"), (batch, "_start_key", "start_key")]
         if batch._noise is not None:
-            state.append((batch._noise, "table", "noise_table"))
-        self._state = state
-        # per owner: a getter of all its attributes at once (and its class, so that it returns a tuple even
-        # for one), and the objects it returned last time
-        owners = list(dict.fromkeys(owner for owner, _, _ in state))
-        self._state_getters = [(owner, operator.attrgetter(*[a for o, a, _ in state if o is owner], "__class__"))
-                               for owner in owners]
-        self._state_seen: list[tuple] = [() for _ in owners]
+            self._state.append((batch._noise, "table", "noise_table"))
         self._laid_out: dict[str, torch.Tensor] = {}  # the arrays last seen, in kernel layout
         self._noise_base = 0  # address of the noise table's first element
         self._index = {name: index for index, name in enumerate(ARGS)}
@@ -300,13 +293,6 @@ class NativeStep:
     def _bind_state(self) -> None:
         """Bind the arrays the kernel keeps across steps, each re-homed into kernel layout when it is new
         (only then: in-place updates keep a tensor's address)."""
-        seen = self._state_seen
-        for i, (owner, getter) in enumerate(self._state_getters):
-            current = getter(owner)
-            if len(current) != len(seen[i]) or not all(map(operator.is_, current, seen[i])):
-                break
-        else:
-            return  # every array is the one bound last time
         for owner, attribute, argument in self._state:
             value = getattr(owner, attribute)
             if value is not None and value is not self._laid_out.get(argument):
@@ -315,11 +301,9 @@ class NativeStep:
                 self._laid_out[argument] = value
                 if argument in self._index:
                     self._bind(argument, value)
-        table = self._laid_out.get("noise_table")
-        if table is not None:  # the kernel's `noise` and `final_noise` are columns of it (see __call__)
-            self._noise_base = table.data_ptr()
-            self._strides[self._index["noise"]] = self._strides[self._index["final_noise"]] = row_stride(table)
-        self._state_seen = [getter(owner) for owner, getter in self._state_getters]
+                elif argument == "noise_table":  # the kernel's `noise` and `final_noise` are its columns (__call__)
+                    self._noise_base = value.data_ptr()
+                    self._strides[self._index["noise"]] = self._strides[self._index["final_noise"]] = row_stride(value)
 
     def __call__(self, action: torch.Tensor, noise_offset: int | None) -> StepResult:
         """One control step from actions (N, 4) of the right shape, as `QuadrotorBatch._transition`, with
@@ -344,7 +328,7 @@ class NativeStep:
         pointers[self._index["action"]] = action.data_ptr()
         # the noise table's columns from noise_offset (NoiseTable.window_at) and the next one (read only with
         # autoreset, for the final observations)
-        noise = self._noise_base + 4 * noise_offset if noise_offset is not None else None
+        noise = self._noise_base + 4 * noise_offset if noise_offset is not None else None  # float32: 4 bytes
         pointers[self._index["noise"]] = noise
         pointers[self._index["final_noise"]] = None if noise is None else noise + 4
         status = self._function(pointers, self._strides, n, torch.get_num_threads())
