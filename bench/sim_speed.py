@@ -5,7 +5,9 @@ random actions uniform over the action range, pre-sampled so RNG cost is not tim
   * single env: `gymnasium.make("robo_rl/CrazyflieHover-v0")`, one MuJoCo MjData;
   * MuJoCo batch: `mujoco.batch.Batch` on 1 and 2 C threads, env steps/s and physics steps/s;
   * torch batch: the tensor rigid-body path on this CPU, eager, compiled with torch.compile ("inductor")
-    and as the generated C++ step ("native", what compile=True picks on a CPU);
+    and as the generated C++ step ("native", what compile=True picks on a CPU), whose outputs each loop
+    drops at once except in the "+held" row, which keeps every step's until the next returns (as training
+    keeps its observation);
   * both batched paths at the hover recipe's size (32 envs) with the asymmetric critic's privileged
     observations, as `robo_rl.train` steps them;
   * the learning-to-fly simulator (PyPI `l2f`, C++ with OpenMP, RK4 at 10 ms), single and vectorized,
@@ -82,8 +84,10 @@ def bench_single(seconds: float, repeats: int) -> dict[str, Any]:
 
 
 def bench_vector(backend: str, num_envs: int, seconds: float, repeats: int, nthread: int = 2,
-                 compile: bool | str = False, privileged: bool = False) -> dict[str, Any]:
-    """A batched robo-rl path (MuJoCo batch or torch) with same-step autoreset (and privileged observations)."""
+                 compile: bool | str = False, privileged: bool = False, hold: bool = False) -> dict[str, Any]:
+    """A batched robo-rl path (MuJoCo batch or torch) with same-step autoreset (and privileged observations).
+    With `hold`, each step's outputs stay referenced until the next step returns, as in a training loop
+    that keeps its observation (otherwise they are dropped at once, as l2f's loop reuses its buffers)."""
     from sim.quadrotor.env import QuadrotorVectorEnv
 
     pool = np.random.default_rng(0).uniform(0, 1, size=(8, num_envs, 4))
@@ -95,12 +99,21 @@ def bench_vector(backend: str, num_envs: int, seconds: float, repeats: int, nthr
     env.step(actions[0])
     setup_seconds = time.perf_counter() - setup_start
     counter = iter(range(10**12))
-    rate = measure(lambda: env.step(actions[next(counter) % 8]), num_envs, seconds, repeats)
+    held: list[Any] = [None]
+
+    def step() -> None:
+        result = env.step(actions[next(counter) % 8])
+        if hold:
+            held[0] = result
+
+    rate = measure(step, num_envs, seconds, repeats)
     name = {"mujoco_batch": "robo-rl MuJoCo batch", "torch": "robo-rl torch batch"}[backend]
     if backend == "torch":
         name += {False: " (eager)", "inductor": " (torch.compile)", "native": " (native C++)"}[compile]
     if privileged:
         name += " +privileged"
+    if hold:
+        name += " +held"
     return {"path": name, "num_envs": num_envs, "threads": nthread if backend == "mujoco_batch" else torch.get_num_threads(),
             "env_steps_per_s": rate, "physics_steps_per_s": rate * env.batch.substeps,
             **({"setup_seconds": setup_seconds} if compile else {})}
@@ -180,6 +193,8 @@ def main() -> None:
         *[(f"torch native C++ step, N={n}",
            lambda n=n: bench_vector("torch", n, args.seconds, args.repeats, compile="native"))
           for n in (4096, 8192, 16384, 65536)],
+        ("torch native C++ step, N=8192, each step's outputs held until the next",
+         lambda: bench_vector("torch", 8192, args.seconds, args.repeats, compile="native", hold=True)),
         ("torch physics only, compiled, N=65536", lambda: bench_torch_physics(65536, args.seconds, args.repeats)),
         ("MuJoCo batch, 2 threads, N=32, privileged observations",
          lambda: bench_vector("mujoco_batch", 32, args.seconds, args.repeats, privileged=True)),

@@ -183,6 +183,41 @@ def test_native_step_reproduces_the_eager_step_with_noise_and_a_partial_block(ta
         assert (native.episode[reset_from_python] > episodes_after_reset).any()
 
 
+def test_native_step_reuses_an_earlier_steps_outputs_only_when_none_of_them_is_held(monkeypatch):
+    """NativeStep writes a step's outputs into an earlier step's array once nothing refers to that step's
+    outputs any more; an output still held (a tensor view, a reward term, a numpy array) is never
+    overwritten."""
+    made = QuadrotorBatch(make_config("hover"), 37, "torch", seed=2, compile="native", autoreset=True)
+    made.reset()
+    rng = np.random.default_rng(0)
+
+    def step():
+        return made.step(torch.as_tensor(rng.uniform(0, 1, (37, 4)), dtype=torch.float32))
+
+    first = step()
+    distance = first.reward_terms["distance"]  # only a reward term of the first step stays held
+    kept = distance.clone()
+    del first
+    second = step()
+    second_numpy, second_kept = second.observation.numpy(), second.observation.clone()
+    final, final_kept = second.final_observation, second.final_observation.clone()
+    del second
+    for _ in range(5):
+        latest = step()
+    torch.testing.assert_close(distance, kept, rtol=0, atol=0)
+    np.testing.assert_array_equal(second_numpy, second_kept.numpy())
+    torch.testing.assert_close(final, final_kept, rtol=0, atol=0, equal_nan=True)  # (rows of envs that went on: unset)
+    del latest
+    allocations = []
+    empty_strided = torch.empty_strided
+    monkeypatch.setattr(torch, "empty_strided", lambda *args, **kwargs: allocations.append(args)
+                        or empty_strided(*args, **kwargs))
+    held: list[Any] = [None]
+    for _ in range(10):
+        held[0] = step()  # until the next step returns, as a training loop holds its observation
+    assert not allocations  # the two recent arrays take turns
+
+
 @pytest.mark.parametrize("compile, dtype, message", [
     ("fast", torch.float32, "compile must be true, false, 'native' or 'inductor'"),
     ("native", torch.float64, "the native quadrotor step needs float32 tensors on a CPU"),
