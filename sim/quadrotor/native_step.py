@@ -294,7 +294,7 @@ class NativeStep:
 
         A new array of this size (~4 MB at 8192 envs) comes from pages glibc's malloc has just returned to
         the OS whenever a loop holds each step's outputs until the next (as training does): ~6 page faults
-        per step, 220-265 instead of 180-190 us at 8192 envs (Zen 5). Alternating between two arrays keeps
+        per step, 221-241 instead of 178-184 us at 8192 envs (Zen 5). Alternating between two arrays keeps
         their pages mapped and in cache.
         """
         for out, storage in self._recent_outputs:
