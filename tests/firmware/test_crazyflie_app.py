@@ -14,6 +14,7 @@ from pathlib import Path
 
 import gymnasium as gym
 import numpy as np
+import pytest
 import torch
 
 import sim  # noqa: F401
@@ -22,14 +23,32 @@ from robo_rl.checkpoint import load_checkpoint
 
 APP = Path(__file__).resolve().parents[2] / "firmware" / "crazyflie"
 FIRMWARE_THRUST_MAX = 0.12  # the stand-in platform_defaults.h, as crazyflie-firmware's CF2 default
-CFLAGS = ["-std=c99", "-O2", "-Wall", "-Wextra", "-Werror", "-ffp-contract=off"]
+FIRMWARE_THRUST_MIN = 0.012817578393224994  # likewise: motors.c turns a motor off below it
+# the firmware's cf2_defconfig enables battery compensation, where THRUST_MIN applies
+CFLAGS = ["-std=c99", "-O2", "-Wall", "-Wextra", "-Werror", "-ffp-contract=off", "-DCONFIG_ENABLE_THRUST_BAT_COMPENSATED=1"]
 
 
-def compile_c(bundle: Path, out: Path, sources: list[Path], shared: bool = False) -> Path:
+def compile_c(bundle: Path, out: Path, sources: list[Path], shared: bool = False, defines: tuple[str, ...] = ()) -> Path:
     includes = [f"-I{APP / 'host_test' / 'include'}", f"-I{APP / 'src'}", f"-I{bundle / 'c'}"]
     flags = ["-shared", "-fPIC"] if shared else []
-    subprocess.run(["cc", *CFLAGS, *flags, *includes, *map(str, sources), "-o", str(out), "-lm"], check=True)
+    subprocess.run(["cc", *CFLAGS, *defines, *flags, *includes, *map(str, sources), "-o", str(out), "-lm"], check=True)
     return out
+
+
+def compile_driver(bundle: Path, out: Path, defines: tuple[str, ...] = ()) -> Path:
+    """The app with the host driver and the stand-in PID and supervisor."""
+    sources = [APP / "src" / "robo_rl_controller.c", APP / "src" / "robo_rl_observation.c", bundle / "c" / "policy.c",
+               APP / "host_test" / "driver.c", APP / "host_test" / "stock_controller.c"]
+    return compile_c(bundle, out, sources, defines=defines)
+
+
+def motor_forces(action: np.ndarray, policy_thrust_max: float, thrust_max: float = FIRMWARE_THRUST_MAX,
+                 thrust_min: float = FIRMWARE_THRUST_MIN) -> np.ndarray:
+    """normalizedForces for policy actions, and what the firmware makes of them: clamped to [0, 1]
+    (power_distribution_quadrotor.c), off below THRUST_MIN (motors.c, battery compensation)."""
+    force = np.clip(np.float32(action) * np.float32(policy_thrust_max / thrust_max), 0, 1).astype(np.float32)
+    ratio = np.trunc(force * np.float32(65535)).astype(np.float32)
+    return np.where(ratio / np.float32(65535) * np.float32(thrust_max) < np.float32(thrust_min), np.float32(0), force)
 
 
 def hover_env(bundle: Path) -> gym.Env:
@@ -66,13 +85,18 @@ def test_observation_built_on_board_equals_the_simulators(exported_bundle, tmp_p
         lib.rr_history_push(history, (ctypes.c_float * 4)(*action))
 
 
-def driver_lines(ticks: list[dict]) -> str:
+def driver_lines(ticks: list[dict | str]) -> str:
+    """Driver input: a dict per tick (tick, enable, beat, values, absolute, thrust of the setpoint), or a
+    command line as is (param, supervisor, init)."""
     return "".join(
-        f"tick {t['tick']} {t['enable']} {t['beat']} {' '.join(f'{v:.9g}' for v in t['values'])} {t['absolute']}\n"
+        t + "\n" if isinstance(t, str) else
+        f"tick {t['tick']} {t['enable']} {t['beat']} {' '.join(f'{v:.9g}' for v in t['values'])} {t['absolute']} "
+        f"{t.get('thrust', 0.0):.9g}\n"
         for t in ticks)
 
 
 def run_driver(driver: Path, text: str) -> list[list[float]]:
+    """Rows: tick, active, fault, controlMode, four values (forces, or roll pitch yaw thrust), stock calls."""
     out = subprocess.run([str(driver)], input=text, capture_output=True, text=True, check=True).stdout
     return [[float(v) for v in line.split()] for line in out.splitlines() if not line.startswith("selftest")]
 
@@ -83,9 +107,7 @@ def state_values(pos, quat, vel, angvel, setpoint) -> list[float]:
 
 
 def test_controller_flies_the_policy_with_heartbeat_and_falls_back_when_it_lapses(exported_bundle, trained_run, tmp_path):
-    sources = [APP / "src" / "robo_rl_controller.c", APP / "src" / "robo_rl_observation.c",
-               exported_bundle / "c" / "policy.c", APP / "host_test" / "driver.c", APP / "host_test" / "stock_controller.c"]
-    driver = compile_c(exported_bundle, tmp_path / "driver", sources)
+    driver = compile_driver(exported_bundle, tmp_path / "driver")
     selftest = subprocess.run([str(driver)], input="selftest\n", capture_output=True, text=True, check=True).stdout
     assert selftest.strip() == "selftest 1"  # controllerOutOfTreeTest: the recorded pairs pass on board
 
@@ -102,8 +124,8 @@ def test_controller_flies_the_policy_with_heartbeat_and_falls_back_when_it_lapse
         state = true_state(env)
         for sub in range(10):
             tick = 10 * step + sub
-            ticks.append({"tick": tick, "enable": 1, "beat": tick, "values": state_values(*state, center), "absolute": 1})
-        expected.append(np.clip(action * thrust_max / FIRMWARE_THRUST_MAX, 0, 1))
+            ticks.append({"tick": tick, "enable": 1, "beat": tick + 1, "values": state_values(*state, center), "absolute": 1})
+        expected.append(motor_forces(action, thrust_max))
         obs, _, terminated, _, _ = env.step(action)
         assert not terminated
     rows = np.array(run_driver(driver, driver_lines(ticks)))
@@ -132,9 +154,132 @@ def test_controller_flies_the_policy_with_heartbeat_and_falls_back_when_it_lapse
     }
     for fault, values in bad_states.items():
         rows = np.array(run_driver(driver, driver_lines(
-            [{"tick": 0, "enable": 1, "beat": 0, "values": hover, "absolute": 1},
+            [{"tick": 0, "enable": 1, "beat": 1, "values": hover, "absolute": 1},
              {"tick": 10, "enable": 1, "beat": 10, "values": values, "absolute": 1},
              {"tick": 11, "enable": 1, "beat": 11, "values": hover, "absolute": 1}])))
         assert rows[0, 1] == 1 and rows[1, 1] == 0 and rows[1, 2] == fault, (fault, rows)
         assert rows[2, 1] == 0 and rows[2, 3] == 0  # latched: the stock controller keeps flying
         assert np.isfinite(rows[:, 4:8]).all()
+
+
+LEVEL = np.array([1.0, 0.0, 0.0, 0.0])
+
+
+def hover_values(position, setpoint, gyro_deg_s=(0.0, 0.0, 0.0), quat=LEVEL) -> list[float]:
+    """Driver values for a vehicle at rest at `position` with body rates `gyro_deg_s`, commanded to `setpoint`."""
+    return [*position, 0.0, 0.0, 0.0, *quat, *gyro_deg_s, *setpoint]
+
+
+def tick(n: int, values: list[float], enable: int = 1, beat: int | None = None, absolute: int = 1,
+         thrust: float = 0.0) -> dict:
+    """One stabilizer tick; by default enabled with a heartbeat that changes every tick."""
+    return {"tick": n, "enable": enable, "beat": n + 1 if beat is None else beat, "values": values,
+            "absolute": absolute, "thrust": thrust}
+
+
+@pytest.fixture(scope="module")
+def driver(exported_bundle, tmp_path_factory) -> Path:
+    return compile_driver(exported_bundle, tmp_path_factory.mktemp("driver") / "driver")
+
+
+def test_stop_setpoint_stops_the_motors_and_the_policy_stays_stopped_until_re_enabled(driver):
+    # Hovering at 0.5 m under the policy; land() ends (z = 0.03 m) and the firmware sends its all-zero stop setpoint.
+    flying = [tick(t, hover_values([0, 0, 0.5], [0, 0, 0.5])) for t in range(100)]
+    stopped = [tick(t, hover_values([0, 0, 0.03], [0, 0, 0]), absolute=0, thrust=0.0) for t in range(100, 200)]
+    # A new position setpoint (a pilot's go_to or a stray stream) with the heartbeat still fresh:
+    later = [tick(t, hover_values([0, 0, 0.03], [0, 0, 0.5])) for t in range(200, 300)]
+    rows = np.array(run_driver(driver, driver_lines(flying + stopped + later)))
+    assert rows[:100, 1].all() and (rows[:100, 3] == 2).all()
+    # from the stop setpoint on, the stock PID flies it: legacy mode, thrust 0, motors off
+    assert not rows[100:, 1].any() and (rows[100:200, 3] == 0).all() and (rows[100:200, 4:8] == 0).all()
+    assert (rows[100:, 2] == 5).all()  # latched: the policy does not take off again by itself
+    # only clearing and setting enable again hands it back to the policy
+    again = [tick(300, hover_values([0, 0, 0.5], [0, 0, 0.5]), enable=0),
+             *[tick(t, hover_values([0, 0, 0.5], [0, 0, 0.5])) for t in range(301, 310)]]
+    rows = np.array(run_driver(driver, driver_lines(flying + stopped + later + again)))
+    assert rows[-1, 1] == 1 and rows[-1, 2] == 0
+
+
+def fresh_pid_output(driver: Path, last: dict) -> np.ndarray:
+    """roll, pitch, yaw, thrust of a freshly started stock controller for the state and setpoint of `last`."""
+    return np.array(run_driver(driver, driver_lines([{**last, "tick": 0, "enable": 0}])))[0, 4:8]
+
+
+@pytest.mark.parametrize("cause", ["enable cleared", "heartbeat lapse", "stop setpoint", "supervisor"])
+def test_hand_over_to_the_pid_starts_it_afresh_with_every_field_written(driver, cause):
+    # The stock PID flies first, 0.5 m below its target: its altitude integrator winds up.
+    climbing = [tick(t, hover_values([0, 0, 0.5], [0, 0, 1.0]), enable=0) for t in range(100)]
+    # The policy takes over on an odd tick and flies; the hand-over comes on an odd tick that is not a
+    # position-loop tick, where the PID's attitude loop (500 Hz) does not run.
+    gyro = (3.0, -2.0, 1.0)
+    at_target = hover_values([0, 0, 1.0], [0, 0, 1.0], gyro)
+    policy = [tick(t, at_target) for t in range(101, 151)]
+    if cause == "enable cleared":
+        after = [tick(t, at_target, enable=0) for t in range(151, 171)]
+    elif cause == "heartbeat lapse":
+        policy = [tick(t, at_target, beat=151 if t >= 150 else None) for t in range(101, 150 + 201)]
+        after = [tick(t, at_target, beat=151) for t in range(351, 371)]
+    elif cause == "stop setpoint":
+        at_target = hover_values([0, 0, 1.0], [0, 0, 0], gyro)
+        after = [tick(t, at_target, absolute=0, thrust=0.0) for t in range(151, 171)]
+    else:
+        after = ["supervisor 0 1 1", *[tick(t, at_target) for t in range(151, 171)]]
+    rows = np.array(run_driver(driver, driver_lines(climbing + policy + after)))
+    first = len(climbing) + len(policy)
+    assert rows[first - 1, 1] == 1 and rows[first - 1, 3] == 2  # the policy flew until here
+    assert int(rows[first, 0]) % 2 == 1 and int(rows[first, 0]) % 10 != 0
+    handed = rows[first:]
+    assert not handed[:, 1].any() and (handed[:, 3] == 0).all()
+    # every stock tick after the hand-over: what a freshly started PID commands here (no wound-up
+    # integrator, no float bits in roll/pitch/yaw)
+    expected = fresh_pid_output(driver, after[-1])
+    np.testing.assert_array_equal(handed[:, 4:8], np.tile(expected, (len(handed), 1)))
+
+
+def test_policy_takes_over_only_from_a_vehicle_the_supervisor_reports_armed_and_flying(driver):
+    hover = hover_values([0, 0, 1.0], [0, 0, 1.0])
+    for state in ("0 1 1", "1 0 1", "1 1 0"):  # not allowed to fly / not armed / landed
+        rows = np.array(run_driver(driver, driver_lines(
+            [f"supervisor {state}", *[tick(t, hover) for t in range(20)],
+             "supervisor 1 1 1", *[tick(t, hover) for t in range(20, 40)]])))
+        assert not rows[:20, 1].any() and (rows[:20, 3] == 0).all() and (rows[:20, 2] == 0).all(), state
+        assert rows[20:, 1].all(), state  # taken off (by the stock controller): now it takes over
+        # withdrawn while the policy flies: the PID takes it, latched until re-enabled
+        rows = np.array(run_driver(driver, driver_lines(
+            [*[tick(t, hover) for t in range(20)], f"supervisor {state}", *[tick(t, hover) for t in range(20, 30)],
+             "supervisor 1 1 1", *[tick(t, hover) for t in range(30, 40)]])))
+        assert rows[:20, 1].all() and not rows[20:, 1].any() and (rows[20:, 2] == 6).all(), state
+
+
+def test_geofence_holds_the_absolute_arena_as_well_as_the_training_box(driver):
+    # At the target, so the error bound alone would pass; the arena is x, y in [-2, 2] m, z in [-0.2, 2.5] m
+    # by default and settable by parameter.
+    for position, params in (([2.5, 0, 1.0], []), ([0, 0, 2.7], []), ([0, 0, 1.3], ["param arenaZMax 1.2"]),
+                             ([-1.1, 0, 1.0], ["param arenaXMin -1.0"])):
+        values = hover_values(position, position)
+        rows = np.array(run_driver(driver, driver_lines([*params, tick(0, values), tick(1, values)])))
+        assert not rows[:, 1].any() and (rows[:, 2] == 3).all(), position
+    rows = np.array(run_driver(driver, driver_lines([tick(0, hover_values([1.9, -1.9, 2.4], [1.9, -1.9, 2.4]))])))
+    assert rows[0, 1] == 1
+
+
+def test_only_a_heartbeat_change_after_selecting_and_enabling_the_controller_counts(driver):
+    hover = hover_values([0, 0, 1.0], [0, 0, 1.0])
+    # The ground station incremented the heartbeat to 57 while another controller flew; then
+    # stabilizer.controller switches to this one (controllerOutOfTreeInit) and the heartbeat stops.
+    rows = np.array(run_driver(driver, driver_lines(
+        ["param enable 1", "param heartbeat 57", "init", *[tick(t, hover, beat=57) for t in range(300)],
+         *[tick(t, hover, beat=58) for t in range(300, 310)]])))
+    assert not rows[:300, 1].any() and rows[300:, 1].all()
+    # Enabling with a heartbeat that no longer changes does not fly the policy either.
+    rows = np.array(run_driver(driver, driver_lines(
+        [tick(0, hover, enable=0, beat=5), *[tick(t, hover, beat=5) for t in range(1, 100)]])))
+    assert not rows[:, 1].any()
+
+
+def test_tilt_limit_is_below_90_degrees(driver):
+    for degrees, faults in ((55.0, False), (65.0, True), (89.0, True)):
+        half = math.radians(degrees) / 2
+        values = hover_values([0, 0, 1.0], [0, 0, 1.0], quat=np.array([math.cos(half), math.sin(half), 0, 0]))
+        rows = np.array(run_driver(driver, driver_lines([tick(0, values)])))
+        assert (rows[0, 2] == 2) == faults and rows[0, 1] == (not faults), degrees

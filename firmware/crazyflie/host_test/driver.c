@@ -1,64 +1,120 @@
 /* Host test driver: feeds the out-of-tree controller firmware-typed states read from stdin, one line per
- * stabilizer tick, and prints what it commanded. Lines in:
- *   tick <n> <enable> <heartbeat> <px py pz> <vx vy vz> <qw qx qy qz> <gyro x y z deg/s> <sp x y z> <abs 0|1>
+ * stabilizer tick, and prints what it commanded. The control struct persists between ticks, as the
+ * stabilizer's static one does. Lines in:
+ *   tick <n> <enable> <heartbeat> <px py pz> <vx vy vz> <qw qx qy qz> <gyro x y z deg/s> <sp x y z> <abs 0|1> <sp thrust>
+ *     (abs 1: x, y, z in modeAbs; abs 0: every mode disabled, the thrust as given: 0 is the stop setpoint)
+ *   param <name> <value>                      set a robo_rl parameter
+ *   supervisor <canFly 0|1> <armed 0|1> <flying 0|1>
+ *   init                                      controllerOutOfTreeInit (the firmware switching to it)
  *   selftest
- * Lines out: "<tick> <active> <fault> <controlMode> <f1> <f2> <f3> <f4> <stock calls>" or "selftest <0|1>". */
+ * Lines out: "<tick> <active> <fault> <controlMode> <v1> <v2> <v3> <v4> <stock calls>", v = the four
+ * normalizedForces in force mode, roll pitch yaw thrust in legacy mode; or "selftest <0|1>". */
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "controller.h"
 #include "host_registry.h"
+#include "param.h"
 
 extern const host_entry_t *host_params;
 extern const host_entry_t *host_logs;
 extern unsigned long stock_controller_calls;
+extern bool host_supervisor_can_fly, host_supervisor_armed, host_supervisor_flying;
 
-static void *entry(const host_entry_t *table, const char *name)
+static const host_entry_t *entry(const host_entry_t *table, const char *name)
 {
     for (; table->name != 0; ++table) {
         if (strcmp(table->name, name) == 0) {
-            return table->address;
+            return table;
         }
     }
-    return 0;
+    fprintf(stderr, "no such variable: %s\n", name);
+    exit(2);
+}
+
+static void set_param(const char *name, double value)
+{
+    const host_entry_t *param = entry(host_params, name);
+    if (param->size == PARAM_UINT8) {
+        *(uint8_t *)param->address = (uint8_t)value;
+    } else if (param->size == PARAM_UINT32) {
+        *(uint32_t *)param->address = (uint32_t)value;
+    } else {
+        *(float *)param->address = (float)value;
+    }
+}
+
+/* The estimator's Euler angles [deg] from the quaternion; pitch in the firmware's legacy sign (nose up). */
+static attitude_t euler_degrees(const quaternion_t q)
+{
+    const double deg = 180.0 / 3.14159265358979323846;
+    attitude_t a = {0};
+    a.roll = (float)(deg * atan2(2.0 * (q.w * q.x + q.y * q.z), 1.0 - 2.0 * (q.x * q.x + q.y * q.y)));
+    double s = 2.0 * (q.w * q.y - q.z * q.x);
+    s = s > 1.0 ? 1.0 : (s < -1.0 ? -1.0 : s);
+    a.pitch = (float)(-deg * asin(s));
+    a.yaw = (float)(deg * atan2(2.0 * (q.w * q.z + q.x * q.y), 1.0 - 2.0 * (q.y * q.y + q.z * q.z)));
+    return a;
 }
 
 int main(void)
 {
     controllerOutOfTreeInit();
-    uint8_t *enable = entry(host_params, "enable");
-    uint32_t *heartbeat = entry(host_params, "heartbeat");
-    const uint8_t *active = entry(host_logs, "active");
-    const uint8_t *fault = entry(host_logs, "fault");
+    const uint8_t *active = entry(host_logs, "active")->address;
+    const uint8_t *fault = entry(host_logs, "fault")->address;
+    static control_t control; /* stabilizer.c's is static too: fields not written keep their bits */
     char line[1024];
     while (fgets(line, sizeof line, stdin)) {
         if (strncmp(line, "selftest", 8) == 0) {
             printf("selftest %d\n", controllerOutOfTreeTest() ? 1 : 0);
             continue;
         }
+        if (strncmp(line, "init", 4) == 0) {
+            controllerOutOfTreeInit();
+            continue;
+        }
+        char name[64];
+        double value;
+        unsigned can_fly, armed, flying;
+        if (sscanf(line, "param %63s %lf", name, &value) == 2) {
+            set_param(name, value);
+            continue;
+        }
+        if (sscanf(line, "supervisor %u %u %u", &can_fly, &armed, &flying) == 3) {
+            host_supervisor_can_fly = can_fly, host_supervisor_armed = armed, host_supervisor_flying = flying;
+            continue;
+        }
         unsigned tick, en, beat, absolute;
         state_t state = {0};
         sensorData_t sensors = {0};
         setpoint_t setpoint = {0};
-        control_t control = {0};
-        int n = sscanf(line, "tick %u %u %u %f %f %f %f %f %f %f %f %f %f %f %f %f %f %f %f %u", &tick, &en, &beat,
+        int n = sscanf(line, "tick %u %u %u %f %f %f %f %f %f %f %f %f %f %f %f %f %f %f %f %u %f", &tick, &en, &beat,
                        &state.position.x, &state.position.y, &state.position.z, &state.velocity.x, &state.velocity.y,
                        &state.velocity.z, &state.attitudeQuaternion.w, &state.attitudeQuaternion.x,
                        &state.attitudeQuaternion.y, &state.attitudeQuaternion.z, &sensors.gyro.x, &sensors.gyro.y,
-                       &sensors.gyro.z, &setpoint.position.x, &setpoint.position.y, &setpoint.position.z, &absolute);
-        if (n != 20) {
+                       &sensors.gyro.z, &setpoint.position.x, &setpoint.position.y, &setpoint.position.z, &absolute,
+                       &setpoint.thrust);
+        if (n != 21) {
             fprintf(stderr, "bad line: %s", line);
             return 2;
         }
-        *enable = (uint8_t)en;
-        *heartbeat = beat;
+        state.attitude = euler_degrees(state.attitudeQuaternion);
+        set_param("enable", en);
+        set_param("heartbeat", beat);
         const stab_mode_t mode = absolute ? modeAbs : modeDisable;
         setpoint.mode.x = setpoint.mode.y = setpoint.mode.z = mode;
         controllerOutOfTree(&control, &setpoint, &sensors, &state, tick);
-        printf("%u %u %u %d %.9g %.9g %.9g %.9g %lu\n", tick, *active, *fault, (int)control.controlMode,
-               control.normalizedForces[0], control.normalizedForces[1], control.normalizedForces[2],
-               control.normalizedForces[3], stock_controller_calls);
+        if (control.controlMode == controlModeLegacy) {
+            printf("%u %u %u %d %d %d %d %.9g %lu\n", tick, *active, *fault, (int)control.controlMode, control.roll,
+                   control.pitch, control.yaw, control.thrust, stock_controller_calls);
+        } else {
+            printf("%u %u %u %d %.9g %.9g %.9g %.9g %lu\n", tick, *active, *fault, (int)control.controlMode,
+                   control.normalizedForces[0], control.normalizedForces[1], control.normalizedForces[2],
+                   control.normalizedForces[3], stock_controller_calls);
+        }
         fflush(stdout);
     }
     return 0;

@@ -3,15 +3,22 @@
  *
  * Safety:
  *  - the policy flies only while param robo_rl.enable is set AND param robo_rl.heartbeat keeps changing
- *    (the ground station increments it; no change for RR_HEARTBEAT_TIMEOUT_MS stops the policy);
- *  - otherwise, and after any fault, the stock PID controller flies (it needs the usual setpoints);
+ *    (the ground station increments it; no change for RR_HEARTBEAT_TIMEOUT_MS stops the policy; only a
+ *    change seen by this controller after it was selected and enabled counts);
+ *  - it takes over only from a vehicle the supervisor reports armed, allowed to fly and flying (the stock
+ *    controller takes off), never from the ground;
+ *  - otherwise, and after any fault, the stock PID controller flies (it needs the usual setpoints); on
+ *    every hand-over the PID restarts from the current state and the control struct is cleared;
  *  - faults latch until robo_rl.enable is cleared: non-finite observation or action (policy status),
- *    tumble (tilt beyond RR_MAX_TILT_DEG), geofence (position error beyond the training arena);
+ *    tumble (tilt beyond RR_MAX_TILT_DEG), geofence (position error beyond the training arena, or position
+ *    outside the absolute arena params robo_rl.arena*), heartbeat lapse, a stop setpoint (land() ending,
+ *    stop(), cflib's send_stop_setpoint: the PID then stops the motors), the supervisor withdrawing;
  *  - controllerOutOfTreeTest runs the policy's recorded self-test pairs at start-up.
  */
 #include <math.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "controller.h"
 #include "controller_pid.h"
@@ -19,6 +26,7 @@
 #include "param.h"
 #include "platform_defaults.h"
 #include "stabilizer_types.h"
+#include "supervisor.h"
 
 #include "policy.h"
 #include "policy_layout.h"
@@ -28,7 +36,25 @@
 #define RR_HEARTBEAT_TIMEOUT_MS 200
 #endif
 #ifndef RR_MAX_TILT_DEG
-#define RR_MAX_TILT_DEG 100.0f /* training starts reach 90 degrees; beyond this the vehicle is tumbling */
+/* 60 degrees: the tilt at which the firmware's own supervisor starts its tumble timer
+ * (SUPERVISOR_TUMBLE_CHECK_ACCEPTED_TILT_ACCZ); past about 54 degrees even full thrust of a stock CF2.1
+ * (4 x 0.12 N against 0.29 N of weight) no longer holds altitude, so the vehicle is falling, not hovering.
+ * Training starts reach 90 degrees, but on hardware a policy past 60 degrees hands over to the PID. */
+#define RR_MAX_TILT_DEG 60 /* whole degrees */
+#endif
+#if !(RR_MAX_TILT_DEG > 0 && RR_MAX_TILT_DEG < 90)
+#error "RR_MAX_TILT_DEG must be below 90 degrees: beyond, thrust pushes the vehicle down"
+#endif
+/* The absolute arena [m, world frame] the policy may fly in (params robo_rl.arena*, set them to the room):
+ * a 4 m x 4 m x 2.5 m flight space around the positioning system's origin by default. */
+#ifndef RR_ARENA_HALF_WIDTH_M
+#define RR_ARENA_HALF_WIDTH_M 2.0f
+#endif
+#ifndef RR_ARENA_CEILING_M
+#define RR_ARENA_CEILING_M 2.5f
+#endif
+#ifndef RR_ARENA_FLOOR_M
+#define RR_ARENA_FLOOR_M -0.2f /* below the ground plane: position estimates on the ground scatter around 0 */
 #endif
 #define RR_DEG_TO_RAD 0.017453292519943295f
 #define RR_TICKS_PER_POLICY_STEP (RATE_MAIN_LOOP / POLICY_CONTROL_HZ)
@@ -37,7 +63,15 @@
 #error "the policy's control rate must divide the stabilizer loop rate"
 #endif
 
-enum { RR_FAULT_NONE = 0, RR_FAULT_INVALID = 1, RR_FAULT_TUMBLE = 2, RR_FAULT_GEOFENCE = 3, RR_FAULT_HEARTBEAT = 4 };
+enum {
+    RR_FAULT_NONE = 0,
+    RR_FAULT_INVALID = 1,    /* non-finite observation or action */
+    RR_FAULT_TUMBLE = 2,     /* tilt beyond RR_MAX_TILT_DEG */
+    RR_FAULT_GEOFENCE = 3,   /* position error beyond the training arena, or position outside robo_rl.arena* */
+    RR_FAULT_HEARTBEAT = 4,  /* heartbeat lapsed while the policy flew */
+    RR_FAULT_STOPPED = 5,    /* a stop setpoint arrived while the policy flew: stay stopped until re-enabled */
+    RR_FAULT_SUPERVISOR = 6, /* the supervisor no longer reports the vehicle armed, allowed to fly and flying */
+};
 
 static uint8_t enable;          /* param robo_rl.enable */
 static uint32_t heartbeat;      /* param robo_rl.heartbeat: any change is a heartbeat */
@@ -45,11 +79,15 @@ static uint8_t active;          /* log robo_rl.active */
 static uint8_t fault;           /* log robo_rl.fault: the latched RR_FAULT_* */
 static uint8_t last_status;     /* log robo_rl.status: the policy's last policy_status_t */
 
+static float arena_min[3] = {-RR_ARENA_HALF_WIDTH_M, -RR_ARENA_HALF_WIDTH_M, RR_ARENA_FLOOR_M}; /* params */
+static float arena_max[3] = {RR_ARENA_HALF_WIDTH_M, RR_ARENA_HALF_WIDTH_M, RR_ARENA_CEILING_M};
+
 static uint32_t last_heartbeat;
+static bool heartbeat_seen; /* a heartbeat change was seen by this controller since it was selected and enabled */
 static uint32_t heartbeat_tick;
 static uint32_t next_policy_tick;
 static float latched_target[3];
-static float command[POLICY_ACTION_SIZE];  /* the policy's last action: fraction of POLICY_THRUST_MAX_NEWTON */
+static float forces[POLICY_ACTION_SIZE];   /* normalizedForces of the policy's last action */
 static rr_action_history_t history;
 
 void controllerOutOfTreeInit(void)
@@ -58,6 +96,10 @@ void controllerOutOfTreeInit(void)
     rr_history_reset(&history, POLICY_HOVER_COMMAND);
     active = 0;
     fault = RR_FAULT_NONE;
+    /* Also called when stabilizer.controller switches to this controller at run time: heartbeat changes
+     * made while another controller flew must not count as fresh. */
+    last_heartbeat = heartbeat;
+    heartbeat_seen = false;
 }
 
 bool controllerOutOfTreeTest(void)
@@ -66,11 +108,60 @@ bool controllerOutOfTreeTest(void)
     return policy_self_test(&worst) == 0 && controllerPidTest();
 }
 
+/* The setpoint that stops the motors: z not controlled and zero thrust. The firmware sends it (all zero)
+ * when a high-level land() ends, on stop(), on cflib's send_stop_setpoint, and as the supervisor's null
+ * setpoint; from it the stock PID computes thrust 0 (controller_pid.c: mode.z == modeDisable ->
+ * actuatorThrust = setpoint->thrust). */
+static bool stop_setpoint(const setpoint_t *setpoint)
+{
+    return setpoint->mode.z == modeDisable && setpoint->thrust == 0.0f;
+}
+
+/* The policy may spin the motors only where the stock controller could: armed (the brushless Crazyflie
+ * needs an explicit arming), allowed to fly (not locked, crashed or tumbled) and flying (taken off). */
+static bool supervisor_allows(void)
+{
+    return supervisorIsArmed() && supervisorCanFly() && supervisorIsFlying();
+}
+
 static void fly_stock(control_t *control, const setpoint_t *setpoint, const sensorData_t *sensors,
                       const state_t *state, const stabilizerStep_t tick)
 {
-    active = 0;
+    if (active) {
+        /* Hand-over. The PID keeps static state (integrators, filters, desired attitude, thrust) from its last
+         * flight, and control_t is a union: on ticks where its 500 Hz attitude loop does not run it writes
+         * only the mode and thrust, leaving the policy's float forces in the legacy roll/pitch/yaw. First
+         * the PID restarts itself: a stop setpoint takes it through its own zero-thrust path
+         * (controllerPidReinitialize from the current state, desired yaw = current yaw, thrust 0). Then it
+         * runs on the real setpoint as at step 0, where every loop executes, so each field of the cleared
+         * control struct is written from the current state. */
+        static const setpoint_t stop = {0};
+        static control_t scratch;
+        controllerPid(&scratch, &stop, sensors, state, 0);
+        memset(control, 0, sizeof *control);
+        active = 0;
+        controllerPid(control, setpoint, sensors, state, 0);
+        return;
+    }
     controllerPid(control, setpoint, sensors, state, tick);
+}
+
+/* What the motors get for a policy action (fraction of POLICY_THRUST_MAX_NEWTON), as normalizedForces
+ * (fractions of the firmware's THRUST_MAX), with the firmware's own limits applied here so the history can
+ * hold what was flown: power_distribution_quadrotor.c (powerDistributionForce) clamps to [0, 1] and scales
+ * to UINT16_MAX; motors.c (motorsCompensateBatteryVoltage) returns 0 (motor off) when that thrust is below
+ * THRUST_MIN. */
+static float motor_force(float action)
+{
+    float force = action * (POLICY_THRUST_MAX_NEWTON / THRUST_MAX);
+    force = force < 0.0f ? 0.0f : (force > 1.0f ? 1.0f : force);
+#ifdef CONFIG_ENABLE_THRUST_BAT_COMPENSATED
+    const int32_t ratio = (int32_t)(force * UINT16_MAX); /* motorThrustUncapped, as the firmware truncates it */
+    if (((float)ratio / 65535.0f) * THRUST_MAX < THRUST_MIN) {
+        force = 0.0f;
+    }
+#endif
+    return force;
 }
 
 static bool absolute_position(const setpoint_t *setpoint)
@@ -101,12 +192,13 @@ static bool policy_update(const setpoint_t *setpoint, const sensorData_t *sensor
     }
     const float qx = flight.quaternion[1], qy = flight.quaternion[2];
     const float uprightness = 1.0f - 2.0f * (qx * qx + qy * qy); /* cos(tilt) = R[2][2] */
-    if (!(uprightness >= cosf(RR_MAX_TILT_DEG * RR_DEG_TO_RAD))) {
+    if (!(uprightness >= cosf((float)RR_MAX_TILT_DEG * RR_DEG_TO_RAD))) {
         fault = RR_FAULT_TUMBLE; /* also catches a NaN attitude */
         return false;
     }
     for (int k = 0; k < 3; ++k) {
-        if (!(fabsf(flight.position[k] - target_position[k]) <= POLICY_MAX_POSITION_ERROR_M)) {
+        if (!(fabsf(flight.position[k] - target_position[k]) <= POLICY_MAX_POSITION_ERROR_M &&
+              flight.position[k] >= arena_min[k] && flight.position[k] <= arena_max[k])) {
             fault = RR_FAULT_GEOFENCE;
             return false;
         }
@@ -120,27 +212,42 @@ static bool policy_update(const setpoint_t *setpoint, const sensorData_t *sensor
         fault = RR_FAULT_INVALID;
         return false;
     }
-    rr_history_push(&history, action);
+    /* The history holds what the motors got, in the policy's units, as the simulator's does */
+    float flown[POLICY_ACTION_SIZE];
     for (int motor = 0; motor < POLICY_ACTION_SIZE; ++motor) {
-        command[motor] = action[motor];
+        forces[motor] = motor_force(action[motor]);
+        flown[motor] = forces[motor] * (THRUST_MAX / POLICY_THRUST_MAX_NEWTON);
     }
+    rr_history_push(&history, flown);
     return true;
 }
 
 void controllerOutOfTree(control_t *control, const setpoint_t *setpoint, const sensorData_t *sensors,
                          const state_t *state, const stabilizerStep_t tick)
 {
-    if (heartbeat != last_heartbeat) {
-        last_heartbeat = heartbeat;
-        heartbeat_tick = tick;
-    }
-    const bool heartbeat_fresh = (uint32_t)(tick - heartbeat_tick) <= RR_HEARTBEAT_TIMEOUT_MS * RATE_MAIN_LOOP / 1000;
     if (!enable) {
         fault = RR_FAULT_NONE; /* clearing enable acknowledges a latched fault */
-    } else if (!heartbeat_fresh && active) {
-        fault = RR_FAULT_HEARTBEAT;
+        heartbeat_seen = false; /* and only a heartbeat after enabling counts */
+        last_heartbeat = heartbeat;
+    } else if (heartbeat != last_heartbeat) {
+        last_heartbeat = heartbeat;
+        heartbeat_tick = tick;
+        heartbeat_seen = true;
     }
-    if (!enable || !heartbeat_fresh || fault != RR_FAULT_NONE) {
+    const bool heartbeat_fresh =
+        heartbeat_seen && (uint32_t)(tick - heartbeat_tick) <= RR_HEARTBEAT_TIMEOUT_MS * RATE_MAIN_LOOP / 1000;
+    if (enable && active && fault == RR_FAULT_NONE) {
+        if (stop_setpoint(setpoint)) {
+            fault = RR_FAULT_STOPPED; /* after land() or stop() the policy must not take off again */
+        } else if (!supervisor_allows()) {
+            fault = RR_FAULT_SUPERVISOR;
+        } else if (!heartbeat_fresh) {
+            fault = RR_FAULT_HEARTBEAT;
+        }
+    }
+    /* Not yet flying the policy: take over only from a flying vehicle, never on a stop setpoint */
+    const bool may_take_over = active || (!stop_setpoint(setpoint) && supervisor_allows());
+    if (!enable || !heartbeat_fresh || fault != RR_FAULT_NONE || !may_take_over) {
         fly_stock(control, setpoint, sensors, state, tick);
         return;
     }
@@ -159,17 +266,21 @@ void controllerOutOfTree(control_t *control, const setpoint_t *setpoint, const s
         }
     }
     active = 1;
-    /* normalizedForces are fractions of the firmware's THRUST_MAX; the policy's are of the trained vehicle's */
     control->controlMode = controlModeForce;
     for (int motor = 0; motor < POLICY_ACTION_SIZE; ++motor) {
-        const float force = command[motor] * (POLICY_THRUST_MAX_NEWTON / THRUST_MAX);
-        control->normalizedForces[motor] = force < 0.0f ? 0.0f : (force > 1.0f ? 1.0f : force);
+        control->normalizedForces[motor] = forces[motor];
     }
 }
 
 PARAM_GROUP_START(robo_rl)
 PARAM_ADD(PARAM_UINT8, enable, &enable)
 PARAM_ADD(PARAM_UINT32, heartbeat, &heartbeat)
+PARAM_ADD(PARAM_FLOAT, arenaXMin, &arena_min[0])
+PARAM_ADD(PARAM_FLOAT, arenaXMax, &arena_max[0])
+PARAM_ADD(PARAM_FLOAT, arenaYMin, &arena_min[1])
+PARAM_ADD(PARAM_FLOAT, arenaYMax, &arena_max[1])
+PARAM_ADD(PARAM_FLOAT, arenaZMin, &arena_min[2])
+PARAM_ADD(PARAM_FLOAT, arenaZMax, &arena_max[2])
 PARAM_GROUP_STOP(robo_rl)
 
 LOG_GROUP_START(robo_rl)

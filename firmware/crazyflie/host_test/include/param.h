@@ -5,6 +5,7 @@
 #include "host_registry.h"
 #define PARAM_UINT8 1
 #define PARAM_UINT32 4
+#define PARAM_FLOAT 6 /* the firmware's PARAM_4BYTES | PARAM_TYPE_FLOAT */
 #define PARAM_GROUP_START(group) static const host_entry_t host_params_##group[] = {
 #define PARAM_ADD(type, name, address) {#name, (void *)(address), type},
 #define PARAM_GROUP_STOP(group) {0, 0, 0}}; const host_entry_t *host_params = host_params_##group;
