@@ -18,6 +18,8 @@ from typing import Any  # noqa: E402
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
+from robo_rl.cli import command  # noqa: E402
+
 
 def record_rollouts(run: str | Path, out: str | Path | None = None, episodes: int = 1, seed: int = 0,
                     checkpoint: str = "best", frame_every: int = 2) -> Path:
@@ -56,6 +58,7 @@ def record_rollouts(run: str | Path, out: str | Path | None = None, episodes: in
     return out
 
 
+@command
 def main(argv: list[str]) -> None:
     """`key=value` arguments: run (required), out, episodes, seed, checkpoint."""
     args = dict(a.split("=", 1) for a in argv)

@@ -23,6 +23,7 @@ import torch
 import sim  # noqa: F401  (registers the env ids)
 from robo_rl.agents.sac import SAC
 from robo_rl.checkpoint import load_checkpoint
+from robo_rl.cli import command
 from robo_rl.export.bundle import onnx_actions
 from robo_rl.export.c_runtime import CompiledPolicy
 
@@ -98,6 +99,7 @@ def compare_targets(bundle: str | Path, seed: int = 0, steps: int = 500, cortex_
     return report
 
 
+@command
 def main(argv: list[str]) -> None:
     """CLI: key=value arguments bundle=, seed=, steps=, cortex_m4=."""
     args = dict(arg.split("=", 1) for arg in argv)

@@ -1,0 +1,190 @@
+"""One clear error for every command-line entry point: `@hydra_command(...)` in place of `@hydra.main(...)`,
+or `@command` on a plain main(argv), for each `python -m robo_rl...` CLI.
+
+A user's mistake (a bad option, a missing run, a corrupt checkpoint, a NaN in a config) prints one line,
+`error: <input> <what is allowed>` (the message of the error, which names both), to stderr and exits
+with status 2. A bug in robo-rl prints its full traceback and exits with status 1, so that it can be
+reported and fixed rather than read as the user's fault. ROBO_RL_TRACEBACK=1 shows the traceback of user
+errors too. Ctrl-C exits with 130 without a traceback.
+
+What counts as a user error is decided in one place, `is_user_error` (the fuzz suite in tests/fuzz holds
+every loader to it):
+
+- an exception that robo-rl's own code raises on purpose: a `raise` statement in robo_rl/, sim/ or the
+  ROS 2 core, of a ValueError, a RuntimeError (not NotImplementedError) or a class the project defines
+  (ConfigError, DatasetError, CheckpointError, ExportError, BundleError, ...): these messages are written
+  for users. The same types raised inside numpy, torch or h5py (a broadcast error, `load_state_dict`'s size
+  mismatch) are not: they mean that robo-rl let bad input through, which is a bug;
+- an OSError naming a file (missing, unreadable, unwritable, a directory where a file was expected);
+- Hydra's and OmegaConf's configuration errors: an unknown key, bad override syntax, a missing mandatory
+  value (`run=???`), an unknown config group option.
+
+Hydra catches every exception itself: a composition error (unknown key, bad override) in
+`hydra._internal.utils.run_and_report`, which prints several lines, or a shortened traceback, and exits
+with status 1 (it re-raises only with HYDRA_FULL_ERROR set); a task's exception in `run_job`, which
+prints "Error executing job with overrides: [...]" before re-raising it. `hydra_command` therefore
+replaces `hydra.main`: the task's exception leaves Hydra wrapped in a BaseException that `run_job` does
+not catch, and the whole call runs with HYDRA_FULL_ERROR set, so that every exception reaches `command`
+unchanged and nothing else is printed.
+"""
+
+from __future__ import annotations
+
+import functools
+import linecache
+import os
+import sys
+import traceback
+from pathlib import Path
+from typing import Any, Callable, TypeVar
+
+USER_ERROR_STATUS = 2
+INTERNAL_ERROR_STATUS = 1
+INTERRUPTED_STATUS = 130
+_REPO = Path(__file__).resolve().parents[1]
+# the project's own code: its raise statements are the messages meant for users
+PROJECT_ROOTS = (_REPO / "robo_rl", _REPO / "sim", _REPO / "ros2_ws" / "src" / "robo_rl_ros" / "robo_rl_ros")
+PROJECT_MODULES = ("robo_rl", "sim", "robo_rl_ros")
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _config_error_types() -> tuple[type[BaseException], ...]:
+    """Hydra's and OmegaConf's errors about a configuration (imported lazily: the ROS core has neither)."""
+    types: list[type[BaseException]] = []
+    try:
+        from hydra.errors import HydraException
+
+        types.append(HydraException)
+    except ImportError:
+        pass
+    try:
+        from omegaconf.errors import OmegaConfBaseException
+
+        types.append(OmegaConfBaseException)
+    except ImportError:
+        pass
+    return tuple(types)
+
+
+def _raised_by_project(error: BaseException) -> bool:
+    """Whether `error` was raised by a `raise` statement in the project's own code."""
+    tb = error.__traceback__
+    if tb is None:
+        return False
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    filename = Path(tb.tb_frame.f_code.co_filename).resolve()
+    if not any(filename.is_relative_to(root) for root in PROJECT_ROOTS):
+        return False
+    return linecache.getline(str(filename), tb.tb_lineno).lstrip().startswith("raise")
+
+
+def _defined_by_project(error: BaseException) -> bool:
+    return type(error).__module__.split(".")[0] in PROJECT_MODULES
+
+
+def is_user_error(error: BaseException) -> bool:
+    """Whether `error` is a user's mistake (one line, status 2) rather than a bug (traceback, status 1);
+    see the module docstring for the rule."""
+    if isinstance(error, _config_error_types()):
+        return True
+    if isinstance(error, OSError) and error.filename is not None:
+        return True
+    deliberate = isinstance(error, (ValueError, RuntimeError)) and not isinstance(error, NotImplementedError)
+    return (deliberate or _defined_by_project(error)) and _raised_by_project(error)
+
+
+def one_line(error: BaseException) -> str:
+    """The message of `error` as one line: a file error as `<file>: <reason>`; Hydra's composition errors
+    with the OmegaConf error behind them; any newlines folded."""
+    if isinstance(error, OSError) and error.filename is not None:
+        text = f"{error.filename}: {error.strerror or error}"
+    else:
+        text = str(error) or type(error).__name__
+        cause = error.__cause__
+        if cause is not None and isinstance(error, _config_error_types()) and str(cause) not in text:
+            text = f"{text} ({str(cause).splitlines()[0] if str(cause) else type(cause).__name__})"
+    behind = _behind_config_error(error)
+    if behind is not None and is_user_error(behind):  # e.g. a resolver of ours that refused a value
+        return one_line(behind)
+    text = text.split("\nConfig search path:")[0]  # Hydra's list of where it looked for a config group
+    parts = [part.strip() for part in text.splitlines()]
+    parts = [part for part in parts if part and not part.startswith(("object_type=", "reference_type="))]
+    line = parts[0] if parts else type(error).__name__
+    for part in parts[1:]:
+        line += (" " if line.endswith((".", ":", ";", ",")) else "; ") + part
+    return line
+
+
+def _behind_config_error(error: BaseException) -> BaseException | None:
+    """The first exception not Hydra's or OmegaConf's in the cause/context chain of one of theirs (an
+    exception raised in a resolver reaches the user wrapped in OmegaConf's errors)."""
+    seen = 0
+    while isinstance(error, _config_error_types()) and seen < 20:
+        error = error.__cause__ or error.__context__
+        seen += 1
+    return error if seen else None
+
+
+def report(error: BaseException) -> int:
+    """Print `error` the way the CLIs do; return the exit status."""
+    if is_user_error(error) and os.environ.get("ROBO_RL_TRACEBACK", "") in ("", "0"):
+        print(f"error: {one_line(error)}", file=sys.stderr)
+        return USER_ERROR_STATUS
+    traceback.print_exception(error)
+    kind = "error" if is_user_error(error) else "internal error (a bug in robo-rl: please report it with this traceback)"
+    print(f"{kind}: {one_line(error)}", file=sys.stderr)
+    return USER_ERROR_STATUS if is_user_error(error) else INTERNAL_ERROR_STATUS
+
+
+class _TaskFailed(BaseException):
+    """A Hydra task's exception on its way through Hydra, which catches only Exception."""
+
+    def __init__(self, error: Exception):
+        super().__init__(error)
+        self.error = error
+
+
+def command(main: F) -> F:
+    """Decorate a plain entry point's main(): user errors become one line and status 2, bugs a traceback
+    and status 1 (see the module docstring). Hydra entry points use `hydra_command` instead."""
+
+    @functools.wraps(main)
+    def run(*args: Any, **kwargs: Any) -> Any:
+        previous = os.environ.get("HYDRA_FULL_ERROR")
+        os.environ["HYDRA_FULL_ERROR"] = "1"  # Hydra re-raises instead of printing (see the module docstring)
+        try:
+            return main(*args, **kwargs)
+        except KeyboardInterrupt:
+            print("interrupted", file=sys.stderr)
+            raise SystemExit(INTERRUPTED_STATUS) from None
+        except _TaskFailed as failed:
+            raise SystemExit(report(failed.error)) from None
+        except Exception as error:  # noqa: BLE001 (every failure is reported, one way or the other)
+            raise SystemExit(report(error)) from None
+        finally:
+            if previous is None:
+                os.environ.pop("HYDRA_FULL_ERROR", None)
+            else:
+                os.environ["HYDRA_FULL_ERROR"] = previous
+
+    return run  # type: ignore[return-value]
+
+
+def hydra_command(config_path: str, config_name: str, version_base: str = "1.3") -> Callable[[F], F]:
+    """`hydra.main(config_path, config_name, version_base)` for an entry point, with `command`'s errors:
+    one line for a user's mistake, in composition or in the task, a traceback for a bug."""
+    import hydra
+
+    def decorate(task: F) -> F:
+        @functools.wraps(task)  # Hydra finds config_path from the task's module through __wrapped__
+        def guarded(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return task(*args, **kwargs)
+            except Exception as error:  # noqa: BLE001 (reported by `command`, outside Hydra)
+                raise _TaskFailed(error) from None
+
+        return command(hydra.main(config_path=config_path, config_name=config_name, version_base=version_base)(guarded))
+
+    return decorate
