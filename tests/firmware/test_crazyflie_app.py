@@ -283,3 +283,39 @@ def test_tilt_limit_is_below_90_degrees(driver):
         values = hover_values([0, 0, 1.0], [0, 0, 1.0], quat=np.array([math.cos(half), math.sin(half), 0, 0]))
         rows = np.array(run_driver(driver, driver_lines([tick(0, values)])))
         assert (rows[0, 2] == 2) == faults and rows[0, 1] == (not faults), degrees
+
+
+def test_history_holds_what_the_motors_got_when_the_firmware_clamps_and_cuts(exported_bundle, trained_run, tmp_path):
+    # A firmware whose limits bite on this briefly trained policy (commands 0.46-0.55): THRUST_MAX 0.056 N and
+    # THRUST_MIN 0.054 N against the trained vehicle's thrust_max of about 0.11 N, so commands above ~0.51 are
+    # clamped and below ~0.49 turned off.
+    thrust_max, thrust_min = 0.056, 0.054
+    driver = compile_driver(exported_bundle, tmp_path / "driver",
+                            (f"-DTHRUST_MAX={thrust_max}f", f"-DTHRUST_MIN={thrust_min}f"))
+    manifest = json.loads((exported_bundle / "policy.json").read_text())
+    policy_thrust_max = np.float32(manifest["training"]["vehicle_parameters"]["thrust_max"])
+    agent = SAC.from_checkpoint(load_checkpoint(trained_run))
+    env = hover_env(exported_bundle)
+    center = np.asarray(env.unwrapped.config.center, np.float32)
+    history_steps = env.unwrapped.config.action_history
+    # The vehicle held 0.1 m below and beside its target: the policy asks for more than the clamp on some
+    # motors. On board: the observation gets, as the simulator's does, the commands the motors actually got.
+    position = center + np.float32([0.1, -0.05, -0.1])
+    values = hover_values(position, center)
+    history = np.full((history_steps, 4), env.unwrapped.batch.params.hover_command, np.float32)
+    expected, actions = [], []
+    for _ in range(30):
+        obs = np.concatenate([position - center, np.eye(3, dtype=np.float32).ravel(), np.zeros(6, np.float32),
+                              history.ravel()]).astype(np.float32)
+        action = agent.act(torch.as_tensor(obs[None]), deterministic=True).numpy()[0]
+        forces = motor_forces(action, policy_thrust_max, thrust_max, thrust_min)
+        flown = forces * np.float32(thrust_max / policy_thrust_max)
+        history = np.concatenate([flown[None], history[:-1]])
+        expected.append(forces)
+        actions.append(action)
+    commands = np.array(actions) * policy_thrust_max  # [N]
+    assert (commands > thrust_max).any() and (commands < thrust_min).any()  # both limits bite ...
+    assert np.abs(commands - thrust_max).min() > 1e-5 and np.abs(commands - thrust_min).min() > 1e-5  # ... clearly
+    rows = np.array(run_driver(driver, driver_lines([tick(t, values) for t in range(300)])))
+    assert rows[:, 1].all()
+    np.testing.assert_allclose(rows[::10, 4:8], np.array(expected), atol=1e-5, rtol=0)
