@@ -21,8 +21,8 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-from pathlib import Path
-from typing import Any
+import typing
+from typing import Any, Mapping
 
 import gymnasium as gym
 import mujoco
@@ -35,6 +35,7 @@ from sim.arm.expert import expert_actions
 from sim.arm.robot import PANDA_LIKE, SO_ARM100_LIKE, ArmSpec
 from sim.errors import ConfigError
 from sim.observation import ObservationField, ObservationLayout
+from sim.validation import Interval, at_least_zero, check_ranges, coerce, positive
 
 ARM_TASKS = ("reach", "pick_cube")
 HOME = PANDA_LIKE.home  # the Panda-class arm's start: tool about 0.49 m above the table, pointing down
@@ -67,7 +68,7 @@ class ArmRandomization:
     latency_steps: tuple[int, int] = (0, 1)  # control steps from an action to its effect
 
     def validate(self) -> None:
-        """Raise ConfigError naming the first bad range."""
+        """Raise ConfigError naming the first bad range (each must also lie in `ARM_RANGES`)."""
         for f in dataclasses.fields(self):
             if f.name == "enabled":
                 continue
@@ -81,6 +82,9 @@ UNSTABLE_WARNINGS = [int(mujoco.mjtWarning.mjWARN_BADQPOS), int(mujoco.mjtWarnin
 PARAM_NAMES = ("friction_scale", "cube_half_size", "cube_mass", "stiffness_scale", "latency_steps")
 
 
+Box = tuple[tuple[float, float], tuple[float, float], tuple[float, float]]  # (low, high) of x, y, z [m]
+
+
 @dataclasses.dataclass
 class ArmTaskConfig:
     """One arm task. Positions in metres in the world frame (the robot base at the origin)."""
@@ -90,10 +94,10 @@ class ArmTaskConfig:
     substeps: int = 10  # physics steps of 2 ms per control step
     episode_seconds: float = 3.0
     action_scale: float = 0.02  # [m] tool displacement per control step at |action| = 1
-    workspace: tuple[tuple[float, float], ...] = ((0.25, 0.75), (-0.3, 0.3), (0.0, 0.45))
+    workspace: Box = ((0.25, 0.75), (-0.3, 0.3), (0.0, 0.45))
     cube_x: tuple[float, float] = (0.4, 0.6)
     cube_y: tuple[float, float] = (-0.15, 0.15)
-    reach_box: tuple[tuple[float, float], ...] = ((0.35, 0.65), (-0.2, 0.2), (0.05, 0.35))
+    reach_box: Box = ((0.35, 0.65), (-0.2, 0.2), (0.05, 0.35))
     lift_height: float = 0.1
     success_radius: float = 0.02
     dense: bool = True
@@ -106,15 +110,81 @@ class ArmTaskConfig:
         """Control steps before truncation."""
         return int(round(self.episode_seconds * self.control_hz))
 
-    def validate(self, timestep: float) -> None:
-        """Raise ConfigError naming the first bad field."""
+    def validate(self, timestep: float | None = None) -> None:
+        """Raise ConfigError naming the first bad field: its type, a non-finite number, one outside
+        `ARM_RANGES`, or (given the model's physics `timestep`) substeps that do not make a control step."""
+        coerce(self, ArmTaskConfig, "config")
         if self.task not in ARM_TASKS:
             raise ConfigError(f"unknown arm task {self.task!r}; known: {', '.join(ARM_TASKS)}")
-        if abs(self.substeps * timestep * self.control_hz - 1.0) > 1e-6:
+        check_ranges(self, ARM_RANGES, ARM_RANGE_PAIRS, "config")
+        if timestep is not None and abs(self.substeps * timestep * self.control_hz - 1.0) > 1e-6:
             raise ConfigError(f"substeps={self.substeps} of {timestep} s do not make one {self.control_hz} Hz control step")
-        if not self.action_scale > 0 or not self.episode_seconds > 0 or not self.lift_height > 0:
-            raise ConfigError("action_scale, episode_seconds and lift_height must be > 0")
+        if self.episode_steps < 1:
+            raise ConfigError(f"config.episode_seconds must last at least one control step, got {self.episode_seconds:g}")
         self.randomization.validate()
+
+
+# What each number of an arm config may be, by field path (see sim.validation): wide enough for any
+# experiment, narrow enough that the simulation and rewards stay finite and a step costs what it should.
+ARM_RANGES: dict[str, Interval] = {
+    "control_hz": Interval(5.0, 500.0, unit="Hz"),
+    "substeps": Interval(1, 100),
+    "episode_seconds": positive(3600.0, "s"),
+    "action_scale": positive(1.0, "m"),
+    "workspace": Interval(-10.0, 10.0, unit="m"),
+    "cube_x": Interval(-10.0, 10.0, unit="m"),
+    "cube_y": Interval(-10.0, 10.0, unit="m"),
+    "reach_box": Interval(-10.0, 10.0, unit="m"),
+    "lift_height": positive(10.0, "m"),
+    "success_radius": positive(10.0, "m"),
+    "gains.translation_stiffness": at_least_zero(1e5, "N/m"),
+    "gains.rotation_stiffness": at_least_zero(1e4, "N m/rad"),
+    "gains.translation_damping_ratio": at_least_zero(100.0),
+    "gains.rotation_damping_ratio": at_least_zero(100.0),
+    "gains.null_damping": at_least_zero(1000.0, "N m s/rad"),
+    "gains.effective_mass": positive(1000.0, "kg"),
+    "randomization.friction_scale": positive(100.0),
+    "randomization.cube_half_size": positive(0.5, "m"),
+    "randomization.cube_mass": positive(100.0, "kg"),
+    "randomization.stiffness_scale": positive(100.0),
+    "randomization.latency_steps": at_least_zero(50),
+    "spec.home": Interval(-10.0, 10.0, unit="rad"),
+}
+ARM_RANGE_PAIRS = ("workspace", "cube_x", "cube_y", "reach_box", "randomization.friction_scale",
+                   "randomization.cube_half_size", "randomization.cube_mass", "randomization.stiffness_scale",
+                   "randomization.latency_steps")
+
+
+def make_arm_config(task: str = "pick_cube", robot: str = "panda_like", config: ArmTaskConfig | Mapping | None = None,
+                    **overrides: Any) -> ArmTaskConfig:
+    """The one place where an arm config is merged and checked: a full `ArmTaskConfig`, or the robot's task
+    defaults (`ROBOTS`) updated by overrides (nested dicts, as Hydra gives them: `gains` and
+    `randomization` start from their defaults, `spec` from the robot's); every field is coerced to its
+    annotated type and every number held to `ARM_RANGES` (the substeps check needs the model: `validate`)."""
+    if not isinstance(robot, str) or robot not in ROBOTS:
+        raise ConfigError(f"unknown robot {robot!r}; known: {', '.join(ROBOTS)}")
+    if isinstance(config, Mapping):
+        overrides, config = {**config, **overrides}, None
+    elif config is not None and not isinstance(config, ArmTaskConfig):
+        raise ConfigError(f"config must be a mapping of ArmTaskConfig fields, got {type(config).__name__}")
+    unknown = set(overrides) - {f.name for f in dataclasses.fields(ArmTaskConfig)}
+    if unknown:
+        raise ConfigError(f"unknown arm task options {sorted(map(str, unknown))}")
+    if isinstance(overrides.get("randomization"), Mapping):
+        fields = {f.name for f in dataclasses.fields(ArmRandomization)}
+        if set(overrides["randomization"]) - fields:
+            raise ConfigError(f"unknown randomization options {sorted(map(str, set(overrides['randomization']) - fields))}")
+    if isinstance(overrides.get("spec"), Mapping):  # another robot: its MJCF and the names in it
+        overrides["spec"] = {**_fields_of(ROBOTS[robot].get("spec", PANDA_LIKE)), **overrides["spec"]}
+    hints = typing.get_type_hints(ArmTaskConfig)
+    updates = {key: coerce(value, hints[key], f"config.{key}") for key, value in overrides.items()}
+    result = dataclasses.replace(config or ArmTaskConfig(task=task, **ROBOTS[robot]), **updates)
+    result.validate()
+    return result
+
+
+def _fields_of(instance: Any) -> dict[str, Any]:
+    return {f.name: getattr(instance, f.name) for f in dataclasses.fields(instance)}
 
 
 def arm_layout() -> ObservationLayout:
@@ -137,28 +207,9 @@ class ArmVectorEnv(VectorEnv):
     def __init__(self, task: str = "pick_cube", num_envs: int = 16, nthread: int = 0,
                  config: ArmTaskConfig | dict | None = None, backend: str = "mujoco_batch", robot: str = "panda_like",
                  **overrides: Any):
-        if robot not in ROBOTS:
-            raise ConfigError(f"unknown robot {robot!r}; known: {', '.join(ROBOTS)}")
         if backend != "mujoco_batch":
             raise ConfigError(f"the arm tasks run on backend 'mujoco_batch' only, not {backend!r}")
-        if isinstance(config, dict):
-            overrides, config = {**config, **overrides}, None
-        unknown = set(overrides) - {f.name for f in dataclasses.fields(ArmTaskConfig)}
-        if unknown:
-            raise ConfigError(f"unknown arm task options {sorted(unknown)}")
-        if isinstance(overrides.get("gains"), dict):
-            overrides["gains"] = ImpedanceGains(**overrides["gains"])
-        if isinstance(overrides.get("randomization"), dict):
-            fields = {f.name for f in dataclasses.fields(ArmRandomization)}
-            if set(overrides["randomization"]) - fields:
-                raise ConfigError(f"unknown randomization options {sorted(set(overrides['randomization']) - fields)}")
-            overrides["randomization"] = ArmRandomization(**{k: tuple(v) if isinstance(v, list) else v
-                                                              for k, v in overrides["randomization"].items()})
-        if isinstance(overrides.get("spec"), dict):  # another robot: its MJCF and the names in it
-            fields = {**dataclasses.asdict(ROBOTS[robot].get("spec", PANDA_LIKE)), **overrides["spec"]}
-            overrides["spec"] = ArmSpec(mjcf=Path(fields.pop("mjcf")), **{k: tuple(v) if isinstance(v, list) else v
-                                                                            for k, v in fields.items()})
-        config = dataclasses.replace(config or ArmTaskConfig(task=task, **ROBOTS[robot]), **overrides)
+        config = make_arm_config(task, robot, config, **overrides)
         self.model = load_impedance_arm(config.spec, config.gains)
         config.validate(self.model.opt.timestep)
         self.config, self.num_envs = config, num_envs

@@ -53,7 +53,10 @@ def load_arm(spec: ArmSpec = PANDA_LIKE) -> mujoco.MjModel:
     """Compile `spec.mjcf` and check that every name the spec gives exists; ConfigError otherwise."""
     if not Path(spec.mjcf).is_file():
         raise ConfigError(f"arm MJCF {spec.mjcf} does not exist")
-    model = mujoco.MjModel.from_xml_path(str(spec.mjcf))
+    try:
+        model = mujoco.MjModel.from_xml_path(str(spec.mjcf))
+    except ValueError as error:  # MuJoCo's parse and compile errors
+        raise ConfigError(f"arm MJCF {spec.mjcf} does not compile: {' '.join(str(error).split())}") from None
     missing = [f"joint {n}" for n in spec.joints if mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_JOINT, n) < 0]
     missing += [f"actuator {n}" for n in (*spec.actuators, spec.gripper_actuator)
                 if mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_ACTUATOR, n) < 0]

@@ -2,17 +2,19 @@
 
 `default_config(task)` gives a task's defaults (MuJoCo Playground style); `make_config(task, **overrides)`
 applies overrides such as `{"randomization": {"mass_scale": [0.8, 1.2]}}` (what Hydra composes) and
-validates the result, raising one `ConfigError` that names the offending field.
+validates the result, raising one `ConfigError` that names the offending field and what it allows: every
+field has its annotated type, every number is finite and inside `RANGES`.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import math
+import typing
 from typing import Any, Mapping
 
 from sim.errors import ConfigError
 from sim.quadrotor.model import DEFAULT_VEHICLE, VEHICLES, Vehicle, resolve_vehicle
+from sim.validation import Interval, at_least_zero, check_ranges, coerce, coerce_fields, positive
 
 TASKS = ("hover", "reach", "figure_eight")
 HOVER_VEHICLE = "crazyflie_l2f_paper"  # the vehicle the hover task's initial-state distribution was made for
@@ -144,19 +146,32 @@ def default_config(task: str = "hover") -> QuadrotorEnvConfig:
 
 def make_config(task: str = "hover", config: QuadrotorEnvConfig | Mapping[str, Any] | None = None,
                 **overrides: Any) -> QuadrotorEnvConfig:
-    """Build a validated config: a full `QuadrotorEnvConfig`, or task defaults updated by nested overrides."""
+    """Build a validated config: a full `QuadrotorEnvConfig`, or task defaults updated by nested overrides.
+
+    The one place where a quadrotor config is merged and checked: every field against its annotated type
+    (`sim.validation.coerce`), every number finite and inside `RANGES`, then the checks between fields.
+    """
     if isinstance(config, QuadrotorEnvConfig):
         result = _merge(config, overrides, "config")
     else:
+        if config is not None and not isinstance(config, Mapping):
+            raise ConfigError(f"config must be a mapping of QuadrotorEnvConfig fields, got {type(config).__name__}")
         merged = {**dict(config or {}), **overrides}
         task = merged.pop("task", task)
+        if not isinstance(task, str):
+            raise ConfigError(f"config.task must be one of {', '.join(TASKS)}, got {task!r}")
         result = _merge(default_config(task), merged, "config")
+    result = coerce(result, QuadrotorEnvConfig, "config")  # a config given whole is checked like overrides
     validate(result)
+    result.vehicle_overrides = vehicle_overrides(result)  # as their types (lists from Hydra become tuples)
     return result
 
 
 def _merge(target: Any, overrides: Mapping[str, Any], path: str) -> Any:
-    fields = {f.name: f for f in dataclasses.fields(target)}
+    """`target` (a config dataclass) with `overrides` applied: nested mappings merge into nested dataclasses
+    and dicts, every value is coerced to its field's type."""
+    hints = typing.get_type_hints(type(target))
+    fields = [f.name for f in dataclasses.fields(target)]
     updates = {}
     for key, value in overrides.items():
         if key not in fields:
@@ -166,61 +181,91 @@ def _merge(target: Any, overrides: Mapping[str, Any], path: str) -> Any:
             value = _merge(current, value, f"{path}.{key}")
         elif isinstance(current, dict) and isinstance(value, Mapping):
             value = {**current, **dict(value)}
-        elif isinstance(current, tuple) and value is not None and not isinstance(value, str):
-            value = tuple(value)
-        updates[key] = value
+        updates[key] = coerce(value, hints[key], f"{path}.{key}")
     return dataclasses.replace(target, **updates)
 
 
-def _check_range(name: str, value: Any, low_bound: float = 0.0) -> None:
-    if len(value) != 2 or not (low_bound <= value[0] <= value[1]) or not all(map(math.isfinite, value)):
-        raise ConfigError(f"{name} must be a [low, high] range with {low_bound} <= low <= high, got {value}")
+# What each number may be (closed ends unless marked open), by field path: wide enough for any experiment
+# the simulator can represent, narrow enough that states, rewards and observations stay finite and a step
+# costs what it should (huge latencies or action histories are memory, tiny control rates are substeps).
+RANGES: dict[str, Interval] = {
+    "control_hz": Interval(10.0, 500.0, unit="Hz"),  # 1 to 50 physics steps of 2 ms
+    "episode_seconds": positive(3600.0, "s"),
+    "action_history": at_least_zero(256),
+    "center": Interval(-100.0, 100.0, unit="m"),
+    "reach_range": at_least_zero(100.0, "m"),
+    "figure_eight_amplitude": at_least_zero(100.0, "m"),
+    "figure_eight_period": positive(3600.0, "s"),
+    "initial_state.position_range": at_least_zero(100.0, "m"),
+    "initial_state.max_tilt_deg": at_least_zero(180.0, "deg"),
+    "initial_state.velocity_range": at_least_zero(100.0, "m/s"),
+    "initial_state.angular_velocity_range": at_least_zero(100.0, "rad/s"),
+    "initial_state.hover_fraction": at_least_zero(1.0),
+    "randomization.mass_scale": Interval(0.1, 10.0),
+    "randomization.inertia_scale": Interval(0.1, 10.0),
+    "randomization.thrust_scale": at_least_zero(10.0),
+    "randomization.yaw_torque_scale": at_least_zero(10.0),
+    "randomization.motor_tau_scale": at_least_zero(10.0),
+    "randomization.disturbance_force": at_least_zero(10.0, "N"),  # the Crazyflie weighs 0.27 N
+    "randomization.disturbance_torque": at_least_zero(0.1, "N m"),
+    "randomization.latency_steps": at_least_zero(50),
+    "randomization.observation_noise.position": at_least_zero(10.0, "m"),
+    "randomization.observation_noise.orientation": at_least_zero(10.0),
+    "randomization.observation_noise.velocity": at_least_zero(10.0, "m/s"),
+    "randomization.observation_noise.angular_velocity": at_least_zero(10.0, "rad/s"),
+    "reward_scales.*": Interval(-1000.0, 1000.0),
+    "success_radius": positive(100.0, "m"),
+    "success_max_tilt_deg": at_least_zero(180.0, "deg"),
+    "success_window_seconds": at_least_zero(3600.0, "s"),
+    "max_position_error": positive(1000.0, "m"),
+    "max_speed": positive(1000.0, "m/s"),
+    "max_angular_speed": positive(1000.0, "rad/s"),
+    "min_altitude": Interval(-100.0, 100.0, unit="m"),
+}
+RANGE_PAIRS = ("randomization.mass_scale", "randomization.inertia_scale", "randomization.thrust_scale",
+               "randomization.yaw_torque_scale", "randomization.motor_tau_scale", "randomization.latency_steps")
+# vehicle_overrides, by Vehicle field (model.py's own checks then hold the vehicle to physical sense)
+VEHICLE_RANGES: dict[str, Interval] = {
+    "mass": Interval(0.001, 100.0, unit="kg"),
+    "inertia": Interval(1e-9, 100.0, unit="kg m^2"),
+    "rotor_offset": Interval(0.001, 10.0, unit="m"),
+    "thrust_curve": Interval(-1000.0, 1000.0, unit="N"),
+    "yaw_torque_ratio": positive(1.0, "N m / N"),
+    "motor_tau_rise": at_least_zero(10.0, "s"),
+    "motor_tau_fall": at_least_zero(10.0, "s"),
+}
 
 
 def validate(config: QuadrotorEnvConfig) -> None:
-    """Raise ConfigError if any value of `config` is out of its valid domain."""
+    """Raise ConfigError if any value of `config` is out of its valid domain (see `RANGES`)."""
     if config.task not in TASKS:
         raise ConfigError(f"unknown quadrotor task {config.task!r}; known tasks: {', '.join(TASKS)}")
     if config.vehicle not in VEHICLES:
         raise ConfigError(f"unknown vehicle {config.vehicle!r}; known vehicles: {', '.join(sorted(VEHICLES))}")
-    vehicle_fields = {f.name for f in dataclasses.fields(Vehicle)} - {"source"}
-    unknown = set(config.vehicle_overrides) - vehicle_fields
-    if unknown:
-        raise ConfigError(f"unknown vehicle_overrides {sorted(unknown)}; valid: {sorted(vehicle_fields)}")
-    resolve_vehicle(vehicle_from_config(config))
-    positive = ("control_hz", "episode_seconds", "success_radius", "max_position_error", "max_speed", "max_angular_speed",
-                "figure_eight_period")
-    for name in positive:
-        if not getattr(config, name) > 0:
-            raise ConfigError(f"{name} must be > 0, got {getattr(config, name)}")
-    if config.action_history < 0:
-        raise ConfigError(f"action_history must be >= 0, got {config.action_history}")
-    if not 0 <= config.success_window_seconds <= config.episode_seconds:
-        raise ConfigError("success_window_seconds must lie in [0, episode_seconds]")
-    if len(config.center) != 3 or len(config.reach_range) != 3:
-        raise ConfigError("center and reach_range must have 3 entries")
     unknown = set(config.reward_scales) - set(DEFAULT_REWARD_SCALES)
     if unknown:
         raise ConfigError(f"unknown reward terms {sorted(unknown)}; terms: {', '.join(DEFAULT_REWARD_SCALES)}")
-    init = config.initial_state
-    if min(init.position_range, init.max_tilt_deg, init.velocity_range, init.angular_velocity_range) < 0:
-        raise ConfigError("initial_state ranges must be >= 0")
-    if not 0 <= init.hover_fraction <= 1 or init.max_tilt_deg > 180:
-        raise ConfigError("initial_state.hover_fraction must be in [0, 1] and max_tilt_deg <= 180")
-    rand = config.randomization
-    for name in ("mass_scale", "inertia_scale", "thrust_scale", "yaw_torque_scale", "motor_tau_scale"):
-        _check_range(f"randomization.{name}", getattr(rand, name))
-        if getattr(rand, name)[0] <= 0 and name in ("mass_scale", "inertia_scale"):
-            raise ConfigError(f"randomization.{name} must stay > 0, got {getattr(rand, name)}")
-    _check_range("randomization.latency_steps", rand.latency_steps)
-    if any(int(v) != v for v in rand.latency_steps):
-        raise ConfigError(f"randomization.latency_steps must be integers, got {rand.latency_steps}")
-    if rand.disturbance_force < 0 or rand.disturbance_torque < 0:
-        raise ConfigError("randomization disturbance bounds must be >= 0")
-    if min(dataclasses.astuple(rand.observation_noise)) < 0:
-        raise ConfigError("randomization.observation_noise standard deviations must be >= 0")
+    check_ranges(config, RANGES, RANGE_PAIRS, "config")
+    overrides = vehicle_overrides(config)
+    resolve_vehicle(dataclasses.replace(VEHICLES[config.vehicle], **overrides))  # physical sense first
+    check_ranges(Vehicle("custom", **overrides), VEHICLE_RANGES, name="config.vehicle_overrides")
+    if not config.success_window_seconds <= config.episode_seconds:
+        raise ConfigError(f"config.success_window_seconds must lie in [0, episode_seconds={config.episode_seconds:g}], "
+                          f"got {config.success_window_seconds:g}")
+    if config.episode_steps < 1:
+        raise ConfigError(f"config.episode_seconds must last at least one control step (1/control_hz), "
+                          f"got {config.episode_seconds:g}")
+
+
+def vehicle_overrides(config: QuadrotorEnvConfig) -> dict[str, Any]:
+    """`config.vehicle_overrides` checked against the fields of `Vehicle` and coerced to their types."""
+    vehicle_fields = {f.name for f in dataclasses.fields(Vehicle)} - {"source"}
+    unknown = set(config.vehicle_overrides) - vehicle_fields
+    if unknown:
+        raise ConfigError(f"unknown vehicle_overrides {sorted(map(str, unknown))}; valid: {sorted(vehicle_fields)}")
+    return coerce_fields(Vehicle, config.vehicle_overrides, "config.vehicle_overrides")
 
 
 def vehicle_from_config(config: QuadrotorEnvConfig) -> Vehicle:
     """The vehicle named in `config` with `vehicle_overrides` applied."""
-    return dataclasses.replace(VEHICLES[config.vehicle], **config.vehicle_overrides)
+    return dataclasses.replace(VEHICLES[config.vehicle], **vehicle_overrides(config))

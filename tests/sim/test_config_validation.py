@@ -1,0 +1,176 @@
+"""Every numeric field of every env's config: NaN, Inf, a huge value and a wrong type are refused with one
+ConfigError naming the field (issue 30, item 13), and valid configs keep working."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any, Iterator
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+import sim  # noqa: F401  (registers the env ids)
+from sim.arm.env import ARM_RANGES, ArmTaskConfig, ArmVectorEnv, make_arm_config
+from sim.errors import ConfigError
+from sim.quadrotor.config import RANGES, default_config, make_config
+from sim.registration import ARM_ENV_IDS, QUADROTOR_ENV_IDS
+from sim.validation import Interval, coerce
+
+
+def numeric_leaves(config: Any, path: tuple[str, ...] = ()) -> Iterator[tuple[tuple[str, ...], Any]]:
+    """(field path, value) of every number or tuple of numbers in a config dataclass (dict fields too)."""
+    if dataclasses.is_dataclass(config):
+        for field in dataclasses.fields(config):
+            yield from numeric_leaves(getattr(config, field.name), (*path, field.name))
+    elif isinstance(config, dict):
+        for key, value in config.items():
+            yield from numeric_leaves(value, (*path, key))
+    elif isinstance(config, tuple) and config and all(isinstance(v, (int, float, tuple)) for v in config):
+        yield path, config
+    elif isinstance(config, (int, float)) and not isinstance(config, bool):
+        yield path, config
+
+
+def nested(path: tuple[str, ...], value: Any) -> dict[str, Any]:
+    """{"a": {"b": value}} for ("a", "b")."""
+    for key in reversed(path):
+        value = {key: value}
+    return value
+
+
+def replaced(template: Any, value: float) -> Any:
+    """`template` (a number or nested tuple of numbers) with its first number replaced by `value`."""
+    if isinstance(template, tuple):
+        return [replaced(template[0], value), *template[1:]]
+    return value
+
+
+QUADROTOR_LEAVES = [p for p, _ in numeric_leaves(default_config("hover")) if p[0] != "vehicle_overrides"]
+ARM_LEAVES = [p for p, _ in numeric_leaves(ArmTaskConfig()) if p[0] != "spec" or p[1] == "home"]
+
+
+def test_the_leaf_lists_cover_the_fields_of_the_issue():
+    assert ("randomization", "disturbance_force") in QUADROTOR_LEAVES
+    assert ("reward_scales", "alive") in QUADROTOR_LEAVES
+    assert ("randomization", "observation_noise", "position") in QUADROTOR_LEAVES
+    assert len(QUADROTOR_LEAVES) > 40 and len(ARM_LEAVES) > 20
+
+
+@pytest.mark.parametrize("bad", [math.nan, math.inf, -math.inf])
+@pytest.mark.parametrize("path", QUADROTOR_LEAVES, ids=".".join)
+def test_every_quadrotor_number_refuses_nan_and_inf(path, bad):
+    template = dict(numeric_leaves(default_config("hover")))[path]
+    with pytest.raises(ConfigError, match=rf"config\.{'.'.join(path)}(\[\d\])* must be (a finite number|an integer), got -?(nan|inf)"):
+        make_config("hover", nested(path, replaced(template, bad)))
+
+
+@pytest.mark.parametrize("bad", [math.nan, math.inf])
+@pytest.mark.parametrize("path", ARM_LEAVES, ids=".".join)
+def test_every_arm_number_refuses_nan_and_inf(path, bad):
+    template = dict(numeric_leaves(ArmTaskConfig()))[path]
+    with pytest.raises(ConfigError, match=rf"config\.{'.'.join(path)}(\[\d\])* must be (a finite number|an integer)"):
+        make_arm_config("reach", config=nested(path, replaced(template, bad)))
+
+
+@pytest.mark.parametrize("path", QUADROTOR_LEAVES, ids=".".join)
+def test_every_quadrotor_number_has_a_range_or_is_a_reward_scale(path):
+    key = ".".join(path)
+    assert key in RANGES or f"{path[0]}.*" in RANGES, f"{key} has no allowed range in sim.quadrotor.config.RANGES"
+    template = dict(numeric_leaves(default_config("hover")))[path]
+    with pytest.raises(ConfigError, match=rf"config\.{key}"):
+        make_config("hover", nested(path, replaced(template, 1e30)))
+    with pytest.raises(ConfigError, match=rf"config\.{key}.* must be"):
+        make_config("hover", nested(path, replaced(template, "fast")))
+
+
+@pytest.mark.parametrize("path", ARM_LEAVES, ids=".".join)
+def test_every_arm_number_has_a_range(path):
+    key = ".".join(path)
+    assert key in ARM_RANGES, f"{key} has no allowed range in sim.arm.env.ARM_RANGES"
+    template = dict(numeric_leaves(ArmTaskConfig()))[path]
+    with pytest.raises(ConfigError, match=rf"config\.{key}"):
+        make_arm_config("reach", config=nested(path, replaced(template, 1e30)))
+    with pytest.raises(ConfigError, match=rf"config\.{key}.* must be"):
+        make_arm_config("reach", config=nested(path, replaced(template, "fast")))
+
+
+@pytest.mark.parametrize("env_id", [*QUADROTOR_ENV_IDS, *ARM_ENV_IDS])
+def test_gymnasium_make_of_every_env_refuses_a_nan_in_its_config(env_id):
+    """The issue's reproductions, through the entry point every CLI uses (gymnasium.make_vec)."""
+    kwargs = {"device": "cpu", "compile": False} if env_id in QUADROTOR_ENV_IDS else {"nthread": 1}
+    bad = ({"randomization": {"disturbance_force": math.nan}} if env_id in QUADROTOR_ENV_IDS
+           else {"gains": {"translation_stiffness": math.nan}})
+    with pytest.raises(ConfigError, match="must be a finite number, got nan"):
+        gym.make_vec(env_id, num_envs=2, vectorization_mode="vector_entry_point", config=bad, **kwargs)
+
+
+@pytest.mark.parametrize("overrides, message", [
+    ({"randomization": {"disturbance_force": math.inf}}, "disturbance_force must be a finite number, got inf"),
+    ({"reward_scales": {"alive": math.nan}}, "reward_scales.alive must be a finite number, got nan"),
+    ({"randomization": {"observation_noise": {"position": math.nan}}}, "observation_noise.position must be a finite"),
+    ({"randomization": {"disturbance_force": 1e6}}, r"disturbance_force must lie in \[0, 10\] N, got 1e\+06"),
+    ({"control_hz": 0.002}, r"control_hz must lie in \[10, 500\] Hz"),
+    ({"action_history": 10**9}, r"action_history must lie in \[0, 256\]"),
+    ({"center": [0.0, 0.0]}, "center must be a list of 3 finite numbers"),
+    ({"center": 1.0}, "center must be a list of 3 finite numbers"),
+    ({"randomization": {"latency_steps": [0, 1.5]}}, r"latency_steps\[1\] must be an integer"),
+    ({"randomization": {"enabled": "yes"}}, "enabled must be true or false"),
+    ({"vehicle": ["crazyflie_rltools"]}, "vehicle must be a string"),
+    ({"vehicle_overrides": {"mass": math.nan}}, "vehicle_overrides.mass must be a finite number"),
+    ({"vehicle_overrides": {"inertia": [1e-5, 1e-5]}}, "vehicle_overrides.inertia must be a list of 3"),
+    ({"initial_state": 3}, "initial_state must be a mapping"),
+    ({"episode_seconds": 1e-4}, "episode_seconds"),
+])
+def test_bad_quadrotor_values_name_the_field_and_what_is_allowed(overrides, message):
+    with pytest.raises(ConfigError, match=message) as raised:
+        make_config("hover", overrides)
+    assert "\n" not in str(raised.value)
+
+
+def test_valid_configs_are_coerced_to_their_field_types():
+    config = make_config("reach", {"center": [0, 0, 2], "randomization": {"latency_steps": [0.0, 2.0]},
+                                   "vehicle_overrides": {"inertia": [1.4e-5, 1.4e-5, 2.2e-5]}})
+    assert config.center == (0.0, 0.0, 2.0) and all(type(c) is float for c in config.center)
+    assert config.randomization.latency_steps == (0, 2) and type(config.randomization.latency_steps[1]) is int
+    assert config.vehicle_overrides["inertia"] == (1.4e-5, 1.4e-5, 2.2e-5)
+    arm = make_arm_config("reach", "so_arm100", {"workspace": [[0.1, 0.3], [-0.15, 0.15], [0.0, 0.2]],
+                                                  "randomization": {"enabled": True, "latency_steps": [0, 2]}})
+    assert arm.workspace[0] == (0.1, 0.3) and arm.randomization.latency_steps == (0, 2)
+
+
+def test_a_whole_config_object_is_checked_like_overrides():
+    config = default_config("hover")
+    config.randomization.disturbance_force = math.nan
+    with pytest.raises(ConfigError, match="disturbance_force must be a finite number"):
+        make_config(config=config)
+    arm = dataclasses.replace(ArmTaskConfig(), lift_height=math.inf)
+    with pytest.raises(ConfigError, match="lift_height must be a finite number"):
+        ArmVectorEnv(config=arm, num_envs=1, nthread=1)
+
+
+@pytest.mark.parametrize("overrides, message", [
+    ({"workspace": [[0.75, 0.25], [-0.3, 0.3], [0.0, 0.45]]}, r"workspace\[0\] must be a \[low, high\] range"),
+    ({"workspace": [[0.25, 0.75]]}, "workspace must be a list of"),
+    ({"randomization": {"cube_mass": [0.1, math.nan]}}, r"cube_mass\[1\] must be a finite number"),
+    ({"substeps": 2.5}, "substeps must be an integer"),
+    ({"dense": 1}, "dense must be true or false"),
+    ({"spec": {"mjcf": "/etc/hostname"}}, "does not compile"),
+    ({"spec": {"home": [0.0] * 7 + [math.nan]}}, r"spec.home\[7\] must be a finite number"),
+])
+def test_bad_arm_values_name_the_field_and_what_is_allowed(overrides, message):
+    with pytest.raises(ConfigError, match=message) as raised:
+        ArmVectorEnv("reach", num_envs=1, nthread=1, config=overrides)
+    assert "\n" not in str(raised.value)
+
+
+def test_interval_and_coerce_describe_what_is_allowed():
+    assert str(Interval(0.0, 10.0, open_low=True, unit="N")) == "(0, 10] N"
+    assert 0.0 not in Interval(0.0, 1.0, open_low=True) and 1.0 in Interval(0.0, 1.0)
+    assert coerce(np.float32(0.5), float, "x") == 0.5 and coerce(np.int64(3), int, "x") == 3
+    with pytest.raises(ConfigError, match="x must be a finite number, got True"):
+        coerce(True, float, "x")
+    with pytest.raises(ConfigError, match="x must be a finite number, got 'a'"):
+        coerce("a", float | None, "x")
+    assert coerce(None, float | None, "x") is None
