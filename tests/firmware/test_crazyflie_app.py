@@ -9,6 +9,7 @@ from __future__ import annotations
 import ctypes
 import json
 import math
+import os
 import subprocess
 from pathlib import Path
 
@@ -319,3 +320,59 @@ def test_history_holds_what_the_motors_got_when_the_firmware_clamps_and_cuts(exp
     rows = np.array(run_driver(driver, driver_lines([tick(t, values) for t in range(300)])))
     assert rows[:, 1].all()
     np.testing.assert_allclose(rows[::10, 4:8], np.array(expected), atol=1e-5, rtol=0)
+
+
+# STAND-IN for crazyflie-firmware's tools/make/oot.mk (CI has no firmware checkout): its OOT default and the
+# build folder it creates under $(OOT); the "image" is the policy it was built with.
+STAND_IN_OOT_MK = """OOT ?= $(PWD)
+all:
+\tmkdir -p $(OOT)/build && echo $(OOT) > $(OOT)/build/oot.txt && cp $(OOT)/src/policy.c $(OOT)/build/cf2.bin
+"""
+
+
+def make_app(tmp_path: Path) -> tuple[Path, Path]:
+    """A copy of the app (without any policy) and a stand-in firmware to build it against."""
+    app = tmp_path / "app"
+    for name in ("Makefile", "Kbuild", "app-config"):
+        (app / name).parent.mkdir(parents=True, exist_ok=True)
+        (app / name).write_bytes((APP / name).read_bytes())
+    (app / "src").mkdir()
+    for source in (APP / "src").iterdir():
+        if not source.name.startswith("policy"):
+            (app / "src" / source.name).write_bytes(source.read_bytes())
+    firmware = tmp_path / "crazyflie-firmware"
+    (firmware / "tools" / "make").mkdir(parents=True)
+    (firmware / "tools" / "make" / "oot.mk").write_text(STAND_IN_OOT_MK)
+    return app, firmware
+
+
+def run_make(cwd: Path, *args: str) -> subprocess.CompletedProcess:
+    """make as a shell in `cwd` runs it (the shell sets PWD, which make -C keeps)."""
+    return subprocess.run(["make", *args], cwd=cwd, env={**os.environ, "PWD": str(cwd)}, capture_output=True, text=True)
+
+
+def test_make_from_another_directory_builds_the_app_in_its_own_folder(exported_bundle, tmp_path):
+    app, firmware = make_app(tmp_path)
+    elsewhere = tmp_path / "repo_root"
+    elsewhere.mkdir()
+    result = run_make(elsewhere, "-C", str(app), f"CRAZYFLIE_BASE={firmware}", f"POLICY_DIR={exported_bundle / 'c'}")
+    assert result.returncode == 0, result.stderr
+    assert (app / "build" / "oot.txt").read_text().strip() == str(app)
+    assert (app / "build" / "cf2.bin").read_bytes() == (exported_bundle / "c" / "policy.c").read_bytes()
+    assert not (elsewhere / "build").exists()
+
+
+def test_a_wrong_policy_dir_fails_with_one_line_and_leaves_no_policy_to_flash(exported_bundle, tmp_path):
+    app, firmware = make_app(tmp_path)
+    assert run_make(app, f"CRAZYFLIE_BASE={firmware}", f"POLICY_DIR={exported_bundle / 'c'}").returncode == 0
+    assert (app / "build" / "cf2.bin").exists()  # an earlier policy, built
+    result = run_make(app, f"CRAZYFLIE_BASE={firmware}", f"POLICY_DIR={tmp_path / 'no_such_export'}")
+    assert result.returncode != 0
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "POLICY_DIR=" in lines[0] and "no_such_export" in lines[0], result.stderr
+    assert not (app / "build" / "cf2.bin").exists() and not (app / "src" / "policy.c").exists()
+    # and a plain make afterwards says what is missing instead of building or flashing an old policy
+    result = run_make(app, f"CRAZYFLIE_BASE={firmware}")
+    assert result.returncode != 0 and "POLICY_DIR" in result.stderr and not (app / "build" / "cf2.bin").exists()
+    result = run_make(app, f"CRAZYFLIE_BASE={tmp_path / 'nowhere'}", f"POLICY_DIR={exported_bundle / 'c'}")
+    assert result.returncode != 0 and "CRAZYFLIE_BASE" in result.stderr.strip().splitlines()[0]
