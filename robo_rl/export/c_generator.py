@@ -1,10 +1,17 @@
-"""C99 code generator for a `PolicySpec`: one header and one source file, no malloc, no globals written.
+"""C99 code generator for a `PolicySpec`: one header and one source file, no malloc, static const weights.
 
 The generated `policy_step(const float *obs, float *action)` normalizes the observation, runs the dense
 layers from static const weights through two fixed-size scratch buffers on the stack, squashes with tanh,
-scales to the action range and clamps. A non-finite observation (or, defensively, a non-finite result)
-returns a status and writes `POLICY_SAFE_ACTION` instead: NaN never comes out. `policy_self_test`
-replays the (observation, action) pairs recorded from PyTorch at export time.
+scales to the action range and clamps. A non-finite observation, or a non-finite value anywhere inside the
+network (a huge but finite observation that overflows), returns a status and writes `policy_safe_action`
+instead: NaN never comes out. The activations keep NaN as PyTorch's do (ReLU(NaN) = NaN), so C and
+PyTorch agree on which inputs give a non-finite result.
+
+Changed weights cannot run silently: the generator stores a checksum of every constant array (FNV-1a over
+the float32 bits, `constants_checksum`), and the first `policy_step` checks it and that the safe action is
+finite and inside the action range; if not, every step returns `POLICY_INVALID_WEIGHTS`. That verdict is
+the policy's only static RAM (one byte). `policy_self_test` re-checks the constants and replays the
+(observation, action) pairs recorded from PyTorch at export time.
 
 Two dense kernels, chosen at compile time, both with a fixed summation order:
 - generic: one accumulator per output, inputs in order (bit-for-bit a sequential float32 reference
@@ -16,15 +23,18 @@ Two dense kernels, chosen at compile time, both with a fixed summation order:
 
 from __future__ import annotations
 
+import re
 from typing import Sequence
 
 import numpy as np
 
 from robo_rl.export.policy_spec import LAYER_NORM_EPS, PolicySpec
 
-# C expressions of each activation, applied to a float `x` (same definitions as torch's modules)
+# C expressions of each activation, applied to a float `x`: torch's definitions, NaN and +-Inf included
+# (NaN stays NaN: every comparison with NaN is false, so each expression's last branch must return x or a
+# function of it; `x > 0.0f ? x : 0.0f` would turn NaN into 0 where torch's ReLU keeps it)
 ACTIVATION_C: dict[str, str] = {
-    "relu": "x > 0.0f ? x : 0.0f",
+    "relu": "x < 0.0f ? 0.0f : x",
     "tanh": "tanhf(x)",
     "relu6": "x < 0.0f ? 0.0f : (x > 6.0f ? 6.0f : x)",
     "hardtanh": "x < -1.0f ? -1.0f : (x > 1.0f ? 1.0f : x)",
@@ -34,13 +44,36 @@ ACTIVATION_C: dict[str, str] = {
 }
 
 
+# FNV-1a (32 bit) over one 32-bit word per float: any single changed value always changes the hash (each step
+# is a bijection of the hash and of the word); a guard against edits and corrupted flash, not against an attacker
+FNV_OFFSET = 2166136261
+FNV_PRIME = 16777619
+C_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
 def c_float(value: float) -> str:
-    """A C float literal that parses back to exactly this float32."""
+    """A C float literal that parses back to exactly this float32 (the sign of zero included)."""
     v = np.float32(value)
     if not np.isfinite(v):
         raise ValueError(f"cannot write non-finite {value} as a C constant")
-    text = np.format_float_scientific(v, unique=True, precision=None) if v != 0 else "0.0"
-    return f"{text}f"
+    if v == 0:
+        return "-0.0f" if np.signbit(v) else "0.0f"
+    return f"{np.format_float_scientific(v, unique=True, precision=None)}f"
+
+
+def constants_checksum(arrays: Sequence[np.ndarray]) -> int:
+    """FNV-1a over the float32 bit patterns of `arrays` (in order, each row-major): what the generated C's
+    `constants_intact` computes over its constant arrays."""
+    digest = FNV_OFFSET
+    for array in arrays:
+        for word in np.ascontiguousarray(array, dtype=np.float32).ravel().view(np.uint32).tolist():
+            digest = ((digest ^ word) * FNV_PRIME) & 0xFFFFFFFF
+    return digest
+
+
+def c_comment(text: str) -> str:
+    """`text` made safe inside a /* */ comment (a `*/` in a description would end it early)."""
+    return text.replace("*/", "* /")
 
 
 def c_array(name: str, values: np.ndarray, per_line: int = 8) -> str:
@@ -78,9 +111,17 @@ def generate_c(spec: PolicySpec, pairs: Sequence[tuple[np.ndarray, np.ndarray]],
     """C sources for `spec`: {"<prefix>.h": ..., "<prefix>.c": ...}.
 
     pairs: recorded (observation, action) pairs for `<prefix>_self_test`; tolerance: its absolute bound.
+    Raises ValueError, naming the input, for what the C cannot hold: a prefix that is not a C identifier,
+    non-finite constants, a safe action outside the action range, a tolerance that is not finite and > 0.
     """
     if spec.activation not in ACTIVATION_C:
         raise ValueError(f"no C for activation {spec.activation!r}")
+    if not C_IDENTIFIER.fullmatch(prefix):
+        raise ValueError(f"prefix must be a C identifier (letters, digits, _; not starting with a digit), "
+                         f"got {prefix!r}")
+    if not (np.isfinite(tolerance) and tolerance > 0):
+        raise ValueError(f"tolerance must be finite and > 0, got {tolerance}")
+    _check_finite(spec, pairs)
     up = prefix.upper()
     widths = [spec.obs_size, *spec.hidden_sizes, spec.action_size]
     header = _header(spec, prefix, up, len(pairs), max(widths), tolerance, description)
@@ -88,11 +129,32 @@ def generate_c(spec: PolicySpec, pairs: Sequence[tuple[np.ndarray, np.ndarray]],
     return {f"{prefix}.h": header, f"{prefix}.c": source}
 
 
+def _check_finite(spec: PolicySpec, pairs: Sequence[tuple[np.ndarray, np.ndarray]]) -> None:
+    """ValueError naming the first non-finite constant, or a safe action outside [action_low, action_high]."""
+    named = {"obs_mean": spec.obs_mean, "obs_std": spec.obs_std, "action_low": spec.action_low,
+             "action_high": spec.action_high, "safe_action": spec.safe_action}
+    for i, layer in enumerate(spec.layers):
+        named.update({f"layers[{i}].weight": layer.weight, f"layers[{i}].bias": layer.bias})
+        if layer.norm_weight is not None:
+            named.update({f"layers[{i}].norm_weight": layer.norm_weight, f"layers[{i}].norm_bias": layer.norm_bias})
+    for p, (observation, action) in enumerate(pairs):
+        named.update({f"pairs[{p}] observation": observation, f"pairs[{p}] action": action})
+    for name, values in named.items():
+        values = np.asarray(values, dtype=np.float32)
+        if not np.all(np.isfinite(values)):
+            raise ValueError(f"{name} has non-finite values ({values.ravel()[~np.isfinite(values.ravel())][:3]}); "
+                             "the C policy needs finite constants")
+    safe = np.asarray(spec.safe_action, np.float32)
+    if not (np.all(spec.action_low <= safe) and np.all(safe <= spec.action_high)):
+        raise ValueError(f"safe_action {safe} must lie inside [action_low, action_high] = "
+                         f"[{spec.action_low}, {spec.action_high}]")
+
+
 def _header(spec: PolicySpec, prefix: str, up: str, n_pairs: int, max_width: int, tolerance: float,
             description: str) -> str:
     shape = "-".join(str(w) for w in [spec.obs_size, *spec.hidden_sizes, spec.action_size])
     return f"""/* {prefix}.h: generated by robo_rl.export; do not edit.
- * {description or 'Policy network'}
+ * {c_comment(description) or 'Policy network'}
  * Network {shape}, {spec.activation} hidden activation{', LayerNorm' if spec.layer_norm else ''}, tanh output scaled to
  * the action range. C99, no dynamic memory; weights are static const (flash on a microcontroller).
  */
@@ -114,20 +176,27 @@ extern "C" {{
 typedef enum {{
     {up}_OK = 0,              /* action computed by the network */
     {up}_INVALID_INPUT = 1,   /* an observation entry was NaN or Inf: action = {prefix}_safe_action */
-    {up}_INVALID_OUTPUT = 2   /* the network produced NaN or Inf: action = {prefix}_safe_action */
+    {up}_INVALID_OUTPUT = 2,  /* a value inside the network or the result was NaN or Inf (a finite observation
+                               * so large that it overflows): action = {prefix}_safe_action */
+    {up}_INVALID_WEIGHTS = 3  /* the constants differ from the exported ones (checksum) or the safe action is
+                               * not finite inside the action range: action = {prefix}_safe_action, its
+                               * non-finite entries as 0; every step returns this */
 }} {prefix}_status_t;
 
-/* The action written for invalid input or output; callers should treat any status other than
- * {up}_OK as a fault and hand control to their fallback controller. */
+/* The action written for any status other than {up}_OK; callers should treat such a status as a fault
+ * and hand control to their fallback controller. */
 extern const float {prefix}_safe_action[{up}_ACTION_SIZE];
 
 /* obs: {spec.obs_size} floats laid out as policy.json describes. action: {spec.action_size} floats, each
- * within [low, high] of policy.json. Reentrant; its scratch takes {(2 * max_width + spec.obs_size) * 4} bytes of stack,
- * or of static RAM when compiled with -D{up}_STATIC_SCRATCH (then not reentrant). */
+ * within [low, high] of policy.json. Its scratch takes {(2 * max_width + spec.obs_size) * 4} bytes of stack, or of
+ * static RAM when compiled with -D{up}_STATIC_SCRATCH (then not reentrant). The first call also checks the constants'
+ * checksum (a one-off cost of the order of an inference) and keeps the verdict in one static byte: call it (or
+ * {prefix}_self_test) once before concurrent use. */
 {prefix}_status_t {prefix}_step(const float *obs, float *action);
 
-/* Runs the recorded (observation, action) pairs; returns how many differ by more than
- * {up}_SELF_TEST_TOLERANCE in any entry (0: pass). max_abs_error may be NULL. */
+/* Checks the constants (checksum, safe action) and runs the recorded (observation, action) pairs; returns
+ * the number of failures: pairs that differ by more than {up}_SELF_TEST_TOLERANCE in any entry or do not
+ * return {up}_OK, plus 1 if the constants are not intact (0: pass). max_abs_error may be NULL. */
 int {prefix}_self_test(float *max_abs_error);
 
 #ifdef __cplusplus
@@ -138,12 +207,44 @@ int {prefix}_self_test(float *max_abs_error);
 """
 
 
+def c_constants(spec: PolicySpec, pairs: Sequence[tuple[np.ndarray, np.ndarray]],
+                prefix: str = "policy") -> list[tuple[str, np.ndarray, np.ndarray]]:
+    """Every constant array of the generated C, in the order of its checksum table: (C name, values for the
+    generic kernel, values for the FMA kernel), flat float32; the two are the same object except for weights."""
+    constants: list[tuple[str, np.ndarray, np.ndarray]] = []
+
+    def add(name: str, values: np.ndarray, fma_values: np.ndarray | None = None) -> None:
+        values = np.asarray(values, dtype=np.float32).ravel()
+        constants.append((name, values, values if fma_values is None else np.asarray(fma_values, np.float32)))
+
+    add("obs_mean", spec.obs_mean)
+    add("obs_inv_std", (1.0 / spec.obs_std.astype(np.float64)).astype(np.float32))
+    add("action_low", spec.action_low)
+    add("action_high", spec.action_high)
+    # the actor's own float32 constants: action = tanh(y) * (high - low) / 2 + (high + low) / 2
+    add("action_scale", (spec.action_high - spec.action_low) / np.float32(2))
+    add("action_offset", (spec.action_high + spec.action_low) / np.float32(2))
+    add(f"{prefix}_safe_action", spec.safe_action)
+    for i, layer in enumerate(spec.layers):
+        add(f"w{i}", layer.weight, fma_values=blocked_weights(layer.weight))
+        add(f"b{i}", layer.bias)
+        if layer.norm_weight is not None:
+            add(f"ln_w{i}", layer.norm_weight)
+            add(f"ln_b{i}", layer.norm_bias)
+    if pairs:  # flat, pair after pair: the checksum reads each array through one pointer, within its bounds
+        add("self_test_obs", np.concatenate([np.asarray(o, np.float32).ravel() for o, _ in pairs]))
+        add("self_test_action", np.concatenate([np.asarray(a, np.float32).ravel() for _, a in pairs]))
+    return constants
+
+
 def _source(spec: PolicySpec, pairs: Sequence[tuple[np.ndarray, np.ndarray]], prefix: str, up: str) -> str:
-    parts = [f"""/* {prefix}.c: generated by robo_rl.export; do not edit. */
+    parts = [f"""/* {prefix}.c: generated by robo_rl.export; do not edit (the constants are checksummed). */
 #include "{prefix}.h"
 
 #include <math.h>
 #include <stddef.h>
+#include <stdint.h>
+#include <string.h>
 
 #ifndef {up}_KERNEL_FMA
 #if defined(__ARM_FEATURE_FMA) && defined(__ARM_FP)
@@ -154,29 +255,64 @@ def _source(spec: PolicySpec, pairs: Sequence[tuple[np.ndarray, np.ndarray]], pr
 #endif
 
 """]
-    parts.append(c_array("obs_mean", spec.obs_mean))
-    parts.append(c_array("obs_inv_std", (1.0 / spec.obs_std.astype(np.float64)).astype(np.float32)))
-    parts.append(c_array("action_low", spec.action_low))
-    parts.append(c_array("action_high", spec.action_high))
-    # the actor's own float32 constants: action = tanh(y) * (high - low) / 2 + (high + low) / 2
-    parts.append(c_array("action_scale", (spec.action_high - spec.action_low) / np.float32(2)))
-    parts.append(c_array("action_offset", (spec.action_high + spec.action_low) / np.float32(2)))
-    parts.append(c_array(f"{prefix}_safe_action", spec.safe_action).replace("static const", "const", 1))
-    for i, layer in enumerate(spec.layers):
-        parts.append(f"#if {up}_KERNEL_FMA /* rows in blocks of {FMA_BLOCK}, input-major inside a block */\n")
-        parts.append(c_array(f"w{i}", blocked_weights(layer.weight)))
-        parts.append("#else\n")
-        parts.append(c_array(f"w{i}", layer.weight.ravel()))
-        parts.append("#endif\n")
-        parts.append(c_array(f"b{i}", layer.bias))
-        if layer.norm_weight is not None:
-            parts.append(c_array(f"ln_w{i}", layer.norm_weight))
-            parts.append(c_array(f"ln_b{i}", layer.norm_bias))
+    constants = c_constants(spec, pairs, prefix)
+    for name, generic, fma in constants:
+        if generic is fma:
+            text = c_array(name, generic)
+            parts.append(text.replace("static const", "const", 1) if name == f"{prefix}_safe_action" else text)
+        else:
+            parts.append(f"#if {up}_KERNEL_FMA /* rows in blocks of {FMA_BLOCK}, input-major inside a block */\n")
+            parts.append(c_array(name, fma))
+            parts.append("#else\n")
+            parts.append(c_array(name, generic))
+            parts.append("#endif\n")
+    table = "\n".join(f"    {{{name}, {values.size}}}," for name, values, _ in constants)
+    checksum_fma = constants_checksum([fma for _, _, fma in constants])
+    checksum_generic = constants_checksum([generic for _, generic, _ in constants])
+    parts.append(f"""
+/* Every constant array above, in order, for the checksum. */
+static const struct {{
+    const float *values;
+    size_t count;
+}} constants[] = {{
+{table}
+}};
+
+/* FNV-1a over the float32 bits of the constants, as robo_rl.export.c_generator.constants_checksum computed it. */
+#if {up}_KERNEL_FMA
+#define CONSTANTS_CHECKSUM 0x{checksum_fma:08x}u
+#else
+#define CONSTANTS_CHECKSUM 0x{checksum_generic:08x}u
+#endif
+
+/* 1 if the constants are the exported ones and the safe action is finite inside the action range: an edited
+ * weight or a corrupted flash word must not fly. */
+static int constants_intact(void)
+{{
+    uint32_t hash = {FNV_OFFSET}u;
+    for (size_t a = 0; a < sizeof constants / sizeof constants[0]; ++a) {{
+        for (size_t k = 0; k < constants[a].count; ++k) {{
+            uint32_t bits;
+            memcpy(&bits, &constants[a].values[k], sizeof bits);
+            hash = (uint32_t)((hash ^ bits) * {FNV_PRIME}u);
+        }}
+    }}
+    int intact = hash == CONSTANTS_CHECKSUM;
+    for (int k = 0; k < {up}_ACTION_SIZE; ++k) {{ /* false for NaN */
+        intact &= {prefix}_safe_action[k] >= action_low[k] && {prefix}_safe_action[k] <= action_high[k];
+    }}
+    return intact;
+}}
+""")
     fma_lines = "\n".join(f"            acc[{r}] = fmaf(wi[{r}], xi, acc[{r}]);" for r in range(FMA_BLOCK))
     parts.append(f"""
-/* y[o] = b[o] + sum_i w[o][i] x[i], each sum in input order. */
-static void dense(const float *w, const float *b, const float *x, float *y, int n_in, int n_out)
+/* y[o] = b[o] + sum_i w[o][i] x[i], each sum in input order. Returns 0 if every y[o] is finite, else NaN:
+ * y * 0 is 0 for a finite y and NaN for NaN or Inf, so the sum of them costs one multiply-add per output
+ * (ISO C forbids folding y * 0 to 0; -ffinite-math-only, part of -ffast-math, breaks this and isfinite alike).
+ * The caller faults on an overflow inside the network even where a later tanh would hide it (tanh(Inf) = 1). */
+static float dense(const float *w, const float *b, const float *x, float *y, int n_in, int n_out)
 {{
+    float zero = 0.0f;
 #if {up}_KERNEL_FMA
     /* {FMA_BLOCK} outputs at a time: each input is loaded once for {FMA_BLOCK} fused multiply-adds, and the block's
      * weights for that input are adjacent (one multiple load); leftover rows follow row-major. */
@@ -190,6 +326,7 @@ static void dense(const float *w, const float *b, const float *x, float *y, int 
         }}
         for (int r = 0; r < {FMA_BLOCK}; ++r) {{
             y[o + r] = b[o + r] + acc[r];
+            zero += y[o + r] * 0.0f;
         }}
     }}
     for (; o < n_out; ++o) {{
@@ -199,6 +336,7 @@ static void dense(const float *w, const float *b, const float *x, float *y, int 
             acc = fmaf(row[i], x[i], acc);
         }}
         y[o] = b[o] + acc;
+        zero += y[o] * 0.0f;
     }}
 #else
     for (int o = 0; o < n_out; ++o) {{
@@ -208,8 +346,10 @@ static void dense(const float *w, const float *b, const float *x, float *y, int 
             acc += row[i] * x[i];
         }}
         y[o] = b[o] + acc;
+        zero += y[o] * 0.0f;
     }}
 #endif
+    return zero;
 }}
 
 static void activate(float *v, int n)
@@ -245,21 +385,27 @@ static void layer_norm(float *v, const float *gain, const float *bias, int n)
     for i, layer in enumerate(spec.layers):
         n_out, n_in = layer.weight.shape
         target = buffers[i % 2]
-        body.append(f"    dense(w{i}, b{i}, {source_name}, {target}, {n_in}, {n_out});")
+        body.append(f"    if (dense(w{i}, b{i}, {source_name}, {target}, {n_in}, {n_out}) != 0.0f) {{\n"
+                    f"        safe(action);\n        return {up}_INVALID_OUTPUT;\n    }}")
         if i < len(spec.layers) - 1:
-            if layer.norm_weight is not None:
+            if layer.norm_weight is not None:  # its NaN (from an overflowing variance) reaches the next check
                 body.append(f"    layer_norm({target}, ln_w{i}, ln_b{i}, {n_out});")
             body.append(f"    activate({target}, {n_out});")
         source_name = target
     out = source_name
     layers_code = "\n".join(body)
     parts.append(f"""
+/* The safe action, non-finite entries as 0: it is written when the constants are corrupt too. */
 static void safe(float *action)
 {{
     for (int k = 0; k < {up}_ACTION_SIZE; ++k) {{
-        action[k] = {prefix}_safe_action[k];
+        const float a = {prefix}_safe_action[k];
+        action[k] = isfinite(a) ? a : 0.0f;
     }}
 }}
+
+/* 0: not checked yet, 1: the constants are intact, 2: they are not. Set by the first {prefix}_step. */
+static unsigned char constants_state;
 
 {prefix}_status_t {prefix}_step(const float *obs, float *action)
 {{
@@ -272,6 +418,13 @@ static void safe(float *action)
     float h0[{up}_MAX_WIDTH];
     float h1[{up}_MAX_WIDTH];
 #endif
+    if (constants_state == 0u) {{
+        constants_state = constants_intact() ? 1u : 2u;
+    }}
+    if (constants_state != 1u) {{
+        safe(action);
+        return {up}_INVALID_WEIGHTS;
+    }}
     for (int k = 0; k < {up}_OBS_SIZE; ++k) {{
         if (!isfinite(obs[k])) {{
             safe(action);
@@ -292,13 +445,11 @@ static void safe(float *action)
 }}
 """)
     if pairs:
-        parts.append(c_array("self_test_obs", np.stack([np.asarray(o, np.float32) for o, _ in pairs])))
-        parts.append(c_array("self_test_action", np.stack([np.asarray(a, np.float32) for _, a in pairs])))
         loop = f"""    for (int p = 0; p < {up}_NUM_SELF_TEST_PAIRS; ++p) {{
         float action[{up}_ACTION_SIZE];
-        int bad = {prefix}_step(self_test_obs[p], action) != {up}_OK;
+        int bad = {prefix}_step(&self_test_obs[p * {up}_OBS_SIZE], action) != {up}_OK;
         for (int k = 0; k < {up}_ACTION_SIZE; ++k) {{
-            const float e = fabsf(action[k] - self_test_action[p][k]);
+            const float e = fabsf(action[k] - self_test_action[p * {up}_ACTION_SIZE + k]);
             worst = e > worst ? e : worst;
             bad |= !(e <= {up}_SELF_TEST_TOLERANCE);
         }}
@@ -310,7 +461,7 @@ static void safe(float *action)
     parts.append(f"""
 int {prefix}_self_test(float *max_abs_error)
 {{
-    int failures = 0;
+    int failures = !constants_intact(); /* checked again: the flash may have changed since the first step */
     float worst = 0.0f;
 {loop}    if (max_abs_error != NULL) {{
         *max_abs_error = worst;
@@ -325,12 +476,18 @@ def generate_layout_header(layout: Sequence[dict], control_hz: float, constants:
                            prefix: str = "policy") -> str:
     """`<prefix>_layout.h`: the observation layout (offset and size per named field), the control rate and
     target constants (e.g. the vehicle's thrust_max) as #defines, for the glue that builds observations."""
+    if not C_IDENTIFIER.fullmatch(prefix):
+        raise ValueError(f"prefix must be a C identifier, got {prefix!r}")
+    for name in [field["name"] for field in layout] + list(constants):
+        if not C_IDENTIFIER.fullmatch(str(name)):
+            raise ValueError(f"layout field and constant names must be C identifiers, got {name!r}")
     up = prefix.upper()
     lines = [f"/* {prefix}_layout.h: generated by robo_rl.export from policy.json; do not edit. */",
              f"#ifndef {up}_LAYOUT_H", f"#define {up}_LAYOUT_H", "", f"#define {up}_CONTROL_HZ {int(round(control_hz))}"]
     for field in layout:
         name = field["name"].upper()
-        lines.append(f"#define {up}_OBS_{name}_OFFSET {field['offset']}  /* {field['unit']}: {field['description']} */")
+        lines.append(f"#define {up}_OBS_{name}_OFFSET {field['offset']}  "
+                     f"/* {c_comment(str(field['unit']))}: {c_comment(str(field['description']))} */")
         lines.append(f"#define {up}_OBS_{name}_SIZE {field['size']}")
     for name, value in constants.items():
         text = str(value) if isinstance(value, int) else c_float(value)

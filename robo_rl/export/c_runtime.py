@@ -1,8 +1,10 @@
 """Compile generated policy C for this host and call it from Python (ctypes): the C in the loop.
 
-`CompiledPolicy(c_dir)` builds `<prefix>.c` into a shared library with the system C compiler and exposes
-`step(obs) -> (action, status)` and `self_test()`, so the simulator can fly the exact C a
-microcontroller runs and tests can compare it with PyTorch.
+`CompiledPolicy(c_dir)` builds `<prefix>.c` into a shared library with the system C compiler, runs its
+self-test (the constants' checksum and the recorded pairs) and exposes `step(obs) -> (action, status)` and
+`self_test()`, so the simulator can fly the exact C a microcontroller runs and tests can compare it with
+PyTorch. A policy whose weights changed after export is refused at load (`PolicyCheckError`); the C
+itself answers `POLICY_INVALID_WEIGHTS` to every step as well.
 """
 
 from __future__ import annotations
@@ -25,6 +27,15 @@ class CompileError(RuntimeError):
     """The C compiler is missing or rejected the generated code."""
 
 
+class PolicyCheckError(ValueError):
+    """The compiled policy failed its self-test: changed weights, an unusable safe action, or recorded
+    pairs it no longer reproduces."""
+
+
+# policy_status_t of the generated C
+STATUS_OK, STATUS_INVALID_INPUT, STATUS_INVALID_OUTPUT, STATUS_INVALID_WEIGHTS = 0, 1, 2, 3
+
+
 def find_c_compiler() -> str:
     """The host C compiler (cc or gcc); CompileError if there is none."""
     for name in ("cc", "gcc", "clang"):
@@ -43,10 +54,13 @@ class CompiledPolicy:
         fma_kernel: compile the fused multiply-add kernel (the Cortex-M4F one) instead of the generic one.
         build_dir: where the library goes (default: a temporary directory).
         defines: extra preprocessor definitions, e.g. ("POLICY_STATIC_SCRATCH",).
+        verify: run the C self-test at load and raise PolicyCheckError if it fails (False: load anyway,
+            e.g. to look at a broken policy; its steps then return POLICY_INVALID_WEIGHTS if the constants
+            changed).
     """
 
     def __init__(self, c_dir: str | Path, prefix: str = "policy", fma_kernel: bool = False,
-                 build_dir: str | Path | None = None, defines: tuple[str, ...] = ()):
+                 build_dir: str | Path | None = None, defines: tuple[str, ...] = (), verify: bool = True):
         c_dir = Path(c_dir)
         source = c_dir / f"{prefix}.c"
         if not source.is_file():
@@ -76,6 +90,12 @@ class CompiledPolicy:
         header = c_dir / f"{prefix}.h"
         self.obs_size = _read_define(header, f"{prefix.upper()}_OBS_SIZE")
         self.action_size = _read_define(header, f"{prefix.upper()}_ACTION_SIZE")
+        if verify:
+            failures, worst = self.self_test()
+            if failures:
+                raise PolicyCheckError(
+                    f"{source} fails its self-test ({failures} failures, largest error {worst:.3g}): its weights or "
+                    "safe action changed after export, or it no longer reproduces the recorded pairs; export it again")
 
     def step(self, obs: np.ndarray) -> tuple[np.ndarray, int]:
         """The C policy's action (float32) and status for one observation."""
