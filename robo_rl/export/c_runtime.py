@@ -109,8 +109,14 @@ class CompiledPolicy:
 
     def batch(self, observations: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Actions (B, act) and statuses (B,) for observations (B, obs), one C call each."""
-        results = [self.step(o) for o in np.asarray(observations, dtype=np.float32)]
-        return np.stack([a for a, _ in results]), np.array([s for _, s in results])
+        observations = np.asarray(observations, dtype=np.float32)
+        if observations.ndim != 2 or observations.shape[1] != self.obs_size:
+            raise ValueError(f"observations must have shape (batch, {self.obs_size}), got {observations.shape}")
+        actions = np.empty((len(observations), self.action_size), dtype=np.float32)
+        statuses = np.empty(len(observations), dtype=np.int64)
+        for i, obs in enumerate(observations):
+            actions[i], statuses[i] = self.step(obs)
+        return actions, statuses
 
     def self_test(self) -> tuple[int, float]:
         """(failing pairs, largest absolute error) of the C self-test over the recorded pairs."""

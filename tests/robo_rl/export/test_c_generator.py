@@ -449,3 +449,8 @@ def test_host_c_runtime_refuses_malformed_observations_with_one_clear_error(tmp_
             compiled.step(bad)
     action, status = compiled.step([0.0] * OBS)  # a list of the right length is an observation
     assert status == STATUS_OK and np.all(np.isfinite(action))
+    for bad in (np.zeros(OBS), np.zeros((2, OBS + 1))):
+        with pytest.raises(ValueError, match=rf"observations must have shape \(batch, {OBS}\)"):
+            compiled.batch(bad)
+    actions, statuses = compiled.batch(np.zeros((0, OBS)))
+    assert actions.shape == (0, ACT) and statuses.shape == (0,)
