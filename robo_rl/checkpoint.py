@@ -1,26 +1,62 @@
-"""Checkpoints: written atomically, the last k kept, validated on load.
+"""Checkpoints: written atomically, sealed with a content checksum, loaded safely, validated on load.
 
 A checkpoint appears under its final name only once completely written and synced (write to a hidden
 temporary file, fsync, rename, fsync the directory), so a process killed at any moment leaves either
-the previous set of checkpoints or the new one, never a torn file. `CheckpointWriter` does the writing in a
-background thread, so that training goes on while a checkpoint (mostly its replay buffer) goes to disk.
+the previous set of checkpoints or the new one, never a torn file; what a kill leaves behind is a hidden
+`.<name>.tmp`, which `remove_orphans` deletes when the run resumes. `CheckpointWriter` does the writing in
+a background thread, so that training goes on while a checkpoint (mostly its replay buffer) goes to disk.
+
+Loading never runs code from the file: `torch.load(weights_only=True)` admits only tensors and plain
+containers (and NumPy's array reconstruction, which checkpoints of format 1 hold in their RNG state). Every
+checkpoint of format 2 carries the SHA-256 of its content (`content_digest`: every tensor's bytes and every
+plain value, in order), so that flipped bytes, a truncated file or an edit are refused with one
+CheckpointError naming the file, never trained on or exported; its floating tensors must all be finite.
+A policy's checkpoint also records the actions of its deterministic policy on fixed probe observations
+(`policy_probe`); `agent_from_checkpoint` rebuilds the network from the recorded architecture and refuses
+it unless it reproduces those actions (an architecture that does not match its weights, e.g. an edited
+activation). Resuming a run (`load_checkpoint` on a run directory) falls back from a damaged newest
+checkpoint to the newest intact one, with a warning naming each file it skipped.
 """
 
 from __future__ import annotations
 
 import concurrent.futures
+import hashlib
 import os
+import pickle
 import re
+import warnings
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Iterable, Mapping
 
+import numpy as np
 import torch
+from omegaconf import OmegaConf
 
 PATTERN = re.compile(r"^checkpoint_(\d{12})\.pt$")
+# what save_atomically (and train.py for config.yaml) leave behind when killed mid-write
+ORPHAN_PATTERN = re.compile(r"^\.(checkpoint_\d{12}\.pt|best_policy\.pt|config\.yaml)\.tmp$")
+BEST_POLICY = "best_policy.pt"
+# 2: sealed with DIGEST_KEY, NumPy RNG state as a tensor, a policy probe; 1: none of these (still loadable)
+CHECKPOINT_FORMAT = 2
+READABLE_FORMATS = (1, 2)
+DIGEST_KEY = "content_sha256"
+PROBE_OBSERVATIONS = 8
+# max |action difference| / action range between the recorded probe actions and the rebuilt network's: a
+# different device or matmul kernel moves actions by ~1e-6; a different activation by ~0.1 or more
+PROBE_TOLERANCE = 1e-3
+# what format-1 checkpoints need beyond tensors and containers: numpy.random.get_state()'s uint32 array
+_LEGACY_SAFE_GLOBALS = [np.ndarray, np.dtype, type(np.dtype(np.uint32))]
+try:  # NumPy 2 moved it; pickles name whichever wrote them, torch matches by the function object
+    from numpy._core.multiarray import _reconstruct as _np_reconstruct
+except ImportError:  # pragma: no cover - NumPy 1
+    from numpy.core.multiarray import _reconstruct as _np_reconstruct  # type: ignore[no-redef]
+_LEGACY_SAFE_GLOBALS.append(_np_reconstruct)
 
 
 class CheckpointError(RuntimeError):
-    """A checkpoint is missing, unreadable, or does not match the run it is loaded into."""
+    """A checkpoint or run directory is missing, unreadable, damaged, unsafe, or does not match the run it
+    is loaded into."""
 
 
 def checkpoint_dir(run_dir: str | Path) -> Path:
@@ -28,7 +64,27 @@ def checkpoint_dir(run_dir: str | Path) -> Path:
     return Path(run_dir) / "checkpoints"
 
 
-BEST_POLICY = "best_policy.pt"
+def is_run_dir(path: str | Path) -> bool:
+    """Whether `path` is a training run's directory (what `python -m robo_rl.train` writes: its config, its
+    checkpoints or its best policy)."""
+    path = Path(path)
+    return path.is_dir() and any((path / name).exists() for name in ("config.yaml", "checkpoints", BEST_POLICY))
+
+
+def require_run_dir(path: Any, option: str = "run") -> str:
+    """`path` if it is a run directory, else CheckpointError naming the option: for the Hydra resolvers that
+    name a command's output folder inside a run, so that a wrong path fails before Hydra creates anything."""
+    if path is None or str(path) in ("", "???") or not is_run_dir(str(path)):
+        reason = "no such directory" if path is None or not Path(str(path)).is_dir() else \
+            "it holds no config.yaml, checkpoints/ or best_policy.pt"
+        raise CheckpointError(f"{option}={path} is not a training run directory ({reason}); give the folder "
+                              "that `python -m robo_rl.train` wrote")
+    return str(path)
+
+
+# `${run_folder:${run}}` in a command's Hydra config: its output folder lies inside an existing run (evaluate,
+# export); a wrong run= fails before Hydra creates anything
+OmegaConf.register_new_resolver("run_folder", require_run_dir, replace=True)
 
 
 def save_checkpoint(run_dir: str | Path, step: int, state: dict[str, Any], keep: int = 3) -> Path:
@@ -99,10 +155,12 @@ def save_best_policy(run_dir: str | Path, state: dict[str, Any]) -> Path:
 
 
 def save_atomically(final: Path, state: dict[str, Any]) -> Path:
-    """torch.save `state` to `final` so that the file appears only complete (temporary file, fsync, rename)."""
+    """torch.save `state`, sealed with its content digest, to `final` so that the file appears only complete
+    (temporary file, fsync, rename, fsync of the directory)."""
+    sealed = seal(state)
     temporary = final.parent / f".{final.name}.tmp"
     with open(temporary, "wb") as f:
-        torch.save(state, f)
+        torch.save(sealed, f)
         f.flush()
         os.fsync(f.fileno())
     os.replace(temporary, final)
@@ -112,6 +170,75 @@ def save_atomically(final: Path, state: dict[str, Any]) -> Path:
     finally:
         os.close(dir_fd)
     return final
+
+
+def seal(state: Mapping[str, Any]) -> dict[str, Any]:
+    """`state` with its content digest under DIGEST_KEY (any digest it held is replaced)."""
+    content = {key: value for key, value in state.items() if key != DIGEST_KEY}
+    return {**content, DIGEST_KEY: content_digest(content)}
+
+
+def content_digest(state: Any) -> str:
+    """SHA-256 over a checkpoint's content: every tensor's dtype, shape and bytes (on the CPU, so the same
+    after loading onto any device), every plain value and the order of every container. DIGEST_KEY at the top
+    level is left out. The digest of what `torch.load` gives back equals the one of what `torch.save` took."""
+    digest = hashlib.sha256()
+    if isinstance(state, Mapping):
+        state = {key: value for key, value in state.items() if key != DIGEST_KEY}
+    _feed(digest, state)
+    return digest.hexdigest()
+
+
+def _feed(digest: Any, value: Any) -> None:
+    # a tag and a length before every item: no two different contents give the same byte stream
+    if isinstance(value, torch.Tensor):
+        tensor = value.detach().cpu().contiguous()
+        digest.update(f"T{tensor.dtype}{tuple(tensor.shape)};".encode())
+        digest.update(tensor.reshape(-1).view(torch.uint8).numpy())  # the bytes, without a copy
+    elif isinstance(value, np.ndarray):
+        array = np.ascontiguousarray(value)
+        if array.dtype.hasobject:
+            raise TypeError("an object array has no content digest")
+        digest.update(f"A{array.dtype.str}{array.shape};".encode())
+        digest.update(array.tobytes())
+    elif isinstance(value, Mapping):
+        digest.update(f"D{len(value)};".encode())
+        for key, item in value.items():
+            _feed(digest, key)
+            _feed(digest, item)
+    elif isinstance(value, (list, tuple)):
+        digest.update(f"{'L' if isinstance(value, list) else 'U'}{len(value)};".encode())
+        for item in value:
+            _feed(digest, item)
+    elif isinstance(value, str):
+        data = value.encode("utf-8", "surrogatepass")
+        digest.update(f"S{len(data)};".encode() + data)
+    elif isinstance(value, bytes):
+        digest.update(f"Y{len(value)};".encode() + value)
+    elif value is None or isinstance(value, (bool, np.bool_)):
+        digest.update(f"B{value!r};".encode())
+    elif isinstance(value, (int, np.integer)):
+        digest.update(f"I{int(value)};".encode())
+    elif isinstance(value, (float, np.floating)):
+        digest.update(f"F{float(value).hex()};".encode())
+    elif isinstance(value, (torch.dtype, torch.device)):
+        digest.update(f"O{value};".encode())
+    else:
+        raise TypeError(f"a {type(value).__name__} has no content digest")
+
+
+def remove_orphans(run_dir: str | Path) -> list[Path]:
+    """Delete the temporary files that a write killed mid-way left in a run (`.checkpoint_*.pt.tmp`,
+    `.best_policy.pt.tmp`, `.config.yaml.tmp`: only names that robo-rl's atomic writes use); returns them. Call only from the process
+    that trains the run."""
+    removed = []
+    for directory in (Path(run_dir), checkpoint_dir(run_dir)):
+        if directory.is_dir():
+            for path in directory.iterdir():
+                if ORPHAN_PATTERN.match(path.name) and path.is_file():
+                    path.unlink(missing_ok=True)
+                    removed.append(path)
+    return removed
 
 
 def policy_file(run_dir: str | Path, which: str | None = "best") -> Path:
@@ -136,23 +263,171 @@ def list_checkpoints(run_dir: str | Path) -> list[Path]:
 
 
 def load_checkpoint(path_or_run_dir: str | Path, map_location: str | torch.device = "cpu") -> dict[str, Any]:
-    """The newest checkpoint of a run directory, or the given checkpoint file; CheckpointError if none loads."""
+    """The given checkpoint file, or the newest intact checkpoint of a run directory; CheckpointError if
+    none loads. In a run directory, a newest checkpoint that is damaged (truncated, flipped bytes, failing
+    validation) is skipped with a warning naming it, and the next older one is tried."""
     path = Path(path_or_run_dir)
-    if path.is_dir():
-        found = list_checkpoints(path)
-        if not found:
-            raise CheckpointError(f"no checkpoint in {checkpoint_dir(path)} (is {path} a run directory?)")
-        path = found[-1]
+    if not path.is_dir():
+        return _load_file(path, map_location)
+    found = list_checkpoints(path)
+    if not found:
+        raise CheckpointError(f"no checkpoint in {checkpoint_dir(path)} (is {path} a run directory?)")
+    errors = []
+    for candidate in reversed(found):
+        try:
+            state = _load_file(candidate, map_location)
+        except CheckpointError as error:
+            errors.append(str(error))
+            warnings.warn(f"skipping a damaged checkpoint: {error}", stacklevel=2)
+            continue
+        return state
+    raise CheckpointError(f"no intact checkpoint in {checkpoint_dir(path)}: {'; '.join(errors)}")
+
+
+def _load_file(path: Path, map_location: str | torch.device) -> dict[str, Any]:
     if not path.is_file():
         raise CheckpointError(f"checkpoint {path} does not exist")
     try:
-        state = torch.load(path, map_location=map_location, weights_only=False)
-    except Exception as error:  # truncated, not a torch file, wrong pickle...
-        raise CheckpointError(f"checkpoint {path} is unreadable: {error}") from error
-    if not isinstance(state, dict) or "format" not in state:
-        raise CheckpointError(f"{path} is not a robo-rl checkpoint")
+        with torch.serialization.safe_globals(_LEGACY_SAFE_GLOBALS):
+            state = torch.load(path, map_location=map_location, weights_only=True)
+    except pickle.UnpicklingError as error:
+        # weights_only's unpickler refuses any class or function other than tensors and plain containers
+        # (what a pickle that would run code names: a paragraph of its message names that GLOBAL); any
+        # other unpickling error is a damaged or foreign file
+        paragraphs = [part.strip() for part in str(error).split("\n\n") if part.strip()]
+        named = [part for part in paragraphs if "GLOBAL" in part]
+        if named:
+            raise CheckpointError(f"checkpoint {path} is refused: it holds objects other than tensors and plain "
+                                  f"data, which loading would run ({named[0][:300]})") from error
+        detail = paragraphs[1] if len(paragraphs) > 2 else str(error)
+        raise CheckpointError(f"checkpoint {path} is unreadable: {detail[:300]}") from error
+    except Exception as error:  # truncated, not a torch file, damaged zip...
+        raise CheckpointError(f"checkpoint {path} is unreadable: {str(error)[:300]}") from error
+    validate_checkpoint(state, path)
     state["path"] = str(path)
     return state
+
+
+def validate_checkpoint(state: Any, path: str | Path) -> None:
+    """CheckpointError unless `state` is a robo-rl checkpoint of a readable format, intact (its content digest
+    matches), with the fields every loader reads, and finite tensors."""
+    if not isinstance(state, dict) or "format" not in state:
+        raise CheckpointError(f"{path} is not a robo-rl checkpoint")
+    version = state["format"]
+    if isinstance(version, bool) or not isinstance(version, int) or version not in READABLE_FORMATS:
+        raise CheckpointError(f"checkpoint {path} has format {version!r}; this robo-rl reads formats "
+                              f"{', '.join(map(str, READABLE_FORMATS))}")
+    if version >= 2:
+        recorded = state.get(DIGEST_KEY)
+        try:
+            actual = content_digest(state)
+        except TypeError as error:
+            raise CheckpointError(f"checkpoint {path} is damaged: {error}") from error
+        if recorded != actual:
+            raise CheckpointError(f"checkpoint {path} is damaged or was edited: its content does not match its "
+                                  f"checksum ({DIGEST_KEY} {str(recorded)[:16]}..., content {actual[:16]}...)")
+    else:
+        warnings.warn(f"checkpoint {path} has format 1 (written before checkpoints carried a checksum): its "
+                      "integrity cannot be verified", stacklevel=3)
+
+    def field(key: str, kind: type | tuple[type, ...], where: Mapping[str, Any] = state, name: str = "") -> Any:
+        value = where.get(key)
+        if not isinstance(value, kind) or isinstance(value, bool) and kind is int:
+            raise CheckpointError(f"checkpoint {path}: {name or key} is {type(value).__name__}, expected "
+                                  f"{getattr(kind, '__name__', kind)}")
+        return value
+
+    field("config", dict)
+    spec = field("env_spec", dict)
+    field("id", str, spec, "env_spec.id")
+    obs_size, act_size = field("observation_size", int, spec, "env_spec.observation_size"), \
+        field("action_size", int, spec, "env_spec.action_size")
+    bounds = [field(key, list, spec, f"env_spec.{key}") for key in ("action_low", "action_high")]
+    if obs_size <= 0 or act_size <= 0 or any(len(b) != act_size for b in bounds):
+        raise CheckpointError(f"checkpoint {path}: env_spec sizes {obs_size}, {act_size} and action bounds disagree")
+    try:
+        low, high = (np.asarray(b, dtype=np.float64) for b in bounds)
+    except (TypeError, ValueError) as error:
+        raise CheckpointError(f"checkpoint {path}: env_spec action bounds are not numbers") from error
+    if not (np.isfinite(low).all() and np.isfinite(high).all() and (low < high).all()):
+        raise CheckpointError(f"checkpoint {path}: env_spec action bounds {low.tolist()} .. {high.tolist()} are "
+                              "not finite with low < high")
+    field("agent_config", dict)
+    field("model", dict, field("agent", dict), "agent.model")
+    counters = field("counters", dict)
+    for key in ("env_steps", "updates"):
+        if field(key, int, counters, f"counters.{key}") < 0:
+            raise CheckpointError(f"checkpoint {path}: counters.{key} is negative")
+    for name, tensor in _tensors(state):
+        if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all()):
+            raise CheckpointError(f"checkpoint {path}: {name} holds NaN or Inf")
+
+
+def _tensors(value: Any, name: str = "") -> Iterable[tuple[str, torch.Tensor]]:
+    if isinstance(value, torch.Tensor):
+        yield name, value
+    elif isinstance(value, Mapping):
+        for key, item in value.items():
+            yield from _tensors(item, f"{name}.{key}" if name else str(key))
+    elif isinstance(value, (list, tuple)):
+        for index, item in enumerate(value):
+            yield from _tensors(item, f"{name}[{index}]")
+
+
+def policy_probe(agent: Any, observation_size: int) -> dict[str, torch.Tensor]:
+    """The deterministic actions of `agent` on PROBE_OBSERVATIONS fixed observations (standard normal,
+    seed 0): recorded in a checkpoint, reproduced by `agent_from_checkpoint`."""
+    observations = torch.randn(PROBE_OBSERVATIONS, observation_size, generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        actions = agent.act(observations.to(agent.device), deterministic=True).float().cpu()
+    return {"observations": observations, "actions": actions}
+
+
+def check_policy_probe(state: Mapping[str, Any], agent: Any) -> None:
+    """CheckpointError unless `agent`, rebuilt from the checkpoint `state`, reproduces the probe actions the
+    checkpoint recorded (format 1 recorded none: nothing to check)."""
+    probe = state.get("policy_probe")
+    if probe is None and state.get("format") == 1:
+        return
+    path = state.get("path")
+    if not isinstance(probe, Mapping) or not all(isinstance(probe.get(k), torch.Tensor)
+                                                  for k in ("observations", "actions")):
+        raise CheckpointError(f"checkpoint {path} records no policy probe (policy_probe.observations, .actions)")
+    observations, expected = probe["observations"].float(), probe["actions"].float()
+    spec = state["env_spec"]
+    if tuple(observations.shape) != (PROBE_OBSERVATIONS, spec["observation_size"]) or \
+            tuple(expected.shape) != (PROBE_OBSERVATIONS, spec["action_size"]):
+        raise CheckpointError(f"checkpoint {path}: policy_probe has shapes {tuple(observations.shape)} and "
+                              f"{tuple(expected.shape)}, not ({PROBE_OBSERVATIONS}, observation/action size)")
+    with torch.no_grad():
+        actions = agent.act(observations.to(agent.device), deterministic=True).float().cpu()
+    span = torch.as_tensor(spec["action_high"], dtype=torch.float32) - torch.as_tensor(spec["action_low"],
+                                                                                       dtype=torch.float32)
+    error = float(((actions - expected).abs() / span).max())
+    if not error <= PROBE_TOLERANCE:
+        config = state.get("agent_config", {})
+        raise CheckpointError(
+            f"checkpoint {path}: the network its agent_config describes (activation={config.get('activation')!r}, "
+            f"actor_hidden={config.get('actor_hidden')}, actor_layer_norm={config.get('actor_layer_norm')}) does "
+            f"not reproduce the actions recorded with its weights (off by {error:.3g} of the action range); "
+            "the checkpoint was edited or its architecture does not match its weights")
+
+
+def agent_from_checkpoint(state: Mapping[str, Any], device: str | torch.device = "cpu") -> Any:
+    """The agent of a loaded checkpoint (SAC.from_checkpoint, in eval mode), refused with one CheckpointError
+    where its recorded architecture does not build, does not fit its weights, or does not reproduce its
+    recorded probe actions."""
+    from robo_rl.agents.sac import SAC
+
+    path = state.get("path")
+    try:
+        agent = SAC.from_checkpoint(state, device)
+    except (TypeError, ValueError, KeyError, RuntimeError, AttributeError, IndexError) as error:
+        first_line = str(error).strip().splitlines()[0][:300] if str(error).strip() else type(error).__name__
+        raise CheckpointError(f"checkpoint {path}: its agent_config and weights do not make an agent "
+                              f"({first_line})") from error
+    check_policy_probe(state, agent)
+    return agent
 
 
 def check_compatible(state: dict[str, Any], env_spec: dict[str, Any]) -> None:

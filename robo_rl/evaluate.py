@@ -13,12 +13,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-import hydra
 import torch
 from omegaconf import DictConfig, OmegaConf
 
-from robo_rl.agents.sac import SAC
-from robo_rl.checkpoint import check_compatible, load_checkpoint, policy_file
+from robo_rl.checkpoint import agent_from_checkpoint, check_compatible, load_checkpoint, policy_file
+from robo_rl.cli import hydra_command
 from robo_rl.envs import env_spec, make_vector_env
 from robo_rl.evaluation import evaluate_policy
 from robo_rl.train import select_device
@@ -48,7 +47,7 @@ def evaluate_run(run: str | Path, checkpoint: str | Path | None = "best", episod
     run_cfg = OmegaConf.create(state["config"])
     env = make_vector_env(run_cfg.env, episodes, device_, overrides=changes or {})
     check_compatible(state, env_spec(env, run_cfg.env.id))
-    agent = SAC.from_checkpoint(state, device_)
+    agent = agent_from_checkpoint(state, device_)
     start = time.perf_counter()
     result = evaluate_policy(lambda o: agent.act(o, deterministic=True), env, seed, device_)
     return {
@@ -69,7 +68,7 @@ def robustness_table(run: str | Path) -> str:
     return "\n".join(lines)
 
 
-@hydra.main(config_path="../configs", config_name="evaluate", version_base="1.3")
+@hydra_command(config_path="../configs", config_name="evaluate")
 def main(cfg: DictConfig) -> None:
     """Hydra entry point."""
     torch.set_num_threads(2)

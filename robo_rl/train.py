@@ -6,21 +6,29 @@ episodes, TensorBoard scalars and an atomic checkpoint. At the end: a final eval
 `learning_curve.png` and `summary.json` in the run directory. `demos=<Minari dataset id or directory>` loads
 demonstrations into the offline pool; `intervention=scripted` lets the env's scripted expert take over
 stalled episodes (robo_rl.interventions), tagging those transitions as interventions. `resume=<run dir>` continues a run from its
-newest checkpoint (networks, optimizers, temperature, buffers, counters, RNG states; episodes that were
-in flight restart).
+newest intact checkpoint (networks, optimizers, temperature, buffers, counters, RNG states; episodes that were
+in flight restart) with its own config: only RESUME_OPTIONS may be given with it (e.g. a larger
+`total_env_steps` to extend the run); any other option that differs from the run's stops it with one
+ResumeError. A run stopped before its first checkpoint starts again from step 0 with its recorded config.
+The run's own `.hydra` record is never rewritten: each resume's goes to `.hydra_resumes/<time>/`.
+
+What a kill (even SIGKILL) at any moment costs: the steps since the newest complete checkpoint, at most
+`checkpoint.interval_env_steps` (50,000 by default) plus the steps trained while that checkpoint was being
+written in the background (the next one waits for it, so never a second interval).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import random
 import subprocess
 import sys
 import time
 import warnings
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 import hydra
 import numpy as np
@@ -31,15 +39,37 @@ from tqdm import tqdm
 from robo_rl.agents.sac import SAC, SACConfig
 from robo_rl.allocator import keep_freed_memory
 from robo_rl.buffers import MixedReplay, ReplayBuffer, Source
-from robo_rl.checkpoint import CheckpointWriter, check_compatible, detached_copy, load_checkpoint, save_best_policy
+from robo_rl.checkpoint import (CHECKPOINT_FORMAT, CheckpointError, CheckpointWriter, check_compatible,
+                                 check_policy_probe, detached_copy, list_checkpoints, load_checkpoint, policy_probe,
+                                 remove_orphans, require_run_dir, save_best_policy)
+from robo_rl.cli import hydra_command
 from robo_rl.datasets import load_transitions
 from robo_rl.envs import env_spec, make_vector_env
 from robo_rl.evaluation import acting_threads, as_tensor, env_uses_torch, evaluate_policy
 from robo_rl.interventions import make_intervener
 from robo_rl.plotting import plot_learning_curve
 
-CHECKPOINT_FORMAT = 1
-OmegaConf.register_new_resolver("run_dir", lambda resume, default: resume or default, replace=True)
+# What a resumed run may take from the command that resumes it; every other option stays the run's own.
+RESUME_OPTIONS = ("total_env_steps", "device", "torch_threads", "logging.progress_bar", "checkpoint.keep",
+                  "checkpoint.interval_env_steps")
+
+
+class ResumeError(ValueError):
+    """`resume=` asks for something a resumed run cannot do (change its config, train nothing)."""
+
+
+def _hydra_record_dir(resume: str | None) -> str:
+    """Where Hydra records an invocation (config, overrides) inside its run directory: `.hydra` for a new
+    run; for a resume, a new folder beside it, so that the run's own record keeps what it was started with."""
+    if not resume:
+        return ".hydra"
+    return f".hydra_resumes/{time.strftime('%Y-%m-%d_%H-%M-%S')}_{os.getpid()}"
+
+
+# hydra.run.dir: the run being resumed (which must exist: Hydra would create it), else a new folder
+OmegaConf.register_new_resolver(
+    "run_dir", lambda resume, default: require_run_dir(resume, "resume") if resume else default, replace=True)
+OmegaConf.register_new_resolver("hydra_record_dir", _hydra_record_dir, replace=True, use_cache=True)
 
 
 def select_device(name: str) -> torch.device:
@@ -57,8 +87,11 @@ def seed_everything(seed: int) -> None:
 
 
 def rng_states() -> dict[str, Any]:
-    """Every global RNG state, for checkpoints."""
-    states = {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state()}
+    """Every global RNG state, for checkpoints (as tensors and plain values: what loads with weights_only)."""
+    name, keys, position, has_gauss, cached_gaussian = np.random.get_state()
+    numpy_state = {"bit_generator": name, "keys": torch.from_numpy(keys.astype(np.int64)), "position": int(position),
+                   "has_gauss": int(has_gauss), "cached_gaussian": float(cached_gaussian)}
+    states = {"python": random.getstate(), "numpy": numpy_state, "torch": torch.get_rng_state()}
     if torch.cuda.is_available():
         states["cuda"] = torch.cuda.get_rng_state_all()
     return states
@@ -67,7 +100,11 @@ def rng_states() -> dict[str, Any]:
 def restore_rng_states(states: dict[str, Any]) -> None:
     """Inverse of `rng_states`."""
     random.setstate(states["python"])
-    np.random.set_state(states["numpy"])
+    numpy_state = states["numpy"]
+    if isinstance(numpy_state, dict):  # format 2; format 1 holds numpy.random.get_state()'s tuple
+        numpy_state = (numpy_state["bit_generator"], numpy_state["keys"].numpy().astype(np.uint32),
+                       numpy_state["position"], numpy_state["has_gauss"], numpy_state["cached_gaussian"])
+    np.random.set_state(numpy_state)
     torch.set_rng_state(states["torch"])
     if "cuda" in states and torch.cuda.is_available():
         # one state per GPU the run saw; a machine with fewer GPUs restores the ones it has
@@ -92,18 +129,55 @@ def git_commit() -> str | None:
         return None
 
 
-class Trainer:
-    """One training run in `run_dir` from a composed config (see configs/train.yaml)."""
+def override_keys(overrides: Sequence[str]) -> list[str]:
+    """The config keys of command-line overrides ("+a.b=1" -> "a.b"), Hydra's own (hydra.*) left out."""
+    keys = [item.split("=", 1)[0].lstrip("+~") for item in overrides]
+    return [key for key in keys if key != "hydra" and not key.startswith("hydra.")]
 
-    def __init__(self, cfg: DictConfig, run_dir: str | Path):
+
+def resumed_config(saved: DictConfig, given: DictConfig, overrides: Sequence[str], run: str | Path) -> DictConfig:
+    """A resumed run's config: its own (`saved`) with the RESUME_OPTIONS among `overrides` (the command
+    line's "key=value" strings) taken from `given` (this invocation's config) and `device` always from
+    `given` (a machine's). ResumeError naming the first other option whose value differs from the run's."""
+    cfg = saved.copy()
+    for key in override_keys(overrides):
+        if key == "resume":
+            continue
+        new, old = (OmegaConf.select(c, key, default=None) for c in (given, saved))
+        if key in RESUME_OPTIONS:
+            OmegaConf.update(cfg, key, new, force_add=True)
+            continue
+        plain_new, plain_old = (OmegaConf.to_container(v, resolve=True) if OmegaConf.is_config(v) else v
+                                for v in (new, old))
+        if plain_new != plain_old:
+            raise ResumeError(f"resume={run}: {key} is {_short(plain_old)} in the run and {_short(plain_new)} here; "
+                              f"a resumed run keeps its config (only {', '.join(RESUME_OPTIONS)} may be given "
+                              "with resume=); start a new run to change it")
+    cfg.device = given.device
+    return cfg
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+class Trainer:
+    """One training run in `run_dir` from a composed config (see configs/train.yaml).
+
+    With `cfg.resume` set, the run in that directory continues (see the module docstring); `overrides` are
+    the command line's "key=value" strings, which decide what the resuming command asks to change.
+    """
+
+    def __init__(self, cfg: DictConfig, run_dir: str | Path, overrides: Sequence[str] = ()):
         self.run_dir = Path(run_dir)
         resume_state = None
+        restart = given_total = False
         if cfg.get("resume"):
-            resume_state = load_checkpoint(cfg.resume)
-            # the run continues with its own config, on the device this invocation names (a machine's)
-            device = cfg.device
-            cfg = OmegaConf.create(resume_state["config"])
-            cfg.device = device
+            resume_state, saved = self._resume_point(Path(require_run_dir(cfg.resume, "resume")))
+            restart = resume_state is None
+            given_total = "total_env_steps" in override_keys(overrides)
+            cfg = resumed_config(saved, cfg, overrides, cfg.resume)
         self.cfg = cfg
         torch.set_num_threads(int(cfg.torch_threads))
         self.device = select_device(cfg.device)
@@ -135,17 +209,47 @@ class Trainer:
         self.history: list[dict[str, Any]] = []
         if resume_state is not None:
             self._restore(resume_state)
+            total = int(cfg.total_env_steps)
+            if given_total and total <= self.env_steps:
+                raise ResumeError(f"resume={self.run_dir}: total_env_steps={total}, but the run is at "
+                                  f"{self.env_steps} env steps; give more to extend it")
+            if not given_total and self.env_steps >= total and (self.run_dir / "summary.json").is_file():
+                raise ResumeError(f"resume={self.run_dir}: the run is complete ({self.env_steps} of {total} env "
+                                  "steps); give total_env_steps=<more> to extend it")
         else:
             if cfg.get("demos"):
                 self._load_demos(cfg.demos)
-            self.run_dir.mkdir(parents=True, exist_ok=True)
-            (self.run_dir / "config.yaml").write_text(OmegaConf.to_yaml(cfg))
+            if not restart:  # a restarted run keeps the record it was started with
+                self.run_dir.mkdir(parents=True, exist_ok=True)
+                _write_atomically(self.run_dir / "config.yaml", OmegaConf.to_yaml(cfg))
         self.checkpoints = CheckpointWriter(self.run_dir, keep=int(cfg.checkpoint.keep))
         self.writer = None
         if cfg.logging.tensorboard:
             from torch.utils.tensorboard import SummaryWriter
 
             self.writer = SummaryWriter(str(self.run_dir / "tensorboard"))
+
+    def _resume_point(self, run: Path) -> tuple[dict[str, Any] | None, DictConfig]:
+        """The state a resumed run continues from and its config: the newest intact checkpoint (damaged newer
+        ones are renamed `*.damaged`, with a warning), or None and the recorded config.yaml for a run stopped
+        before its first checkpoint. Temporary files that a kill left behind are deleted first."""
+        for orphan in remove_orphans(run):
+            warnings.warn(f"removed {orphan}, the remains of a write that was stopped", stacklevel=3)
+        if not list_checkpoints(run):
+            try:
+                saved = OmegaConf.load(run / "config.yaml")
+            except Exception as error:  # missing or torn: nothing to start the run again from
+                raise ResumeError(f"resume={run}: no checkpoint and no readable config.yaml ({error}); the run "
+                                  "stopped before it started, run it again without resume=") from error
+            warnings.warn(f"resume={run}: no checkpoint yet (the run stopped before its first, due at "
+                          f"checkpoint.interval_env_steps={saved.checkpoint.interval_env_steps}); it starts again "
+                          "from step 0 with its recorded config.yaml", stacklevel=3)
+            return None, saved
+        state = load_checkpoint(run)
+        for damaged in list_checkpoints(run):  # newer than the one resumed from: none of them loaded
+            if damaged.name > Path(state["path"]).name:
+                damaged.rename(damaged.with_name(damaged.name + ".damaged"))  # kept for inspection, never read
+        return state, OmegaConf.create(state["config"])
 
     def _load_demos(self, dataset: str) -> None:
         """Put every transition of a demonstration dataset into the offline pool, tagged DEMO."""
@@ -314,6 +418,7 @@ class Trainer:
             "agent_config": dataclasses.asdict(self.agent.config),
             "critic_obs_dim": self.agent.critic_obs_dim,
             "agent": self.agent.training_state(),
+            "policy_probe": policy_probe(self.agent, self.spec["observation_size"]),
             "counters": {"env_steps": self.env_steps, "updates": self.updates, "episodes": self.episodes_done,
                          "wall_seconds": self.wall_seconds, "intervention_steps": self.intervention_steps},
             "commit": git_commit(),
@@ -337,22 +442,30 @@ class Trainer:
 
     def _restore(self, state: dict[str, Any]) -> None:
         check_compatible(state, self.spec)
+        missing = [key for key in ("replay", "history", "rng") if key not in state]
+        if missing:
+            raise CheckpointError(f"checkpoint {state['path']} holds no {', '.join(missing)}: not a training checkpoint")
         saved = state.get("device")
         if saved is not None and torch.device(saved).type != self.device.type:
             warnings.warn(f"resuming a run trained on {saved} on {self.device} (device={self.cfg.device}): it "
                           "continues with the same networks, buffers and counters, but not bit for bit as it "
                           f"would have on {saved}; set device={torch.device(saved).type} to keep it there",
                           stacklevel=2)
-        self.agent.load_training_state(state["agent"])
-        self.replay.load_state_dict(state["replay"])
-        counters = state["counters"]
-        self.env_steps, self.updates = counters["env_steps"], counters["updates"]
-        self.episodes_done, self.wall_seconds = counters["episodes"], counters["wall_seconds"]
-        self.intervention_steps = int(counters.get("intervention_steps", 0))
+        try:  # a checkpoint that passed its checksum but not written by this code's Trainer: one clear error
+            self.agent.load_training_state(state["agent"])
+            self.replay.load_state_dict(state["replay"])
+            counters = state["counters"]
+            self.env_steps, self.updates = int(counters["env_steps"]), int(counters["updates"])
+            self.episodes_done, self.wall_seconds = int(counters["episodes"]), float(counters["wall_seconds"])
+            self.intervention_steps = int(counters.get("intervention_steps", 0))
+            self.history = list(state["history"])
+            restore_rng_states(state["rng"])
+        except (KeyError, TypeError, ValueError, RuntimeError, AttributeError, IndexError) as error:
+            raise CheckpointError(f"checkpoint {state['path']} does not fit this run's agent and buffers: "
+                                  f"{str(error).strip().splitlines()[0][:300] if str(error).strip() else repr(error)}") from error
+        check_policy_probe(state, self.agent)
         if self.intervener is not None:
             self.intervener.load_state_dict({"total_steps": self.intervention_steps})
-        self.history = list(state["history"])
-        restore_rng_states(state["rng"])
 
     def _write_video(self) -> None:
         """rollout.gif of the best policy, rendered offscreen in a child process (MuJoCo picks its GL
@@ -377,12 +490,23 @@ class Trainer:
         return summary
 
 
-@hydra.main(config_path="../configs", config_name="train", version_base="1.3")
+def _write_atomically(path: Path, text: str) -> None:
+    """Write `text` to `path` so that a kill leaves the old file or the new one, never a torn one."""
+    temporary = path.with_name(f".{path.name}.tmp")
+    with open(temporary, "w") as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(temporary, path)
+
+
+@hydra_command(config_path="../configs", config_name="train")
 def main(cfg: DictConfig) -> None:
     """Hydra entry point: train in Hydra's run directory and print where everything went."""
-    run_dir = hydra.core.hydra_config.HydraConfig.get().runtime.output_dir
+    hydra_cfg = hydra.core.hydra_config.HydraConfig.get()
+    run_dir = hydra_cfg.runtime.output_dir
     keep_freed_memory()
-    summary = Trainer(cfg, run_dir).run()
+    summary = Trainer(cfg, run_dir, overrides=list(hydra_cfg.overrides.task)).run()
     final = summary["final"] or {}
     print(f"run {run_dir}: {summary['env_steps']:,} env steps, {summary['updates']:,} updates, "
           f"{summary['wall_seconds']:.1f} s; evaluation success {100 * final.get('success_rate', 0):.0f}%, "

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import json
 
-import hydra
 import torch
 from omegaconf import DictConfig, OmegaConf
 
+from robo_rl.cli import hydra_command
 from robo_rl.export.bundle import export_bundle
 
 
-@hydra.main(config_path="../../configs", config_name="export", version_base="1.3")
+@hydra_command(config_path="../../configs", config_name="export")
 def main(cfg: DictConfig) -> None:
     """Hydra entry point: export, then print where the bundle is and how well it agrees with PyTorch."""
     torch.set_num_threads(1)

@@ -6,13 +6,22 @@ network's shape and activation, the env config and vehicle parameters it was tra
 and commit, and (observation, action) pairs recorded from PyTorch on real rollouts that every target must
 reproduce. Export verifies ONNX Runtime and (where a C compiler exists) the host-compiled C on those pairs
 before it writes anything under its final name.
+
+Export never deletes what it did not create: the bundle is built in a fresh hidden folder beside `out` and
+then renamed to `out`. An existing `out` is replaced only if it is empty or a bundle that export wrote
+(every file in it listed in its BUNDLE_MARKER, or for bundles from before the marker: policy.json of this
+format, policy.onnx and generated C); any other folder (a run, a folder of runs, a mount point) is refused
+with one ExportError before anything is written.
 """
 
 from __future__ import annotations
 
 import json
+import keyword
 import os
+import re
 import shutil
+import uuid
 import tempfile
 import warnings
 from pathlib import Path
@@ -22,8 +31,7 @@ import numpy as np
 import torch
 from omegaconf import OmegaConf
 
-from robo_rl.agents.sac import SAC
-from robo_rl.checkpoint import check_compatible, load_checkpoint, policy_file
+from robo_rl.checkpoint import agent_from_checkpoint, check_compatible, load_checkpoint, policy_file
 from robo_rl.envs import env_spec, make_vector_env
 from robo_rl.export.c_generator import generate_c, generate_layout_header
 from robo_rl.export.policy_spec import DeterministicPolicy, PolicySpec
@@ -32,6 +40,13 @@ BUNDLE_FORMAT = "robo_rl.policy_bundle/1"
 TOLERANCE = 1e-5  # absolute, per action entry: ONNX Runtime and C against PyTorch
 C_SELF_TEST_PAIRS = 8
 RANDOM_TEST_VECTORS = 1000  # random observations each target must also reproduce
+BUNDLE_MARKER = ".robo_rl_bundle.json"  # written last into every bundle: its format and the files export wrote
+# C names are built from the prefix (<prefix>.h, <prefix>_step, ...): an identifier, short enough for C89's
+# 31 significant characters with the longest suffix the generator adds
+C_PREFIX = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,15}")
+C_KEYWORDS = frozenset("auto break case char const continue default do double else enum extern float for goto if "
+                       "inline int long register restrict return short signed sizeof static struct switch typedef "
+                       "union unsigned void volatile while".split())
 
 
 class ExportError(RuntimeError):
@@ -89,20 +104,27 @@ def export_bundle(run: str | Path, checkpoint: str | None = "best", out: str | P
     """
     if pairs < 8:
         raise ExportError(f"at least 8 recorded pairs are needed, got {pairs}")
+    if not isinstance(prefix, str) or not C_PREFIX.fullmatch(prefix) or prefix in C_KEYWORDS \
+            or keyword.iskeyword(prefix):
+        raise ExportError(f"c_prefix={prefix!r} must be a C identifier of 1-16 letters, digits and underscores, "
+                          "not starting with a digit and not a C keyword (it names files inside the bundle)")
+    out = Path(out) if out else Path(run) / "export"
+    check_out_folder(out)  # before any work: a folder that cannot be replaced is refused at once
     state = load_checkpoint(policy_file(run, checkpoint))
     run_cfg = OmegaConf.create(state["config"])
     env = make_vector_env(run_cfg.env, pairs, torch.device("cpu"), threads=1)
     check_compatible(state, env_spec(env, run_cfg.env.id))
-    agent = SAC.from_checkpoint(state, torch.device("cpu"))
+    agent = agent_from_checkpoint(state, torch.device("cpu"))
     spec = PolicySpec.from_actor(agent.policy_actor, agent.config.activation,
                                  safe_action=_safe_action(safe_action, env))
     policy = DeterministicPolicy(agent.policy_actor, spec).eval()
     observations, actions = record_pairs(policy, env, pairs, seed)
 
-    out = Path(out) if out else Path(run) / "export"
+    created_parents = [parent for parent in out.parents if not parent.exists()]  # removed again on failure
     out.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{out.name}-", dir=out.parent))
     staging.chmod(0o755)
+    done = False
     try:
         export_onnx(policy, spec.obs_size, staging / "policy.onnx", opset, ir_version)
         onnx_error = float(np.abs(onnx_actions(staging / "policy.onnx", observations) - actions).max())
@@ -132,12 +154,85 @@ def export_bundle(run: str | Path, checkpoint: str | None = "best", out: str | P
         manifest = _manifest(state, env_description, spec, run, observations, actions, verification, opset,
                              ir_version, prefix)
         (staging / "policy.json").write_text(json.dumps(manifest, indent=2))
-        if out.exists():
-            shutil.rmtree(out)
-        os.replace(staging, out)
+        files = sorted(str(p.relative_to(staging)) for p in staging.rglob("*") if p.is_file())
+        (staging / BUNDLE_MARKER).write_text(json.dumps({"format": BUNDLE_FORMAT, "files": files}, indent=2))
+        _replace_folder(staging, out)
+        done = True
     finally:
         shutil.rmtree(staging, ignore_errors=True)
+        if not done:
+            for parent in created_parents:  # deepest first; only the empty folders this export made
+                try:
+                    parent.rmdir()
+                except OSError:
+                    break
     return out
+
+
+def check_out_folder(out: Path) -> None:
+    """ExportError unless the bundle may go to `out`: a new folder, an empty one, or a bundle that export
+    wrote (nothing in it that export did not create). Never a file, a link or a mount point."""
+    if out.is_symlink() or (out.exists() and not out.is_dir()):
+        raise ExportError(f"out={out} is {'a link' if out.is_symlink() else 'a file'}; give a folder for the bundle")
+    if not out.exists():
+        return
+    if os.path.ismount(out):
+        raise ExportError(f"out={out} is a mount point; give a folder inside it for the bundle")
+    foreign = _not_from_export(out)
+    if foreign:
+        shown = ", ".join(str(p.relative_to(out)) for p in foreign[:3]) + (", ..." if len(foreign) > 3 else "")
+        raise ExportError(f"out={out} is a folder that export did not write ({len(foreign)} entries it would delete: "
+                          f"{shown}); give a new or empty folder, or the folder of an earlier export")
+
+
+def _not_from_export(folder: Path) -> list[Path]:
+    """What in `folder` an export did not write (empty for an empty folder or a bundle). A folder without a
+    bundle's policy.json is answered from its top level, without walking it (it may be a whole disk)."""
+    top = sorted(folder.iterdir())
+    if not top:
+        return []
+    allowed: set[str] | None = None
+    try:
+        marker = json.loads((folder / BUNDLE_MARKER).read_text())
+        if marker.get("format") == BUNDLE_FORMAT and isinstance(marker.get("files"), list):
+            allowed = {str(f) for f in marker["files"]} | {BUNDLE_MARKER}
+    except (OSError, ValueError, AttributeError):
+        pass
+    if allowed is None:  # a bundle from before the marker: policy.json of this format, the ONNX and the C
+        try:
+            legacy = json.loads((folder / "policy.json").read_text()).get("format") == BUNDLE_FORMAT
+        except (OSError, ValueError, AttributeError):
+            legacy = False
+        if not legacy:
+            return top
+        allowed = {"policy.json", "policy.onnx"} | {str(p.relative_to(folder)) for p in (folder / "c").glob("*")
+                                                     if p.suffix in (".c", ".h") and p.is_file()}
+    folders = {str(parent) for name in allowed for parent in Path(name).parents if str(parent) != "."}
+
+    def from_export(path: Path) -> bool:
+        name = str(path.relative_to(folder))
+        if path.is_symlink():
+            return False
+        return name in allowed if path.is_file() else path.is_dir() and name in folders
+
+    return [p for p in sorted(folder.rglob("*")) if not from_export(p)]
+
+
+def _replace_folder(staging: Path, out: Path) -> None:
+    """Rename the finished bundle `staging` to `out`, replacing an empty folder or an earlier bundle (checked
+    again here); the earlier bundle is moved aside first and deleted only once the new one is in place."""
+    check_out_folder(out)
+    if not out.exists() or not any(out.iterdir()):
+        os.replace(staging, out)  # rename(2) replaces an empty folder
+        return
+    previous = out.with_name(f".{out.name}-replaced-{uuid.uuid4().hex[:8]}")
+    os.rename(out, previous)
+    try:
+        os.rename(staging, out)
+    except OSError:
+        os.rename(previous, out)
+        raise
+    shutil.rmtree(previous)
 
 
 def _safe_action(choice: str | Sequence[float], env: Any) -> np.ndarray | None:

@@ -15,7 +15,8 @@ import pytest
 import torch
 from hydra import compose, initialize_config_dir
 
-from robo_rl.checkpoint import CheckpointError, CheckpointWriter, detached_copy, list_checkpoints, load_checkpoint
+from robo_rl.checkpoint import (CHECKPOINT_FORMAT, CheckpointError, CheckpointWriter, detached_copy, list_checkpoints,
+                                load_checkpoint, seal)
 from robo_rl.evaluate import evaluate_run
 from robo_rl.evaluation import acting_threads
 from robo_rl.train import Trainer
@@ -82,7 +83,10 @@ def test_sigkill_mid_run_leaves_loadable_checkpoints_and_resume_continues(tmp_pa
 
 def test_background_checkpoints_hold_the_state_at_submit_and_report_a_failed_write(tmp_path):
     writer = CheckpointWriter(tmp_path, keep=2)
-    live = {"format": 1, "weights": torch.zeros(100_000), "history": [{"step": 0}]}
+    # the fields every loader needs, and what this test watches: weights and history
+    live = {"format": CHECKPOINT_FORMAT, "config": {}, "agent_config": {}, "agent": {"model": {}},
+            "env_spec": {"id": "test", "observation_size": 1, "action_size": 1, "action_low": [0.0], "action_high": [1.0]},
+            "counters": {"env_steps": 0, "updates": 0}, "weights": torch.zeros(100_000), "history": [{"step": 0}]}
     for step in (1, 2, 3):
         writer.submit(step, detached_copy(live))
         live["weights"] += 1.0  # training goes on while the snapshot is written
@@ -116,7 +120,7 @@ def test_bad_checkpoints_give_one_clear_error_and_overwrite_nothing(tmp_path):
 
     other_env = torch.load(newest, weights_only=False)
     other_env["env_spec"]["id"] = "robo_rl/CrazyflieReach-v0"
-    torch.save(other_env, newest)
+    torch.save(seal(other_env), newest)  # an intact checkpoint (checksum recomputed) of another env
     before = _digest(run)
     with pytest.raises(CheckpointError, match="different env"):
         Trainer(_config(f"resume={run}"), run)
@@ -124,9 +128,9 @@ def test_bad_checkpoints_give_one_clear_error_and_overwrite_nothing(tmp_path):
         evaluate_run(run, checkpoint="last", episodes=4)
     assert _digest(run) == before
 
-    newest.write_bytes(newest.read_bytes()[:1000])  # torn file
+    newest.write_bytes(newest.read_bytes()[:1000])  # torn file, and no older one to fall back to
     before = _digest(run)
-    with pytest.raises(CheckpointError, match="unreadable"):
+    with pytest.raises(CheckpointError, match="no intact checkpoint.*unreadable"), pytest.warns(UserWarning, match="damaged"):
         Trainer(_config(f"resume={run}"), run)
     assert _digest(run) == before
 
@@ -139,9 +143,10 @@ def test_resume_on_another_kind_of_device_warns_and_uses_the_device_it_is_given(
     state = torch.load(newest, weights_only=False)
     assert state["device"] == "cpu"
     state["device"] = "cuda:0"  # as if trained on a GPU machine
-    torch.save(state, newest)
+    torch.save(seal(state), newest)
     with pytest.warns(UserWarning, match="trained on cuda:0 on cpu"):
-        resumed = Trainer(_config(f"resume={tmp_path}", "device=cpu"), tmp_path)
+        resumed = Trainer(_config(f"resume={tmp_path}", "device=cpu", "total_env_steps=1600"), tmp_path,
+                          overrides=["total_env_steps=1600"])  # the run is complete: extended
     assert resumed.device == torch.device("cpu") and resumed.env_steps == state["counters"]["env_steps"]
 
 

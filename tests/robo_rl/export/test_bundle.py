@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
+import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import onnx
@@ -12,8 +15,8 @@ import pytest
 import torch
 
 from robo_rl.agents.sac import SAC
-from robo_rl.checkpoint import CheckpointError, load_checkpoint, policy_file
-from robo_rl.export.bundle import ExportError, export_bundle, onnx_actions
+from robo_rl.checkpoint import CheckpointError, load_checkpoint, policy_file, seal
+from robo_rl.export.bundle import BUNDLE_MARKER, ExportError, check_out_folder, export_bundle, onnx_actions
 from robo_rl.export.c_runtime import CompiledPolicy
 
 
@@ -36,7 +39,7 @@ def test_bundle_reproduces_the_pytorch_policy_in_every_target(trained_run, tmp_p
     assert m4["test_vectors"] == 12 + 1000 + 1 and m4["max_abs_error"] <= 1e-5
     assert manifest["verification"]["c_host"]["test_vectors"] == 12 + 1000 + 1
     assert 1000 < m4["instructions_per_inference"] < 200_000
-    assert m4["policy_ram_bytes"] == 0 and 0 < m4["policy_stack_bytes"] < 2048
+    assert m4["policy_ram_bytes"] == 1 and 0 < m4["policy_stack_bytes"] < 2048  # 1: the constants' checksum verdict
     assert m4["policy_flash_bytes"] > 4 * manifest["network"]["parameters"]  # the weights live in flash
     pairs = manifest["recorded_pairs"]
     assert len(pairs) == 12
@@ -92,7 +95,62 @@ def test_missing_corrupt_or_unsupported_runs_give_one_clear_error_and_no_bundle(
         export_bundle(corrupt, checkpoint="last", out=tmp_path / "out")
     state = torch.load(trained_run / "best_policy.pt", weights_only=False)
     state["agent_config"]["activation"] = "gelu"  # a network the generator has no C for
-    torch.save(state, tmp_path / "gelu.pt")
-    with pytest.raises(ValueError, match="gelu"):
+    torch.save(seal(state), tmp_path / "gelu.pt")
+    with pytest.raises(CheckpointError, match="gelu"):
         export_bundle(trained_run, checkpoint=str(tmp_path / "gelu.pt"), out=tmp_path / "out")
     assert not (tmp_path / "out").exists() and not list(tmp_path.glob(".out-*"))
+
+
+def _digest(directory: Path) -> dict[str, str]:
+    return {str(p.relative_to(directory)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(directory.rglob("*")) if p.is_file()}
+
+
+def test_export_never_deletes_what_it_did_not_create(trained_run, tmp_path):
+    runs = tmp_path / "runs"
+    run, sibling = runs / "run", runs / "sibling"
+    shutil.copytree(trained_run, run)
+    shutil.copytree(trained_run, sibling)
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    (notes / "todo.txt").write_text("a user's file")
+    (tmp_path / "file").write_text("not a folder")
+    before = _digest(tmp_path)
+    # issue 30: out=<run> wiped the run, out=<parent> every sibling run; a folder of the user's is the same case
+    for out in (run, runs, notes):
+        with pytest.raises(ExportError, match=f"out={out} is a folder that export did not write"):
+            export_bundle(run, out=out, pairs=8)
+    with pytest.raises(ExportError, match="is a file"):
+        export_bundle(run, out=tmp_path / "file", pairs=8)
+    with pytest.raises(ExportError, match="mount point"):
+        check_out_folder(Path("/"))  # (what export_bundle checks first; not run against a real disk here)
+    assert _digest(tmp_path) == before and not list(tmp_path.rglob(".*-*"))
+
+    # a new folder, then the same folder again: an earlier bundle is replaced, all of it and only it
+    out = export_bundle(run, out=tmp_path / "new" / "bundle", pairs=8)
+    marker = json.loads((out / BUNDLE_MARKER).read_text())
+    assert sorted(marker["files"]) == sorted(str(p.relative_to(out)) for p in out.rglob("*")
+                                             if p.is_file() and p.name != BUNDLE_MARKER)
+    (out / "c" / "policy_old_prefix.c").write_text("from an earlier export")  # listed nowhere: a user's file now
+    with pytest.raises(ExportError, match=r"policy_old_prefix\.c"):
+        export_bundle(run, out=out, pairs=8)
+    (out / "c" / "policy_old_prefix.c").unlink()
+    first = json.loads((out / "policy.json").read_text())["recorded_pairs"]
+    export_bundle(run, out=out, pairs=8, seed=1)
+    assert json.loads((out / "policy.json").read_text())["recorded_pairs"] != first
+    assert sorted(p.name for p in out.parent.iterdir()) == ["bundle"]  # no staging or replaced folder left
+    # a bundle from before the marker is recognised by its policy.json and generated files; an empty folder is free
+    (out / BUNDLE_MARKER).unlink()
+    check_out_folder(out)
+    (out / "model.pt").write_text("x")
+    with pytest.raises(ExportError, match="model.pt"):
+        check_out_folder(out)
+    (tmp_path / "empty").mkdir()
+    check_out_folder(tmp_path / "empty")
+
+
+@pytest.mark.parametrize("prefix", ["../../x", "a/b", "1policy", "int", "", "policy name", "p" * 17])
+def test_a_c_prefix_that_is_not_a_c_identifier_is_refused_before_anything_is_written(trained_run, tmp_path, prefix):
+    with pytest.raises(ExportError, match="c_prefix=.*C identifier"):
+        export_bundle(trained_run, out=tmp_path / "bundle" / "deep", prefix=prefix)
+    assert list(tmp_path.iterdir()) == []
