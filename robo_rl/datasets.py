@@ -3,12 +3,15 @@
 A dataset is named by a Minari id (`pick_cube/scripted-v0`) under the Minari root (`MINARI_DATASETS_PATH`,
 else ~/.minari/datasets), or given as the path of its directory. Episodes are stored with Minari's
 conventions (observations T+1, actions, rewards, terminations, truncations T; `infos["is_success"]`), so
-`minari.load_dataset(id)` reads them without robo-rl. Loading checks every episode against the env the
-run trains on and raises one `DatasetError` naming the mismatch.
+`minari.load_dataset(id)` reads them without robo-rl. Loading checks the env the dataset was recorded on
+(the id in Minari's `env_spec` metadata, which `write_dataset` records) and every episode against the env
+the run trains on, and raises one `DatasetError` naming the mismatch: arms with the same observation and
+action sizes and bounds (the Panda and the SO-ARM100, reach and pick-cube) are different envs.
 """
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
@@ -114,6 +117,19 @@ def dataset_path(dataset: str | os.PathLike) -> Path:
     return get_dataset_path(str(dataset))
 
 
+def recorded_env_id(data: Any) -> str | None:
+    """The id of the env a Minari dataset was recorded on (its `env_spec` metadata), or None if it names none."""
+    env_spec = data.storage.metadata.get("env_spec")
+    if isinstance(env_spec, str):
+        try:
+            env_spec = json.loads(env_spec)
+        except ValueError:
+            return None
+    if isinstance(env_spec, dict):
+        return env_spec.get("id") if isinstance(env_spec.get("id"), str) else None
+    return getattr(env_spec, "id", None)
+
+
 def load_transitions(dataset: str | os.PathLike, spec: Mapping[str, Any]) -> dict[str, torch.Tensor]:
     """Every transition of a dataset as tensors (obs, action, reward, next_obs, terminated), checked against
     the env `spec` (robo_rl.envs.env_spec: observation and action sizes and bounds)."""
@@ -126,10 +142,15 @@ def load_transitions(dataset: str | os.PathLike, spec: Mapping[str, Any]) -> dic
     try:
         data = minari.MinariDataset(path / "data")
         episodes = list(data.iterate_episodes())
+        recorded_on = recorded_env_id(data)
     except Exception as error:  # h5py/arrow raise many types for a damaged file
         raise DatasetError(f"cannot read the dataset at {path}: {error}") from error
     if not episodes:
         raise DatasetError(f"dataset at {path} has no episodes")
+    if recorded_on != spec["id"]:
+        raise DatasetError(f"dataset at {path} was recorded on {recorded_on or 'an env it does not name'}; the run "
+                           f"trains {spec['id']} and takes demonstrations recorded on it (python -m robo_rl.record "
+                           f"env=<that env>)")
     obs_size, act_size = int(spec["observation_size"]), int(spec["action_size"])
     low, high = np.asarray(spec["action_low"]), np.asarray(spec["action_high"])
     rows: dict[str, list[np.ndarray]] = {k: [] for k in ("obs", "action", "reward", "next_obs", "terminated")}

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 import torch
@@ -70,3 +72,27 @@ def test_bad_datasets_give_one_clear_error(minari_root, pick_env, expert_episode
     data_file.write_bytes(data_file.read_bytes()[:500])
     with pytest.raises(DatasetError, match="cannot read"):
         load_transitions(path, spec)
+
+
+def test_demos_recorded_on_another_env_are_refused_although_their_shapes_fit(minari_root, pick_env, expert_episodes):
+    import minari
+
+    path = write_dataset("pick_cube/panda-v0", expert_episodes, "robo_rl/ArmPickCube-v0",
+                         pick_env.single_observation_space, pick_env.single_action_space)
+    # the SO-ARM100 pick-cube and the Panda reach have the Panda pick-cube's sizes and bounds (16 obs, 4 actions
+    # in [-1, 1]): only the recorded env id tells them apart
+    for other in ("robo_rl/SOArm100PickCube-v0", "robo_rl/ArmReach-v0"):
+        spec = dict(env_spec(pick_env, "robo_rl/ArmPickCube-v0"), id=other)
+        with pytest.raises(DatasetError, match=f"recorded on robo_rl/ArmPickCube-v0; the run trains {other}"):
+            load_transitions(path, spec)
+    # a Minari dataset that names no env (env_spec null) cannot be checked: refused, not guessed
+    anonymous = minari_root / "anonymous" / "data"
+    anonymous.mkdir(parents=True)
+    for item in (path / "data").iterdir():
+        (anonymous / item.name).write_bytes(item.read_bytes())
+    metadata = json.loads((anonymous / "metadata.json").read_text())
+    metadata["env_spec"] = None
+    (anonymous / "metadata.json").write_text(json.dumps(metadata))
+    assert minari.MinariDataset(anonymous).total_episodes == 3  # still a valid Minari dataset
+    with pytest.raises(DatasetError, match="recorded on an env it does not name"):
+        load_transitions(anonymous.parent, env_spec(pick_env, "robo_rl/ArmPickCube-v0"))
