@@ -88,6 +88,12 @@ class QuadrotorEnvConfig:
     max_speed: float = 10.0  # [m/s] terminate beyond: diverging
     max_angular_speed: float = 35.0  # [rad/s] terminate beyond: diverging
     min_altitude: float = 0.05  # [m] terminate below: crash
+    # The flight firmware's per-motor thrust limits [N], to train and evaluate as the vehicle flies: commands
+    # above firmware_thrust_max / thrust_max are clamped and those below firmware_thrust_min / thrust_max turn
+    # the motor off (motor.command_limits). 0 leaves a limit out. A Crazyflie 2.1 with battery compensation
+    # (crazyflie-firmware platform_defaults_cf2.h): THRUST_MAX 0.12, THRUST_MIN 0.012817578393224994.
+    firmware_thrust_max: float = 0.0
+    firmware_thrust_min: float = 0.0
 
     @property
     def control_dt(self) -> float:
@@ -221,6 +227,8 @@ RANGES: dict[str, Interval] = {
     "max_speed": positive(1000.0, "m/s"),
     "max_angular_speed": positive(1000.0, "rad/s"),
     "min_altitude": Interval(-100.0, 100.0, unit="m"),
+    "firmware_thrust_max": at_least_zero(100.0, "N"),
+    "firmware_thrust_min": at_least_zero(100.0, "N"),
 }
 RANGE_PAIRS = ("randomization.mass_scale", "randomization.inertia_scale", "randomization.thrust_scale",
                "randomization.yaw_torque_scale", "randomization.motor_tau_scale", "randomization.latency_steps")

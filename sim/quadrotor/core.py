@@ -107,6 +107,9 @@ class QuadrotorBatch:
         self._thrust_curve = tuple(float(c) for c in self.params.thrust_curve)
         self._hover_command = float(self.params.hover_command)
         self._hover_rotor_speed = float(self.params.hover_rotor_speed)
+        # What the motors get for an action, as the flight firmware limits it (config.firmware_thrust_*)
+        self._command_max, self._command_cutoff = motor.command_limits(
+            float(self.params.thrust_max), config.firmware_thrust_max, config.firmware_thrust_min)
         if backend == "mujoco":
             self.physics: Any = MujocoSinglePhysics(self.model)
         elif backend == "mujoco_batch":
@@ -288,7 +291,7 @@ class QuadrotorBatch:
         `final_noise` is the noise of the ended episodes' last observations."""
         # No host synchronization in here: on the torch path this whole method is one compiled kernel.
         xp = self.xp
-        command = xp.clip(action, 0.0, 1.0)
+        command = motor.motor_command(xp, action, self._command_max, self._command_cutoff)
         applied = command
         if self._max_latency:
             self.pending = xp.concatenate([command[None], self.pending[:-1]], 0)

@@ -11,6 +11,38 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
+from sim.errors import ConfigError
+
+
+def command_limits(thrust_max: float, firmware_thrust_max: float, firmware_thrust_min: float) -> tuple[float, float]:
+    """The flight firmware's per-motor thrust limits [N] as normalized commands: (largest, cutoff).
+
+    On the Crazyflie (`controlModeForce`) a command c of this vehicle's `thrust_max` becomes the force
+    c * thrust_max / THRUST_MAX, clamped to [0, 1] (power_distribution_quadrotor.c, powerDistributionForce),
+    and with battery compensation a motor whose thrust is below THRUST_MIN is turned off (motors.c,
+    motorsCompensateBatteryVoltage returns 0). So commands above THRUST_MAX / thrust_max are clamped and
+    those below THRUST_MIN / thrust_max give no thrust. A limit of 0 leaves it out (1 and 0: no limit).
+    """
+    largest = min(1.0, firmware_thrust_max / thrust_max) if firmware_thrust_max > 0 else 1.0
+    cutoff = firmware_thrust_min / thrust_max
+    if cutoff >= largest:
+        raise ConfigError(f"firmware_thrust_min={firmware_thrust_min} N must be below firmware_thrust_max="
+                          f"{firmware_thrust_max or thrust_max} N (0: this vehicle's thrust_max {thrust_max:.4g} N)")
+    return largest, cutoff
+
+
+def motor_command(xp: Any, action: Any, largest: float = 1.0, cutoff: float = 0.0) -> Any:
+    """The normalized command the motors get for an action: clamped to [0, largest], 0 below `cutoff`.
+
+    Every path applies it (the native kernel's load_commands too); it is also what the action history and the
+    action reward terms see, as the firmware app's history holds what its motors got. The firmware's
+    quantization to 1/65535 is not modelled.
+    """
+    command = xp.clip(action, 0.0, largest)
+    if cutoff > 0.0:
+        command = xp.where(command < cutoff, 0.0 * command, command)
+    return command
+
 
 def rotor_speed_setpoint(xp: Any, command: Any, thrust_curve: Sequence[float]) -> Any:
     """Steady-state normalized rotor speed giving `command * thrust_max` on the nominal thrust curve.

@@ -347,7 +347,8 @@ inline void write_privileged(const Block& b, const Arrays& a, const Rows& array,
   b.store(array, row + 11, b.load_latency(a.latency));
 }
 
-// Commands of the block's vehicles, clamped to [0, 1]: rows of the (N, 4) action array.
+// Commands of the block's vehicles, rows of the (N, 4) action array, as the motors get them
+// (motor.motor_command): clamped to [0, COMMAND_MAX], 0 below COMMAND_CUTOFF.
 inline void load_commands(const Block& b, const float* action, V command[4]) {
   if (b.count == LANES) {
     const U* rows = (const U*)(action + 4 * b.first);
@@ -362,7 +363,10 @@ inline void load_commands(const Block& b, const float* action, V command[4]) {
       for (int64_t l = 0; l < b.count; ++l) command[r][l] = action[4 * (b.first + l) + r];
     }
   }
-  for (int r = 0; r < 4; ++r) command[r] = clamp(command[r], 0.0f, 1.0f);
+  for (int r = 0; r < 4; ++r) {
+    command[r] = clamp(command[r], 0.0f, COMMAND_MAX);
+    if (COMMAND_CUTOFF > 0.0f) command[r] = select(command[r] < COMMAND_CUTOFF, splat(0.0f), command[r]);
+  }
 }
 
 // The next episode's start of each env is drawn ahead, DRAWS envs at a time, so that a restart copies it

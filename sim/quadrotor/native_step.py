@@ -102,6 +102,7 @@ def header(batch: QuadrotorBatch) -> str:
         "CONTROL_DT": _float(config.control_dt),
         "THRUST_C0": _float(c0), "THRUST_C1": _float(c1), "THRUST_C2": _float(c2), "THRUST_SUM": _float(c0 + c1 + c2),
         "HOVER_COMMAND": _float(batch._hover_command), "HOVER_ROTOR_SPEED": _float(batch._hover_rotor_speed),
+        "COMMAND_MAX": _float(batch._command_max), "COMMAND_CUTOFF": _float(batch._command_cutoff),
         "NOMINAL_MASS": _float(params.mass),
         "DISTURBANCE_FORCE": _float(max(randomization.disturbance_force, 1e-12)),
         "DISTURBANCE_TORQUE": _float(max(randomization.disturbance_torque, 1e-12)),

@@ -21,6 +21,7 @@ import torch
 import sim  # noqa: F401
 from robo_rl.agents.sac import SAC
 from robo_rl.checkpoint import load_checkpoint
+from sim.quadrotor import motor
 
 APP = Path(__file__).resolve().parents[2] / "firmware" / "crazyflie"
 FIRMWARE_THRUST_MAX = 0.12  # the stand-in platform_defaults.h, as crazyflie-firmware's CF2 default
@@ -43,13 +44,18 @@ def compile_driver(bundle: Path, out: Path, defines: tuple[str, ...] = ()) -> Pa
     return compile_c(bundle, out, sources, defines=defines)
 
 
+def flown_commands(action: np.ndarray, policy_thrust_max: float, thrust_max: float = FIRMWARE_THRUST_MAX,
+                   thrust_min: float = FIRMWARE_THRUST_MIN) -> np.ndarray:
+    """What the motors get for policy actions, in the policy's units, as the simulator models the firmware
+    (sim.quadrotor.motor: clamped at THRUST_MAX, off below THRUST_MIN)."""
+    limits = motor.command_limits(float(policy_thrust_max), thrust_max, thrust_min)
+    return motor.motor_command(np, np.asarray(action, np.float32), *limits).astype(np.float32)
+
+
 def motor_forces(action: np.ndarray, policy_thrust_max: float, thrust_max: float = FIRMWARE_THRUST_MAX,
                  thrust_min: float = FIRMWARE_THRUST_MIN) -> np.ndarray:
-    """normalizedForces for policy actions, and what the firmware makes of them: clamped to [0, 1]
-    (power_distribution_quadrotor.c), off below THRUST_MIN (motors.c, battery compensation)."""
-    force = np.clip(np.float32(action) * np.float32(policy_thrust_max / thrust_max), 0, 1).astype(np.float32)
-    ratio = np.trunc(force * np.float32(65535)).astype(np.float32)
-    return np.where(ratio / np.float32(65535) * np.float32(thrust_max) < np.float32(thrust_min), np.float32(0), force)
+    """The normalizedForces (fractions of THRUST_MAX) the app must send for policy actions."""
+    return flown_commands(action, policy_thrust_max, thrust_max, thrust_min) * np.float32(policy_thrust_max / thrust_max)
 
 
 def hover_env(bundle: Path) -> gym.Env:
@@ -287,7 +293,8 @@ def test_tilt_limit_is_below_90_degrees(driver):
 
 
 def test_history_holds_what_the_motors_got_when_the_firmware_clamps_and_cuts(exported_bundle, trained_run, tmp_path):
-    # A firmware whose limits bite on this briefly trained policy (commands 0.46-0.55): THRUST_MAX 0.056 N and
+    # The history the app keeps must be the simulator's (config.firmware_thrust_max/min): a firmware whose
+    # limits bite on this briefly trained policy (commands 0.46-0.55): THRUST_MAX 0.056 N and
     # THRUST_MIN 0.054 N against the trained vehicle's thrust_max of about 0.11 N, so commands above ~0.51 are
     # clamped and below ~0.49 turned off.
     thrust_max, thrust_min = 0.056, 0.054
@@ -309,10 +316,9 @@ def test_history_holds_what_the_motors_got_when_the_firmware_clamps_and_cuts(exp
         obs = np.concatenate([position - center, np.eye(3, dtype=np.float32).ravel(), np.zeros(6, np.float32),
                               history.ravel()]).astype(np.float32)
         action = agent.act(torch.as_tensor(obs[None]), deterministic=True).numpy()[0]
-        forces = motor_forces(action, policy_thrust_max, thrust_max, thrust_min)
-        flown = forces * np.float32(thrust_max / policy_thrust_max)
+        flown = flown_commands(action, policy_thrust_max, thrust_max, thrust_min)
         history = np.concatenate([flown[None], history[:-1]])
-        expected.append(forces)
+        expected.append(flown * np.float32(policy_thrust_max / thrust_max))
         actions.append(action)
     commands = np.array(actions) * policy_thrust_max  # [N]
     assert (commands > thrust_max).any() and (commands < thrust_min).any()  # both limits bite ...
