@@ -31,7 +31,14 @@ CFLAGS = ["-std=c99", "-O2", "-Wall", "-Wextra", "-Werror", "-ffp-contract=off",
 
 
 def compile_c(bundle: Path, out: Path, sources: list[Path], shared: bool = False, defines: tuple[str, ...] = ()) -> Path:
-    includes = [f"-I{APP / 'host_test' / 'include'}", f"-I{APP / 'src'}", f"-I{bundle / 'c'}"]
+    """Compile against `bundle`'s policy. The app's sources are copied first: a firmware build leaves the policy
+    it was given in src/, which the app's own #include "policy.h" would find before the bundle's."""
+    app_src = out.parent / f"{out.name}_app_src"
+    app_src.mkdir(exist_ok=True)
+    for source in (APP / "src").glob("robo_rl_*.[ch]"):
+        (app_src / source.name).write_bytes(source.read_bytes())
+    sources = [app_src / s.name if s.parent == APP / "src" else s for s in sources]
+    includes = [f"-I{APP / 'host_test' / 'include'}", f"-I{app_src}", f"-I{bundle / 'c'}"]
     flags = ["-shared", "-fPIC"] if shared else []
     subprocess.run(["cc", *CFLAGS, *defines, *flags, *includes, *map(str, sources), "-o", str(out), "-lm"], check=True)
     return out
@@ -343,9 +350,9 @@ def make_app(tmp_path: Path) -> tuple[Path, Path]:
         (app / name).parent.mkdir(parents=True, exist_ok=True)
         (app / name).write_bytes((APP / name).read_bytes())
     (app / "src").mkdir()
-    for source in (APP / "src").iterdir():
-        if not source.name.startswith("policy"):
-            (app / "src" / source.name).write_bytes(source.read_bytes())
+    for source in (APP / "src").glob("robo_rl_*.[ch]"):
+        (app / "src" / source.name).write_bytes(source.read_bytes())
+    (app / "src" / "Kbuild").write_bytes((APP / "src" / "Kbuild").read_bytes())
     firmware = tmp_path / "crazyflie-firmware"
     (firmware / "tools" / "make").mkdir(parents=True)
     (firmware / "tools" / "make" / "oot.mk").write_text(STAND_IN_OOT_MK)
