@@ -1,12 +1,13 @@
 """A Crazyflie-firmware-like onboard attitude controller, so the simulator accepts what crazyswarm2 sends.
 
-Structure and default gains of crazyflie-firmware's `controller_pid` for the legacy roll/pitch/yaw-rate/
-thrust setpoint (`cmd_vel_legacy` -> cflib `send_setpoint` -> `crtp_commander_rpyt`): an attitude PID
-(angle error [deg] -> rate setpoint [deg/s]), a rate PID (rate error -> roll/pitch/yaw commands in motor
-PWM units, saturated to int16), and the legacy quad-X mixer (`power_distribution_quadrotor`, m1 = T - r/2
-+ p/2 + y, ...), all at `rate_hz` (the firmware's 500 Hz). Angles use the firmware's legacy conventions:
-roll right-handed, pitch negated (positive nose up), yaw rate input negated; the gyro's pitch rate enters
-the rate PID negated, the yaw output is negated before the mixer. Motor PWM maps linearly to the rotor's
+Structure and default gains of crazyflie-firmware's `controller_pid` for the setpoint its legacy RPYT
+commander (`crtp_commander_rpyt`) writes: an attitude PID (angle error [deg] -> rate setpoint [deg/s]), a
+rate PID (rate error -> roll/pitch/yaw commands in motor PWM units, saturated to int16), and the legacy
+quad-X mixer (`power_distribution_quadrotor`, m1 = T - r/2 + p/2 + y, ...), all at `rate_hz` (the
+firmware's 500 Hz). Angles use the firmware's legacy conventions: roll right-handed, pitch negated
+(positive nose up), yaw and yaw rate right-handed; the gyro's pitch rate enters the rate PID negated, the
+yaw output is negated before the mixer. How a crazyswarm2 Twist becomes that setpoint (server, library,
+commander) is emulated in ros2_ws's `robo_rl_ros.crazyswarm2_chain`. Motor PWM maps linearly to the rotor's
 thrust fraction (PWM / 65535 = fraction of `thrust_max`), a simplification of the firmware's
 battery-compensated PWM. `torque_scale` (per axis) scales the roll/pitch/yaw commands for a vehicle whose
 inertia differs from the Crazyflie 2.0's that the gains were tuned on (`inertia_torque_scale`): the
@@ -82,8 +83,9 @@ class OnboardAttitudeController:
         self.setpoint = (0.0, 0.0, 0.0, 0.0)
         self._yaw_desired: float | None = None
 
-    def set_legacy_setpoint(self, roll_deg: float, pitch_deg: float, yaw_rate_deg: float, thrust_pwm: float) -> None:
-        """Take a `cmd_vel_legacy` setpoint (linear.y, linear.x, angular.z, linear.z of the Twist)."""
+    def set_setpoint(self, roll_deg: float, pitch_deg: float, yaw_rate_deg: float, thrust_pwm: float) -> None:
+        """Take the firmware's setpoint: attitude.roll, attitude.pitch (legacy, nose up positive),
+        attitudeRate.yaw (right-handed) [deg, deg/s] and thrust (PWM units)."""
         values = (roll_deg, pitch_deg, yaw_rate_deg, thrust_pwm)
         if not all(math.isfinite(v) for v in values):
             raise ValueError(f"setpoint must be finite, got {values}")
@@ -106,8 +108,7 @@ class OnboardAttitudeController:
             return np.zeros(4)
         if self._yaw_desired is None:
             self._yaw_desired = yaw
-        # crtp_commander_rpyt: "legacy rate input is inverted"
-        self._yaw_desired = _wrap_degrees(self._yaw_desired - yaw_rate_sp * self.dt)
+        self._yaw_desired = _wrap_degrees(self._yaw_desired + yaw_rate_sp * self.dt)  # controller_pid.c:88
         rate_sp = (self._attitude[0].update(roll_sp - roll), self._attitude[1].update(pitch_sp - pitch),
                    self._attitude[2].update(_wrap_degrees(self._yaw_desired - yaw)))
         gyro = np.degrees(np.asarray(body_rates, dtype=np.float64))

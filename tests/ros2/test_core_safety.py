@@ -100,3 +100,54 @@ def test_pose_differentiator_recovers_velocity_and_rates():
     np.testing.assert_allclose(estimator.velocity, velocity, atol=1e-9)
     np.testing.assert_allclose(estimator.body_rates, rates, atol=1e-9)
     assert not estimator.update(1.0, position, matrix_to_quat(rotation))  # a gap: no estimate from it
+
+
+# --- never a non-finite command (issue 30, item 12) ---
+
+@pytest.mark.parametrize("rates", [(1e200, 1e200, 1e200), (0.0, 0.0, 1e308), (1e30, 0.0, 0.0), (40.0, 0.0, 0.0)])
+def test_body_rates_beyond_the_training_stop_instead_of_a_nan_or_a_crash(hover_bundle, rates):
+    # finite in a message, these overflowed the one-period prediction: 1e200 gave NaN roll, pitch and yaw
+    # rate while reporting flying, 1e308 raised (math domain error) out of the tick
+    controller = QuadrotorPolicyController(hover_bundle, QuadrotorSettings((0.0, 0.0, 1.0)))
+    state = _hover_state()._replace(angular_velocity=np.array(rates))
+    assert not controller.update_state(0.0, state)
+    result = controller.tick(0.01)
+    assert not result.flying and "exceeds the training's 35 rad/s" in result.reason
+    assert result.legacy.is_finite() and result.legacy.thrust_pwm == 0.0
+
+
+def test_speed_beyond_the_training_stops(hover_bundle):
+    controller = QuadrotorPolicyController(hover_bundle, QuadrotorSettings((0.0, 0.0, 1.0)))
+    assert not controller.update_state(0.0, _hover_state()._replace(velocity=np.array([0.0, 0.0, 1e300])))
+    assert "speed 1e+300 m/s exceeds the training's 10 m/s" in controller.tick(0.01).reason
+
+
+def test_a_non_finite_policy_action_stops_instead_of_flying_the_safe_action(hover_bundle):
+    # a fault in the network at run time (load refuses NaN weights): the tick used to fly the safe action
+    # (a constant hover thrust) and report flying
+    controller = QuadrotorPolicyController(hover_bundle, QuadrotorSettings((0.0, 0.0, 1.0)))
+    controller.update_state(0.0, _hover_state())
+    assert controller.tick(0.0).flying
+    real_policy = controller.policy
+    controller.policy = lambda observation: np.full(4, np.nan)  # stands in for a faulty network
+    controller.update_state(0.01, _hover_state())
+    result = controller.tick(0.01)
+    assert not result.flying and result.just_stopped and result.reason == "the policy's action is not finite"
+    assert result.legacy.is_finite() and 0 < result.legacy.thrust_pwm < 0.9 * 65535 * 0.45  # the descent
+    controller.policy = real_policy
+    controller.update_state(0.02, _hover_state())
+    assert controller.tick(0.02).flying  # a good action again: flies
+
+
+def test_the_last_guard_stops_on_a_non_finite_command(hover_bundle):
+    # rate_lead NaN (the node refuses the parameter; the controller must not rely on it) makes roll and
+    # pitch NaN: the tick stops instead of returning them
+    from robo_rl_ros.core.quadrotor import command_is_finite
+
+    controller = QuadrotorPolicyController(hover_bundle, QuadrotorSettings((0.0, 0.0, 1.0), rate_lead=float("nan")))
+    controller.update_state(0.0, _hover_state())
+    result = controller.tick(0.0)
+    assert not result.flying and result.reason == "the command is not finite"
+    assert command_is_finite(result) and result.legacy.thrust_pwm == 0.0
+    refused = controller.refuse(0.01, "checked by the node")
+    assert not refused.flying and command_is_finite(refused)

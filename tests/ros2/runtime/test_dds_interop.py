@@ -97,8 +97,9 @@ def test_cyclonedds_peer_flies_the_policy_node(workspace, dds):
     command_reader = DataReader(participant, Topic(participant, "rt/cf231/cmd_vel_legacy", dds["Twist"]), reliable)
     install = workspace["install"]
     received = []
+    # a bare DDS participant has no ROS node name: any subscriber plays crazyswarm2's server
     with NodeProcess(install, "quadrotor_policy_node", [config(install, "sim_quadrotor_policy.yaml")],
-                     {"bundle_path": str(HOVER_BUNDLE)}) as node:
+                     {"bundle_path": str(HOVER_BUNDLE), "crazyswarm2_server_node": ""}) as node:
         deadline = time.monotonic() + 30.0
         while time.monotonic() < deadline and sum(1 for m in received if m.linear.z > 20000) < 50:
             odom = dds["Odometry"]()

@@ -25,6 +25,8 @@ from robo_rl_ros.qos import COMMAND_QOS, SENSOR_QOS
 TIMEOUT = 0.05
 TICK = 0.01
 CLOCK_SLACK = 0.002  # [s] the node judges age in its ROS clock, tick_timing reports monotonic time
+# the probe plays crazyswarm2's server: the node's zeros that release the thrust lock go to it
+PROBE_IS_THE_SERVER = {"crazyswarm2_server_node": "robo_rl_test_probe"}
 HOVER_PWM = json.loads((HOVER_BUNDLE / "policy.json").read_text())["training"]["vehicle_parameters"]["hover_command"] * 65535
 
 
@@ -64,20 +66,21 @@ class Robot:
             QoSProfile(depth=1000, reliability=ReliabilityPolicy.RELIABLE))
         self.last_sent = 0.0
 
-    def send(self, position=(0.0, 0.0, 1.0)) -> float:
+    def send(self, position=(0.0, 0.0, 1.0), body_rates=(0.0, 0.0, 0.0)) -> float:
         msg = Odometry()
         msg.header.frame_id, msg.child_frame_id = "world", "cf231"
         msg.pose.pose.position.x, msg.pose.pose.position.y, msg.pose.pose.position.z = position
         msg.pose.pose.orientation.w = 1.0
+        msg.twist.twist.angular.x, msg.twist.twist.angular.y, msg.twist.twist.angular.z = body_rates
         self.pub.publish(msg)
         self.last_sent = time.monotonic()
         return self.last_sent
 
-    def run(self, seconds: float, alive: bool = True, position=(0.0, 0.0, 1.0)) -> None:
+    def run(self, seconds: float, alive: bool = True, position=(0.0, 0.0, 1.0), body_rates=(0.0, 0.0, 0.0)) -> None:
         end = time.monotonic() + seconds
         while time.monotonic() < end:
             if alive and time.monotonic() - self.last_sent >= TICK:
-                self.send(position)
+                self.send(position, body_rates)
             rclpy.spin_once(self.probe, timeout_sec=0.001)
 
     def run_until(self, condition, timeout: float) -> bool:
@@ -116,7 +119,7 @@ def test_stale_state_and_nan_stop_within_one_tick_and_recover(workspace, probe, 
     robot = Robot(probe)
     try:
         with NodeProcess(install, "quadrotor_policy_node", [config(install, "sim_quadrotor_policy.yaml")],
-                         {"bundle_path": str(HOVER_BUNDLE), "state_timeout": TIMEOUT,
+                         {"bundle_path": str(HOVER_BUNDLE), "state_timeout": TIMEOUT, **PROBE_IS_THE_SERVER,
                           "tick_on_state": tick_on_state, "publish_tick_timing": True}) as node:
             assert robot.run_until(lambda: any(_flying(m) for _, m in robot.commands), 30.0), node.output()
             robot.run(1.0)
@@ -176,6 +179,59 @@ def test_stale_state_and_nan_stop_within_one_tick_and_recover(workspace, probe, 
             robot.run(0.3)
             assert any(_flying(m) for _, m in robot.since(back_at))
     finally:
+        robot.close()
+
+
+def test_finite_but_absurd_state_never_yields_a_non_finite_command(workspace, probe):
+    """Odometry with body rates of 1e200 rad/s (finite, so not caught as NaN) made the node publish NaN roll,
+    pitch and yaw rate while flying; 1e308 raised out of the tick. Now the node stops on it, every command
+    stays finite, and it flies again on good state."""
+    install = workspace["install"]
+    robot = Robot(probe)
+    try:
+        with NodeProcess(install, "quadrotor_policy_node", [config(install, "sim_quadrotor_policy.yaml")],
+                         {"bundle_path": str(HOVER_BUNDLE), "state_timeout": TIMEOUT, **PROBE_IS_THE_SERVER}) as node:
+            assert robot.run_until(lambda: any(_flying(m) for _, m in robot.commands), 30.0), node.output()
+            robot.run(0.3)
+            absurd_at = time.monotonic()
+            robot.run(0.3, body_rates=(1e200, 1e200, 1e200))
+            robot.run(0.2, body_rates=(0.0, 0.0, 1e308))
+            assert not _flying(robot.commands[-1][1])
+            assert "rad/s exceeds the training's 35 rad/s" in node.output(), node.output()
+            back_at = time.monotonic()
+            robot.run(0.3)
+            assert any(_flying(m) for _, m in robot.since(back_at))
+            values = [(m.linear.x, m.linear.y, m.angular.z, m.linear.z) for _, m in robot.commands]
+            assert all(math.isfinite(v) for row in values for v in row)
+            assert robot.since(absurd_at) and "Traceback" not in node.output()
+    finally:
+        robot.close()
+
+
+def test_thrust_zero_reaches_crazyswarm2s_server_before_any_flying_command(workspace, probe):
+    """crazyswarm2's C++ server sends no zero itself, and the firmware keeps thrust at 0 until one arrives.
+    A subscriber that is not the server (here the probe, as a recorder would) must not count: the node
+    sends zeros until the server's node subscribes, and the server's first Twist has thrust 0."""
+    install = workspace["install"]
+    robot = Robot(probe)  # subscribes to cmd_vel_legacy first, like a recorder
+    server = rclpy.create_node("crazyflie_server")
+    received: list[Twist] = []
+    try:
+        with NodeProcess(install, "quadrotor_policy_node", [config(install, "sim_quadrotor_policy.yaml")],
+                         {"bundle_path": str(HOVER_BUNDLE), "crazyswarm2_server_node": "crazyflie_server"}) as node:
+            assert robot.run_until(lambda: len(robot.ticks) > 0 or len(robot.commands) > 50, 30.0)
+            robot.run(1.0)
+            assert robot.commands and all(m.linear.z == 0.0 for _, m in robot.commands), "flew without the server"
+            server.create_subscription(Twist, "/cf231/cmd_vel_legacy", received.append, COMMAND_QOS)
+            deadline = time.monotonic() + 30.0
+            while time.monotonic() < deadline and not any(m.linear.z > 0 for m in received):
+                robot.run(0.01)
+                rclpy.spin_once(server, timeout_sec=0.0)
+            first_flying = next(i for i, m in enumerate(received) if m.linear.z > 0)
+            assert first_flying >= 1 and all(m.linear.z == 0.0 for m in received[:first_flying])
+            assert "thrust 0 sent to crazyflie_server" in node.output()
+    finally:
+        server.destroy_node()
         robot.close()
 
 

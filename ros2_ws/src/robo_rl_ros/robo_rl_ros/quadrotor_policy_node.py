@@ -3,7 +3,12 @@
 In: `pose_topic` (geometry_msgs/PoseStamped, crazyswarm2's /<cf>/pose; velocity and body rates from
 finite differences) or `odom_topic` (nav_msgs/Odometry), chosen by `state_source`; best effort, depth 1,
 only the latest message is kept. Out (reliable), chosen by `command_mode`:
-- "cmd_vel_legacy": geometry_msgs/Twist on `cmd_vel_legacy_topic` (see robo_rl_ros.core.crazyflie);
+- "cmd_vel_legacy": geometry_msgs/Twist on `cmd_vel_legacy_topic` (see robo_rl_ros.core.crazyflie), with
+  linear.x's sign as `crazyswarm2_backend` ('cpp', crazyswarm2's default, or 'cflib': what the crazyswarm2
+  launch file was given as `backend`) needs it. Until the node `crazyswarm2_server_node` (crazyswarm2's
+  'crazyflie_server'; "": any subscriber) subscribes to the topic, every Twist has thrust 0, and so do the
+  first two after it does: they release the firmware's thrust lock (core.crazyflie.ThrustLock; crazyswarm2's
+  C++ server sends no zero itself, and a zero that reached only a recorder would leave the vehicle locked);
 - "cmd_full_state": crazyflie_interfaces/FullState on `cmd_full_state_topic` (needs crazyflie_interfaces);
 - "motors": std_msgs/Float32MultiArray of the four normalized thrusts on `motor_thrusts_topic`, for
   firmware that runs motor-level commands (and the sim bridge).
@@ -20,12 +25,15 @@ own, then every period, repeating the last command until the state is `state_tim
 `notify_setpoints_stop` where that service exists, and with cmd_vel_legacy sends a level descent to zero
 thrust (never the last policy command); with cmd_full_state and motors it stops publishing. It flies
 again on the first tick with a good state. `realtime_priority` 1..99 runs the node's threads under
-SCHED_FIFO (robo_rl_ros.realtime), which bounds the tick latency's tail on a busy computer.
+SCHED_FIFO (robo_rl_ros.realtime), which bounds the tick latency's tail on a busy computer. Nothing
+non-finite is ever published: the controller stops on a non-finite action or command, and the publish
+path checks once more and stops (an error in the log) if anything got through.
 """
 
 from __future__ import annotations
 
 import importlib
+import math
 import time
 from types import SimpleNamespace
 
@@ -37,9 +45,10 @@ from rclpy.parameter import Parameter
 from std_msgs.msg import Float32MultiArray, Float64MultiArray
 
 from robo_rl_ros.core.bundle import BundleError, load_bundle
+from robo_rl_ros.core.crazyflie import BACKENDS, DEFAULT_BACKEND, MAX_YAW_RATE_DEG, ThrustLock
 from robo_rl_ros.core.estimation import PoseDifferentiator
 from robo_rl_ros.core.observation import VehicleState
-from robo_rl_ros.core.quadrotor import QuadrotorPolicyController, QuadrotorSettings, TickResult
+from robo_rl_ros.core.quadrotor import QuadrotorPolicyController, QuadrotorSettings, TickResult, command_is_finite
 from robo_rl_ros.messages import legacy_twist, odometry_to_state, pose_arrays, stamp_seconds
 from robo_rl_ros.node_clock import NodeSeconds
 from robo_rl_ros.qos import COMMAND_QOS, SENSOR_QOS
@@ -67,11 +76,23 @@ class QuadrotorPolicyNode(Node):
         target = list(target)
         if len(target) != 3:
             raise StartupError(f"target_position must have 3 entries, got {target}")
+        for name in ("state_timeout", "max_action_delta", "geofence_half_extent", "attitude_kp", "max_tilt_deg",
+                     "descent_seconds", "rate_lead", "pose_velocity_smoothing", "control_rate_hz", "max_yaw_rate_deg"):
+            if not math.isfinite(p[name]):
+                raise StartupError(f"{name} must be a finite number, got {p[name]}")
+        if not all(math.isfinite(x) for x in target):
+            raise StartupError(f"target_position must be 3 finite numbers, got {target}")
         if not 0.0 <= p["rate_lead"] <= 1.0:
             raise StartupError(f"rate_lead must be in [0, 1], got {p['rate_lead']}")
+        if p["crazyswarm2_backend"] not in BACKENDS:
+            raise StartupError(f"crazyswarm2_backend must be one of {BACKENDS} (crazyswarm2's launch argument "
+                               f"`backend`), got {p['crazyswarm2_backend']!r}")
+        if not p["max_yaw_rate_deg"] > 0:
+            raise StartupError(f"max_yaw_rate_deg must be > 0, got {p['max_yaw_rate_deg']}")
         settings = QuadrotorSettings(tuple(float(x) for x in target), p["state_timeout"], p["max_action_delta"],
                                      p["geofence_half_extent"], p["attitude_kp"], p["max_tilt_deg"],
-                                     p["descent_seconds"], p["rate_lead"])
+                                     p["descent_seconds"], p["rate_lead"], p["crazyswarm2_backend"],
+                                     p["max_yaw_rate_deg"])
         try:
             self.controller = QuadrotorPolicyController(bundle, settings)
         except BundleError as error:
@@ -96,6 +117,9 @@ class QuadrotorPolicyNode(Node):
         self._thrust_pub = self.create_publisher(Float32MultiArray, "~/motor_thrusts", COMMAND_QOS)
         self._command_pub = self._make_command_publisher(p)
         self._twist = Twist()  # refilled every tick: rclpy serializes on publish
+        self._thrust_lock = ThrustLock()
+        self._server_node = p["crazyswarm2_server_node"]
+        self._legacy_topic = self._command_pub.topic_name
         self._timing_pub = (self.create_publisher(Float64MultiArray, "~/tick_timing", COMMAND_QOS)
                             if p["publish_tick_timing"] else None)
         self._stop_client = self._make_stop_client(p["notify_setpoints_stop_service"])
@@ -128,6 +152,9 @@ class QuadrotorPolicyNode(Node):
             "state_timeout": 0.05, "max_action_delta": 1.0, "geofence_half_extent": 0.6, "attitude_kp": 6.0,
             "max_tilt_deg": 60.0, "descent_seconds": 2.0, "rate_lead": 0.75, "pose_velocity_smoothing": 0.0,
             "publish_tick_timing": False, "tick_on_state": True, "realtime_priority": 0,
+            "crazyswarm2_backend": DEFAULT_BACKEND, "max_yaw_rate_deg": MAX_YAW_RATE_DEG,
+            # crazyswarm2 crazyflie/launch/launch.py names its server node so for every backend
+            "crazyswarm2_server_node": "crazyflie_server",
         }
         values = {name: self.declare_parameter(name, default).value for name, default in defaults.items()}
         if not values["bundle_path"]:
@@ -183,6 +210,9 @@ class QuadrotorPolicyNode(Node):
             if state is not None:
                 self.controller.update_state(latest[0], state)
         result = self.controller.tick(now)
+        if not command_is_finite(result):  # the controller guards this already; a NaN must never reach the vehicle
+            self.get_logger().error(f"non-finite command {result.legacy}, action {result.action.tolist()}: stopping")
+            result = self.controller.refuse(now, "the command is not finite")
         self.last_result = result
         published = self._publish(result)
         if self._timing_pub is not None:
@@ -206,7 +236,13 @@ class QuadrotorPolicyNode(Node):
             if self._stop_client is not None and self._stop_client.service_is_ready():
                 self._stop_client.call_async(self._interfaces.srv.NotifySetpointsStop.Request())
         if self.mode == "cmd_vel_legacy":
-            self._command_pub.publish(legacy_twist(result.legacy, self._twist))
+            legacy = result.legacy
+            if not self._thrust_lock.released:  # (the graph is asked only until then)
+                legacy = self._thrust_lock.command(legacy, self._server_listening())
+                if self._thrust_lock.released:
+                    self.get_logger().info(f"thrust 0 sent to {self._server_node or 'the subscriber'}: the "
+                                           "firmware's thrust lock is released")
+            self._command_pub.publish(legacy_twist(legacy, self._twist))
         elif result.flying and self.mode == "motors":
             self._command_pub.publish(Float32MultiArray(data=[float(x) for x in result.action]))
         elif result.flying:
@@ -215,6 +251,14 @@ class QuadrotorPolicyNode(Node):
         if result.flying and self._thrust_pub.get_subscription_count():
             self._thrust_pub.publish(Float32MultiArray(data=[float(x) for x in result.action]))
         return published
+
+    def _server_listening(self) -> bool:
+        """Whether crazyswarm2's server (any subscriber if `crazyswarm2_server_node` is "") subscribes to
+        cmd_vel_legacy now."""
+        if not self._server_node:
+            return self._command_pub.get_subscription_count() > 0
+        return any(info.node_name == self._server_node
+                   for info in self.get_subscriptions_info_by_topic(self._legacy_topic))
 
     def _full_state(self, result: TickResult):
         msg = self._interfaces.msg.FullState()

@@ -4,12 +4,17 @@ Built from a bundle's `training.env_config` (randomization off unless `randomiza
 in real time and talks like crazyswarm2 does for a real Crazyflie at the bundle's control rate:
 publishes `pose_topic` (geometry_msgs/PoseStamped), `odom_topic` (nav_msgs/Odometry, twist in the body
 frame) and `/clock` (rosgraph_msgs/Clock, the simulation time); accepts `cmd_vel_legacy_topic`
-(geometry_msgs/Twist), flown by the simulated onboard attitude controller (sim.quadrotor.onboard_pid, the
-firmware's controller_pid), and `motor_thrusts_topic` (std_msgs/Float32MultiArray, four
+(geometry_msgs/Twist), taken through crazyswarm2's server and library for `crazyswarm2_backend` ('cpp' or
+'cflib') and the firmware's RPYT commander as their sources say (robo_rl_ros.crazyswarm2_chain: signs,
+the 60000 clamp, MIN_THRUST, the thrust lock until a zero arrives, cflib's first zero setpoint) and flown
+by the simulated onboard attitude controller (sim.quadrotor.onboard_pid, the firmware's controller_pid);
+and `motor_thrusts_topic` (std_msgs/Float32MultiArray, four
 normalized thrusts, for policies that run on board). As on the vehicle, the onboard loop runs on its
 own clock (`onboard_rate_hz`, one 2 ms physics step per cycle) and a command takes effect at the first
 cycle after it arrives, whatever the phase of the sender's timer. Without a command for
-`command_timeout` seconds the motors stop, as the firmware's commander watchdog stops them. With
+`command_timeout` seconds the motors stop, as the firmware's commander watchdog stops them. A Twist the
+chain cannot carry (NaN; a thrust the C++ server's uint16 conversion leaves undefined) is ignored with a
+warning and the motors stop. With
 `hold_until_first_command` the vehicle is held at its initial state (time passes, the state is
 published) until the first command with thrust arrives, so a policy node that starts later finds it
 where it should be. `~/reset` (std_srvs/Trigger) restarts from the initial state.
@@ -28,6 +33,7 @@ from std_msgs.msg import Float32MultiArray
 from std_srvs.srv import Trigger
 
 from robo_rl_ros.core.observation import VehicleState
+from robo_rl_ros.crazyswarm2_chain import BACKENDS, DEFAULT_BACKEND, Crazyswarm2Chain
 from robo_rl_ros.messages import fill_odometry, fill_pose, time_msg
 from robo_rl_ros.qos import COMMAND_QOS, SENSOR_QOS
 from robo_rl_ros.sim_common import (ClockPublisher, declare_parameters, load_sim_bundle, require_simulator,
@@ -56,8 +62,10 @@ class SimBridgeNode(Node):
             "pose_topic": "/cf231/pose", "odom_topic": "/cf231/odom", "publish_clock": True,
             "cmd_vel_legacy_topic": "/cf231/cmd_vel_legacy", "motor_thrusts_topic": "/cf231/motor_thrusts",
             "command_timeout": 0.5, "onboard_rate_hz": 500.0, "scale_gains_to_inertia": True,
-            "hold_until_first_command": True,
+            "hold_until_first_command": True, "crazyswarm2_backend": DEFAULT_BACKEND,
         })
+        if p["crazyswarm2_backend"] not in BACKENDS:
+            raise StartupError(f"crazyswarm2_backend must be one of {BACKENDS}, got {p['crazyswarm2_backend']!r}")
         bundle = load_sim_bundle("sim_bridge_node", p["bundle_path"])
         env_config = sim_env_config(bundle, p["randomization"])
         # the physics runs one 2 ms step per batch step, so the onboard controller runs at 500 Hz
@@ -89,14 +97,21 @@ class SimBridgeNode(Node):
     def _reset(self) -> None:
         self.sim.reset(options={"initial_state": {"position": self.initial_position}})
         self.onboard.reset()
-        self.onboard.set_legacy_setpoint(0.0, 0.0, 0.0, 0.0)
+        self.onboard.set_setpoint(0.0, 0.0, 0.0, 0.0)
         self.steps = 0  # onboard cycles (physics steps) since the reset
-        self._command: tuple[str, object] | None = None  # ("legacy", Twist) or ("motors", array)
+        # a reset is a fresh vehicle (its thrust locked until a zero) behind a freshly started server
+        self.chain = Crazyswarm2Chain(self.params["crazyswarm2_backend"])
+        self._command: tuple[str, object] | None = None  # ("legacy", None: see self.chain) or ("motors", array)
         self._command_time = -np.inf  # simulation time of the latest command
         self._holding = bool(self.params["hold_until_first_command"])
 
     def _on_legacy(self, msg: Twist) -> None:
-        self._command, self._command_time = ("legacy", msg), self.sim_time
+        try:
+            self.chain.send(self.sim_time, msg.linear.x, msg.linear.y, msg.angular.z, msg.linear.z)
+        except ValueError as error:
+            self.get_logger().warn(f"ignoring cmd_vel_legacy: {error}", throttle_duration_sec=1.0)
+            self.chain.motors_off(self.sim_time)
+        self._command, self._command_time = ("legacy", None), self.sim_time
         self._holding = self._holding and not msg.linear.z > 0
 
     def _on_motors(self, msg: Float32MultiArray) -> None:
@@ -133,7 +148,7 @@ class SimBridgeNode(Node):
     def _motor_source(self) -> np.ndarray | None:
         """The motor thrusts of a motor-level command, or None when the onboard controller computes them."""
         if self._command is None or self.sim_time - self._command_time > self.params["command_timeout"]:
-            self.onboard.set_legacy_setpoint(0.0, 0.0, 0.0, 0.0)
+            self.onboard.set_setpoint(0.0, 0.0, 0.0, 0.0)
             return np.zeros(4)
         kind, value = self._command
         if kind == "motors":
@@ -141,11 +156,13 @@ class SimBridgeNode(Node):
                 self.get_logger().warn(f"ignoring motor command {value.tolist()}", throttle_duration_sec=1.0)
                 return np.zeros(4)
             return np.clip(value, 0.0, 1.0)
-        try:
-            self.onboard.set_legacy_setpoint(value.linear.y, value.linear.x, value.angular.z, value.linear.z)
-        except ValueError as error:
-            self.get_logger().warn(f"ignoring cmd_vel_legacy: {error}", throttle_duration_sec=1.0)
-            self.onboard.set_legacy_setpoint(0.0, 0.0, 0.0, 0.0)
+        setpoint = self.chain.setpoint(self.sim_time)
+        if setpoint is not None:
+            try:
+                self.onboard.set_setpoint(*setpoint)
+            except ValueError as error:  # NaN angles pass the chain; what the firmware then does is undefined
+                self.get_logger().warn(f"ignoring cmd_vel_legacy: {error}", throttle_duration_sec=1.0)
+                self.onboard.set_setpoint(0.0, 0.0, 0.0, 0.0)
         return None
 
     def _publish_state(self) -> None:

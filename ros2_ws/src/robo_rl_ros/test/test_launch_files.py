@@ -56,6 +56,15 @@ def test_sim_pick_connects_the_bridge_and_the_arm_node():
     assert node["use_sim_time"] and bridge["publish_clock"]
 
 
+def test_sim_hover_emulates_the_backend_the_node_converts_for():
+    """The bridge's crazyswarm2 chain and the node's cmd_vel_legacy conversion name the same backend, and the
+    robot config uses crazyswarm2's default (cpp, crazyflie/launch/launch.py)."""
+    def backend(config: str, node: str) -> str:
+        return yaml.safe_load((PACKAGE / "config" / config).read_text())[node]["ros__parameters"]["crazyswarm2_backend"]
+    assert backend("sim_bridge.yaml", "sim_bridge_node") == backend("sim_quadrotor_policy.yaml", "quadrotor_policy_node")
+    assert backend("quadrotor_policy.yaml", "quadrotor_policy_node") == "cpp"
+
+
 @pytest.mark.parametrize("path", LAUNCH_FILES, ids=lambda p: p.name)
 def test_launch_file(path):
     source = path.read_text()

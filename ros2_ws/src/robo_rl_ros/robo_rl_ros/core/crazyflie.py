@@ -11,11 +11,19 @@ vehicle model recorded in policy.json:
 2. One control period dt ahead with the vehicle's inertia I: w' = w + dt I^-1 (tau - w x I w), and the
    attitude R' = R exp(dt (w + w') / 2).
 3. The setpoint is R' and w' with T, in the form the chosen command takes:
-   - `cmd_vel_legacy` (geometry_msgs/Twist, crazyswarm2 -> cflib `send_setpoint` -> the firmware's legacy
-     RPYT commander and controller_pid): linear.y = roll [deg], linear.x = the firmware's legacy pitch
-     [deg] (positive nose up, the negated right-handed pitch), angular.z = the firmware's legacy yaw rate
-     [deg/s] (negated right-handed yaw rate), linear.z = thrust in 0..65535, here T / (4 thrust_max)
-     65535 (a linear map from PWM to force, the same the simulated onboard controller assumes). The
+   - `cmd_vel_legacy` (geometry_msgs/Twist, crazyswarm2's server -> crazyflie_cpp or cflib -> the
+     firmware's legacy RPYT commander and controller_pid; every link with its source line in
+     robo_rl_ros.crazyswarm2_chain): linear.y = roll [deg] (right-handed); linear.x = the pitch [deg] as
+     crazyswarm2's backend needs it: with 'cpp' (crazyswarm2's default) the right-handed pitch (nose down
+     positive), because the C++ server sends -linear.x and crazyflie_cpp packs it unchanged, while the
+     firmware wants the legacy pitch (nose up positive); with 'cflib' the legacy pitch, because cflib's
+     `send_setpoint` packs the server's -linear.x negated once more; angular.z = the negated
+     right-handed yaw rate [deg/s] (the firmware negates the legacy yaw rate), bounded by
+     `max_yaw_rate_deg` (controller_pid's capAngle subtracts 360 deg per loop pass: a huge rate would spin
+     the stabilizer); linear.z = thrust, here T / (4 thrust_max) 65535 (a linear map from PWM to force,
+     the same the simulated onboard controller assumes) bounded by 60000, where both servers and the
+     firmware clamp it. The firmware keeps thrust at 0 from boot until a setpoint with thrust 0 arrives
+     (`ThrustLock`). The
      firmware's attitude loop turns an angle error into a rate setpoint with gain `attitude_kp` (deg/s
      per deg, controller_pid's 6); roll and pitch are sent as R' plus rate_lead w' / attitude_kp so that
      this loop asks for (a fraction of) the body rates the policy's torques would produce (attitude_kp = 0
@@ -41,7 +49,13 @@ from robo_rl_ros.core.bundle import BundleError, PolicyBundle
 from robo_rl_ros.core.rotations import (floats, matmul3, matrix_to_euler_zyx, matrix_to_quat, rotation_entries,
                                         rotation_exp_entries)
 
-PWM_MAX = 65535.0
+PWM_MAX = 65535.0  # the legacy thrust's full scale (motor PWM)
+THRUST_COMMAND_MAX = 60000.0  # crazyswarm2's servers and crtp_commander_rpyt.c (MAX_THRUST) clamp linear.z here
+MAX_YAW_RATE_DEG = 360.0  # default bound of angular.z [deg/s]
+# crazyswarm2's backends (robo_rl_ros.crazyswarm2_chain has the sources); the default is crazyswarm2's own:
+# crazyflie/launch/launch.py:127 DeclareLaunchArgument('backend', default_value='cpp') (commit f6154e2)
+BACKENDS = ("cpp", "cflib")
+DEFAULT_BACKEND = "cpp"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -66,8 +80,24 @@ class VehicleModel:
                         thrust_max=float(p["thrust_max"]), gravity=float(p["gravity"]))
         except (KeyError, TypeError, ValueError) as error:
             raise BundleError(f"policy.json training.vehicle_parameters is incomplete: {error!r}") from error
-        if model.mass <= 0 or np.any(model.inertia <= 0) or model.thrust_max <= 0:
-            raise BundleError("policy.json vehicle parameters must have positive mass, inertia and thrust_max")
+        # (NaN compares False: each check is written so that NaN fails it)
+        for name, value, allowed in (
+                ("mass", model.mass, "a finite number > 0 [kg]"),
+                ("thrust_max", model.thrust_max, "a finite number > 0 [N]"),
+                ("gravity", model.gravity, "a finite number > 0 [m/s^2]")):
+            if not (math.isfinite(value) and value > 0):
+                raise BundleError(f"policy.json training.vehicle_parameters.{name} is {value}; allowed: {allowed}")
+        if not (np.all(np.isfinite(model.inertia)) and np.all(model.inertia > 0)):
+            raise BundleError(f"policy.json training.vehicle_parameters.inertia is {model.inertia.tolist()}; "
+                              "allowed: 3 finite numbers > 0 [kg m^2]")
+        for name in ("rotor_positions", "yaw_torque_coefficients"):
+            if not np.all(np.isfinite(getattr(model, name))):
+                raise BundleError(f"policy.json training.vehicle_parameters.{name} is "
+                                  f"{getattr(model, name).tolist()}; allowed: finite numbers")
+        hover = p.get("hover_command", model.hover_fraction)
+        if not (isinstance(hover, (int, float)) and 0.0 < hover < 1.0):
+            raise BundleError(f"policy.json training.vehicle_parameters.hover_command is {hover!r}; allowed: a "
+                              "number in (0, 1) (fraction of thrust_max that carries the vehicle)")
         return model
 
     @functools.cached_property
@@ -127,18 +157,51 @@ def attitude_setpoint(vehicle: VehicleModel, quaternion: np.ndarray, body_rates:
 class LegacyCommand(NamedTuple):
     """A crazyswarm2 `cmd_vel_legacy` Twist's four used fields."""
 
-    roll_deg: float  # linear.y
-    pitch_deg: float  # linear.x, the firmware's legacy pitch (positive nose up)
+    roll_deg: float  # linear.y, right-handed roll
+    pitch_deg: float  # linear.x: right-handed pitch (backend 'cpp') or legacy pitch (positive nose up, 'cflib')
     yaw_rate_deg: float  # angular.z, the firmware's legacy yaw rate (positive clockwise from above)
-    thrust_pwm: float  # linear.z, 0..65535
+    thrust_pwm: float  # linear.z, 0..60000
+
+    def is_finite(self) -> bool:
+        """Whether every field is a finite number (the chain passes NaN through to the vehicle)."""
+        return all(math.isfinite(v) for v in self)
 
 
 STOP_COMMAND = LegacyCommand(0.0, 0.0, 0.0, 0.0)
 
 
+class ThrustLock:
+    """The firmware's thrust lock, seen from the sender: crtp_commander_rpyt.c keeps the thrust at 0 from boot
+    until a legacy setpoint with thrust 0 arrives (crazyswarm2's Python server sends one before a vehicle's
+    first Twist, its C++ server does not). `command` returns the stop command (thrust 0) in place of the
+    commands it is given until it has done so on `zero_ticks` ticks while the crazyswarm2 server listened
+    (its subscription known to the ROS graph); from then on it passes them. Two ticks: the graph can learn
+    of the server's subscription a moment before the publisher's own match with it, which then misses a
+    zero sent in that moment.
+    """
+
+    def __init__(self, zero_ticks: int = 2) -> None:
+        self.zero_ticks = zero_ticks
+        self._zeros_heard = 0
+
+    @property
+    def released(self) -> bool:
+        """Whether the zeros have gone out (commands pass from now on)."""
+        return self._zeros_heard >= self.zero_ticks
+
+    def command(self, command: LegacyCommand, server_listening: bool) -> LegacyCommand:
+        """The command to publish this tick in place of `command`."""
+        if self.released:
+            return command
+        self._zeros_heard += bool(server_listening)
+        return STOP_COMMAND
+
+
 def legacy_command(setpoint: AttitudeSetpoint, vehicle: VehicleModel, attitude_kp: float = 6.0,
-                   max_tilt_deg: float = 60.0, rate_lead: float = 0.75) -> LegacyCommand:
-    """The `cmd_vel_legacy` fields for a setpoint (conventions in the module docstring)."""
+                   max_tilt_deg: float = 60.0, rate_lead: float = 0.75, backend: str = DEFAULT_BACKEND,
+                   max_yaw_rate_deg: float = MAX_YAW_RATE_DEG) -> LegacyCommand:
+    """The `cmd_vel_legacy` fields for a setpoint through crazyswarm2's `backend` (conventions in the module
+    docstring)."""
     roll, pitch, _ = setpoint.euler
     rates = setpoint.body_rates.tolist()
     gain = rate_lead / attitude_kp if attitude_kp > 0 else 0.0
@@ -148,8 +211,13 @@ def legacy_command(setpoint: AttitudeSetpoint, vehicle: VehicleModel, attitude_k
     pitch_deg = math.degrees(pitch + lead_pitch)
     roll_deg = min(max(roll_deg, -max_tilt_deg), max_tilt_deg)
     pitch_deg = min(max(pitch_deg, -max_tilt_deg), max_tilt_deg)
-    pwm = min(max(setpoint.thrust / (4.0 * vehicle.thrust_max) * PWM_MAX, 0.0), PWM_MAX)
-    return LegacyCommand(roll_deg, -pitch_deg, -math.degrees(rates[2]), pwm)
+    pwm = min(max(setpoint.thrust / (4.0 * vehicle.thrust_max) * PWM_MAX, 0.0), THRUST_COMMAND_MAX)
+    yaw_rate_deg = min(max(-math.degrees(rates[2]), -max_yaw_rate_deg), max_yaw_rate_deg)
+    if backend == "cpp":  # the C++ server negates linear.x and crazyflie_cpp packs it as it is
+        return LegacyCommand(roll_deg, pitch_deg, yaw_rate_deg, pwm)
+    if backend == "cflib":  # the Python server negates linear.x and cflib negates it again
+        return LegacyCommand(roll_deg, -pitch_deg, yaw_rate_deg, pwm)
+    raise ValueError(f"crazyswarm2 backend must be one of {BACKENDS}, got {backend!r}")
 
 
 def descent_command(vehicle: VehicleModel, seconds_since_stop: float, descent_seconds: float,

@@ -1,10 +1,11 @@
 """One control tick of a quadrotor policy, independent of ROS: latest state in, command out.
 
 Each tick either flies the policy (observation -> ONNX -> safety filter -> setpoint) or, when the state
-is older than the timeout, invalid (NaN/Inf, not a rotation) or outside the geofence, stops: the
+is older than the timeout, invalid (NaN/Inf, not a rotation, faster than the training's termination
+bounds) or outside the geofence, or when the policy's action or the command is not finite, stops: the
 tick returns a stop (after flight a level descent to zero thrust, before any flight zero thrust), never
-the last policy command again. Flying
-resumes, with a fresh action history, on the first tick that has a good state.
+the last policy command again and never a non-finite number. Flying resumes, with a fresh action
+history, on the first tick that has a good state and a finite command.
 
 The policy steps once per new state, as in training (one observation, one action, one history entry):
 a tick that finds no state newer than the last one repeats the last command, and the watchdog bounds
@@ -22,16 +23,20 @@ from typing import NamedTuple
 import numpy as np
 
 from robo_rl_ros.core.bundle import BundleError, PolicyBundle
-from robo_rl_ros.core.crazyflie import (STOP_COMMAND, AttitudeSetpoint, LegacyCommand, VehicleModel,
-                                        attitude_setpoint, descent_command, legacy_command)
+from robo_rl_ros.core.crazyflie import (BACKENDS, DEFAULT_BACKEND, MAX_YAW_RATE_DEG, STOP_COMMAND, AttitudeSetpoint,
+                                        LegacyCommand, VehicleModel, attitude_setpoint, descent_command,
+                                        legacy_command)
 from robo_rl_ros.core.inference import OnnxPolicy
 from robo_rl_ros.core.observation import ActionHistory, QuadrotorObservation, VehicleState
-from robo_rl_ros.core.rotations import floats
+from robo_rl_ros.core.rotations import all_finite, floats
 from robo_rl_ros.core.safety import Geofence, SafetyFilter
 from robo_rl_ros.core.watchdog import StateWatchdog
 
 
 ZERO_VELOCITY = (0.0, 0.0, 0.0)  # the hover reference's velocity
+# Where the bundle's env_config names none: the hover task's termination bounds (sim/quadrotor config
+# max_speed, max_angular_speed; 35 rad/s is also the Crazyflie gyro's 2000 deg/s full scale)
+DEFAULT_MAX_SPEED, DEFAULT_MAX_ANGULAR_SPEED = 10.0, 35.0  # [m/s], [rad/s]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -46,6 +51,8 @@ class QuadrotorSettings:
     max_tilt_deg: float = 60.0
     descent_seconds: float = 2.0
     rate_lead: float = 0.75  # fraction of the policy's body rates led into cmd_vel_legacy (see core.crazyflie)
+    backend: str = DEFAULT_BACKEND  # crazyswarm2's backend, which decides the sign of linear.x (core.crazyflie)
+    max_yaw_rate_deg: float = MAX_YAW_RATE_DEG  # bound of cmd_vel_legacy's angular.z
 
 
 class TickResult(NamedTuple):
@@ -67,6 +74,8 @@ class QuadrotorPolicyController:
     def __init__(self, bundle: PolicyBundle, settings: QuadrotorSettings):
         if not bundle.is_quadrotor or bundle.action_size != 4:
             raise BundleError(f"{bundle.env_id} is not a quadrotor policy with 4 motor thrusts")
+        if settings.backend not in BACKENDS:
+            raise ValueError(f"the crazyswarm2 backend must be one of {BACKENDS}, got {settings.backend!r}")
         self.bundle, self.settings = bundle, settings
         self.dt = 1.0 / bundle.control_hz
         self.policy = OnnxPolicy(bundle)
@@ -78,6 +87,10 @@ class QuadrotorPolicyController:
         self.watchdog = StateWatchdog(settings.state_timeout)
         self.target = np.asarray(settings.target_position, dtype=np.float64)
         self.geofence = Geofence.around(self.target, settings.geofence_half_extent)
+        # the training's episodes ended beyond these: the policy never acted there (and rates of 1e160 rad/s,
+        # finite in a message, overflow the one-period prediction)
+        self.max_speed = float(bundle.env_config.get("max_speed", DEFAULT_MAX_SPEED))
+        self.max_angular_speed = float(bundle.env_config.get("max_angular_speed", DEFAULT_MAX_ANGULAR_SPEED))
         self._state: VehicleState | None = None
         self._invalid_reason = "no state received yet"
         self._flying = False
@@ -90,6 +103,12 @@ class QuadrotorPolicyController:
         """Store the latest state (received at `now`); False, and nothing flies on it, if it is invalid."""
         if not state.is_finite():
             return self._invalidate("state contains NaN or Inf")
+        speed, rate = (math.hypot(*floats(v)) for v in (state.velocity, state.angular_velocity))
+        if not speed <= self.max_speed:
+            return self._invalidate(f"speed {speed:.3g} m/s exceeds the training's {self.max_speed:g} m/s")
+        if not rate <= self.max_angular_speed:
+            return self._invalidate(f"body rate {rate:.3g} rad/s exceeds the training's "
+                                    f"{self.max_angular_speed:g} rad/s")
         quaternion = floats(state.quaternion)
         norm = math.sqrt(sum(c * c for c in quaternion))
         if abs(norm - 1.0) > 0.01:
@@ -109,13 +128,7 @@ class QuadrotorPolicyController:
         """Decide this tick's command from the latest state."""
         reason = self._stop_reason(now)
         if reason:
-            just_stopped = self._flying or self._stopped_at is None
-            if just_stopped:
-                self._stopped_at = now
-            self._flying = False
-            legacy = (descent_command(self.vehicle, now - self._stopped_at, self.settings.descent_seconds)
-                      if self._has_flown else STOP_COMMAND)
-            return TickResult(False, reason, np.zeros(4), None, legacy, just_stopped, None, self._state)
+            return self._stop(now, reason)
         state = self._state
         assert state is not None
         if self._flying and not self._new_state and self._last_flying is not None:
@@ -124,15 +137,38 @@ class QuadrotorPolicyController:
         if not self._flying:  # resuming: the policy starts as at an episode start
             self.history.reset()
             self.filter.reset()
-            self._flying = self._has_flown = True
         obs = self.observation.build(state, self.target, ZERO_VELOCITY, self.history)
-        action = self.filter(self.policy(obs)).action
+        filtered = self.filter(self.policy(obs))
+        if filtered.rejected:  # never fly a substitute as if it were the policy's action
+            return self._stop(now, "the policy's action is not finite")
+        action = filtered.action
         self.history.push(action)
         setpoint = attitude_setpoint(self.vehicle, state.quaternion, state.angular_velocity, action, self.dt)
-        legacy = legacy_command(setpoint, self.vehicle, self.settings.attitude_kp, self.settings.max_tilt_deg,
-                                self.settings.rate_lead)
-        self._last_flying = TickResult(True, "", action, setpoint, legacy, False, obs, state)
-        return self._last_flying
+        s = self.settings
+        legacy = legacy_command(setpoint, self.vehicle, s.attitude_kp, s.max_tilt_deg, s.rate_lead, s.backend,
+                                s.max_yaw_rate_deg)
+        result = TickResult(True, "", action, setpoint, legacy, False, obs, state)
+        if not command_is_finite(result):  # the last guard: whatever went wrong above, no NaN leaves this tick
+            return self._stop(now, "the command is not finite")
+        self._flying = self._has_flown = True  # (only now: a tick that stopped above has not flown)
+        self._last_flying = result
+        return result
+
+    def _stop(self, now: float, reason: str) -> TickResult:
+        """The stop behaviour: after flight a level descent to zero thrust, before any flight zero thrust."""
+        just_stopped = self._flying or self._stopped_at is None
+        if just_stopped:
+            self._stopped_at = now
+        self._flying = False
+        self._last_flying = None
+        legacy = (descent_command(self.vehicle, now - self._stopped_at, self.settings.descent_seconds)
+                  if self._has_flown else STOP_COMMAND)
+        return TickResult(False, reason, np.zeros(4), None, legacy, just_stopped, None, self._state)
+
+    def refuse(self, now: float, reason: str) -> TickResult:
+        """Stop this tick for a reason found outside the controller (the node's last check before publishing);
+        the next tick with a good state flies again."""
+        return self._stop(now, reason)
 
     def _stop_reason(self, now: float) -> str:
         if self._state is None:
@@ -144,3 +180,12 @@ class QuadrotorPolicyController:
             return f"position {np.round(self._state.position, 3).tolist()} is outside the geofence"
         return ""
 
+
+def command_is_finite(result: TickResult) -> bool:
+    """Whether everything a tick may publish (cmd_vel_legacy fields, motor thrusts, the full-state setpoint)
+    is a finite number."""
+    values = list(result.legacy) + floats(result.action)
+    if result.setpoint is not None:
+        values += floats(result.setpoint.rotation.reshape(-1)) + floats(result.setpoint.body_rates)
+        values.append(float(result.setpoint.thrust))
+    return all_finite(values)
