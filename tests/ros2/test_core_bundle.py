@@ -90,3 +90,78 @@ def test_onnx_shape_mismatch(tmp_path):
     _edit(bundle, grow)
     with pytest.raises(BundleError, match="maps 50 -> 4 entries, policy.json declares 54 -> 4"):
         OnnxPolicy(load_bundle(bundle))
+
+
+# --- bad bundles the node must refuse at start (issue 30, item 12) ---
+
+def _scale_weights(path, factor):
+    """Every weight matrix of the bundle's policy.onnx multiplied by `factor` (NaN: all NaN)."""
+    import onnx
+    from onnx import numpy_helper
+
+    model = onnx.load(path / "policy.onnx")
+    for tensor in model.graph.initializer:
+        values = numpy_helper.to_array(tensor)
+        if values.ndim == 2:
+            tensor.CopyFrom(numpy_helper.from_array((values * factor).astype(np.float32), tensor.name))
+    onnx.save(model, path / "policy.onnx")
+
+
+def _controller(path):
+    from robo_rl_ros.core.quadrotor import QuadrotorPolicyController, QuadrotorSettings
+
+    return QuadrotorPolicyController(load_bundle(path), QuadrotorSettings((0.0, 0.0, 1.0)))
+
+
+@pytest.mark.parametrize("change, message", [
+    (lambda m: m["training"]["vehicle_parameters"].update(thrust_max=float("nan")),
+     "training.vehicle_parameters.thrust_max is nan; every number in policy.json must be finite"),
+    (lambda m: m["training"]["vehicle_parameters"]["inertia"].__setitem__(1, float("inf")),
+     r"training.vehicle_parameters.inertia\[1\] is inf"),
+    (lambda m: m["recorded_pairs"][3]["observation"].__setitem__(7, float("-inf")),
+     r"recorded_pairs\[3\].observation\[7\] is -inf"),
+    (lambda m: m.update(control_hz=float("inf")), "control_hz is inf"),
+    (lambda m: m.update(control_hz=1e6), r"control_hz is 1000000.0; allowed: a number in \(0, 1000\] Hz"),
+    (lambda m: m["observation"]["normalization"]["std"].__setitem__(0, 0.0), "normalization.std must be > 0"),
+    (lambda m: m["recorded_pairs"][0]["observation"].__setitem__(0, 1e39), "beyond float32's range"),
+    (lambda m: m["recorded_pairs"][2]["action"].__setitem__(0, 1.5), r"recorded_pairs\[2\].action .* outside"),
+    (lambda m: m.update(recorded_pairs=[]), "at least one"),
+])
+def test_non_finite_or_out_of_range_numbers_are_refused(tmp_path, change, message):
+    bundle = _copy(tmp_path)
+    _edit(bundle, change)
+    with pytest.raises(BundleError, match=message):
+        load_bundle(bundle)
+
+
+@pytest.mark.parametrize("field, value, allowed", [
+    ("thrust_max", -0.1, "a finite number > 0"), ("mass", 0.0, "a finite number > 0"),
+    ("gravity", -9.81, "a finite number > 0"), ("hover_command", 1.2, r"a number in \(0, 1\)"),
+])
+def test_vehicle_parameters_out_of_range_are_refused(tmp_path, field, value, allowed):
+    bundle = _copy(tmp_path)
+    _edit(bundle, lambda m: m["training"]["vehicle_parameters"].update({field: value}))
+    with pytest.raises(BundleError, match=f"vehicle_parameters.{field} is {value}; allowed: {allowed}"):
+        _controller(bundle)
+
+
+def test_nan_weights_are_refused(tmp_path):
+    bundle = _copy(tmp_path)
+    _scale_weights(bundle, np.nan)
+    with pytest.raises(BundleError, match="weight 'actor.trunk.0.weight' holds 3200 NaN or infinite values"):
+        OnnxPolicy(load_bundle(bundle))
+
+
+def test_a_network_that_does_not_reproduce_its_recorded_pairs_is_refused(tmp_path):
+    bundle = _copy(tmp_path)
+    _scale_weights(bundle, -3.0)
+    with pytest.raises(BundleError, match=r"recorded_pairs\[\d+\] differs by 0.9\d+ \(allowed: 0.0001\)"):
+        _controller(bundle)
+
+
+def test_pair_tolerance_is_what_the_committed_bundles_meet_with_room(hover_bundle):
+    from robo_rl_ros.core.inference import PAIR_TOLERANCE
+
+    policy = OnnxPolicy(hover_bundle)
+    error = np.abs(policy.batch(hover_bundle.recorded_observations) - hover_bundle.recorded_actions).max()
+    assert error < PAIR_TOLERANCE / 100  # 3.6e-7 here; the tolerance is 1e-4

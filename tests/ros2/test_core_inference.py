@@ -1,5 +1,6 @@
 """The numpy executor of exported ONNX graphs against ONNX Runtime, and the policy's choice between them."""
 
+import json
 import shutil
 
 import numpy as np
@@ -104,6 +105,14 @@ def test_graphs_it_cannot_run_are_refused_and_the_policy_keeps_onnxruntime(tmp_p
             node.input[:] = [name if i == old else i for i in node.input]
             node.output[:] = [name if o == old else o for o in node.output]
     onnx.save(model, bundle_dir / "policy.onnx")
+    # the bundle's recorded pairs and action bounds made to match this network (the node refuses a network
+    # that does not reproduce them)
+    manifest = json.loads((bundle_dir / "policy.json").read_text())
+    observations = np.array([p["observation"] for p in manifest["recorded_pairs"]], dtype=np.float32)
+    for pair, action in zip(manifest["recorded_pairs"], _onnxruntime(bundle_dir / "policy.onnx", observations)):
+        pair["action"] = action.tolist()
+    manifest["action"].update(low=[-1e6] * 4, high=[1e6] * 4, safe_action=[0.0] * 4)
+    (bundle_dir / "policy.json").write_text(json.dumps(manifest))
     policy = OnnxPolicy(load_bundle(bundle_dir))
     assert policy.engine.startswith("onnxruntime (numpy cannot run the graph")
     obs = np.random.default_rng(0).normal(size=(3, 50)).astype(np.float32)

@@ -1,9 +1,13 @@
 """Clear single errors for bad parameters, a clean exit on Ctrl-C, and a robot-side node free of
 torch and MuJoCo."""
 
+import json
+import math
 import os
+import shutil
 import subprocess
 
+import numpy as np
 import pytest
 
 from conftest import HOVER_BUNDLE
@@ -17,14 +21,55 @@ from ros_helpers import NodeProcess, config
     ({"bundle_path": str(HOVER_BUNDLE), "state_source": "gps"}, "state_source must be one of"),
     ({"bundle_path": str(HOVER_BUNDLE), "rate_lead": 1.5}, "rate_lead must be in [0, 1]"),
     ({"bundle_path": str(HOVER_BUNDLE), "realtime_priority": 100}, "realtime_priority must be 0 (off) or 1..99"),
+    ({"bundle_path": str(HOVER_BUNDLE), "crazyswarm2_backend": "sim"}, "crazyswarm2_backend must be one of ('cpp', 'cflib')"),
+    ({"bundle_path": str(HOVER_BUNDLE), "attitude_kp": math.nan}, "attitude_kp must be a finite number, got nan"),
+    ({"bundle_path": str(HOVER_BUNDLE), "target_position": [0.0, math.inf, 1.0]}, "target_position must be 3 finite numbers"),
 ])
 def test_bad_parameters_exit_with_one_error(workspace, overrides, message):
     install = workspace["install"]
     node = NodeProcess(install, "quadrotor_policy_node", [config(install, "quadrotor_policy.yaml")], overrides)
+    _assert_one_error(node, message)
+
+
+def _assert_one_error(node: NodeProcess, message: str) -> None:
     code = node.process.wait(60)
     errors = [line for line in node.output().splitlines() if "[ERROR]" in line]
     assert code == 1 and len(errors) == 1 and message in errors[0], node.output()
     assert "Traceback" not in node.output()
+
+
+def _bad_bundle(tmp_path, kind: str):
+    """A copy of the hover bundle with one defect the node must refuse at start (issue 30, item 12)."""
+    from robo_rl_ros.core.onnx_numpy import float_initializers
+
+    bundle = tmp_path / kind
+    shutil.copytree(HOVER_BUNDLE, bundle)
+    if kind == "thrust_max_nan":
+        manifest = json.loads((bundle / "policy.json").read_text())
+        manifest["training"]["vehicle_parameters"]["thrust_max"] = math.nan
+        (bundle / "policy.json").write_text(json.dumps(manifest))  # json writes the NaN literal
+        return bundle
+    # the first layer's weights rewritten in place in the ONNX file (same bytes length: a valid protobuf)
+    data = (bundle / "policy.onnx").read_bytes()
+    weight = next(v for name, v in float_initializers(bundle / "policy.onnx").items() if v.ndim == 2)
+    new = np.full_like(weight, np.nan) if kind == "nan_weights" else weight * np.float32(-3.0)
+    assert data.count(weight.tobytes()) == 1
+    (bundle / "policy.onnx").write_bytes(data.replace(weight.tobytes(), new.astype("<f4").tobytes()))
+    return bundle
+
+
+@pytest.mark.parametrize("kind, message", [
+    ("thrust_max_nan", "training.vehicle_parameters.thrust_max is nan; every number in policy.json must be finite"),
+    ("nan_weights", "weight 'actor.trunk.0.weight' holds 3200 NaN or infinite values"),
+    ("weights_times_minus_3", "does not reproduce the bundle's recorded pairs"),
+])
+def test_bad_bundles_are_refused_at_start(workspace, tmp_path, kind, message):
+    # before: thrust_max NaN flew and published NaN, NaN weights flew a constant hover thrust, weights
+    # scaled by -3 flew actions far from the bundle's own recorded pairs
+    install = workspace["install"]
+    node = NodeProcess(install, "quadrotor_policy_node", [config(install, "quadrotor_policy.yaml")],
+                       {"bundle_path": str(_bad_bundle(tmp_path, kind))})
+    _assert_one_error(node, message)
 
 
 def test_sigint_exits_zero_and_the_policy_node_loads_no_torch_or_mujoco(workspace):

@@ -7,12 +7,14 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 BUNDLE_FORMAT = "robo_rl.policy_bundle/1"
+MAX_CONTROL_HZ = 1000.0  # the Crazyflie's own stabilizer loop rate; no node ticks faster
 
 
 class BundleError(ValueError):
@@ -84,6 +86,10 @@ def load_bundle(directory: str | Path) -> PolicyBundle:
     if not isinstance(manifest, dict) or manifest.get("format") != BUNDLE_FORMAT:
         found = manifest.get("format") if isinstance(manifest, dict) else type(manifest).__name__
         raise BundleError(f"{manifest_path}: format must be {BUNDLE_FORMAT!r}, got {found!r}")
+    where = _first_non_finite(manifest)  # JSON readers accept NaN, Infinity and 1e999 (-> inf)
+    if where is not None:
+        path, value = where
+        raise BundleError(f"{manifest_path}: {path} is {value}; every number in policy.json must be finite")
     try:
         bundle = _parse(directory, manifest)
     except (KeyError, TypeError, ValueError) as error:
@@ -108,20 +114,36 @@ def _parse(directory: Path, manifest: dict[str, Any]) -> PolicyBundle:
         offset += entry.size
     if offset != obs_size:
         raise BundleError(f"the observation layout covers {offset} entries but observation.size is {obs_size}")
+    if obs_size < 1 or act_size < 1:
+        raise BundleError(f"observation.size {obs_size} and action.size {act_size} must be >= 1")
+    std = (observation.get("normalization") or {}).get("std")
+    if std is not None and not np.all(np.asarray(std, dtype=np.float64) > 0):
+        raise BundleError("observation.normalization.std must be > 0 everywhere (it divides the observation)")
     low, high, safe = (_vector(action[key], act_size, f"action.{key}") for key in ("low", "high", "safe_action"))
     if not np.all(low <= high):
         raise BundleError(f"action.low {low.tolist()} exceeds action.high {high.tolist()}")
     if not np.all((safe >= low) & (safe <= high)):
         raise BundleError(f"action.safe_action {safe.tolist()} lies outside [low, high]")
     pairs = manifest["recorded_pairs"]
-    recorded_obs = np.array([p["observation"] for p in pairs], dtype=np.float32).reshape(len(pairs), -1)
-    recorded_act = np.array([p["action"] for p in pairs], dtype=np.float32).reshape(len(pairs), -1)
-    if len(pairs) and (recorded_obs.shape[1] != obs_size or recorded_act.shape[1] != act_size):
+    if not isinstance(pairs, list) or not pairs:
+        raise BundleError("recorded_pairs must hold at least one (observation, action) pair: the network is "
+                          "checked against them at load")
+    with np.errstate(over="ignore"):  # a float64 beyond float32's range becomes inf, refused below
+        recorded_obs = np.array([p["observation"] for p in pairs], dtype=np.float32).reshape(len(pairs), -1)
+        recorded_act = np.array([p["action"] for p in pairs], dtype=np.float32).reshape(len(pairs), -1)
+    if recorded_obs.shape[1] != obs_size or recorded_act.shape[1] != act_size:
         raise BundleError(f"recorded pairs have shapes {recorded_obs.shape[1]}/{recorded_act.shape[1]}, "
                           f"the bundle declares observation {obs_size} and action {act_size}")
+    # finite in JSON (float64) but not in float32
+    if not (np.all(np.isfinite(recorded_obs)) and np.all(np.isfinite(recorded_act))):
+        raise BundleError("recorded_pairs hold numbers beyond float32's range")
+    outside = (recorded_act < low - 1e-6) | (recorded_act > high + 1e-6)
+    if np.any(outside):
+        pair = int(np.argwhere(outside)[0][0])
+        raise BundleError(f"recorded_pairs[{pair}].action {recorded_act[pair].tolist()} lies outside action.low/high")
     control_hz = float(manifest["control_hz"])
-    if not control_hz > 0:
-        raise BundleError(f"control_hz must be > 0, got {control_hz}")
+    if not 0 < control_hz <= MAX_CONTROL_HZ:
+        raise BundleError(f"control_hz is {control_hz}; allowed: a number in (0, {MAX_CONTROL_HZ:g}] Hz")
     training = manifest.get("training") or {}
     return PolicyBundle(
         directory=directory, env_id=str(manifest["env_id"]), control_hz=control_hz, observation_size=obs_size,
@@ -137,3 +159,20 @@ def _vector(values: Any, size: int, name: str) -> np.ndarray:
     if array.shape != (size,) or not np.all(np.isfinite(array)):
         raise BundleError(f"{name} must be {size} finite numbers, got {values!r}")
     return array
+
+
+def _first_non_finite(value: Any, path: str = "") -> tuple[str, float] | None:
+    """(dotted path, value) of the first NaN or infinite number in a parsed JSON value, or None."""
+    if isinstance(value, float):
+        return None if math.isfinite(value) else (path or "the document", value)
+    if isinstance(value, dict):
+        items = ((f"{path}.{key}" if path else str(key), item) for key, item in value.items())
+    elif isinstance(value, list):
+        items = ((f"{path}[{index}]", item) for index, item in enumerate(value))
+    else:
+        return None
+    for item_path, item in items:
+        found = _first_non_finite(item, item_path)
+        if found is not None:
+            return found
+    return None

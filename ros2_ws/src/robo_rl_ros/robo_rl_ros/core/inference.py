@@ -6,9 +6,14 @@ import numpy as np
 import onnxruntime
 
 from robo_rl_ros.core.bundle import BundleError, PolicyBundle
-from robo_rl_ros.core.onnx_numpy import NumpyGraph, UnsupportedGraph
+from robo_rl_ros.core.onnx_numpy import NumpyGraph, UnsupportedGraph, float_initializers
 
 AGREEMENT = 1e-5  # largest difference from ONNX Runtime for which a tick may run the graph in numpy
+# Largest difference between the loaded network's actions and the bundle's recorded (observation, action)
+# pairs. The export verified the ONNX file against PyTorch within 1e-5 (policy.json verification.tolerance;
+# the committed bundles differ by 3.6e-7); ten times that leaves room for another CPU's float32 rounding,
+# and a changed network (weights scaled by -3: 0.99 off) is far beyond it.
+PAIR_TOLERANCE = 1e-4
 
 
 class OnnxPolicy:
@@ -39,8 +44,33 @@ class OnnxPolicy:
             raise BundleError(f"{bundle.onnx_path} maps {obs_dim} -> {act_dim} entries, policy.json declares "
                               f"{bundle.observation_size} -> {bundle.action_size}")
         self.observation_size = bundle.observation_size
+        self._check_weights(bundle)
+        self._check_recorded_pairs(bundle)
         self._feed = np.zeros((1, bundle.observation_size), dtype=np.float32)
         self._graph, self.engine = self._numpy_graph(bundle)
+
+    @staticmethod
+    def _check_weights(bundle: PolicyBundle) -> None:
+        """BundleError if a weight of the network is NaN or infinite."""
+        try:
+            weights = float_initializers(bundle.onnx_path)
+        except UnsupportedGraph:  # ONNX Runtime loaded it: the recorded pairs still judge it
+            return
+        for name, values in weights.items():
+            if not np.all(np.isfinite(values)):
+                raise BundleError(f"{bundle.onnx_path}: weight {name!r} holds {int(np.sum(~np.isfinite(values)))} "
+                                  "NaN or infinite values; every weight must be finite")
+
+    def _check_recorded_pairs(self, bundle: PolicyBundle) -> None:
+        """BundleError unless the network reproduces every recorded pair within PAIR_TOLERANCE."""
+        actions = self.batch(bundle.recorded_observations)
+        errors = np.abs(actions.astype(np.float64) - bundle.recorded_actions)
+        errors[~np.isfinite(errors)] = np.inf  # a NaN action is as wrong as it gets
+        worst = int(np.argmax(errors.max(axis=1)))
+        if not errors.max() <= PAIR_TOLERANCE:
+            raise BundleError(f"{bundle.onnx_path} does not reproduce the bundle's recorded pairs: its action for "
+                              f"recorded_pairs[{worst}] differs by {errors.max():.3g} (allowed: {PAIR_TOLERANCE:g}); "
+                              "the network is not the one exported with this policy.json")
 
     def _numpy_graph(self, bundle: PolicyBundle) -> tuple[NumpyGraph | None, str]:
         """The numpy executor and "numpy", or None and why ONNX Runtime runs the ticks."""
@@ -49,9 +79,7 @@ class OnnxPolicy:
         except UnsupportedGraph as reason:
             return None, f"onnxruntime (numpy cannot run the graph: {reason})"
         rng = np.random.default_rng(0)
-        observations = bundle.recorded_observations
-        if not len(observations):
-            observations = np.zeros((1, self.observation_size), dtype=np.float32)
+        observations = bundle.recorded_observations  # at least one: load_bundle requires it
         perturbed = observations[rng.integers(len(observations), size=256)]
         perturbed = perturbed + rng.normal(scale=0.1, size=perturbed.shape).astype(np.float32)
         checks = np.concatenate([observations, perturbed])

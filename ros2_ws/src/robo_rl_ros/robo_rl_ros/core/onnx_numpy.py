@@ -60,6 +60,21 @@ class NumpyGraph:
         return x
 
 
+def float_initializers(path: str | Path) -> dict[str, Array]:
+    """The graph's float32 initializers (the network's weights) by name; others are left out.
+    UnsupportedGraph if the file is not a protobuf this reader can walk."""
+    model = dict(_group(_fields(Path(path).read_bytes())))
+    graph = dict(_group(_fields(_one(model, 7, "graph"))))
+    weights = {}
+    for data in graph.get(5, []):
+        try:
+            name, values = _tensor(data)
+        except UnsupportedGraph:  # not float32 in the file (an int shape, external data): not a weight here
+            continue
+        weights[name] = values
+    return weights
+
+
 Step = tuple  # (operator, *float64 constants): "Gemm" (weight (in, out), bias), "Sub" (c), "Relu" (), ...
 _UNARY = {"Relu", "Tanh", "Sigmoid"}
 _WITH_CONSTANT = {"Add", "Sub", "Mul", "Div", "Max", "Min"}
