@@ -14,6 +14,7 @@ Messages read `<field path> must be <what is allowed>, got <value>`, which the C
 
 from __future__ import annotations
 
+import collections.abc
 import dataclasses
 import math
 import numbers
@@ -57,7 +58,10 @@ def at_least_zero(high: float, unit: str = "") -> Interval:
 
 
 def _show(value: Any) -> str:
-    text = " ".join(repr(value).split())  # one line, whatever the value
+    try:
+        text = " ".join(repr(value).split())  # one line, whatever the value
+    except ValueError:  # an int too long to print (over 4300 digits)
+        text = f"an integer of {value.bit_length()} bits"
     return text if len(text) <= 60 else text[:57] + "..."
 
 
@@ -65,14 +69,22 @@ def _number(value: Any, name: str, integer: bool) -> float | int:
     kind = "an integer" if integer else "a finite number"
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise ConfigError(f"{name} must be {kind}, got {_show(value)}")
+    if not _finite(value):
+        raise ConfigError(f"{name} must be {kind}, got {_show(value)}")
     as_float = float(value)
-    if not math.isfinite(as_float):
-        raise ConfigError(f"{name} must be {kind}, got {as_float}")
     if integer:
         if as_float != int(as_float):
             raise ConfigError(f"{name} must be an integer, got {_show(value)}")
         return int(as_float)
     return as_float
+
+
+def _finite(value: numbers.Real) -> bool:
+    """Whether `value` is a finite number that a float can hold (an int beyond 1.8e308 cannot)."""
+    try:
+        return math.isfinite(float(value))
+    except OverflowError:
+        return False
 
 
 def _describe(annotation: Any) -> str:
@@ -130,6 +142,8 @@ def coerce(value: Any, annotation: Any, name: str) -> Any:
         if isinstance(value, (str, os.PathLike)) and str(value):
             return Path(value)
         raise ConfigError(f"{name} must be a file path, got {_show(value)}")
+    if origin is collections.abc.Sequence:  # any sequence of one type: checked as a tuple of it
+        return coerce(value, tuple[args[0] if args else Any, ...], name)
     if origin is tuple:
         if isinstance(value, (str, bytes, Mapping)) or not isinstance(value, Sequence):
             raise ConfigError(f"{name} must be {_describe(annotation)}, got {_show(value)}")
@@ -190,8 +204,8 @@ def check_ranges(config: Any, ranges: Mapping[str, Interval], pairs: Sequence[st
             for index, item in enumerate(value):
                 visit(item, path, f"{shown}[{index}]")
         elif isinstance(value, numbers.Real) and not isinstance(value, bool):
-            if not math.isfinite(value):
-                raise ConfigError(f"{shown} must be a finite number, got {float(value)}")
+            if not _finite(value):
+                raise ConfigError(f"{shown} must be a finite number, got {_show(value)}")
             allowed = ranges.get(path)
             if allowed is not None and value not in allowed:
                 raise ConfigError(f"{shown} must lie in {allowed}, got {value:g}")
@@ -203,7 +217,7 @@ def _check_pairs(value: Sequence[Any], shown: str, allowed: Interval | None) -> 
     nested = value and isinstance(value[0], (tuple, list))
     for index, pair in enumerate(value if nested else [value]):
         where = f"{shown}[{index}]" if nested else shown
-        ordered = len(pair) == 2 and all(isinstance(v, numbers.Real) and math.isfinite(v) for v in pair) \
+        ordered = len(pair) == 2 and all(isinstance(v, numbers.Real) and _finite(v) for v in pair) \
             and pair[0] <= pair[1]
         if not ordered or (allowed is not None and not all(v in allowed for v in pair)):
             inside = f" in {allowed}" if allowed is not None else ""

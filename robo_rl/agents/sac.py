@@ -23,6 +23,7 @@ from torch.optim.adam import adam
 from robo_rl.agents import onednn_matmul
 from robo_rl.agents.networks import CriticEnsemble, TanhGaussianActor
 from robo_rl.buffers import Source
+from sim.validation import Interval, at_least_zero, check_ranges, coerce, positive
 
 # Compile the whole update call as one graph up to this many critic steps per actor step (see SAC.__init__).
 WHOLE_GRAPH_MAX_CRITIC_STEPS = 2
@@ -70,7 +71,10 @@ class SACConfig:
     onednn_matmul: bool = True
 
     def validate(self) -> None:
-        """Raise ValueError naming the first inconsistent field."""
+        """Raise ValueError naming the first inconsistent field: of the wrong type, not finite, outside
+        AGENT_RANGES, or inconsistent with another."""
+        coerce(self, SACConfig, "agent")  # every field of its type, every number finite (sim.validation)
+        check_ranges(self, AGENT_RANGES, name="agent")
         if not 1 <= self.critic_subsample <= self.num_critics:
             raise ValueError(f"critic_subsample must be in [1, num_critics={self.num_critics}], got {self.critic_subsample}")
         for name in ("critic_updates_per_actor_update", "batch_size", "num_critics"):
@@ -86,6 +90,16 @@ class SACConfig:
             raise ValueError(f"actor_average_rate must be in [0, 1], got {self.actor_average_rate}")
         if self.actor_average_span < 0:
             raise ValueError(f"actor_average_span must be >= 0, got {self.actor_average_span}")
+
+
+# What each number of SACConfig may be (sim.validation.check_ranges): a network of zero units, a NaN
+# learning rate or a discount above 1 would train nothing, or NaN, without a word.
+AGENT_RANGES: dict[str, Interval] = {
+    "actor_hidden": Interval(1, 65536), "critic_hidden": Interval(1, 65536), "num_critics": Interval(1, 1000),
+    "batch_size": Interval(1, 2**24), "actor_lr": positive(1.0), "critic_lr": positive(1.0),
+    "temperature_lr": positive(1.0), "init_temperature": positive(1e6), "target_entropy": Interval(-1e6, 1e6),
+    "bc_weight": at_least_zero(1e6), "actor_average_span": at_least_zero(1e9),
+}
 
 
 class SAC(nn.Module):

@@ -174,3 +174,18 @@ def test_interval_and_coerce_describe_what_is_allowed():
     with pytest.raises(ConfigError, match="x must be a finite number, got 'a'"):
         coerce("a", float | None, "x")
     assert coerce(None, float | None, "x") is None
+
+
+@pytest.mark.parametrize("overrides, message", [
+    ({"critic_hidden": [0]}, r"agent.critic_hidden\[0\] must lie in \[1, 65536\], got 0"),  # was ZeroDivisionError
+    ({"actor_lr": math.nan}, "agent.actor_lr must be a finite number, got nan"),  # was a NaN-training run
+    ({"actor_hidden": "abc"}, "agent.actor_hidden must be a list of integers"),
+    ({"num_critics": 1.5}, "agent.num_critics must be an integer"),
+    ({"target_entropy": math.inf}, "agent.target_entropy must be a finite number"),
+])
+def test_agent_config_numbers_are_checked_like_env_configs(overrides, message):
+    from robo_rl.agents.sac import SACConfig
+
+    with pytest.raises(ConfigError, match=message):
+        SACConfig(**overrides).validate()
+    SACConfig(target_entropy=None).validate()  # None: the default target
