@@ -171,10 +171,11 @@ class Trainer:
 
     def __init__(self, cfg: DictConfig, run_dir: str | Path, overrides: Sequence[str] = ()):
         self.run_dir = Path(run_dir)
-        resume_state = None
+        resume_state = resume_dir = None
         restart = given_total = False
         if cfg.get("resume"):
-            resume_state, saved = self._resume_point(Path(require_run_dir(cfg.resume, "resume")))
+            resume_dir = Path(require_run_dir(cfg.resume, "resume"))
+            resume_state, saved = self._resume_point(resume_dir)
             restart = resume_state is None
             given_total = "total_env_steps" in override_keys(overrides)
             cfg = resumed_config(saved, cfg, overrides, cfg.resume)
@@ -216,7 +217,9 @@ class Trainer:
             if not given_total and self.env_steps >= total and (self.run_dir / "summary.json").is_file():
                 raise ResumeError(f"resume={self.run_dir}: the run is complete ({self.env_steps} of {total} env "
                                   "steps); give total_env_steps=<more> to extend it")
-        else:
+        if resume_dir is not None:  # accepted: now clear what a kill left behind
+            self._tidy_after_kill(resume_dir, resume_state)
+        if resume_state is None:
             if cfg.get("demos"):
                 self._load_demos(cfg.demos)
             if not restart:  # a restarted run keeps the record it was started with
@@ -231,10 +234,8 @@ class Trainer:
 
     def _resume_point(self, run: Path) -> tuple[dict[str, Any] | None, DictConfig]:
         """The state a resumed run continues from and its config: the newest intact checkpoint (damaged newer
-        ones are renamed `*.damaged`, with a warning), or None and the recorded config.yaml for a run stopped
-        before its first checkpoint. Temporary files that a kill left behind are deleted first."""
-        for orphan in remove_orphans(run):
-            warnings.warn(f"removed {orphan}, the remains of a write that was stopped", stacklevel=3)
+        ones skipped with a warning), or None and the recorded config.yaml for a run stopped before its first
+        checkpoint. Changes nothing on disk (see `_tidy_after_kill`)."""
         if not list_checkpoints(run):
             try:
                 saved = OmegaConf.load(run / "config.yaml")
@@ -246,10 +247,21 @@ class Trainer:
                           "from step 0 with its recorded config.yaml", stacklevel=3)
             return None, saved
         state = load_checkpoint(run)
-        for damaged in list_checkpoints(run):  # newer than the one resumed from: none of them loaded
-            if damaged.name > Path(state["path"]).name:
-                damaged.rename(damaged.with_name(damaged.name + ".damaged"))  # kept for inspection, never read
         return state, OmegaConf.create(state["config"])
+
+    @staticmethod
+    def _tidy_after_kill(run: Path, state: dict[str, Any] | None) -> None:
+        """Once a resume is accepted: delete the temporary files of writes that a kill stopped, and rename the
+        checkpoints newer than the one resumed from (none of them loaded) to `*.damaged`, kept for inspection
+        but never read or overwritten, each with a warning."""
+        for orphan in remove_orphans(run):
+            warnings.warn(f"removed {orphan}, the remains of a write that was stopped", stacklevel=3)
+        if state is None:
+            return
+        for damaged in list_checkpoints(run):
+            if damaged.name > Path(state["path"]).name:
+                damaged.rename(damaged.with_name(damaged.name + ".damaged"))
+                warnings.warn(f"renamed the damaged checkpoint {damaged} to {damaged.name}.damaged", stacklevel=3)
 
     def _load_demos(self, dataset: str) -> None:
         """Put every transition of a demonstration dataset into the offline pool, tagged DEMO."""

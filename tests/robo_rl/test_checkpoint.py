@@ -167,12 +167,17 @@ def test_resume_falls_back_to_the_newest_intact_checkpoint_and_names_the_damaged
     newest = list_checkpoints(run)[-1]
     newest.write_bytes(newest.read_bytes()[:5000])  # torn (e.g. a disk that lost its tail)
     (run / "checkpoints" / ".checkpoint_000000001600.pt.tmp").write_bytes(b"half a checkpoint")  # a killed write
+    before = _digest(run)
+    with pytest.raises(ResumeError, match="seed"), pytest.warns(UserWarning, match="skipping a damaged"):
+        Trainer(quick_config(f"resume={run}", "seed=5"), run, overrides=[f"resume={run}", "seed=5"])
+    assert _digest(run) == before  # a refused resume changes nothing, not even what a kill left behind
     with pytest.warns(UserWarning) as caught:
         trainer = Trainer(quick_config(f"resume={run}", "total_env_steps=1600"), run,
                           overrides=[f"resume={run}", "total_env_steps=1600"])
     messages = [str(w.message) for w in caught]
     assert any("skipping a damaged checkpoint" in m and newest.name in m for m in messages), messages
     assert any(".checkpoint_000000001600.pt.tmp" in m and "removed" in m for m in messages), messages
+    assert any(f"renamed the damaged checkpoint {newest}" in m for m in messages), messages
     assert trainer.env_steps == 800
     assert (run / "checkpoints" / f"{newest.name}.damaged").is_file()  # kept aside, never read again
     summary = trainer.run()
