@@ -174,14 +174,18 @@ def command(main: F) -> F:
 
 def hydra_command(config_path: str, config_name: str, version_base: str = "1.3") -> Callable[[F], F]:
     """`hydra.main(config_path, config_name, version_base)` for an entry point, with `command`'s errors:
-    one line for a user's mistake, in composition or in the task, a traceback for a bug."""
+    one line for a user's mistake, in composition or in the task, a traceback for a bug. The composed
+    options are checked first (`robo_rl.options.check_options` for `config_name`)."""
     import hydra
 
     def decorate(task: F) -> F:
         @functools.wraps(task)  # Hydra finds config_path from the task's module through __wrapped__
-        def guarded(*args: Any, **kwargs: Any) -> Any:
+        def guarded(cfg: Any, *args: Any, **kwargs: Any) -> Any:
             try:
-                return task(*args, **kwargs)
+                from robo_rl.options import check_options
+
+                check_options(cfg, config_name)  # every option's type and range, before any work
+                return task(cfg, *args, **kwargs)
             except Exception as error:  # noqa: BLE001 (reported by `command`, outside Hydra)
                 raise _TaskFailed(error) from None
 

@@ -44,7 +44,14 @@ class Interval:
 
     def __str__(self) -> str:
         unit = f" {self.unit}" if self.unit else ""
-        return f"{'(' if self.open_low else '['}{self.low:g}, {self.high:g}{')' if self.open_high else ']'}{unit}"
+        return f"{'(' if self.open_low else '['}{number(self.low)}, {number(self.high)}{')' if self.open_high else ']'}{unit}"
+
+
+def number(value: float) -> str:
+    """A number as a user would write it: integers in full (up to 2**53), others in %g."""
+    if isinstance(value, int) or (math.isfinite(value) and float(value).is_integer() and abs(value) <= 2**53):
+        return str(int(value))
+    return f"{value:g}"
 
 
 def positive(high: float, unit: str = "") -> Interval:
@@ -208,7 +215,7 @@ def check_ranges(config: Any, ranges: Mapping[str, Interval], pairs: Sequence[st
                 raise ConfigError(f"{shown} must be a finite number, got {_show(value)}")
             allowed = ranges.get(path)
             if allowed is not None and value not in allowed:
-                raise ConfigError(f"{shown} must lie in {allowed}, got {value:g}")
+                raise ConfigError(f"{shown} must lie in {allowed}, got {number(value)}")
 
     visit(config, "", name)
 

@@ -1,0 +1,99 @@
+"""The options of each command (configs/<command>.yaml): their types and allowed values, checked as soon as
+Hydra has composed them and before any work (`robo_rl.cli.hydra_command` calls `check_options`).
+
+Without this, `num_envs=abc` or `seed=-1` surfaced as a ValueError deep inside int() or NumPy, and
+`buffer.offline_ratio=nan` or `eval.episodes=0` ran. Each option has an annotation and, for numbers, an
+allowed interval (sim.validation, as for the env configs); the `agent` group is checked against
+SACConfig's fields and ranges. Env configs are checked where the env is built (sim.quadrotor.config,
+sim.arm.env). Keys a command's config does not name are Hydra's to refuse at composition.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Mapping
+
+from omegaconf import DictConfig, OmegaConf
+
+from sim.errors import ConfigError
+from sim.validation import Interval, coerce, coerce_fields, number
+
+SEED = Interval(0, 2**32 - 1)  # what NumPy's seeding takes
+COUNT = Interval(1, 2**31 - 1)
+STEPS = Interval(0, 10**12)
+DEVICE = re.compile(r"^(auto|cpu|cuda(:\d+)?|mps)$")
+
+# option path -> (annotation, allowed interval of a number or None)
+OPTIONS: dict[str, dict[str, tuple[Any, Interval | None]]] = {
+    "train": {
+        "seed": (int, SEED), "device": (str, None), "torch_threads": (int, Interval(0, 4096)),
+        "total_env_steps": (int, STEPS), "num_envs": (int, Interval(1, 2**20)),
+        "learning_starts": (int, STEPS), "updates_per_iteration": (int, Interval(1, 10**6)),
+        "privileged_critic": (bool | str, None), "start_from_nominal_action": (bool, None),
+        "demos": (str | None, None), "resume": (str | None, None),
+        "eval.interval_env_steps": (int, Interval(1, 10**12)), "eval.episodes": (int, Interval(1, 10**6)),
+        "eval.seed": (int, SEED), "checkpoint.interval_env_steps": (int, Interval(1, 10**12)),
+        "checkpoint.keep": (int, COUNT), "buffer.capacity": (int, Interval(1, 10**10)),
+        "buffer.offline_ratio": (float, Interval(0.0, 1.0)), "logging.tensorboard": (bool, None),
+        "logging.log_interval_env_steps": (int, Interval(1, 10**12)), "logging.progress_bar": (bool, None),
+        "logging.video": (bool, None), "intervention.kind": (str, None),
+    },
+    "evaluate": {
+        "run": (str, None), "checkpoint": (str, None), "episodes": (int, Interval(1, 10**6)), "seed": (int, SEED),
+        "device": (str, None), "vehicle": (str | None, None), "latency_steps": (tuple[int, int] | None, None),
+        "randomization": (dict[str, Any] | None, None), "overrides": (dict[str, Any], None),
+    },
+    "export": {
+        "run": (str, None), "checkpoint": (str, None), "out": (str | None, None), "pairs": (int, Interval(8, 10**5)),
+        "seed": (int, SEED), "safe_action": (str | tuple[float, ...], None), "onnx.opset": (int, Interval(7, 30)),
+        "onnx.ir_version": (int, Interval(3, 20)), "c_prefix": (str, None),
+    },
+    "record": {
+        "dataset": (str, None), "episodes": (int, Interval(1, 10**6)), "seed": (int, SEED),
+        "num_envs": (int, Interval(1, 2**16)), "device": (str, None), "device_path": (str | None, None),
+        "realtime": (bool, None), "expert_noise": (float, Interval(0.0, 10.0)),
+    },
+}
+TORCH_DEVICE_COMMANDS = ("train", "evaluate")  # where `device` is a torch device (record's is a teleop device)
+
+
+def check_options(cfg: DictConfig, command: str) -> None:
+    """Raise ConfigError naming the first option of `command` (a key of OPTIONS) that is of the wrong type
+    or outside its range, or an `agent` group that SACConfig refuses."""
+    for path, (annotation, allowed) in OPTIONS.get(command, {}).items():
+        if OmegaConf.select(cfg, path, default="<absent>", throw_on_missing=False) == "<absent>":
+            continue  # not in this command's config (e.g. an older run's)
+        raw = OmegaConf.select(cfg, path, throw_on_missing=True)
+        value = coerce(OmegaConf.to_container(raw, resolve=True) if OmegaConf.is_config(raw) else raw, annotation, path)
+        if allowed is not None and isinstance(value, (int, float)) and not isinstance(value, bool) \
+                and value not in allowed:
+            raise ConfigError(f"{path} must lie in {allowed}, got {number(value)}")
+    if command in TORCH_DEVICE_COMMANDS and "device" in cfg:
+        check_device(str(cfg.device))
+    if command == "train" and "privileged_critic" in cfg and isinstance(cfg.privileged_critic, str) \
+            and cfg.privileged_critic != "auto":
+        raise ConfigError(f"privileged_critic must be true, false or auto, got {cfg.privileged_critic!r}")
+    if command == "train" and "agent" in cfg:
+        check_agent(OmegaConf.to_container(cfg.agent, resolve=True))
+
+
+def check_device(name: str) -> None:
+    """ConfigError unless `name` is auto, cpu, mps, or a CUDA device that this machine has."""
+    if not DEVICE.match(name):
+        raise ConfigError(f"device must be auto, cpu, cuda, cuda:<index> or mps, got {name!r}")
+    if name.startswith("cuda"):
+        import torch
+
+        index = int(name.split(":")[1]) if ":" in name else 0
+        if not torch.cuda.is_available() or index >= torch.cuda.device_count():
+            raise ConfigError(f"device={name}: this machine has {torch.cuda.device_count()} CUDA devices; "
+                              "use device=auto or cpu")
+
+
+def check_agent(agent: Mapping[str, Any]) -> None:
+    """ConfigError unless the `agent` group makes a valid SACConfig (its fields, types and ranges)."""
+    from robo_rl.agents.sac import SACConfig
+
+    if not isinstance(agent, Mapping):
+        raise ConfigError(f"agent must be a mapping of SACConfig fields, got {agent!r}")
+    SACConfig(**coerce_fields(SACConfig, agent, "agent")).validate()
