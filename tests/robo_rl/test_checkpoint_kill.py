@@ -9,8 +9,10 @@ time through the command line's entry point (`python -m robo_rl.train resume=<ru
 3. at an arbitrary step: the newest complete checkpoint is at most one behind the newest one handed to the
    background writer;
 
-then its newest checkpoint is truncated (a damaged disk) and the last resume falls back to the one before,
-naming the damaged file, and completes the run. What a kill costs is `progress - resumed_from`: at most one
+then a resume that asks to change the seed is refused with one line (status 2) and changes nothing; then
+its newest checkpoint is truncated (a damaged disk) and the last resume falls back to the one before, naming
+the damaged file, and completes the run. The run's own `.hydra` record stays as it was started; every resume
+records itself under `.hydra_resumes/`. What a kill costs is `progress - resumed_from`: at most one
 interval plus the steps trained while the newest checkpoint was being written (the next one waits for it).
 
 The training processes are real processes killed with SIGKILL. To start each in well under a second they are
@@ -32,6 +34,7 @@ import warnings
 from pathlib import Path
 
 import pytest
+import yaml
 
 from robo_rl.checkpoint import list_checkpoints, load_checkpoint
 from tests.robo_rl.quick import QUICK
@@ -186,6 +189,16 @@ def test_sigkill_at_any_moment_loses_at_most_one_checkpoint_and_nothing_silently
     assert f"removed {torn}" in third.output() and not torn.exists()
     losses["between checkpoints"] = lost(steps, handed, _newest_step(run))
 
+    # a resume that would change the run's config: one line, status 2, nothing changed
+    record = (run / ".hydra" / "overrides.yaml").read_text()
+    assert yaml.safe_load(record) == ARGS
+    before = sorted((p, p.stat().st_mtime_ns) for p in run.rglob("*") if ".hydra_resumes" not in p.parts)
+    refused = Training(context, tmp_path, "refused", [f"resume={run}", "seed=5", f"total_env_steps={2 * TOTAL}"])
+    refused.process.join(TIMEOUT)
+    assert refused.process.exitcode == 2, refused.output()
+    assert refused.output().strip().splitlines()[-1].startswith(f"error: resume={run}: seed is 0 in the run and 5 here")
+    assert sorted((p, p.stat().st_mtime_ns) for p in run.rglob("*") if ".hydra_resumes" not in p.parts) == before
+
     # 4. a damaged newest checkpoint: the resume falls back to the one before, names it, and completes the run
     newest = list_checkpoints(run)[-1]
     newest.write_bytes(newest.read_bytes()[:2000])
@@ -199,6 +212,11 @@ def test_sigkill_at_any_moment_loses_at_most_one_checkpoint_and_nothing_silently
     assert steps[0] == 0 and steps[-1] == TOTAL and steps == sorted(steps)
     assert (run / "summary.json").is_file() and not list(run.rglob("*.tmp"))
     assert (run / "checkpoints" / f"{newest.name}.damaged").is_file()
+    assert (run / ".hydra" / "overrides.yaml").read_text() == record  # never rewritten by a resume
+    resumes = sorted((run / ".hydra_resumes").glob("*/overrides.yaml"), key=lambda p: p.stat().st_mtime_ns)
+    assert [yaml.safe_load(p.read_text()) for p in resumes] == [
+        [f"resume={run}"], [f"resume={run}"], [f"resume={run}", "seed=5", f"total_env_steps={2 * TOTAL}"],
+        [f"resume={run}"]]
     for what, steps in losses.items():
         print(f"kill {what}: {steps} env steps lost (checkpoint interval {INTERVAL})")
 
