@@ -32,15 +32,14 @@ def record_rollouts(run: str | Path, out: str | Path | None = None, episodes: in
     from PIL import Image
 
     import sim  # noqa: F401  (registers the ids)
-    from robo_rl.agents.sac import SAC
-    from robo_rl.checkpoint import load_checkpoint, policy_file
+    from robo_rl.checkpoint import agent_from_checkpoint, load_checkpoint, policy_file
 
     state = load_checkpoint(policy_file(run, checkpoint))
     cfg = OmegaConf.create(state["config"])
     overrides: dict[str, Any] = dict(cfg.env.get("overrides") or {})
     overrides = OmegaConf.to_container(OmegaConf.create(overrides), resolve=True)
     env = gym.make(cfg.env.id, render_mode="rgb_array", config=overrides).unwrapped
-    agent = SAC.from_checkpoint(state, "cpu")
+    agent = agent_from_checkpoint(state, "cpu")
     frames = []
     for episode in range(episodes):
         obs, _ = env.reset(seed=seed + episode)

@@ -21,8 +21,7 @@ import numpy as np
 import torch
 
 import sim  # noqa: F401  (registers the env ids)
-from robo_rl.agents.sac import SAC
-from robo_rl.checkpoint import load_checkpoint
+from robo_rl.checkpoint import agent_from_checkpoint, load_checkpoint
 from robo_rl.cli import command
 from robo_rl.export.bundle import onnx_actions
 from robo_rl.export.c_runtime import CompiledPolicy
@@ -63,7 +62,7 @@ def compare_targets(bundle: str | Path, seed: int = 0, steps: int = 500, cortex_
     final distance to the target, return, termination. PyTorch runs the checkpoint the bundle names."""
     bundle = Path(bundle)
     manifest = json.loads((bundle / "policy.json").read_text())
-    agent = SAC.from_checkpoint(load_checkpoint(checkpoint or manifest["training"]["checkpoint"]))
+    agent = agent_from_checkpoint(load_checkpoint(checkpoint or manifest["training"]["checkpoint"]))
     obs_size, action_size = manifest["observation"]["size"], manifest["action"]["size"]
     targets: dict[str, Act] = {
         "pytorch": lambda o: agent.act(torch.as_tensor(o[None], dtype=torch.float32), deterministic=True).numpy()[0],
