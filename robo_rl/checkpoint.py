@@ -27,14 +27,14 @@ import pickle
 import re
 import warnings
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any, BinaryIO, Callable, Iterable, Mapping
 
 import numpy as np
 import torch
 from omegaconf import OmegaConf
 
 PATTERN = re.compile(r"^checkpoint_(\d{12})\.pt$")
-# what save_atomically (and train.py for config.yaml) leave behind when killed mid-write
+# what write_atomically leaves behind when killed mid-write (checkpoints, the best policy, config.yaml)
 ORPHAN_PATTERN = re.compile(r"^\.(checkpoint_\d{12}\.pt|best_policy\.pt|config\.yaml)\.tmp$")
 BEST_POLICY = "best_policy.pt"
 # 2: sealed with DIGEST_KEY, NumPy RNG state as a tensor, a policy probe; 1: none of these (still loadable)
@@ -155,12 +155,18 @@ def save_best_policy(run_dir: str | Path, state: dict[str, Any]) -> Path:
 
 
 def save_atomically(final: Path, state: dict[str, Any]) -> Path:
-    """torch.save `state`, sealed with its content digest, to `final` so that the file appears only complete
-    (temporary file, fsync, rename, fsync of the directory)."""
+    """torch.save `state`, sealed with its content digest, to `final` (`write_atomically`)."""
     sealed = seal(state)
+    return write_atomically(final, lambda f: torch.save(sealed, f))
+
+
+def write_atomically(final: Path, write: Callable[[BinaryIO], Any]) -> Path:
+    """A file that appears under `final` only complete: `write` fills a hidden temporary file beside it
+    (`.<name>.tmp`, which `remove_orphans` deletes after a kill), which is synced, renamed to `final`, and the
+    directory synced, so that a kill or a power cut leaves the old file or the new one, never a torn one."""
     temporary = final.parent / f".{final.name}.tmp"
     with open(temporary, "wb") as f:
-        torch.save(sealed, f)
+        write(f)
         f.flush()
         os.fsync(f.fileno())
     os.replace(temporary, final)

@@ -41,7 +41,7 @@ from robo_rl.allocator import keep_freed_memory
 from robo_rl.buffers import MixedReplay, ReplayBuffer, Source
 from robo_rl.checkpoint import (CHECKPOINT_FORMAT, CheckpointError, CheckpointWriter, check_compatible,
                                  check_policy_probe, detached_copy, list_checkpoints, load_checkpoint, policy_probe,
-                                 remove_orphans, require_run_dir, save_best_policy)
+                                 remove_orphans, require_run_dir, save_best_policy, write_atomically)
 from robo_rl.cli import hydra_command
 from robo_rl.datasets import load_transitions
 from robo_rl.envs import env_spec, make_vector_env
@@ -224,7 +224,8 @@ class Trainer:
                 self._load_demos(cfg.demos)
             if not restart:  # a restarted run keeps the record it was started with
                 self.run_dir.mkdir(parents=True, exist_ok=True)
-                _write_atomically(self.run_dir / "config.yaml", OmegaConf.to_yaml(cfg))
+                text = OmegaConf.to_yaml(cfg).encode()
+                write_atomically(self.run_dir / "config.yaml", lambda f: f.write(text))
         self.checkpoints = CheckpointWriter(self.run_dir, keep=int(cfg.checkpoint.keep))
         self.writer = None
         if cfg.logging.tensorboard:
@@ -500,16 +501,6 @@ class Trainer:
                    "run_dir": str(self.run_dir)}
         (self.run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
         return summary
-
-
-def _write_atomically(path: Path, text: str) -> None:
-    """Write `text` to `path` so that a kill leaves the old file or the new one, never a torn one."""
-    temporary = path.with_name(f".{path.name}.tmp")
-    with open(temporary, "w") as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(temporary, path)
 
 
 @hydra_command(config_path="../configs", config_name="train")
