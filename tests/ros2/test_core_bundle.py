@@ -165,3 +165,27 @@ def test_pair_tolerance_is_what_the_committed_bundles_meet_with_room(hover_bundl
     policy = OnnxPolicy(hover_bundle)
     error = np.abs(policy.batch(hover_bundle.recorded_observations) - hover_bundle.recorded_actions).max()
     assert error < PAIR_TOLERANCE / 100  # 3.6e-7 here; the tolerance is 1e-4
+
+
+@pytest.mark.parametrize("section, value, name", [
+    ("observation.normalization", -1, "observation.normalization"),
+    ("observation.normalization", [1.0], "observation.normalization"),
+    ("training", -1e308, "training"),
+    ("training", [], "training"),
+    ("training.env_config", "hover", "training.env_config"),
+    ("action", None, "action"),
+])
+def test_a_section_that_is_not_an_object_is_one_bundle_error(tmp_path, section, value, name):
+    # found by the fuzz suite (tests/fuzz): these were AttributeError tracebacks out of the loader
+    bundle = _copy(tmp_path)
+
+    def change(manifest):
+        *parents, key = section.split(".")
+        node = manifest
+        for parent in parents:
+            node = node[parent]
+        node[key] = value
+
+    _edit(bundle, change)
+    with pytest.raises(BundleError, match=f"{name} must be a JSON object"):
+        load_bundle(bundle)

@@ -102,7 +102,7 @@ def load_bundle(directory: str | Path) -> PolicyBundle:
 
 
 def _parse(directory: Path, manifest: dict[str, Any]) -> PolicyBundle:
-    observation, action = manifest["observation"], manifest["action"]
+    observation, action = _mapping(manifest, "observation"), _mapping(manifest, "action")
     obs_size, act_size = int(observation["size"]), int(action["size"])
     layout = tuple(LayoutField(str(f["name"]), int(f["offset"]), int(f["size"]), str(f.get("unit", "")))
                    for f in observation["layout"])
@@ -116,7 +116,7 @@ def _parse(directory: Path, manifest: dict[str, Any]) -> PolicyBundle:
         raise BundleError(f"the observation layout covers {offset} entries but observation.size is {obs_size}")
     if obs_size < 1 or act_size < 1:
         raise BundleError(f"observation.size {obs_size} and action.size {act_size} must be >= 1")
-    std = (observation.get("normalization") or {}).get("std")
+    std = _mapping(observation, "normalization", "observation.", required=False).get("std")
     if std is not None and not np.all(np.asarray(std, dtype=np.float64) > 0):
         raise BundleError("observation.normalization.std must be > 0 everywhere (it divides the observation)")
     low, high, safe = (_vector(action[key], act_size, f"action.{key}") for key in ("low", "high", "safe_action"))
@@ -144,14 +144,26 @@ def _parse(directory: Path, manifest: dict[str, Any]) -> PolicyBundle:
     control_hz = float(manifest["control_hz"])
     if not 0 < control_hz <= MAX_CONTROL_HZ:
         raise BundleError(f"control_hz is {control_hz}; allowed: a number in (0, {MAX_CONTROL_HZ:g}] Hz")
-    training = manifest.get("training") or {}
+    training = _mapping(manifest, "training", required=False)
+    env_config = _mapping(training, "env_config", "training.", required=False)
+    vehicle_parameters = _mapping(training, "vehicle_parameters", "training.", required=False)
     return PolicyBundle(
         directory=directory, env_id=str(manifest["env_id"]), control_hz=control_hz, observation_size=obs_size,
         layout=layout, action_size=act_size, action_low=low, action_high=high, safe_action=safe,
         recorded_observations=recorded_obs, recorded_actions=recorded_act,
-        env_config=dict(training.get("env_config") or {}),
-        vehicle_parameters=dict(training.get("vehicle_parameters") or {}), manifest=manifest,
+        env_config=dict(env_config), vehicle_parameters=dict(vehicle_parameters), manifest=manifest,
     )
+
+
+def _mapping(parent: dict[str, Any], key: str, prefix: str = "", required: bool = True) -> dict[str, Any]:
+    """`parent[key]` if it is a JSON object; absent or null gives {} unless required; BundleError otherwise."""
+    value = parent.get(key)
+    if value is None and not required:
+        return {}
+    if not isinstance(value, dict):
+        found = "nothing" if value is None else type(value).__name__
+        raise BundleError(f"policy.json: {prefix}{key} must be a JSON object, got {found}")
+    return value
 
 
 def _vector(values: Any, size: int, name: str) -> np.ndarray:
