@@ -10,14 +10,16 @@ errors too. Ctrl-C exits with 130 without a traceback.
 What counts as a user error is decided in one place, `is_user_error` (the fuzz suite in tests/fuzz holds
 every loader to it):
 
-- an exception that robo-rl's own code raises on purpose: a `raise` statement in robo_rl/, sim/ or the
-  ROS 2 core, of a ValueError, a RuntimeError (not NotImplementedError) or a class the project defines
-  (ConfigError, DatasetError, CheckpointError, ExportError, BundleError, ...): these messages are written
-  for users. The same types raised inside numpy, torch or h5py (a broadcast error, `load_state_dict`'s size
-  mismatch) are not: they mean that robo-rl let bad input through, which is a bug;
+- an exception of a class the project defines (ConfigError, DatasetError, CheckpointError, ExportError,
+  BundleError, ...), or a ValueError or RuntimeError (not NotImplementedError) that a `raise` statement
+  in robo_rl/, sim/ or the ROS 2 core raises: these messages are written for users. The same built-in
+  types raised inside numpy, torch or h5py, or by the interpreter in our code (a broadcast error,
+  `load_state_dict`'s size mismatch, int('abc')) are not: they mean that robo-rl let bad input through,
+  which is a bug;
 - an OSError naming a file (missing, unreadable, unwritable, a directory where a file was expected);
 - Hydra's and OmegaConf's configuration errors: an unknown key, bad override syntax, a missing mandatory
-  value (`run=???`), an unknown config group option.
+  value (`run=???`), an unknown config group option, and a ValueError that their own code raises about
+  the command line (Hydra refuses `+=1` that way).
 
 Hydra catches every exception itself: a composition error (unknown key, bad override) in
 `hydra._internal.utils.run_and_report`, which prints several lines, or a shortened traceback, and exits
@@ -67,17 +69,27 @@ def _config_error_types() -> tuple[type[BaseException], ...]:
     return tuple(types)
 
 
-def _raised_by_project(error: BaseException) -> bool:
-    """Whether `error` was raised by a `raise` statement in the project's own code."""
+def _raised_in(error: BaseException, roots: tuple[Path, ...]) -> bool:
+    """Whether `error` was raised by a `raise` statement in code under one of `roots`."""
     tb = error.__traceback__
     if tb is None:
         return False
     while tb.tb_next is not None:
         tb = tb.tb_next
     filename = Path(tb.tb_frame.f_code.co_filename).resolve()
-    if not any(filename.is_relative_to(root) for root in PROJECT_ROOTS):
+    if not any(filename.is_relative_to(root) for root in roots):
         return False
     return linecache.getline(str(filename), tb.tb_lineno).lstrip().startswith("raise")
+
+
+def _config_library_roots() -> tuple[Path, ...]:
+    roots = []
+    for name in ("hydra", "omegaconf"):
+        try:
+            roots.append(Path(__import__(name).__file__).resolve().parent)
+        except ImportError:
+            pass
+    return tuple(roots)
 
 
 def _defined_by_project(error: BaseException) -> bool:
@@ -91,8 +103,12 @@ def is_user_error(error: BaseException) -> bool:
         return True
     if isinstance(error, OSError) and error.filename is not None:
         return True
+    if _defined_by_project(error):  # ConfigError, CheckpointError, DatasetError, BundleError, ...
+        return True
+    if isinstance(error, ValueError) and _raised_in(error, _config_library_roots()):
+        return True  # Hydra refuses some malformed overrides (`+=1`) with a plain ValueError of its own
     deliberate = isinstance(error, (ValueError, RuntimeError)) and not isinstance(error, NotImplementedError)
-    return (deliberate or _defined_by_project(error)) and _raised_by_project(error)
+    return deliberate and _raised_in(error, PROJECT_ROOTS)
 
 
 def one_line(error: BaseException) -> str:

@@ -8,6 +8,7 @@ import gymnasium as gym
 import torch
 
 import sim  # noqa: F401  (registers the robo_rl/* ids)
+from sim.errors import ConfigError
 
 
 def make_vector_env(env_cfg: Mapping[str, Any], num_envs: int, device: torch.device,
@@ -15,6 +16,13 @@ def make_vector_env(env_cfg: Mapping[str, Any], num_envs: int, device: torch.dev
     """`gymnasium.make_vec` of env_cfg.id with its backend and config overrides (plus `overrides`);
     `threads` C threads for the MuJoCo batch backend (0: one per core); `privileged` asks the env to put
     privileged observations for an asymmetric critic into its infos."""
+    env_id = env_cfg.get("id")
+    known = sorted(i for i in gym.registry if i.startswith("robo_rl/"))
+    if not isinstance(env_id, str) or env_id not in known:
+        raise ConfigError(f"env.id must be one of {', '.join(known)}, got {env_id!r}")
+    for name, value in (("env.overrides", env_cfg.get("overrides")), ("overrides", overrides)):
+        if value is not None and not isinstance(value, Mapping):
+            raise ConfigError(f"{name} must be a mapping of the env's config fields, got {value!r}")
     config = _merge(dict(env_cfg.get("overrides") or {}), dict(overrides or {}))
     kwargs: dict[str, Any] = {"backend": env_cfg.get("backend", "torch"), "config": config}
     if privileged:

@@ -1,0 +1,129 @@
+"""One clear error from every CLI (robo_rl.cli): a user's mistake is one line on stderr, `error: ...`, and
+exit status 2, for Hydra's own errors as for the project's; a bug is a traceback and status 1. A few real
+subprocesses prove the whole path (Hydra included); the rule itself is tested in-process."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+from hydra import compose, initialize_config_dir
+
+from robo_rl.cli import INTERNAL_ERROR_STATUS, USER_ERROR_STATUS, command, is_user_error, one_line
+from robo_rl.options import check_options
+from sim.errors import ConfigError
+from tests.fuzz.harness import ROOT, changed, snapshot
+
+CONFIGS = str(ROOT / "configs")
+
+
+def run_cli(args: list[str], tmp_path) -> subprocess.CompletedProcess:
+    """`python <args>` run from tmp_path/work, with its own HOME (caches) at tmp_path/home."""
+    (tmp_path / "work").mkdir(exist_ok=True)
+    return subprocess.run([sys.executable, *args], capture_output=True, text=True, cwd=tmp_path / "work", timeout=300,
+                          env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path / "home"), "OMP_NUM_THREADS": "1",
+                               "PYTHONPATH": str(ROOT), "MINARI_DATASETS_PATH": str(tmp_path / "minari")})
+
+
+@pytest.mark.parametrize("args, message", [
+    # the issue's item 13: a NaN in an env config ran with exit 0 and NaN returns
+    (["-m", "robo_rl.train", "+env.overrides.randomization.disturbance_force=nan", "hydra.run.dir=run"],
+     "error: config.randomization.disturbance_force must be a finite number, got nan"),
+    (["-m", "robo_rl.train", "no_such_option=1", "hydra.run.dir=run"], "error: Could not override 'no_such_option'"),
+    (["-m", "robo_rl.train", "seed=[1", "hydra.run.dir=run"], "error: no viable alternative at input '[1'"),
+    (["-m", "robo_rl.evaluate", "run=no_such_run"], "error: run=no_such_run is not a training run directory"),
+    (["-m", "robo_rl.record", "env=reach", "episodes=0", "hydra.run.dir=rec"], "error: episodes must lie in [1, "),
+    (["-m", "robo_rl.video", "run=no_such_run"], "error: "),
+])
+def test_a_users_mistake_is_one_line_and_status_2(args, message, tmp_path):
+    result = run_cli(args, tmp_path)
+    assert result.returncode == USER_ERROR_STATUS, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(message), result.stderr
+    assert "Traceback" not in result.stdout + result.stderr
+    # nothing written where the command was run from, beyond the run folder it was told to use (where Hydra
+    # records the composed config before the task starts)
+    written = changed({}, snapshot(tmp_path / "work"))
+    assert all(name.startswith(("run/", "rec/")) for name in written), written
+
+
+def test_a_bug_is_a_traceback_and_status_1(tmp_path):
+    program = ("from robo_rl.cli import command\n"
+               "@command\n"
+               "def main():\n"
+               "    return {}['missing']\n"
+               "main()\n")
+    result = run_cli(["-c", program], tmp_path)
+    assert result.returncode == INTERNAL_ERROR_STATUS
+    assert "Traceback" in result.stderr and "KeyError: 'missing'" in result.stderr
+    assert "internal error (a bug in robo-rl" in result.stderr
+
+
+def _raise(error: Exception) -> Exception:
+    try:
+        raise error
+    except Exception as caught:  # noqa: BLE001
+        return caught
+
+
+def test_what_counts_as_a_users_mistake():
+    assert is_user_error(_raise(ConfigError("config.x must be a finite number, got nan")))  # the project's type
+    assert not is_user_error(_raise(ValueError("raised outside robo-rl's code")))  # tests/ is not the project
+    assert is_user_error(_raise(FileNotFoundError(2, "No such file or directory", "x.pt")))
+    assert one_line(_raise(FileNotFoundError(2, "No such file or directory", "x.pt"))) == "x.pt: No such file or directory"
+    assert not is_user_error(_raise(KeyError("missing")))
+    assert not is_user_error(_raise(TypeError("unsupported operand")))
+    try:
+        [1, 2] + 3  # a TypeError from inside the interpreter, no raise statement
+    except TypeError as error:
+        assert not is_user_error(error)
+    try:
+        import numpy as np
+
+        np.zeros(3)[:] = np.zeros(4)  # a ValueError from NumPy's C code: a bug wherever it happens
+    except ValueError as error:
+        assert not is_user_error(error)
+
+
+def test_one_line_folds_multiline_messages():
+    assert one_line(_raise(ConfigError("a\n  b\n\nc"))) == "a; b; c"
+
+
+@pytest.mark.parametrize("overrides, message", [
+    (["seed=-1"], r"seed must lie in \[0, 4294967295\], got -1"),
+    (["num_envs=0"], r"num_envs must lie in \[1, 1048576\], got 0"),
+    (["buffer.offline_ratio=nan"], "buffer.offline_ratio must be a finite number, got nan"),
+    (["device=gpu"], "device must be auto, cpu, cuda, cuda:<index> or mps, got 'gpu'"),
+    (["privileged_critic=maybe"], "privileged_critic must be true, false or auto"),
+    (["agent.actor_hidden=[64,0]"], r"agent.actor_hidden\[1\] must lie in \[1, 65536\], got 0"),
+    (["+agent.fancy=1"], "unknown option agent.fancy"),
+    (["eval.episodes=1.5"], "eval.episodes must be an integer, got 1.5"),
+])
+def test_train_options_are_checked_once_composed(overrides, message):
+    with initialize_config_dir(config_dir=CONFIGS, version_base="1.3"):
+        cfg = compose(config_name="train", overrides=overrides)
+        with pytest.raises(ConfigError, match=message):
+            check_options(cfg, "train")
+        check_options(compose(config_name="train"), "train")  # the defaults pass
+
+
+@pytest.mark.parametrize("command, overrides, message", [
+    ("evaluate", ["run=r", "episodes=0"], r"episodes must lie in \[1, 1000000\], got 0"),
+    ("evaluate", ["run=r", "latency_steps=[1]"], "latency_steps must be a list of 2 integers"),
+    ("export", ["run=r", "pairs=4"], r"pairs must lie in \[8, 100000\], got 4"),
+    ("export", ["run=r", "safe_action=[nan, 0]"], "safe_action"),
+    ("record", ["dataset=d", "expert_noise=-1"], r"expert_noise must lie in \[0, 10\], got -1"),
+])
+def test_other_commands_options(command, overrides, message):
+    with initialize_config_dir(config_dir=CONFIGS, version_base="1.3"):
+        cfg = compose(config_name=command, overrides=overrides)
+        with pytest.raises(ConfigError, match=message):
+            check_options(cfg, command)
+
+
+def test_command_passes_through_success_and_system_exit():
+    assert command(lambda: 7)() == 7
+    with pytest.raises(SystemExit) as exited:
+        command(lambda: sys.exit(3))()
+    assert exited.value.code == 3

@@ -1,0 +1,74 @@
+"""Fuzzed policy bundles through the ROS 2 core, as the quadrotor node starts and flies one: load_bundle
+(policy.json), the controller (ONNX policy, observation, vehicle model) and one tick from a hover state. A
+bundle is refused at start with one BundleError, or every command it gives is finite.
+
+The main package's robo_rl/export/bundle.py writes bundles and reads no policy.json; the ROS core is the
+loader (numpy and onnxruntime only, importable here from ros2_ws/src)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tests.fuzz.harness import ROOT, SEED, mutate, mutate_bytes
+
+sys.path.insert(0, str(ROOT / "ros2_ws" / "src" / "robo_rl_ros"))
+from robo_rl_ros.core.bundle import load_bundle  # noqa: E402
+from robo_rl_ros.core.observation import VehicleState  # noqa: E402
+from robo_rl_ros.core.quadrotor import QuadrotorPolicyController, QuadrotorSettings  # noqa: E402
+
+MANIFEST_INPUTS = 2500
+ONNX_INPUTS = 150
+TARGET = (0.0, 0.0, 1.0)
+
+
+def fly(directory: Path) -> dict:
+    """Start the node's core on the bundle and run one tick at hover on the target."""
+    bundle = load_bundle(directory)
+    controller = QuadrotorPolicyController(bundle, QuadrotorSettings(target_position=TARGET))
+    state = VehicleState(np.array(TARGET), np.array([1.0, 0.0, 0.0, 0.0]), np.zeros(3), np.zeros(3))
+    controller.update_state(0.0, state)
+    result = controller.tick(0.0)
+    return {"flying": result.flying, "action": result.action, "legacy": list(result.legacy),
+            "setpoint": None if result.setpoint is None else list(result.setpoint)}
+
+
+@pytest.fixture
+def bundle_copy(exported_bundle, sandbox):
+    copy = sandbox / "bundle"
+    shutil.copytree(exported_bundle, copy)
+    return copy
+
+
+def test_fuzzed_policy_json(bundle_copy, report):
+    manifest_path = bundle_copy / "policy.json"
+    manifest = json.loads(manifest_path.read_text())
+    tally = report.tally("policy.json (ROS core bundle loader)")
+    tally.run("intact", lambda: fly(bundle_copy))
+    rng = np.random.default_rng([SEED, 4])
+    for index in range(MANIFEST_INPUTS):
+        edited, what = mutate(manifest, rng)
+        if index % 10 == 9:  # now and then text that is not JSON at all, or JSON cut short
+            text = json.dumps(edited)
+            text, what = text[: int(rng.integers(len(text) + 1))], f"{what}; text truncated"
+        else:
+            text = json.dumps(edited)  # NaN and Infinity as Python's json writes them, as an editor might
+        manifest_path.write_text(text)
+        tally.run(f"#{index} {what}", lambda: fly(bundle_copy))
+    manifest_path.write_text(json.dumps(manifest))
+
+
+def test_fuzzed_policy_onnx(bundle_copy, report):
+    onnx_path = bundle_copy / json.loads((bundle_copy / "policy.json").read_text())["files"]["onnx"]
+    data = onnx_path.read_bytes()
+    tally = report.tally("policy.onnx bytes (ROS core bundle loader)")
+    rng = np.random.default_rng([SEED, 5])
+    for index in range(ONNX_INPUTS):
+        damaged, what = mutate_bytes(data, rng)
+        onnx_path.write_bytes(damaged)
+        tally.run(f"#{index} {what}", lambda: fly(bundle_copy))
