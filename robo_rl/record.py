@@ -14,10 +14,10 @@ from __future__ import annotations
 import time
 from typing import Any, Callable
 
-import hydra
 import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
+from robo_rl.cli import hydra_command
 from robo_rl.datasets import episode_from_steps, record_episodes, write_dataset
 from robo_rl.envs import make_vector_env
 from robo_rl.teleop import TELEOP_DEVICES, Teleop, make_teleop
@@ -90,7 +90,7 @@ def record_teleop(env: Any, teleop: Teleop, episodes: int, seed: int, realtime: 
     return accepted
 
 
-@hydra.main(config_path="../configs", config_name="record", version_base="1.3")
+@hydra_command(config_path="../configs", config_name="record")
 def main(cfg: DictConfig) -> None:
     """Hydra entry point."""
     record(cfg)
