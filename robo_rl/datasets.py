@@ -155,20 +155,44 @@ def load_transitions(dataset: str | os.PathLike, spec: Mapping[str, Any]) -> dic
     low, high = np.asarray(spec["action_low"]), np.asarray(spec["action_high"])
     rows: dict[str, list[np.ndarray]] = {k: [] for k in ("obs", "action", "reward", "next_obs", "terminated")}
     for episode in episodes:
-        obs, actions = np.asarray(episode.observations), np.asarray(episode.actions)
+        where = f"dataset at {path}: episode {episode.id}"
+        obs = _numeric(episode.observations, "observations", where)
+        actions = _numeric(episode.actions, "actions", where)
         if obs.ndim != 2 or obs.shape[1] != obs_size:
-            raise DatasetError(f"dataset at {path}: episode {episode.id} has observations of shape {obs.shape}, "
+            raise DatasetError(f"{where} has observations of shape {obs.shape}, "
                                f"the env {spec['id']} has {obs_size} per step")
         if actions.ndim != 2 or actions.shape[1] != act_size or len(actions) != len(obs) - 1:
-            raise DatasetError(f"dataset at {path}: episode {episode.id} has actions of shape {actions.shape}; "
+            raise DatasetError(f"{where} has actions of shape {actions.shape}; "
                                f"expected ({len(obs) - 1}, {act_size}) for {spec['id']}")
-        if not (np.isfinite(obs).all() and np.isfinite(actions).all()):
-            raise DatasetError(f"dataset at {path}: episode {episode.id} contains NaN or Inf")
+        steps = len(actions)
+        rewards = _numeric(episode.rewards, "rewards", where)
+        terminations = _numeric(episode.terminations, "terminations", where)
+        for name, array in (("rewards", rewards), ("terminations", terminations)):
+            if array.shape != (steps,):  # one per step: a 2-D or short array would misalign the transitions
+                raise DatasetError(f"{where} has {name} of shape {array.shape}; expected ({steps},), one per action")
+        for name, array in (("observations", obs), ("actions", actions), ("rewards", rewards)):
+            if not np.isfinite(array).all():  # in float32, the replay buffer's type: 1e39 is inf there
+                raise DatasetError(f"{where} has NaN or Inf {name} (in float32); allowed: finite numbers "
+                                   f"within +-{np.finfo(np.float32).max:.3g}")
         if (actions < low - 1e-6).any() or (actions > high + 1e-6).any():
-            raise DatasetError(f"dataset at {path}: episode {episode.id} has actions outside [{low}, {high}]")
+            raise DatasetError(f"{where} has actions outside [{low}, {high}]")
+        if not np.isin(terminations, (0.0, 1.0)).all():  # a flag: anything else would scale the bootstrap
+            raise DatasetError(f"{where} has terminations other than true/false (0/1)")
         rows["obs"].append(obs[:-1])
         rows["next_obs"].append(obs[1:])
         rows["action"].append(actions)
-        rows["reward"].append(np.asarray(episode.rewards, dtype=np.float32))
-        rows["terminated"].append(np.asarray(episode.terminations, dtype=np.float32))
+        rows["reward"].append(rewards)
+        rows["terminated"].append(terminations)
     return {k: torch.as_tensor(np.concatenate(v), dtype=torch.float32) for k, v in rows.items()}
+
+
+def _numeric(values: Any, name: str, where: str) -> np.ndarray:
+    """An episode's array `name` as float32; DatasetError naming it if it is not numbers (bool, int or float).
+
+    Values beyond float32's range become inf here (no warning): the finiteness checks after this refuse them.
+    """
+    array = np.asarray(values)
+    if array.dtype.kind not in "biuf":  # bytes, strings or objects: np.isfinite and float casts fail on them
+        raise DatasetError(f"{where} has {name} of dtype {array.dtype}; allowed: numbers (bool, int or float)")
+    with np.errstate(over="ignore"):
+        return array.astype(np.float32)

@@ -96,3 +96,47 @@ def test_demos_recorded_on_another_env_are_refused_although_their_shapes_fit(min
     assert minari.MinariDataset(anonymous).total_episodes == 3  # still a valid Minari dataset
     with pytest.raises(DatasetError, match="recorded on an env it does not name"):
         load_transitions(anonymous.parent, env_spec(pick_env, "robo_rl/ArmPickCube-v0"))
+
+
+def _edit(array: np.ndarray, edit: str) -> np.ndarray:
+    """One episode array as a damaged (or hand-edited) file might hold it."""
+    if edit == "bytes":
+        return array.astype("S8")
+    if edit == "2-D":
+        return array[:, None].repeat(2, axis=1)
+    if edit == "short":
+        return array[:-1]
+    values = {"nan": np.nan, "beyond float32": 1e39, "not a flag": -5.0}  # 1e39: finite in float64, inf in float32
+    edited = array.astype(np.float64)
+    edited[1] = values[edit]  # the second step (a whole row of a 2-D array)
+    return edited
+
+
+@pytest.mark.parametrize("name, edit, message", [
+    ("observations", "bytes", r"observations of dtype \|S8; allowed: numbers"),
+    ("actions", "bytes", r"actions of dtype \|S8; allowed: numbers"),
+    ("terminations", "bytes", r"terminations of dtype \|S8; allowed: numbers"),
+    ("rewards", "2-D", r"rewards of shape \(\d+, 2\); expected \(\d+,\), one per action"),
+    ("terminations", "2-D", r"terminations of shape \(\d+, 2\); expected"),
+    ("rewards", "short", r"rewards of shape \(\d+,\); expected \(\d+,\), one per action"),
+    ("terminations", "short", r"terminations of shape"),
+    ("rewards", "nan", r"NaN or Inf rewards \(in float32\); allowed: finite numbers"),
+    ("rewards", "beyond float32", r"NaN or Inf rewards \(in float32\)"),
+    ("observations", "beyond float32", r"NaN or Inf observations \(in float32\)"),
+    ("terminations", "not a flag", r"terminations other than true/false \(0/1\)"),
+])
+def test_episodes_edited_in_the_file_give_one_dataset_error(minari_root, pick_env, expert_episodes, name, edit,
+                                                             message):
+    """An episode array of the wrong type, shape or range in a readable HDF5 file is refused with one
+    DatasetError naming the episode and the array (found by tests/fuzz: tracebacks and NaN rewards before)."""
+    import h5py
+
+    path = write_dataset("pick_cube/edited-v0", expert_episodes, "robo_rl/ArmPickCube-v0",
+                         pick_env.single_observation_space, pick_env.single_action_space)
+    with h5py.File(path / "data" / "main_data.hdf5", "r+") as file:
+        where = f"episode_1/{name}"
+        data = _edit(file[where][()], edit)
+        del file[where]
+        file.create_dataset(where, data=data)
+    with pytest.raises(DatasetError, match=rf"episode 1 has {message}"):
+        load_transitions(path, env_spec(pick_env, "robo_rl/ArmPickCube-v0"))
