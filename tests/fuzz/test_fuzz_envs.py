@@ -14,6 +14,7 @@ import torch
 import sim  # noqa: F401  (registers the env ids)
 from sim.arm.env import ROBOTS, ArmTaskConfig
 from sim.quadrotor.config import default_config
+from sim.quadrotor.model import VEHICLES
 from sim.registration import ARM_ENV_IDS, QUADROTOR_ENV_IDS
 from tests.fuzz.harness import SEED, mutate
 
@@ -38,6 +39,10 @@ def base_config(env_id: str) -> dict:
     if env_id in QUADROTOR_ENV_IDS:
         config = jsonable(default_config(QUADROTOR_ENV_IDS[env_id]))
         config.pop("task")
+        # every vehicle parameter spelled out, so that the mutations reach them too
+        vehicle = VEHICLES["crazyflie_l2f_paper"]  # (the only one with every field set)
+        config["vehicle_overrides"] = jsonable({f.name: getattr(vehicle, f.name) for f in dataclasses.fields(vehicle)
+                                                if f.name != "source" and getattr(vehicle, f.name) is not None})
         return config
     kwargs = ARM_ENV_IDS[env_id]
     task, robot = (kwargs, "panda_like") if isinstance(kwargs, str) else (kwargs["task"], kwargs["robot"])
