@@ -94,6 +94,14 @@ def _finite(value: numbers.Real) -> bool:
         return False
 
 
+def _plural(description: str) -> str:
+    """"a finite number" -> "finite numbers", "a list of 2 finite numbers" -> "lists of 2 finite numbers"."""
+    noun = description.removeprefix("a ").removeprefix("an ")
+    if noun.startswith("list of "):
+        return "lists of " + noun.removeprefix("list of ")
+    return noun if noun.endswith("s") else noun + "s"
+
+
 def _describe(annotation: Any) -> str:
     origin, args = typing.get_origin(annotation), typing.get_args(annotation)
     if annotation is float:
@@ -108,8 +116,8 @@ def _describe(annotation: Any) -> str:
         return "a file path"
     if origin is tuple:
         if len(args) == 2 and args[1] is Ellipsis:
-            return f"a list of {_describe(args[0]).removeprefix('a ').removeprefix('an ')}s"
-        return f"a list of {len(args)} {_describe(args[0]).removeprefix('a ').removeprefix('an ')}s"
+            return f"a list of {_plural(_describe(args[0]))}"
+        return f"a list of {len(args)} {_plural(_describe(args[0]))}"
     if dataclasses.is_dataclass(annotation):
         return f"a mapping of {annotation.__name__} fields"
     if origin is dict:
