@@ -16,7 +16,7 @@ from robo_rl.checkpoint import (agent_from_checkpoint, check_compatible, list_ch
 from tests.fuzz.harness import SEED, mutate, mutate_bytes
 
 BYTE_INPUTS = 1000
-STRUCTURE_INPUTS = 300
+STRUCTURE_INPUTS = 200
 RESUME_INPUTS = 30
 
 

@@ -18,7 +18,7 @@ from robo_rl.datasets import load_transitions, write_dataset
 from tests.fuzz.harness import SEED, SPECIAL, mutate, mutate_bytes
 
 BYTE_INPUTS = 350
-METADATA_INPUTS = 350
+METADATA_INPUTS = 450
 STRUCTURE_INPUTS = 300
 ENV_ID = "robo_rl/ArmReach-v0"
 SPEC = {"id": ENV_ID, "observation_size": 16, "action_size": 4, "action_low": [-1.0] * 4, "action_high": [1.0] * 4}
