@@ -135,8 +135,9 @@ def test_non_finite_or_out_of_range_numbers_are_refused(tmp_path, change, messag
 
 
 @pytest.mark.parametrize("field, value, allowed", [
-    ("thrust_max", -0.1, "a finite number > 0"), ("mass", 0.0, "a finite number > 0"),
-    ("gravity", -9.81, "a finite number > 0"), ("hover_command", 1.2, r"a number in \(0, 1\)"),
+    ("thrust_max", -0.1, r"a finite number in \[0.0001, 1000\] N"),
+    ("mass", 0.0, r"a finite number in \[0.001, 100\] kg"),
+    ("gravity", -9.81, r"a finite number in \[0.1, 100\] m/s\^2"), ("hover_command", 1.2, r"a number in \(0, 1\)"),
 ])
 def test_vehicle_parameters_out_of_range_are_refused(tmp_path, field, value, allowed):
     bundle = _copy(tmp_path)
@@ -189,3 +190,74 @@ def test_a_section_that_is_not_an_object_is_one_bundle_error(tmp_path, section, 
     _edit(bundle, change)
     with pytest.raises(BundleError, match=f"{name} must be a JSON object"):
         load_bundle(bundle)
+
+
+@pytest.mark.parametrize("change, path", [
+    (lambda m: m["recorded_pairs"][6]["observation"].__setitem__(6, 10**400), r"recorded_pairs\[6\].observation\[6\]"),
+    (lambda m: m["training"]["vehicle_parameters"].update(rotor_positions=10**400),
+     "training.vehicle_parameters.rotor_positions"),
+    (lambda m: m["observation"]["normalization"]["std"].__setitem__(4, -10**400), r"normalization.std\[4\]"),
+])
+def test_an_integer_beyond_float_range_is_one_bundle_error(tmp_path, change, path):
+    # found by the fuzz suite: JSON reads 10**400 as a Python int, and its float conversion was an OverflowError
+    bundle = _copy(tmp_path)
+    _edit(bundle, change)
+    with pytest.raises(BundleError, match=f"{path} is an integer beyond float64's range; every number in policy.json "
+                                          "must be finite"):
+        load_bundle(bundle)
+
+
+@pytest.mark.parametrize("files, message", [
+    (None, "files must be a JSON object, got nothing"),
+    (["policy.onnx"], "files must be a JSON object, got list"),
+    ({}, "files.onnx is None; allowed: the relative name of a file inside the bundle"),
+    ({"onnx": 7}, "files.onnx is 7; allowed: the relative name"),
+    ({"onnx": ""}, "files.onnx is ''; allowed"),
+    ({"onnx": "../bundle/policy.onnx"}, r"files.onnx is '../bundle/policy.onnx', a path out of the bundle"),
+    ({"onnx": "ABSOLUTE"}, "a path out of the bundle"),
+])
+def test_files_onnx_must_name_a_file_inside_the_bundle(tmp_path, files, message):
+    # found by the fuzz suite: a missing `files` was a KeyError, a list or a number a TypeError, out of the loader
+    bundle = _copy(tmp_path)
+    if files == {"onnx": "ABSOLUTE"}:  # a path that exists: refused for where it is, not for being missing
+        files = {"onnx": str(bundle / "policy.onnx")}
+    _edit(bundle, lambda m: m.pop("files") if files is None else m.update(files=files))
+    with pytest.raises(BundleError, match=message):
+        load_bundle(bundle)
+
+
+def test_an_onnx_file_linked_from_outside_the_bundle_is_refused(tmp_path):
+    bundle = _copy(tmp_path)
+    outside = tmp_path / "elsewhere.onnx"
+    (bundle / "policy.onnx").rename(outside)
+    (bundle / "policy.onnx").symlink_to(outside)
+    with pytest.raises(BundleError, match="leads outside the bundle"):
+        load_bundle(bundle)
+
+
+def _vehicle(manifest):
+    return manifest["training"]["vehicle_parameters"]
+
+
+@pytest.mark.parametrize("change, message", [
+    # found by the fuzz suite: 1e308 in a rotor position was a 'math domain error' ValueError out of the first tick
+    (lambda m: _vehicle(m)["rotor_positions"][0].__setitem__(1, 1e308),
+     r"rotor_positions\[0\]\[1\] is 1e\+308; allowed: a finite number in \[-10, 10\] m"),
+    (lambda m: _vehicle(m)["yaw_torque_coefficients"].__setitem__(3, -1e308),
+     r"yaw_torque_coefficients\[3\] is -1e\+308; allowed: a finite number in \[-1, 1\] N m / N"),
+    (lambda m: _vehicle(m)["inertia"].__setitem__(0, 1e-300),
+     r"inertia\[0\] is 1e-300; allowed: a finite number in \[1e-09, 100\]"),
+    (lambda m: _vehicle(m).update(thrust_max=1e300),
+     r"thrust_max is 1e\+300; allowed: a finite number in \[0.0001, 1000\] N"),
+    (lambda m: _vehicle(m).update(mass=50.0), "thrust_max 0.148829 N with mass 50 kg and gravity 9.81 m/s.2 gives a "
+                                              "thrust-to-weight ratio of 0.00121; allowed: above 1"),
+    (lambda m: _vehicle(m)["inertia"].__setitem__(2, 1e-4),
+     r"inertia is \[3.85e-06, 3.85e-06, 0.0001\]; allowed: principal moments of a rigid body"),
+    (lambda m: _vehicle(m)["rotor_positions"].__setitem__(2, [0.0, 0.0, 0.01]),
+     r"rotor_positions\[2\] lies 0 m from the centre in x-y; allowed: at least 0.001 m"),
+])
+def test_a_vehicle_no_multirotor_could_be_is_refused_at_start(tmp_path, change, message):
+    bundle = _copy(tmp_path)
+    _edit(bundle, change)
+    with pytest.raises(BundleError, match=f"policy.json training.vehicle_parameters.{message}"):
+        _controller(bundle)

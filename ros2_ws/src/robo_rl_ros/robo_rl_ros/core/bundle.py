@@ -8,7 +8,8 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-from pathlib import Path
+import sys
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 import numpy as np
@@ -81,15 +82,16 @@ def load_bundle(directory: str | Path) -> PolicyBundle:
         raise BundleError(f"no policy.json in {directory}")
     try:
         manifest = json.loads(manifest_path.read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+    except (OSError, ValueError) as error:  # JSONDecodeError, UnicodeDecodeError, an int of over 4300 digits
         raise BundleError(f"{manifest_path} is not valid JSON: {error}") from error
     if not isinstance(manifest, dict) or manifest.get("format") != BUNDLE_FORMAT:
         found = manifest.get("format") if isinstance(manifest, dict) else type(manifest).__name__
         raise BundleError(f"{manifest_path}: format must be {BUNDLE_FORMAT!r}, got {found!r}")
-    where = _first_non_finite(manifest)  # JSON readers accept NaN, Infinity and 1e999 (-> inf)
+    where = _first_non_finite(manifest)  # JSON readers accept NaN, Infinity, 1e999 (-> inf) and 10**400 (an int)
     if where is not None:
         path, value = where
-        raise BundleError(f"{manifest_path}: {path} is {value}; every number in policy.json must be finite")
+        raise BundleError(f"{manifest_path}: {path} is {value}; every number in policy.json must be finite "
+                          f"(within +-{sys.float_info.max:.3g})")
     try:
         bundle = _parse(directory, manifest)
     except (KeyError, TypeError, ValueError) as error:
@@ -98,6 +100,9 @@ def load_bundle(directory: str | Path) -> PolicyBundle:
         raise BundleError(f"{manifest_path}: missing or malformed entry: {error!r}") from error
     if not bundle.onnx_path.is_file():
         raise BundleError(f"the bundle's ONNX file {bundle.onnx_path} does not exist")
+    if not bundle.onnx_path.resolve().is_relative_to(directory.resolve()):  # a symbolic link out of the bundle
+        raise BundleError(f"the bundle's ONNX file {bundle.onnx_path} leads outside the bundle {directory}; "
+                          "allowed: a file inside it")
     return bundle
 
 
@@ -141,6 +146,7 @@ def _parse(directory: Path, manifest: dict[str, Any]) -> PolicyBundle:
     if np.any(outside):
         pair = int(np.argwhere(outside)[0][0])
         raise BundleError(f"recorded_pairs[{pair}].action {recorded_act[pair].tolist()} lies outside action.low/high")
+    _onnx_file(_mapping(manifest, "files"))
     control_hz = float(manifest["control_hz"])
     if not 0 < control_hz <= MAX_CONTROL_HZ:
         raise BundleError(f"control_hz is {control_hz}; allowed: a number in (0, {MAX_CONTROL_HZ:g}] Hz")
@@ -166,6 +172,19 @@ def _mapping(parent: dict[str, Any], key: str, prefix: str = "", required: bool 
     return value
 
 
+def _onnx_file(files: dict[str, Any]) -> str:
+    """files.onnx, checked: the relative name of a file inside the bundle (no absolute path, no '..'), so that
+    the node reads nothing the bundle does not hold."""
+    name = files.get("onnx")
+    allowed = "allowed: the relative name of a file inside the bundle, e.g. 'policy.onnx'"
+    if not isinstance(name, str) or not name.strip():
+        raise BundleError(f"policy.json: files.onnx is {name!r}; {allowed}")
+    parts = PurePosixPath(name.replace("\\", "/")).parts  # a Windows separator is no way out either
+    if PurePosixPath(name).is_absolute() or Path(name).is_absolute() or ".." in parts or "\0" in name:
+        raise BundleError(f"policy.json: files.onnx is {name!r}, a path out of the bundle; {allowed}")
+    return name
+
+
 def _vector(values: Any, size: int, name: str) -> np.ndarray:
     array = np.asarray(values, dtype=np.float64)
     if array.shape != (size,) or not np.all(np.isfinite(array)):
@@ -173,10 +192,13 @@ def _vector(values: Any, size: int, name: str) -> np.ndarray:
     return array
 
 
-def _first_non_finite(value: Any, path: str = "") -> tuple[str, float] | None:
-    """(dotted path, value) of the first NaN or infinite number in a parsed JSON value, or None."""
+def _first_non_finite(value: Any, path: str = "") -> tuple[str, float | str] | None:
+    """(dotted path, value) of the first NaN or infinite number in a parsed JSON value, or None. An integer
+    beyond float64's range counts as infinite: JSON reads it as a Python int, which no float conversion takes."""
     if isinstance(value, float):
         return None if math.isfinite(value) else (path or "the document", value)
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) > sys.float_info.max:
+        return path or "the document", "an integer beyond float64's range"  # (str() of it may itself fail)
     if isinstance(value, dict):
         items = ((f"{path}.{key}" if path else str(key), item) for key, item in value.items())
     elif isinstance(value, list):

@@ -56,6 +56,19 @@ MAX_YAW_RATE_DEG = 360.0  # default bound of angular.z [deg/s]
 # crazyflie/launch/launch.py:127 DeclareLaunchArgument('backend', default_value='cpp') (commit f6154e2)
 BACKENDS = ("cpp", "cflib")
 DEFAULT_BACKEND = "cpp"
+# What a real multirotor's numbers can be (low, high, unit), the ranges the simulator accepts for a vehicle
+# (sim.quadrotor.config.VEHICLE_RANGES, not importable on the robot) where it has one: the Crazyflie is 27 g
+# with 4e-6 kg m^2, 28 mm and 0.15 N per rotor. Signed fields are bounded in magnitude.
+VEHICLE_RANGES: dict[str, tuple[float, float, str]] = {
+    "mass": (0.001, 100.0, "kg"),
+    "inertia": (1e-9, 100.0, "kg m^2"),
+    "rotor_positions": (0.0, 10.0, "m"),
+    "yaw_torque_coefficients": (0.0, 1.0, "N m / N"),
+    "thrust_max": (1e-4, 1000.0, "N"),  # sim: thrust_curve in [-1000, 1000] N
+    "gravity": (0.1, 100.0, "m/s^2"),
+}
+SIGNED_FIELDS = ("rotor_positions", "yaw_torque_coefficients")
+MIN_ROTOR_OFFSET = 0.001  # [m] from the centre in x-y (sim: rotor_offset >= 0.001 m)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -80,25 +93,46 @@ class VehicleModel:
                         thrust_max=float(p["thrust_max"]), gravity=float(p["gravity"]))
         except (KeyError, TypeError, ValueError) as error:
             raise BundleError(f"policy.json training.vehicle_parameters is incomplete: {error!r}") from error
-        # (NaN compares False: each check is written so that NaN fails it)
-        for name, value, allowed in (
-                ("mass", model.mass, "a finite number > 0 [kg]"),
-                ("thrust_max", model.thrust_max, "a finite number > 0 [N]"),
-                ("gravity", model.gravity, "a finite number > 0 [m/s^2]")):
-            if not (math.isfinite(value) and value > 0):
-                raise BundleError(f"policy.json training.vehicle_parameters.{name} is {value}; allowed: {allowed}")
-        if not (np.all(np.isfinite(model.inertia)) and np.all(model.inertia > 0)):
-            raise BundleError(f"policy.json training.vehicle_parameters.inertia is {model.inertia.tolist()}; "
-                              "allowed: 3 finite numbers > 0 [kg m^2]")
-        for name in ("rotor_positions", "yaw_torque_coefficients"):
-            if not np.all(np.isfinite(getattr(model, name))):
-                raise BundleError(f"policy.json training.vehicle_parameters.{name} is "
-                                  f"{getattr(model, name).tolist()}; allowed: finite numbers")
+        model.check()
         hover = p.get("hover_command", model.hover_fraction)
         if not (isinstance(hover, (int, float)) and 0.0 < hover < 1.0):
             raise BundleError(f"policy.json training.vehicle_parameters.hover_command is {hover!r}; allowed: a "
                               "number in (0, 1) (fraction of thrust_max that carries the vehicle)")
         return model
+
+    def check(self) -> None:
+        """Raise one BundleError naming the first number that no real multirotor has (VEHICLE_RANGES, positive
+        principal moments that satisfy the triangle inequality, thrust-to-weight above 1). Past these, the
+        one-period prediction of `attitude_setpoint` overflows (1e308 in a rotor position was a 'math domain
+        error' out of the first tick)."""
+        prefix = "policy.json training.vehicle_parameters."
+        # (NaN compares False: each check is written so that NaN fails it)
+        for name in VEHICLE_RANGES:
+            low, high, unit = VEHICLE_RANGES[name]
+            values = np.asarray(getattr(self, name), dtype=np.float64)
+            bad = ~((np.abs(values) if name in SIGNED_FIELDS else values) <= high)
+            if name not in SIGNED_FIELDS:
+                bad |= ~(values >= low)
+            if np.any(bad):
+                index = "".join(f"[{i}]" for i in np.argwhere(bad)[0]) if values.ndim else ""
+                value = values[tuple(np.argwhere(bad)[0])] if values.ndim else values
+                span = f"[-{high:g}, {high:g}]" if name in SIGNED_FIELDS else f"[{low:g}, {high:g}]"
+                raise BundleError(f"{prefix}{name}{index} is {float(value)}; allowed: a finite number in {span} "
+                                  f"{unit}")
+        offsets = np.hypot(self.rotor_positions[:, 0], self.rotor_positions[:, 1])
+        if not np.all(offsets >= MIN_ROTOR_OFFSET):
+            rotor = int(np.argmin(offsets))
+            raise BundleError(f"{prefix}rotor_positions[{rotor}] lies {offsets[rotor]:g} m from the centre in x-y; "
+                              f"allowed: at least {MIN_ROTOR_OFFSET:g} m (a rotor on the axis gives no roll or pitch)")
+        largest = float(np.max(self.inertia))
+        if not float(np.sum(self.inertia)) - largest >= largest * (1.0 - 1e-6):
+            raise BundleError(f"{prefix}inertia is {self.inertia.tolist()}; allowed: principal moments of a rigid body "
+                              "(each at most the sum of the other two)")
+        thrust_to_weight = 4.0 * self.thrust_max / (self.mass * self.gravity)
+        if not thrust_to_weight > 1.0:
+            raise BundleError(f"{prefix}thrust_max {self.thrust_max:g} N with mass {self.mass:g} kg and gravity "
+                              f"{self.gravity:g} m/s^2 gives a thrust-to-weight ratio of {thrust_to_weight:.3g}; "
+                              "allowed: above 1 (four rotors must lift the vehicle)")
 
     @functools.cached_property
     def mixer(self) -> np.ndarray:
