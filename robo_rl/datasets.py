@@ -139,8 +139,19 @@ def load_transitions(dataset: str | os.PathLike, spec: Mapping[str, Any]) -> dic
     if not (path / "data").is_dir():
         raise DatasetError(f"no Minari dataset at {path} (from {str(dataset)!r}): record one with "
                            "`python -m robo_rl.record` or give its directory")
+    from minari.dataset.minari_storage import MinariStorage
+
     try:
-        data = minari.MinariDataset(path / "data")
+        storage = MinariStorage.read(path / "data")
+        total, stored = storage.total_episodes, _stored_episodes(path / "data", storage.metadata.get("data_format"))
+    except Exception as error:  # h5py/arrow raise many types for a damaged file
+        raise DatasetError(f"cannot read the dataset at {path}: {error}") from error
+    # Minari takes metadata.json's total_episodes as it is (np.arange of it: 3e9 was a 24 GB array and a hang)
+    if type(total) is not int or total != stored:
+        raise DatasetError(f"dataset at {path}: metadata.json gives total_episodes {total!r}, the data holds {stored} "
+                           "episodes; allowed: that count")
+    try:
+        data = minari.MinariDataset(storage)
         episodes = list(data.iterate_episodes())
         recorded_on = recorded_env_id(data)
     except Exception as error:  # h5py/arrow raise many types for a damaged file
@@ -184,6 +195,17 @@ def load_transitions(dataset: str | os.PathLike, spec: Mapping[str, Any]) -> dic
         rows["reward"].append(rewards)
         rows["terminated"].append(terminations)
     return {k: torch.as_tensor(np.concatenate(v), dtype=torch.float32) for k, v in rows.items()}
+
+
+def _stored_episodes(data_dir: Path, data_format: Any) -> int:
+    """How many episodes a Minari data folder holds: groups `episode_<i>` of main_data.hdf5 (hdf5), or folders
+    `<i>` (arrow), as Minari's storages write them."""
+    if data_format == "hdf5":
+        import h5py
+
+        with h5py.File(data_dir / "main_data.hdf5", "r") as file:
+            return sum(1 for key in file if key.startswith("episode_"))
+    return sum(1 for item in data_dir.iterdir() if item.is_dir() and item.name.isdigit())
 
 
 def _numeric(values: Any, name: str, where: str) -> np.ndarray:

@@ -140,3 +140,17 @@ def test_episodes_edited_in_the_file_give_one_dataset_error(minari_root, pick_en
         file.create_dataset(where, data=data)
     with pytest.raises(DatasetError, match=rf"episode 1 has {message}"):
         load_transitions(path, env_spec(pick_env, "robo_rl/ArmPickCube-v0"))
+
+
+@pytest.mark.parametrize("total", [3_000_000_000, 5, 2, 3.0, "3"])
+def test_a_total_episodes_the_data_does_not_hold_is_refused(minari_root, pick_env, expert_episodes, total):
+    """metadata.json's total_episodes must be the number of episodes stored (found by tests/fuzz: Minari takes it
+    as it is, and 3e9 became a 24 GB index array, a hang; 2 silently dropped an episode)."""
+    path = write_dataset("pick_cube/count-v0", expert_episodes, "robo_rl/ArmPickCube-v0",
+                         pick_env.single_observation_space, pick_env.single_action_space)
+    metadata = json.loads((path / "data" / "metadata.json").read_text())
+    assert metadata["total_episodes"] == 3
+    metadata["total_episodes"] = total
+    (path / "data" / "metadata.json").write_text(json.dumps(metadata))
+    with pytest.raises(DatasetError, match=rf"metadata.json gives total_episodes {total!r}, the data holds 3 episodes"):
+        load_transitions(path, env_spec(pick_env, "robo_rl/ArmPickCube-v0"))
