@@ -5,12 +5,15 @@ Without this, `num_envs=abc` or `seed=-1` surfaced as a ValueError deep inside i
 `buffer.offline_ratio=nan` or `eval.episodes=0` ran. Each option has an annotation and, for numbers, an
 allowed interval (sim.validation, as for the env configs); the `agent` group is checked against
 SACConfig's fields and ranges. Env configs are checked where the env is built (sim.quadrotor.config,
-sim.arm.env). Keys a command's config does not name are Hydra's to refuse at composition.
+sim.arm.env). A key that no config file of the command defines (Hydra refuses an unknown key unless it is
+added with `+`, and then nothing would read it: `+total_env_step=1000` trained 500k steps) is refused too.
 """
 
 from __future__ import annotations
 
+import functools
 import re
+from pathlib import Path
 from typing import Any, Mapping
 
 from omegaconf import DictConfig, OmegaConf
@@ -54,6 +57,7 @@ OPTIONS: dict[str, dict[str, tuple[Any, Interval | None]]] = {
         "realtime": (bool, None), "expert_noise": (float, Interval(0.0, 10.0)),
     },
 }
+CONFIG_DIR = Path(__file__).resolve().parents[1] / "configs"
 TORCH_DEVICE_COMMANDS = ("train", "evaluate")  # where `device` is a torch device (record's is a teleop device)
 
 
@@ -75,6 +79,52 @@ def check_options(cfg: DictConfig, command: str) -> None:
         raise ConfigError(f"privileged_critic must be true, false or auto, got {cfg.privileged_critic!r}")
     if command == "train" and "agent" in cfg:
         check_agent(OmegaConf.to_container(cfg.agent, resolve=True))
+    if command in OPTIONS:
+        check_known_keys(OmegaConf.to_container(cfg, resolve=False), known_keys(command), command)
+
+
+def check_known_keys(given: Mapping[str, Any], known: Mapping[str, Any], command: str, prefix: str = "") -> None:
+    """ConfigError naming the first key of `given` that `known` (a tree of the keys the command's config files
+    define) lacks; below a key whose default is not a non-empty mapping (`overrides: {}`, a list, null)
+    anything goes: those values are checked where they are used (the env's or the agent's config)."""
+    for key, value in given.items():
+        path = f"{prefix}{key}"
+        if key == "hydra" and not prefix:
+            continue
+        if key not in known:
+            options = ", ".join(sorted(str(k) for k in known if k != "hydra"))
+            raise ConfigError(f"unknown option {path} (added with +, nothing would read it); {prefix[:-1] or command} "
+                              f"has: {options}")
+        below = known[key]
+        if isinstance(value, Mapping) and isinstance(below, Mapping) and below:
+            check_known_keys(value, below, command, f"{path}.")
+
+
+@functools.cache
+def known_keys(command: str) -> dict[str, Any]:
+    """The tree of keys that configs/<command>.yaml and every option of its config groups define."""
+    top = OmegaConf.to_container(OmegaConf.load(CONFIG_DIR / f"{command}.yaml"), resolve=False)
+    tree: dict[str, Any] = {}
+    groups = [next(iter(entry)) for entry in top.pop("defaults", []) if isinstance(entry, Mapping)]
+    _union(tree, top)
+    for group in groups + ["experiment"] * (command == "train"):
+        for option in sorted((CONFIG_DIR / group).glob("*.yaml")):
+            content = OmegaConf.to_container(OmegaConf.load(option), resolve=False) or {}
+            content.pop("defaults", None)
+            global_package = option.read_text().lstrip().startswith("# @package _global_")
+            _union(tree, content if global_package else {group: content})
+    return tree
+
+
+def _union(tree: dict[str, Any], more: Mapping[str, Any]) -> None:
+    for key, value in more.items():
+        if isinstance(value, Mapping) and value and isinstance(tree.get(key), dict) and tree[key]:
+            _union(tree[key], value)
+        elif isinstance(value, Mapping) and value and key not in tree:
+            tree[key] = {}
+            _union(tree[key], value)
+        elif key not in tree:
+            tree[key] = value
 
 
 def check_device(name: str) -> None:

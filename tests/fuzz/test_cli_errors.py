@@ -99,6 +99,10 @@ def test_one_line_folds_multiline_messages():
     (["agent.actor_hidden=[64,0]"], r"agent.actor_hidden\[1\] must lie in \[1, 65536\], got 0"),
     (["+agent.fancy=1"], "unknown option agent.fancy"),
     (["eval.episodes=1.5"], "eval.episodes must be an integer, got 1.5"),
+    # a key added with + that no config file defines: nothing reads it (`+total_env_step=1000` trained 500k steps)
+    (["+total_env_step=1000"], r"unknown option total_env_step \(added with \+"),
+    (["+env.foo=1"], "unknown option env.foo .*env has: backend, compile, id, overrides, privileged_observation"),
+    (["+eval.epsiodes=3"], "unknown option eval.epsiodes"),
 ])
 def test_train_options_are_checked_once_composed(overrides, message):
     with initialize_config_dir(config_dir=CONFIGS, version_base="1.3"):
@@ -127,3 +131,15 @@ def test_command_passes_through_success_and_system_exit():
     with pytest.raises(SystemExit) as exited:
         command(lambda: sys.exit(3))()
     assert exited.value.code == 3
+
+
+@pytest.mark.parametrize("command, overrides", [
+    ("train", ["+env.overrides.vehicle=crazyflie_rltools"]),  # free-form: checked by the env's config
+    ("train", ["+experiment=pick_cube_hil"]),  # a config group, global package
+    ("train", ["env=pick_cube", "agent=sac_arm", "intervention=scripted"]),
+    ("evaluate", ["run=r", "+randomization.mass=0.1", "+overrides.vehicle=crazyflie_rltools"]),
+    ("record", ["dataset=d", "env=reach", "teleop.keyboard.speed=2"]),
+])
+def test_keys_the_config_files_define_or_leave_free_form_pass(command, overrides):
+    with initialize_config_dir(config_dir=CONFIGS, version_base="1.3"):
+        check_options(compose(config_name=command, overrides=overrides), command)
