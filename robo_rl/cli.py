@@ -154,6 +154,36 @@ def report(error: BaseException) -> int:
     return USER_ERROR_STATUS if is_user_error(error) else INTERNAL_ERROR_STATUS
 
 
+def key_values(argv: list[str], options: dict[str, type], usage: str) -> dict[str, Any]:
+    """The `key=value` arguments of a plain CLI, each converted to its type in `options` (int: a whole number
+    >= 0, bool: true or false); the first key of `options` is required. A ConfigError naming the argument
+    and what is allowed (with `usage`) for anything else."""
+    from sim.errors import ConfigError
+
+    values: dict[str, Any] = {}
+    for arg in argv:
+        key, sep, text = arg.partition("=")
+        if not sep or key not in options:
+            raise ConfigError(f"argument {arg!r}: expected key=value with key one of {', '.join(options)}; {usage}")
+        kind = options[key]
+        try:
+            if kind is bool:
+                if text.lower() not in ("true", "false"):
+                    raise ValueError(text)
+                values[key] = text.lower() == "true"
+            else:
+                values[key] = kind(text)
+        except ValueError:
+            allowed = {bool: "true or false", int: "a whole number"}.get(kind, kind.__name__)
+            raise ConfigError(f"{key}={text}: {key} must be {allowed}; {usage}") from None
+        if kind is int and values[key] < 0:
+            raise ConfigError(f"{key}={text}: {key} must be >= 0; {usage}")
+    required = next(iter(options))
+    if required not in values:
+        raise ConfigError(f"{required}= is required; {usage}")
+    return values
+
+
 class _TaskFailed(BaseException):
     """A Hydra task's exception on its way through Hydra, which catches only Exception."""
 

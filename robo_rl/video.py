@@ -18,7 +18,7 @@ from typing import Any  # noqa: E402
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
-from robo_rl.cli import command  # noqa: E402
+from robo_rl.cli import command, key_values  # noqa: E402
 
 
 def record_rollouts(run: str | Path, out: str | Path | None = None, episodes: int = 1, seed: int = 0,
@@ -60,10 +60,9 @@ def record_rollouts(run: str | Path, out: str | Path | None = None, episodes: in
 @command
 def main(argv: list[str]) -> None:
     """`key=value` arguments: run (required), out, episodes, seed, checkpoint."""
-    args = dict(a.split("=", 1) for a in argv)
-    if "run" not in args:
-        raise SystemExit("usage: python -m robo_rl.video run=<run dir> [out=<file.gif>] [episodes=1] [seed=0]")
-    path = record_rollouts(args["run"], args.get("out"), int(args.get("episodes", 1)), int(args.get("seed", 0)),
+    args = key_values(argv, {"run": str, "out": str, "episodes": int, "seed": int, "checkpoint": str},
+                      "usage: python -m robo_rl.video run=<run dir> [out=<file.gif>] [episodes=1] [seed=0] [checkpoint=best]")
+    path = record_rollouts(args["run"], args.get("out"), args.get("episodes", 1), args.get("seed", 0),
                            args.get("checkpoint", "best"))
     print(f"wrote {path}")
 

@@ -22,7 +22,7 @@ import torch
 
 import sim  # noqa: F401  (registers the env ids)
 from robo_rl.checkpoint import agent_from_checkpoint, load_checkpoint
-from robo_rl.cli import command
+from robo_rl.cli import command, key_values
 from robo_rl.export.bundle import onnx_actions
 from robo_rl.export.c_runtime import CompiledPolicy
 
@@ -101,12 +101,10 @@ def compare_targets(bundle: str | Path, seed: int = 0, steps: int = 500, cortex_
 @command
 def main(argv: list[str]) -> None:
     """CLI: key=value arguments bundle=, seed=, steps=, cortex_m4=."""
-    args = dict(arg.split("=", 1) for arg in argv)
-    if "bundle" not in args:
-        raise SystemExit("usage: python -m robo_rl.export.in_the_loop bundle=<bundle dir> [seed=0] [steps=500]")
+    args = key_values(argv, {"bundle": str, "seed": int, "steps": int, "cortex_m4": bool},
+                      "usage: python -m robo_rl.export.in_the_loop bundle=<bundle dir> [seed=0] [steps=500] [cortex_m4=true]")
     torch.set_num_threads(1)
-    report = compare_targets(args["bundle"], int(args.get("seed", 0)), int(args.get("steps", 500)),
-                             args.get("cortex_m4", "true").lower() != "false")
+    report = compare_targets(args["bundle"], args.get("seed", 0), args.get("steps", 500), args.get("cortex_m4", True))
     print(f"{'target':18s} {'steps':>5s} {'max dev from torch [m]':>23s} {'final dist [m]':>15s} {'return':>8s} "
           f"{'success':>8s}")
     for name, row in report.items():

@@ -35,6 +35,9 @@ def run_cli(args: list[str], tmp_path) -> subprocess.CompletedProcess:
     (["-m", "robo_rl.evaluate", "run=no_such_run"], "error: run=no_such_run is not a training run directory"),
     (["-m", "robo_rl.record", "env=reach", "episodes=0", "hydra.run.dir=rec"], "error: episodes must lie in [1, "),
     (["-m", "robo_rl.video", "run=no_such_run"], "error: "),
+    # plain key=value CLIs: an argument without '=' was a ValueError traceback out of dict()
+    (["-m", "robo_rl.video", "no_such_run"], "error: argument 'no_such_run': expected key=value with key one of run,"),
+    (["-m", "robo_rl.export.in_the_loop", "bundle=b", "steps=many"], "error: steps=many: steps must be a whole number"),
 ])
 def test_a_users_mistake_is_one_line_and_status_2(args, message, tmp_path):
     result = run_cli(args, tmp_path)
