@@ -37,3 +37,20 @@ def exported_bundle(trained_run, tmp_path_factory):
     from robo_rl.export.bundle import export_bundle
 
     return export_bundle(trained_run, out=tmp_path_factory.mktemp("bundle") / "bundle")
+
+
+def pytest_terminal_summary(terminalreporter):
+    """Print every fuzz tally's counts (tests/fuzz). Here in the top conftest: under pytest-xdist the controller,
+    which prints the summary, loads no conftest below tests/; the counts reach it as the reports' user_properties."""
+    lines = []
+    for reports in terminalreporter.stats.values():
+        for report in reports:
+            if getattr(report, "when", None) == "teardown" or getattr(report, "when", None) == "call":
+                lines += [value for name, value in getattr(report, "user_properties", []) if name == "fuzz"]
+    if lines:
+        terminalreporter.section("fuzz counts")
+        total = 0
+        for line in sorted(set(lines)):
+            terminalreporter.write_line(line)
+            total += int(line.split(": ", 1)[1].split(" ", 1)[0])
+        terminalreporter.write_line(f"total: {total} inputs")

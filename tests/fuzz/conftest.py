@@ -1,4 +1,4 @@
-"""Fuzz-suite fixtures: a sandbox working directory per test, the tallies' counts in the session summary."""
+"""Fuzz-suite fixtures: a sandbox working directory per test and the tallies (printed by tests/conftest.py)."""
 
 from __future__ import annotations
 
@@ -41,18 +41,3 @@ def report(record_property, sandbox):
     failures = [f"{t.loader}: {f}" for t in tallies for f in t.failures()]
     assert not failures, f"{len(failures)} findings:\n" + "\n".join(failures[:60])
 
-
-def pytest_terminal_summary(terminalreporter):
-    """Print every fuzz tally's counts (also under pytest-xdist, through the reports' user_properties)."""
-    lines = []
-    for reports in terminalreporter.stats.values():
-        for report in reports:
-            if getattr(report, "when", None) == "teardown" or getattr(report, "when", None) == "call":
-                lines += [value for name, value in getattr(report, "user_properties", []) if name == "fuzz"]
-    if lines:
-        terminalreporter.section("fuzz counts")
-        total = 0
-        for line in sorted(set(lines)):
-            terminalreporter.write_line(line)
-            total += int(line.split(": ", 1)[1].split(" ", 1)[0])
-        terminalreporter.write_line(f"total: {total} inputs")
