@@ -218,6 +218,42 @@ def command(main: F) -> F:
     return run  # type: ignore[return-value]
 
 
+def _hydra_callback_base() -> type:
+    try:
+        from hydra.experimental.callback import Callback
+
+        return Callback
+    except ImportError:  # the ROS 2 core imports this module without Hydra
+        return object
+
+
+class CheckOptionsFirst(_hydra_callback_base()):  # type: ignore[misc]
+    """Hydra callback (hydra.callbacks.check_options in configs/<command>.yaml): checks the composed options
+    before Hydra creates the run's folder and writes its record there, so that a refused command leaves
+    nothing behind (`hydra_command` checks them again inside the task, for sweeps' jobs and in-process use)."""
+
+    def __init__(self, command: str):
+        self.command = command
+
+    def on_run_start(self, config: Any, **kwargs: Any) -> None:
+        """Stop the command (one line from `command`) on an option that `check_options` refuses."""
+        import copy
+
+        from hydra.core.hydra_config import HydraConfig
+        from omegaconf import open_dict, read_write
+
+        from robo_rl.options import check_options
+
+        try:
+            HydraConfig.instance().set_config(config)  # options may interpolate ${hydra:...}; run_job sets it again
+            task = copy.deepcopy(config)
+            with read_write(task), open_dict(task):
+                del task["hydra"]
+            check_options(task, self.command)
+        except Exception as error:  # noqa: BLE001 (Hydra turns a callback's Exception into a warning and goes on)
+            raise _TaskFailed(error) from None
+
+
 def hydra_command(config_path: str, config_name: str, version_base: str = "1.3") -> Callable[[F], F]:
     """`hydra.main(config_path, config_name, version_base)` for an entry point, with `command`'s errors:
     one line for a user's mistake, in composition or in the task, a traceback for a bug. The composed

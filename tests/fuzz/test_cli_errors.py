@@ -51,6 +51,19 @@ def test_a_users_mistake_is_one_line_and_status_2(args, message, tmp_path):
     assert all(name.startswith(("run/", "rec/")) for name in written), written
 
 
+@pytest.mark.parametrize("args", [
+    ["-m", "robo_rl.train", "seed=-1"],
+    ["-m", "robo_rl.train", "+total_env_step=1000"],
+    ["-m", "robo_rl.record", "env=reach", "episodes=0"],
+])
+def test_a_refused_option_leaves_no_run_folder(args, tmp_path):
+    # Hydra creates the run folder and writes its record before the task starts: a refused option left an
+    # outputs/<date>/<time>/ with .hydra/ and a log behind, which looks like a run
+    result = run_cli(args, tmp_path)
+    assert result.returncode == USER_ERROR_STATUS and len(result.stderr.strip().splitlines()) == 1, result.stderr
+    assert changed({}, snapshot(tmp_path / "work")) == [], "a refused command wrote files"
+
+
 def test_a_bug_is_a_traceback_and_status_1(tmp_path):
     program = ("from robo_rl.cli import command\n"
                "@command\n"
