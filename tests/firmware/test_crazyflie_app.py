@@ -214,6 +214,21 @@ def test_stop_setpoint_stops_the_motors_and_the_policy_stays_stopped_until_re_en
     assert rows[-1, 1] == 1 and rows[-1, 2] == 0
 
 
+def test_a_vehicle_on_the_ground_is_not_handed_to_the_policy_by_re_enabling(driver):
+    # After a stop at 0.03 m the supervisor still reports "flying" for a while (it looks at recent thrust):
+    # clearing and setting enable again with heartbeats and a position setpoint must not start the policy.
+    flying = [tick(t, hover_values([0, 0, 0.5], [0, 0, 0.5])) for t in range(100)]
+    stopped = [tick(t, hover_values([0, 0, 0.03], [0, 0, 0]), absolute=0, thrust=0.0) for t in range(100, 150)]
+    again = [tick(150, hover_values([0, 0, 0.03], [0, 0, 0.5]), enable=0),
+             *[tick(t, hover_values([0, 0, 0.03], [0, 0, 0.5])) for t in range(151, 200)]]
+    rows = np.array(run_driver(driver, driver_lines(flying + stopped + again)))
+    assert rows[99, 1] == 1 and not rows[100:, 1].any()
+    # once the stock controller has it in the air again, the policy may take over
+    airborne = [tick(t, hover_values([0, 0, 0.3], [0, 0, 0.5])) for t in range(200, 210)]
+    rows = np.array(run_driver(driver, driver_lines(flying + stopped + again + airborne)))
+    assert rows[-1, 1] == 1
+
+
 def fresh_pid_output(driver: Path, last: dict) -> np.ndarray:
     """roll, pitch, yaw, thrust of a freshly started stock controller for the state and setpoint of `last`."""
     return np.array(run_driver(driver, driver_lines([{**last, "tick": 0, "enable": 0}])))[0, 4:8]

@@ -79,6 +79,13 @@ static uint8_t active;          /* log robo_rl.active */
 static uint8_t fault;           /* log robo_rl.fault: the latched RR_FAULT_* */
 static uint8_t last_status;     /* log robo_rl.status: the policy's last policy_status_t */
 
+/* The lowest height [m, world frame] at which the policy may take over (param robo_rl.minTakeOverZ): the
+ * supervisor still reports "flying" for a while after the motors stop, so without it a vehicle that has
+ * just landed or been stopped could be handed to the policy again by re-enabling it. */
+#ifndef RR_MIN_TAKE_OVER_Z_M
+#define RR_MIN_TAKE_OVER_Z_M 0.1f
+#endif
+static float min_take_over_z = RR_MIN_TAKE_OVER_Z_M; /* param */
 static float arena_min[3] = {-RR_ARENA_HALF_WIDTH_M, -RR_ARENA_HALF_WIDTH_M, RR_ARENA_FLOOR_M}; /* params */
 static float arena_max[3] = {RR_ARENA_HALF_WIDTH_M, RR_ARENA_HALF_WIDTH_M, RR_ARENA_CEILING_M};
 
@@ -245,8 +252,9 @@ void controllerOutOfTree(control_t *control, const setpoint_t *setpoint, const s
             fault = RR_FAULT_HEARTBEAT;
         }
     }
-    /* Not yet flying the policy: take over only from a flying vehicle, never on a stop setpoint */
-    const bool may_take_over = active || (!stop_setpoint(setpoint) && supervisor_allows());
+    /* Not yet flying the policy: take over only from a flying vehicle in the air, never on a stop setpoint */
+    const bool may_take_over =
+        active || (!stop_setpoint(setpoint) && supervisor_allows() && state->position.z >= min_take_over_z);
     if (!enable || !heartbeat_fresh || fault != RR_FAULT_NONE || !may_take_over) {
         fly_stock(control, setpoint, sensors, state, tick);
         return;
@@ -275,6 +283,7 @@ void controllerOutOfTree(control_t *control, const setpoint_t *setpoint, const s
 PARAM_GROUP_START(robo_rl)
 PARAM_ADD(PARAM_UINT8, enable, &enable)
 PARAM_ADD(PARAM_UINT32, heartbeat, &heartbeat)
+PARAM_ADD(PARAM_FLOAT, minTakeOverZ, &min_take_over_z)
 PARAM_ADD(PARAM_FLOAT, arenaXMin, &arena_min[0])
 PARAM_ADD(PARAM_FLOAT, arenaXMax, &arena_max[0])
 PARAM_ADD(PARAM_FLOAT, arenaYMin, &arena_min[1])
