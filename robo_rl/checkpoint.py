@@ -308,7 +308,8 @@ def _load_file(path: Path, map_location: str | torch.device) -> dict[str, Any]:
         detail = paragraphs[1] if len(paragraphs) > 2 else str(error)
         raise CheckpointError(f"checkpoint {path} is unreadable: {detail[:300]}") from error
     except Exception as error:  # truncated, not a torch file, damaged zip...
-        raise CheckpointError(f"checkpoint {path} is unreadable: {str(error)[:300]}") from error
+        reason = str(error)[:300] or f"{type(error).__name__} (not a file torch.save wrote, or cut short)"
+        raise CheckpointError(f"checkpoint {path} is unreadable: {reason}") from error
     validate_checkpoint(state, path)
     state["path"] = str(path)
     return state

@@ -267,3 +267,12 @@ def test_commands_given_a_missing_run_create_nothing(tmp_path):
         assert error.startswith(f"error: {arg} is not a training run directory"), (module, result.stderr[-3000:])
         assert status == "status 2", (module, status)
     assert (_digest(tmp_path), sorted(tmp_path.rglob("*"))) == before
+
+
+def test_a_file_that_is_not_a_checkpoint_is_refused_with_a_reason(tmp_path):
+    # an empty file (a run's train.log when nothing was logged) gives torch.load an EOFError with no message:
+    # the error said "is unreadable: " and stopped
+    text = tmp_path / "train.log"
+    text.write_text("")
+    with pytest.raises(CheckpointError, match=r"is unreadable: EOFError \(not a file torch.save wrote"):
+        load_checkpoint(text)
