@@ -31,7 +31,7 @@ from typing import Any, BinaryIO, Callable, Iterable, Mapping
 
 import numpy as np
 import torch
-from omegaconf import OmegaConf
+from omegaconf import DictConfig, OmegaConf
 
 PATTERN = re.compile(r"^checkpoint_(\d{12})\.pt$")
 # what write_atomically leaves behind when killed mid-write (checkpoints, the best policy, config.yaml)
@@ -65,26 +65,40 @@ def checkpoint_dir(run_dir: str | Path) -> Path:
 
 
 def is_run_dir(path: str | Path) -> bool:
-    """Whether `path` is a training run's directory (what `python -m robo_rl.train` writes: its config, its
-    checkpoints or its best policy)."""
-    path = Path(path)
-    return path.is_dir() and any((path / name).exists() for name in ("config.yaml", "checkpoints", BEST_POLICY))
+    """Whether `path` is a training run's directory: it holds the config.yaml that `python -m robo_rl.train`
+    writes at its start (a YAML mapping with the train command's env, agent and total_env_steps)."""
+    config = Path(path) / "config.yaml"
+    if not config.is_file():
+        return False
+    try:
+        saved = OmegaConf.load(config)
+    except Exception:  # noqa: BLE001 (any unreadable or non-YAML file: not a run's config)
+        return False
+    return isinstance(saved, DictConfig) and all(key in saved for key in ("env", "agent", "total_env_steps"))
 
 
-def require_run_dir(path: Any, option: str = "run") -> str:
-    """`path` if it is a run directory, else CheckpointError naming the option: for the Hydra resolvers that
-    name a command's output folder inside a run, so that a wrong path fails before Hydra creates anything."""
-    if path is None or str(path) in ("", "???") or not is_run_dir(str(path)):
-        reason = "no such directory" if path is None or not Path(str(path)).is_dir() else \
-            "it holds no config.yaml, checkpoints/ or best_policy.pt"
-        raise CheckpointError(f"{option}={path} is not a training run directory ({reason}); give the folder "
-                              "that `python -m robo_rl.train` wrote")
-    return str(path)
+def require_run_dir(path: Any, option: str = "run", need_policy: bool = False) -> str:
+    """`path` if it is a run directory (holding a policy, with `need_policy`), else CheckpointError naming the
+    option: for the Hydra resolvers that name a command's output folder inside a run, so that a wrong path
+    fails before Hydra creates anything."""
+    folder = None if path is None or str(path) in ("", "???") else Path(str(path))
+    if folder is None or not folder.is_dir():
+        reason = "no such directory"
+    elif not is_run_dir(folder):
+        reason = "it holds no config.yaml written by `python -m robo_rl.train`"
+    elif need_policy and not ((folder / BEST_POLICY).is_file() or list_checkpoints(folder)):
+        reason = "it holds no best_policy.pt and no checkpoint yet"
+    else:
+        return str(path)
+    raise CheckpointError(f"{option}={path} is not a training run directory with a policy ({reason}); give the "
+                          "folder that `python -m robo_rl.train` wrote" if need_policy else
+                          f"{option}={path} is not a training run directory ({reason}); give the folder that "
+                          "`python -m robo_rl.train` wrote")
 
 
 # `${run_folder:${run}}` in a command's Hydra config: its output folder lies inside an existing run (evaluate,
 # export); a wrong run= fails before Hydra creates anything
-OmegaConf.register_new_resolver("run_folder", require_run_dir, replace=True)
+OmegaConf.register_new_resolver("run_folder", lambda run: require_run_dir(run, need_policy=True), replace=True)
 
 
 def save_checkpoint(run_dir: str | Path, step: int, state: dict[str, Any], keep: int = 3) -> Path:

@@ -47,6 +47,7 @@ from robo_rl.datasets import load_transitions
 from robo_rl.envs import env_spec, make_vector_env
 from robo_rl.evaluation import acting_threads, as_tensor, env_uses_torch, evaluate_policy
 from robo_rl.interventions import make_intervener
+from robo_rl.options import check_options
 from robo_rl.plotting import plot_learning_curve
 
 # What a resumed run may take from the command that resumes it; every other option stays the run's own.
@@ -175,10 +176,13 @@ class Trainer:
         restart = given_total = False
         if cfg.get("resume"):
             resume_dir = Path(require_run_dir(cfg.resume, "resume"))
+            if resume_dir.resolve() != self.run_dir.resolve():  # e.g. a sweep (-m) puts its jobs elsewhere
+                raise ResumeError(f"resume={cfg.resume} must continue in its own folder, not in {self.run_dir}")
             resume_state, saved = self._resume_point(resume_dir)
             restart = resume_state is None
             given_total = "total_env_steps" in override_keys(overrides)
             cfg = resumed_config(saved, cfg, overrides, cfg.resume)
+            check_options(cfg, "train", require_all=False)  # an older run's config.yaml, perhaps edited since
         self.cfg = cfg
         torch.set_num_threads(int(cfg.torch_threads))
         self.device = select_device(cfg.device)

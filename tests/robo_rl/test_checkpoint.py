@@ -276,3 +276,21 @@ def test_a_file_that_is_not_a_checkpoint_is_refused_with_a_reason(tmp_path):
     text.write_text("")
     with pytest.raises(CheckpointError, match=r"is unreadable: EOFError \(not a file torch.save wrote"):
         load_checkpoint(text)
+
+
+def test_a_folder_is_a_run_only_with_the_config_train_writes(trained_run, tmp_path):
+    # any config.yaml made a folder a "run": evaluate and resume= then wrote their records into it
+    from robo_rl.checkpoint import require_run_dir
+
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "config.yaml").write_text("a: 1\n")
+    with pytest.raises(CheckpointError, match="holds no config.yaml written by `python -m robo_rl.train`"):
+        require_run_dir(other)
+    started = tmp_path / "started"
+    started.mkdir()
+    shutil.copy(trained_run / "config.yaml", started / "config.yaml")
+    assert require_run_dir(started, "resume") == str(started)  # killed before its first checkpoint
+    with pytest.raises(CheckpointError, match="holds no best_policy.pt and no checkpoint yet"):
+        require_run_dir(started, need_policy=True)
+    assert require_run_dir(trained_run, need_policy=True) == str(trained_run)
