@@ -16,10 +16,7 @@ def make_vector_env(env_cfg: Mapping[str, Any], num_envs: int, device: torch.dev
     """`gymnasium.make_vec` of env_cfg.id with its backend and config overrides (plus `overrides`);
     `threads` C threads for the MuJoCo batch backend (0: one per core); `privileged` asks the env to put
     privileged observations for an asymmetric critic into its infos."""
-    env_id = env_cfg.get("id")
-    known = sorted(i for i in gym.registry if i.startswith("robo_rl/"))
-    if not isinstance(env_id, str) or env_id not in known:
-        raise ConfigError(f"env.id must be one of {', '.join(known)}, got {env_id!r}")
+    check_env_id(env_cfg.get("id"))
     for name, value in (("env.overrides", env_cfg.get("overrides")), ("overrides", overrides)):
         if value is not None and not isinstance(value, Mapping):
             raise ConfigError(f"{name} must be a mapping of the env's config fields, got {value!r}")
@@ -33,6 +30,13 @@ def make_vector_env(env_cfg: Mapping[str, Any], num_envs: int, device: torch.dev
     elif kwargs["backend"] == "mujoco_batch":
         kwargs["nthread"] = threads
     return gym.make_vec(env_cfg["id"], num_envs=num_envs, vectorization_mode="vector_entry_point", **kwargs)
+
+
+def check_env_id(env_id: Any) -> None:
+    """ConfigError unless `env_id` is one of robo-rl's registered gymnasium ids."""
+    known = sorted(i for i in gym.registry if i.startswith("robo_rl/"))
+    if not isinstance(env_id, str) or env_id not in known:
+        raise ConfigError(f"env.id must be one of {', '.join(known)}, got {env_id!r}")
 
 
 def env_spec(env: Any, env_id: str) -> dict[str, Any]:

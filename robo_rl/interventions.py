@@ -87,13 +87,16 @@ class ScriptedIntervener:
         self.total_steps = int(state["total_steps"])
 
 
+INTERVENTION_KINDS = ("none", "scripted")  # what the intervention group's `kind` may be
+
+
 def make_intervener(cfg: Any, env: Any) -> ScriptedIntervener | None:
     """The intervener of an `intervention` config group for `env` (None for kind "none")."""
     kind = cfg.get("kind", "none")
     if kind == "none":
         return None
-    if kind != "scripted":
-        raise ValueError(f"unknown intervention kind {kind!r}; known: none, scripted")
+    if kind not in INTERVENTION_KINDS:
+        raise ValueError(f"unknown intervention kind {kind!r}; known: {', '.join(INTERVENTION_KINDS)}")
     if not hasattr(env, "expert_actions"):
         raise ValueError(f"intervention=scripted needs an env with a scripted expert; {type(env).__name__} has none")
     return ScriptedIntervener(env.expert_actions, env.num_envs, patience=int(cfg.patience),

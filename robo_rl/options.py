@@ -61,12 +61,15 @@ CONFIG_DIR = Path(__file__).resolve().parents[1] / "configs"
 TORCH_DEVICE_COMMANDS = ("train", "evaluate")  # where `device` is a torch device (record's is a teleop device)
 
 
-def check_options(cfg: DictConfig, command: str) -> None:
-    """Raise ConfigError naming the first option of `command` (a key of OPTIONS) that is of the wrong type
-    or outside its range, or an `agent` group that SACConfig refuses."""
+def check_options(cfg: DictConfig, command: str, require_all: bool = True) -> None:
+    """Raise ConfigError naming the first option of `command` (a key of OPTIONS) that is missing (removed with
+    `~option`; `require_all=False` for an older run's recorded config), of the wrong type or outside its range,
+    an env id or intervention kind that does not exist, or an `agent` group that SACConfig refuses."""
     for path, (annotation, allowed) in OPTIONS.get(command, {}).items():
         if OmegaConf.select(cfg, path, default="<absent>", throw_on_missing=False) == "<absent>":
-            continue  # not in this command's config (e.g. an older run's)
+            if require_all:
+                raise ConfigError(f"option {path} of {command} is missing (removed with ~{path}?); it must be given")
+            continue
         raw = OmegaConf.select(cfg, path, throw_on_missing=True)
         value = coerce(OmegaConf.to_container(raw, resolve=True) if OmegaConf.is_config(raw) else raw, annotation, path)
         if allowed is not None and isinstance(value, (int, float)) and not isinstance(value, bool) \
@@ -79,6 +82,16 @@ def check_options(cfg: DictConfig, command: str) -> None:
         raise ConfigError(f"privileged_critic must be true, false or auto, got {cfg.privileged_critic!r}")
     if command == "train" and "agent" in cfg:
         check_agent(OmegaConf.to_container(cfg.agent, resolve=True))
+    if command in ("train", "record") and OmegaConf.select(cfg, "env.id", default=None) is not None:
+        from robo_rl.envs import check_env_id
+
+        check_env_id(cfg.env.id)
+    kind = OmegaConf.select(cfg, "intervention.kind", default=None)
+    if command == "train" and kind is not None:
+        from robo_rl.interventions import INTERVENTION_KINDS
+
+        if kind not in INTERVENTION_KINDS:
+            raise ConfigError(f"intervention.kind must be one of {', '.join(INTERVENTION_KINDS)}, got {kind!r}")
     if command in OPTIONS:
         check_known_keys(OmegaConf.to_container(cfg, resolve=False), known_keys(command), command)
 

@@ -77,19 +77,6 @@ class SACConfig:
         check_ranges(self, AGENT_RANGES, name="agent")
         if not 1 <= self.critic_subsample <= self.num_critics:
             raise ValueError(f"critic_subsample must be in [1, num_critics={self.num_critics}], got {self.critic_subsample}")
-        for name in ("critic_updates_per_actor_update", "batch_size", "num_critics"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
-        if not 0.0 < self.tau <= 1.0 or not 0.0 <= self.discount <= 1.0:
-            raise ValueError("tau must be in (0, 1] and discount in [0, 1]")
-        if self.bc_weight < 0:
-            raise ValueError(f"bc_weight must be >= 0, got {self.bc_weight}")
-        if self.init_temperature <= 0:
-            raise ValueError(f"init_temperature must be > 0, got {self.init_temperature}")
-        if not 0.0 <= self.actor_average_rate <= 1.0:
-            raise ValueError(f"actor_average_rate must be in [0, 1], got {self.actor_average_rate}")
-        if self.actor_average_span < 0:
-            raise ValueError(f"actor_average_span must be >= 0, got {self.actor_average_span}")
 
 
 # What each number of SACConfig may be (sim.validation.check_ranges): a network of zero units, a NaN
@@ -99,6 +86,8 @@ AGENT_RANGES: dict[str, Interval] = {
     "batch_size": Interval(1, 2**24), "actor_lr": positive(1.0), "critic_lr": positive(1.0),
     "temperature_lr": positive(1.0), "init_temperature": positive(1e6), "target_entropy": Interval(-1e6, 1e6),
     "bc_weight": at_least_zero(1e6), "actor_average_span": at_least_zero(1e9),
+    "critic_updates_per_actor_update": Interval(1, 1024), "tau": positive(1.0), "discount": at_least_zero(1.0),
+    "actor_average_rate": at_least_zero(1.0),
 }
 
 

@@ -38,6 +38,8 @@ def run_cli(args: list[str], tmp_path) -> subprocess.CompletedProcess:
     # plain key=value CLIs: an argument without '=' was a ValueError traceback out of dict()
     (["-m", "robo_rl.video", "no_such_run"], "error: argument 'no_such_run': expected key=value with key one of run,"),
     (["-m", "robo_rl.export.in_the_loop", "bundle=b", "steps=many"], "error: steps=many: steps must be a whole number"),
+    (["-m", "robo_rl.video", "run=r", "episodes=0"], "error: episodes=0: episodes must lie in [1, "),
+    (["-m", "robo_rl.video", "run=r", "run=s"], "error: argument 'run=s': run is given twice"),
 ])
 def test_a_users_mistake_is_one_line_and_status_2(args, message, tmp_path):
     result = run_cli(args, tmp_path)
@@ -119,6 +121,11 @@ def test_one_line_folds_multiline_messages():
     (["+total_env_step=1000"], r"unknown option total_env_step \(added with \+"),
     (["+env.foo=1"], "unknown option env.foo .*env has: backend, compile, id, overrides, privileged_observation"),
     (["+eval.epsiodes=3"], "unknown option eval.epsiodes"),
+    # removed options and names that do not exist were refused only after the run folder was made
+    (["~seed"], r"option seed of train is missing \(removed with ~seed\?\)"),
+    (["env.id=robo_rl/Nope-v0"], "env.id must be one of robo_rl/ArmPickCube-v0"),
+    (["intervention.kind=bogus"], "intervention.kind must be one of none, scripted, got 'bogus'"),
+    (["agent.critic_updates_per_actor_update=1000000000000"], r"critic_updates_per_actor_update must lie in \[1, 1024\]"),
 ])
 def test_train_options_are_checked_once_composed(overrides, message):
     with initialize_config_dir(config_dir=CONFIGS, version_base="1.3"):
