@@ -260,6 +260,9 @@ def validate(config: QuadrotorEnvConfig) -> None:
     if not config.success_window_seconds <= config.episode_seconds:
         raise ConfigError(f"config.success_window_seconds must lie in [0, episode_seconds={config.episode_seconds:g}], "
                           f"got {config.success_window_seconds:g}")
+    if config.firmware_thrust_max > 0 and not config.firmware_thrust_min < config.firmware_thrust_max:
+        raise ConfigError(f"config.firmware_thrust_min must lie below firmware_thrust_max={config.firmware_thrust_max:g} N, "
+                          f"got {config.firmware_thrust_min:g}")
     if config.episode_steps < 1:
         raise ConfigError(f"config.episode_seconds must last at least one control step (1/control_hz), "
                           f"got {config.episode_seconds:g}")

@@ -110,6 +110,9 @@ class QuadrotorBatch:
         # What the motors get for an action, as the flight firmware limits it (config.firmware_thrust_*)
         self._command_max, self._command_cutoff = motor.command_limits(
             float(self.params.thrust_max), config.firmware_thrust_max, config.firmware_thrust_min)
+        if self._command_max <= self._hover_command:  # the firmware's clamp leaves no thrust to climb with
+            raise ConfigError(f"config.firmware_thrust_max={config.firmware_thrust_max:g} N cannot hover this vehicle "
+                              f"(it needs more than {self._hover_command * float(self.params.thrust_max):.4g} N per motor)")
         if backend == "mujoco":
             self.physics: Any = MujocoSinglePhysics(self.model)
         elif backend == "mujoco_batch":

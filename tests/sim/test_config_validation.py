@@ -189,3 +189,12 @@ def test_agent_config_numbers_are_checked_like_env_configs(overrides, message):
     with pytest.raises(ConfigError, match=message):
         SACConfig(**overrides).validate()
     SACConfig(target_entropy=None).validate()  # None: the default target
+
+
+def test_firmware_thrust_limits_must_leave_a_range_that_hovers():
+    # min >= max was refused only once the env was built, and a max below hover thrust made a vehicle that
+    # could never lift off
+    with pytest.raises(ConfigError, match="firmware_thrust_min must lie below firmware_thrust_max=0.05 N"):
+        make_config("hover", {"firmware_thrust_max": 0.05, "firmware_thrust_min": 0.06})
+    with pytest.raises(ConfigError, match="firmware_thrust_max=1e-09 N cannot hover this vehicle"):
+        gym.make("robo_rl/CrazyflieHover-v0", config={"firmware_thrust_max": 1e-9})
