@@ -154,10 +154,11 @@ def report(error: BaseException) -> int:
     return USER_ERROR_STATUS if is_user_error(error) else INTERNAL_ERROR_STATUS
 
 
-def key_values(argv: list[str], options: dict[str, type], usage: str) -> dict[str, Any]:
-    """The `key=value` arguments of a plain CLI, each converted to its type in `options` (int: a whole number
-    >= 0, bool: true or false); the first key of `options` is required. A ConfigError naming the argument
-    and what is allowed (with `usage`) for anything else."""
+def key_values(argv: list[str], options: dict[str, type | tuple[type, int]], usage: str) -> dict[str, Any]:
+    """The `key=value` arguments of a plain CLI, each converted to its type in `options` (bool: true or false;
+    int: a whole number, at least the minimum given as `(int, minimum)`, else 0), each key at most once; the
+    first key of `options` is required. A ConfigError naming the argument and what is allowed (with `usage`)
+    for anything else."""
     from sim.errors import ConfigError
 
     values: dict[str, Any] = {}
@@ -165,7 +166,9 @@ def key_values(argv: list[str], options: dict[str, type], usage: str) -> dict[st
         key, sep, text = arg.partition("=")
         if not sep or key not in options:
             raise ConfigError(f"argument {arg!r}: expected key=value with key one of {', '.join(options)}; {usage}")
-        kind = options[key]
+        if key in values:
+            raise ConfigError(f"argument {arg!r}: {key} is given twice; {usage}")
+        kind, minimum = options[key] if isinstance(options[key], tuple) else (options[key], 0)
         try:
             if kind is bool:
                 if text.lower() not in ("true", "false"):
@@ -176,8 +179,8 @@ def key_values(argv: list[str], options: dict[str, type], usage: str) -> dict[st
         except ValueError:
             allowed = {bool: "true or false", int: "a whole number"}.get(kind, kind.__name__)
             raise ConfigError(f"{key}={text}: {key} must be {allowed}; {usage}") from None
-        if kind is int and values[key] < 0:
-            raise ConfigError(f"{key}={text}: {key} must be >= 0; {usage}")
+        if kind is int and not minimum <= values[key] < 2**31:
+            raise ConfigError(f"{key}={text}: {key} must lie in [{minimum}, {2**31 - 1}]; {usage}")
     required = next(iter(options))
     if required not in values:
         raise ConfigError(f"{required}= is required; {usage}")

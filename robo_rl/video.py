@@ -60,7 +60,7 @@ def record_rollouts(run: str | Path, out: str | Path | None = None, episodes: in
 @command
 def main(argv: list[str]) -> None:
     """`key=value` arguments: run (required), out, episodes, seed, checkpoint."""
-    args = key_values(argv, {"run": str, "out": str, "episodes": int, "seed": int, "checkpoint": str},
+    args = key_values(argv, {"run": str, "out": str, "episodes": (int, 1), "seed": int, "checkpoint": str},
                       "usage: python -m robo_rl.video run=<run dir> [out=<file.gif>] [episodes=1] [seed=0] [checkpoint=best]")
     path = record_rollouts(args["run"], args.get("out"), args.get("episodes", 1), args.get("seed", 0),
                            args.get("checkpoint", "best"))

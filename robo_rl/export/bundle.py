@@ -169,6 +169,27 @@ def export_bundle(run: str | Path, checkpoint: str | None = "best", out: str | P
     return out
 
 
+def read_manifest(bundle: str | Path) -> dict[str, Any]:
+    """The policy.json of an exported bundle, with the entries the host tools read (env_id, training.env_config
+    and checkpoint, observation and action sizes); ExportError naming what is missing otherwise."""
+    path = Path(bundle) / "policy.json"
+    try:
+        manifest = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise ExportError(f"bundle={bundle} is not an exported bundle: {path} cannot be read ({error})") from error
+    if not isinstance(manifest, dict) or manifest.get("format") != BUNDLE_FORMAT:
+        raise ExportError(f"bundle={bundle}: {path} is not a policy.json of format {BUNDLE_FORMAT!r}")
+    training = manifest.get("training")
+    ok = (isinstance(manifest.get("env_id"), str) and isinstance(training, dict)
+          and isinstance(training.get("env_config"), dict) and isinstance(training.get("checkpoint"), str)
+          and all(isinstance(manifest.get(k), dict) and isinstance(manifest[k].get("size"), int)
+                  for k in ("observation", "action")))
+    if not ok:
+        raise ExportError(f"bundle={bundle}: {path} lacks env_id, training.env_config, training.checkpoint or the "
+                          "observation and action sizes; export the run again")
+    return manifest
+
+
 def check_out_folder(out: Path) -> None:
     """ExportError unless the bundle may go to `out`: a new folder, an empty one, or a bundle that export
     wrote (nothing in it that export did not create). Never a file, a link or a mount point."""

@@ -23,7 +23,7 @@ import torch
 import sim  # noqa: F401  (registers the env ids)
 from robo_rl.checkpoint import agent_from_checkpoint, load_checkpoint
 from robo_rl.cli import command, key_values
-from robo_rl.export.bundle import onnx_actions
+from robo_rl.export.bundle import onnx_actions, read_manifest
 from robo_rl.export.c_runtime import CompiledPolicy
 
 Act = Callable[[np.ndarray], np.ndarray]
@@ -31,7 +31,7 @@ Act = Callable[[np.ndarray], np.ndarray]
 
 def bundle_env(bundle: str | Path) -> gym.Env:
     """A single MuJoCo env with the config the bundle's policy was trained on."""
-    manifest = json.loads((Path(bundle) / "policy.json").read_text())
+    manifest = read_manifest(bundle)
     return gym.make(manifest["env_id"], config=manifest["training"]["env_config"])
 
 
@@ -61,7 +61,7 @@ def compare_targets(bundle: str | Path, seed: int = 0, steps: int = 500, cortex_
     """Fly the same start with every target; per target: max position deviation from PyTorch [m],
     final distance to the target, return, termination. PyTorch runs the checkpoint the bundle names."""
     bundle = Path(bundle)
-    manifest = json.loads((bundle / "policy.json").read_text())
+    manifest = read_manifest(bundle)
     agent = agent_from_checkpoint(load_checkpoint(checkpoint or manifest["training"]["checkpoint"]))
     obs_size, action_size = manifest["observation"]["size"], manifest["action"]["size"]
     targets: dict[str, Act] = {
@@ -101,7 +101,7 @@ def compare_targets(bundle: str | Path, seed: int = 0, steps: int = 500, cortex_
 @command
 def main(argv: list[str]) -> None:
     """CLI: key=value arguments bundle=, seed=, steps=, cortex_m4=."""
-    args = key_values(argv, {"bundle": str, "seed": int, "steps": int, "cortex_m4": bool},
+    args = key_values(argv, {"bundle": str, "seed": int, "steps": (int, 1), "cortex_m4": bool},
                       "usage: python -m robo_rl.export.in_the_loop bundle=<bundle dir> [seed=0] [steps=500] [cortex_m4=true]")
     torch.set_num_threads(1)
     report = compare_targets(args["bundle"], args.get("seed", 0), args.get("steps", 500), args.get("cortex_m4", True))
