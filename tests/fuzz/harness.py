@@ -106,6 +106,9 @@ def changed(before: dict[str, tuple[int, int]], after: dict[str, tuple[int, int]
     return sorted(name for name in before.keys() | after.keys() if before.get(name) != after.get(name))
 
 
+UNMUTATED = ("intact", "defaults")  # labels of a tally's unmutated input: it must be accepted
+
+
 @dataclasses.dataclass
 class Tally:
     """What the inputs of one loader gave."""
@@ -119,6 +122,7 @@ class Tally:
     non_finite: list[str] = dataclasses.field(default_factory=list)
     touched: list[str] = dataclasses.field(default_factory=list)
     slowest_s: float = 0.0
+    unmutated_refused: list[str] = dataclasses.field(default_factory=list)  # an "intact"/"defaults" input refused
     watch: Path | None = None  # a folder no input may change (the sandbox), except under `owned`
     owned: tuple[Path, ...] = ()
 
@@ -143,6 +147,8 @@ class Tally:
         except Exception as error:  # noqa: BLE001 (classifying every exception is the point)
             if is_user_error(error):
                 self.refused += 1
+                if label in UNMUTATED:
+                    self.unmutated_refused.append(f"{label}: {' '.join(str(error).split())[:300]}")
             else:
                 self.raw.append(f"{label}: {type(error).__name__}: {' '.join(str(error).split())[:300]}")
             return None
@@ -166,7 +172,10 @@ class Tally:
 
     def failures(self) -> list[str]:
         """Every finding, one line each."""
-        return ([f"raw traceback: {r}" for r in self.raw] + [f"hang: {h}" for h in self.hangs]
+        # a loader that refused everything would pass every other count: valid input must get through
+        nothing = ["no input accepted: the loader refuses valid input too"] if self.inputs and not self.accepted else []
+        return (nothing + [f"unmutated input refused: {u}" for u in self.unmutated_refused]
+                + [f"raw traceback: {r}" for r in self.raw] + [f"hang: {h}" for h in self.hangs]
                 + [f"non-finite output: {n}" for n in self.non_finite] + [f"file touched: {t}" for t in self.touched])
 
 

@@ -38,6 +38,18 @@ def test_each_outcome_is_counted(tmp_path, monkeypatch):
     assert len(tally.failures()) == 4
 
 
+def test_a_loader_that_refuses_valid_input_fails_its_tally():
+    def refuse():
+        raise ConfigError("x must be a finite number, got nan")
+
+    tally = Tally("refuses everything")
+    tally.run("intact", refuse)
+    tally.run("#0 mutated", refuse)
+    assert tally.refused == 2 and not tally.raw
+    assert tally.failures() == ["no input accepted: the loader refuses valid input too",
+                                "unmutated input refused: intact: x must be a finite number, got nan"]
+
+
 def test_mutations_are_seeded_and_change_the_input():
     value = {"a": [1.0, 2.0], "b": {"c": "text", "d": True}}
     first = [mutate(value, np.random.default_rng(1)) for _ in range(3)]
