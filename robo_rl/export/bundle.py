@@ -17,9 +17,7 @@ with one ExportError before anything is written.
 from __future__ import annotations
 
 import json
-import keyword
 import os
-import re
 import shutil
 import uuid
 import tempfile
@@ -33,7 +31,7 @@ from omegaconf import OmegaConf
 
 from robo_rl.checkpoint import agent_from_checkpoint, check_compatible, load_checkpoint, policy_file
 from robo_rl.envs import env_spec, make_vector_env
-from robo_rl.export.c_generator import generate_c, generate_layout_header
+from robo_rl.export.c_generator import check_prefix, generate_c, generate_layout_header
 from robo_rl.export.policy_spec import DeterministicPolicy, PolicySpec
 
 BUNDLE_FORMAT = "robo_rl.policy_bundle/1"
@@ -41,14 +39,6 @@ TOLERANCE = 1e-5  # absolute, per action entry: ONNX Runtime and C against PyTor
 C_SELF_TEST_PAIRS = 8
 RANDOM_TEST_VECTORS = 1000  # random observations each target must also reproduce
 BUNDLE_MARKER = ".robo_rl_bundle.json"  # written last into every bundle: its format and the files export wrote
-# C names are built from the prefix (<prefix>.h, <prefix>_step, ...): an identifier, short enough for C89's
-# 31 significant characters with the longest suffix the generator adds
-C_PREFIX = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,15}")
-C_KEYWORDS = frozenset("auto break case char const continue default do double else enum extern float for goto if "
-                       "inline int long register restrict return short signed sizeof static struct switch typedef "
-                       "union unsigned void volatile while".split())
-
-
 class ExportError(RuntimeError):
     """The bundle could not be made, or a target disagrees with PyTorch."""
 
@@ -104,10 +94,10 @@ def export_bundle(run: str | Path, checkpoint: str | None = "best", out: str | P
     """
     if pairs < 8:
         raise ExportError(f"at least 8 recorded pairs are needed, got {pairs}")
-    if not isinstance(prefix, str) or not C_PREFIX.fullmatch(prefix) or prefix in C_KEYWORDS \
-            or keyword.iskeyword(prefix):
-        raise ExportError(f"c_prefix={prefix!r} must be a C identifier of 1-16 letters, digits and underscores, "
-                          "not starting with a digit and not a C keyword (it names files inside the bundle)")
+    try:
+        check_prefix(prefix)
+    except ValueError as error:
+        raise ExportError(str(error)) from None
     out = Path(out) if out else Path(run) / "export"
     check_out_folder(out)  # before any work: a folder that cannot be replaced is refused at once
     state = load_checkpoint(policy_file(run, checkpoint))

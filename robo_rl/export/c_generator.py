@@ -49,6 +49,20 @@ ACTIVATION_C: dict[str, str] = {
 FNV_OFFSET = 2166136261
 FNV_PRIME = 16777619
 C_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+# The prefix names the files and symbols (<prefix>.h, <prefix>_step, ...): an identifier short enough for
+# C89's 31 significant characters with the longest suffix the generator adds, and not a C keyword
+C_PREFIX = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,15}")
+C_KEYWORDS = frozenset("auto break case char const continue default do double else enum extern float for goto if "
+                       "inline int long register restrict return short signed sizeof static struct switch typedef "
+                       "union unsigned void volatile while".split())
+
+
+def check_prefix(prefix: object) -> str:
+    """`prefix` if it can name the generated C files and symbols; ValueError saying what is allowed otherwise."""
+    if not isinstance(prefix, str) or not C_PREFIX.fullmatch(prefix) or prefix in C_KEYWORDS:
+        raise ValueError(f"c_prefix={prefix!r} must be a C identifier of 1-16 letters, digits and underscores, "
+                         "not starting with a digit and not a C keyword (it names files inside the bundle)")
+    return prefix
 
 
 def c_float(value: float) -> str:
@@ -116,9 +130,7 @@ def generate_c(spec: PolicySpec, pairs: Sequence[tuple[np.ndarray, np.ndarray]],
     """
     if spec.activation not in ACTIVATION_C:
         raise ValueError(f"no C for activation {spec.activation!r}")
-    if not C_IDENTIFIER.fullmatch(prefix):
-        raise ValueError(f"prefix must be a C identifier (letters, digits, _; not starting with a digit), "
-                         f"got {prefix!r}")
+    check_prefix(prefix)
     if not (np.isfinite(tolerance) and tolerance > 0):
         raise ValueError(f"tolerance must be finite and > 0, got {tolerance}")
     _check_finite(spec, pairs)
@@ -476,8 +488,7 @@ def generate_layout_header(layout: Sequence[dict], control_hz: float, constants:
                            prefix: str = "policy") -> str:
     """`<prefix>_layout.h`: the observation layout (offset and size per named field), the control rate and
     target constants (e.g. the vehicle's thrust_max) as #defines, for the glue that builds observations."""
-    if not C_IDENTIFIER.fullmatch(prefix):
-        raise ValueError(f"prefix must be a C identifier, got {prefix!r}")
+    check_prefix(prefix)
     for name in [field["name"] for field in layout] + list(constants):
         if not C_IDENTIFIER.fullmatch(str(name)):
             raise ValueError(f"layout field and constant names must be C identifiers, got {name!r}")

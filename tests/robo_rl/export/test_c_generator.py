@@ -323,8 +323,8 @@ def test_float_literals_round_trip_exactly():
 
 def test_generator_rejects_what_the_c_cannot_hold():
     policy, spec = make_policy("relu")
-    for prefix in ("../../x", "9policy", "my-policy", ""):
-        with pytest.raises(ValueError, match="prefix must be a C identifier"):
+    for prefix in ("../../x", "9policy", "my-policy", "", "static", "a" * 17):  # one rule for export and generator
+        with pytest.raises(ValueError, match="must be a C identifier of 1-16 letters"):
             generate_c(spec, [], prefix=prefix)
     with pytest.raises(ValueError, match="tolerance"):
         generate_c(spec, [], tolerance=float("nan"))
