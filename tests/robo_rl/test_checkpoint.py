@@ -224,8 +224,8 @@ def test_a_run_killed_before_its_first_checkpoint_starts_again_from_its_config(t
     assert (run / "config.yaml").read_text() == recorded
     empty = tmp_path / "empty"
     (empty / "checkpoints").mkdir(parents=True)
-    with pytest.raises(ResumeError, match="no checkpoint and no readable config.yaml"):
-        Trainer(quick_config(f"resume={empty}"), empty)
+    with pytest.raises(CheckpointError, match="not a training run directory .*holds no config.yaml written by"):
+        Trainer(quick_config(f"resume={empty}"), empty)  # nothing to start again from: not a run at all
 
 
 def test_orphaned_temporary_files_are_the_only_files_removed(tmp_path):
