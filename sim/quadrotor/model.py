@@ -29,6 +29,9 @@ class Vehicle:
     """A published quadrotor parameter set, applied on top of `crazyflie.xml`.
 
     Fields left as None keep the MJCF's value. Rotor speed is normalized to the vehicle's maximum.
+    `firmware_thrust_max` / `firmware_thrust_min` are the flight firmware's per-motor thrust limits for the
+    vehicle's platform (crazyflie-firmware THRUST_MAX / THRUST_MIN): they describe the firmware that flies
+    it, not the rigid body, so `load_model` leaves them out of the compiled model.
     """
 
     source: str
@@ -39,28 +42,101 @@ class Vehicle:
     yaw_torque_ratio: float | None = None  # reaction torque per thrust [N m / N]
     motor_tau_rise: float | None = None  # [s]; 0 means no lag
     motor_tau_fall: float | None = None  # [s]
+    firmware_thrust_max: float | None = None  # [N] per motor
+    firmware_thrust_min: float | None = None  # [N] per motor
 
 
+_Box = tuple[float, tuple[float, float, float], float]  # mass [kg], size (x, y, z) [m], centre height [m]
+
+
+def _with_boxes(mass: float, inertia: tuple[float, float, float],
+                boxes: tuple[_Box, ...]) -> tuple[float, tuple[float, float, float]]:
+    """Mass and principal inertia of a vehicle carrying uniform boxes (decks, batteries) on its z axis.
+
+    `boxes` holds (mass [kg], (size x, y, z) [m], height of the box centre above the vehicle's centre of
+    mass [m]). Inertia is taken about the combined centre of mass; the small shift of that centre along z
+    (about a millimetre for a deck) is not applied to the rotor positions.
+    """
+    total = mass + sum(m for m, _, _ in boxes)
+    z_com = sum(m * z for m, _, z in boxes) / total
+    result = np.array(inertia, dtype=np.float64) + mass * z_com**2 * np.array([1.0, 1.0, 0.0])
+    for m, (a, b, c), z in boxes:
+        own = m / 12.0 * np.array([b * b + c * c, a * a + c * c, a * a + b * b])
+        result += own + m * (z - z_com) ** 2 * np.array([1.0, 1.0, 0.0])
+    return total, (float(result[0]), float(result[1]), float(result[2]))
+
+
+def _quadratic_through_max(cubic: tuple[float, float, float, float]) -> tuple[float, float, float]:
+    """(0, c1, c2) fitting a published thrust cubic k0 + k1 w + k2 w^2 + k3 w^3 [N] on w in [0, 1].
+
+    The MJCF's thrust curve is quadratic with c0 >= 0: the fit keeps the cubic's maximum thrust exactly
+    (so thrust-to-weight and the hover command are the published ones) and minimizes the squared error
+    to the cubic clipped at 0 (the cubic dips slightly below 0 at the lowest speeds).
+    """
+    w = np.linspace(0.0, 1.0, 2001)
+    target = np.maximum(np.polynomial.polynomial.polyval(w, cubic), 0.0)
+    thrust_max = float(sum(cubic))
+    c1 = float(np.linalg.lstsq((w - w * w)[:, None], target - thrust_max * w * w, rcond=None)[0][0])
+    return 0.0, c1, thrust_max - c1
+
+
+# crazyflie-firmware platform_defaults_cf2.h with the default configuration (battery-compensated thrust,
+# 2.1+ propellers): the per-motor limits every brushed Crazyflie 2.x flies with.
+_CF2_FIRMWARE_THRUST_MAX = 0.12
+_CF2_FIRMWARE_THRUST_MIN = 0.012817578393224994
 _L2F_MAX_RPM = 21702.0
+_L2F_INERTIA = (3.85e-6, 3.85e-6, 5.9675e-6)
+# How to Model Your Crazyflie Brushless, Eq. 9: per-motor thrust [N] in w = Omega / 2900 rad/s, (k0..k3).
+_BRUSHLESS_THRUST_CUBIC = (0.0, -0.0433191, 0.56176458, -0.23009526)
+_BRUSHLESS_TORQUE_CUBIC = (0.0, 0.0002896, 0.00087032, -0.0003396)  # friction/drag torque [N m], same w
+_BRUSHLESS_MASS = 0.044
+# Decks from bitcraze/hardware products/*/datasheet/index.md: (mass, (x, y, z) size, centre height).
+# Heights are not published: the AI-deck sits on the top headers above the battery, about 12 mm above
+# the board, and the Flow deck v2 under the board, about 6 mm below (from the 29 mm frame height).
+_AI_DECK = (0.0044, (0.052, 0.030, 0.008), 0.012)
+_FLOW_DECK_V2 = (0.0016, (0.028, 0.021, 0.004), -0.006)
+_L2F_AI_DECK_MASS, _L2F_AI_DECK_INERTIA = _with_boxes(0.027, _L2F_INERTIA, (_AI_DECK, _FLOW_DECK_V2))
+
+
+def _hover_yaw_torque_ratio(thrust: tuple[float, ...], torque: tuple[float, ...], mass: float) -> float:
+    """Torque/thrust ratio of two published rotor cubics at the speed where four rotors carry `mass` m g."""
+    low, high = 0.0, 1.0
+    for _ in range(60):  # bisection on the rising branch that carries the weight
+        mid = 0.5 * (low + high)
+        if np.polynomial.polynomial.polyval(mid, thrust) < mass * 9.81 / 4.0:
+            low = mid
+        else:
+            high = mid
+    speed = 0.5 * (low + high)
+    return float(np.polynomial.polynomial.polyval(speed, torque) / np.polynomial.polynomial.polyval(speed, thrust))
+
+
 VEHICLES: dict[str, Vehicle] = {
     "crazyflie_rltools": Vehicle(
         source="rl-tools/rl-tools l2f/parameters/dynamics/crazyflie.h (current RLtools L2F model); "
-        "identical to crazyflie.xml",
+        "identical to crazyflie.xml; firmware limits: bitcraze/crazyflie-firmware "
+        "src/platform/interface/platform_defaults_cf2.h",
+        firmware_thrust_max=_CF2_FIRMWARE_THRUST_MAX,
+        firmware_thrust_min=_CF2_FIRMWARE_THRUST_MIN,
     ),
     "crazyflie_l2f_paper": Vehicle(
         source="arplaboratory/learning-to-fly simulator/parameters/dynamics/crazy_flie.h "
-        "(thrust 3.16e-10 rpm^2, rpm in [0, 21702], one time constant 0.15 s)",
+        "(thrust 3.16e-10 rpm^2, rpm in [0, 21702], one time constant 0.15 s); firmware limits: "
+        "bitcraze/crazyflie-firmware src/platform/interface/platform_defaults_cf2.h",
         mass=0.027,
-        inertia=(3.85e-6, 3.85e-6, 5.9675e-6),
+        inertia=_L2F_INERTIA,
         rotor_offset=0.028,
         thrust_curve=(0.0, 0.0, 3.16e-10 * _L2F_MAX_RPM**2),
         yaw_torque_ratio=0.005964552,
         motor_tau_rise=0.15,
         motor_tau_fall=0.15,
+        firmware_thrust_max=_CF2_FIRMWARE_THRUST_MAX,
+        firmware_thrust_min=_CF2_FIRMWARE_THRUST_MIN,
     ),
     "crazyflie_pybullet_drones": Vehicle(
         source="utiasDSL/gym-pybullet-drones assets/cf2x.urdf (kf 3.16e-10, km 7.94e-12, "
-        "thrust-to-weight 2.25, no motor lag)",
+        "thrust-to-weight 2.25, no motor lag); firmware limits: bitcraze/crazyflie-firmware "
+        "src/platform/interface/platform_defaults_cf2.h",
         mass=0.027,
         inertia=(1.4e-5, 1.4e-5, 2.17e-5),
         rotor_offset=0.0397 / np.sqrt(2.0),
@@ -68,6 +144,46 @@ VEHICLES: dict[str, Vehicle] = {
         yaw_torque_ratio=7.94e-12 / 3.16e-10,
         motor_tau_rise=0.0,
         motor_tau_fall=0.0,
+        firmware_thrust_max=_CF2_FIRMWARE_THRUST_MAX,
+        firmware_thrust_min=_CF2_FIRMWARE_THRUST_MIN,
+    ),
+    "crazyflie_brushless": Vehicle(
+        source="Graefe, Scherer, Hoenig, Trimpe, 'How to Model Your Crazyflie Brushless', arXiv 2603.05944 "
+        "(code: Data-Science-in-Mechanical-Engineering/CrazyflieBrushJAX environment/quadcopter.py): "
+        "Table II with propeller guards (mass 44 g, J diag (3.3, 3.6, 5.9)e-5 kg m^2, width 0.0707 m "
+        "between rotors, = ARM_LENGTH 0.050 m diagonal in crazyflie-firmware platform_defaults_cf21bl.h); "
+        "motor first order T = 0.05 s, gain K = 2900 rad/s, so w = Omega / 2900; thrust and torque cubics "
+        "of Eq. 9 in w. Derived here: thrust curve = least-squares quadratic through the cubic's maximum "
+        "0.28835 N (max error 0.011 N), yaw torque ratio = torque/thrust of the cubics at hover (the "
+        "rotor-inertia torque J_m dOmega/dt is not modelled); firmware limits: bitcraze/crazyflie-firmware "
+        "src/platform/interface/platform_defaults_cf21bl.h (THRUST_MAX 0.2 N, THRUST_MIN 0.02136 N)",
+        mass=_BRUSHLESS_MASS,
+        inertia=(3.3e-5, 3.6e-5, 5.9e-5),
+        rotor_offset=0.0707 / 2.0,
+        thrust_curve=_quadratic_through_max(_BRUSHLESS_THRUST_CUBIC),
+        yaw_torque_ratio=_hover_yaw_torque_ratio(_BRUSHLESS_THRUST_CUBIC, _BRUSHLESS_TORQUE_CUBIC, _BRUSHLESS_MASS),
+        motor_tau_rise=0.05,
+        motor_tau_fall=0.05,
+        firmware_thrust_max=0.2,
+        firmware_thrust_min=0.02136263065537499,
+    ),
+    "crazyflie_l2f_ai_deck": Vehicle(
+        source="crazyflie_l2f_paper's Crazyflie 2.1 (arplaboratory/learning-to-fly simulator/parameters/"
+        "dynamics/crazy_flie.h: 27 g, rotors, thrust, yaw torque, 0.15 s lag) carrying an AI-deck 1.1 "
+        "on top (4.4 g, 52 x 30 x 8 mm) and a Flow deck v2 underneath (1.6 g, 28 x 21 x 4 mm; "
+        "bitcraze/hardware products/ai-deck and flow-deck-2 datasheet/index.md): 33.0 g. Derived here: "
+        "inertia = the base inertia plus each deck as a uniform box, centre 12 mm above / 6 mm below "
+        "the board (assumed, not published), about the combined centre of mass; firmware limits: "
+        "bitcraze/crazyflie-firmware src/platform/interface/platform_defaults_cf2.h",
+        mass=_L2F_AI_DECK_MASS,
+        inertia=_L2F_AI_DECK_INERTIA,
+        rotor_offset=0.028,
+        thrust_curve=(0.0, 0.0, 3.16e-10 * _L2F_MAX_RPM**2),
+        yaw_torque_ratio=0.005964552,
+        motor_tau_rise=0.15,
+        motor_tau_fall=0.15,
+        firmware_thrust_max=_CF2_FIRMWARE_THRUST_MAX,
+        firmware_thrust_min=_CF2_FIRMWARE_THRUST_MIN,
     ),
 }
 DEFAULT_VEHICLE = "crazyflie_rltools"
@@ -84,6 +200,10 @@ def _check_vehicle(name: str, vehicle: Vehicle) -> None:
             raise ConfigError(f"vehicle {name!r}: {field} must be > 0, got {value}")
     if vehicle.inertia is not None and not all(v > 0 for v in vehicle.inertia):
         raise ConfigError(f"vehicle {name!r}: inertia must be positive, got {vehicle.inertia}")
+    if vehicle.inertia is not None and 2 * max(vehicle.inertia) > sum(vehicle.inertia) * (1 + 1e-9):
+        # no rigid body has one principal moment above the sum of the other two (MuJoCo refuses to compile it)
+        raise ConfigError(f"vehicle {name!r}: inertia {vehicle.inertia} must satisfy Ixx + Iyy >= Izz "
+                          "(and each permutation)")
     for field in ("motor_tau_rise", "motor_tau_fall"):
         value = getattr(vehicle, field)
         if value is not None and not value >= 0:
@@ -92,6 +212,14 @@ def _check_vehicle(name: str, vehicle: Vehicle) -> None:
         c0, c1, c2 = vehicle.thrust_curve
         if c0 < 0 or c0 + c1 + c2 <= c0:
             raise ConfigError(f"vehicle {name!r}: thrust curve {vehicle.thrust_curve} must rise from c0 >= 0")
+    for field in ("firmware_thrust_max", "firmware_thrust_min"):
+        value = getattr(vehicle, field)
+        if value is not None and not value >= 0:
+            raise ConfigError(f"vehicle {name!r}: {field} must be >= 0 N, got {value}")
+    if (vehicle.firmware_thrust_max is not None and vehicle.firmware_thrust_min is not None
+            and not vehicle.firmware_thrust_min < vehicle.firmware_thrust_max):
+        raise ConfigError(f"vehicle {name!r}: firmware_thrust_min {vehicle.firmware_thrust_min} N must lie below "
+                          f"firmware_thrust_max {vehicle.firmware_thrust_max} N")
 
 
 def resolve_vehicle(vehicle: str | Vehicle) -> tuple[str, Vehicle]:
