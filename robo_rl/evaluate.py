@@ -36,6 +36,13 @@ def env_changes(cfg: DictConfig) -> dict[str, Any]:
     return changes
 
 
+def load_policy(run: str | Path, checkpoint: str | Path | None, device: torch.device) -> tuple[dict[str, Any], DictConfig, Any]:
+    """A run's checkpoint (see `evaluate_run`) on `device`: its state, the run's config it records, and the
+    agent rebuilt from it (act deterministically with `agent.act(obs, deterministic=True)`)."""
+    state = load_checkpoint(policy_file(run, checkpoint), map_location=device)
+    return state, OmegaConf.create(state["config"]), agent_from_checkpoint(state, device)
+
+
 def evaluate_run(run: str | Path, checkpoint: str | Path | None = "best", episodes: int = 100, seed: int = 12345,
                  changes: dict[str, Any] | None = None, device: str = "auto") -> dict[str, Any]:
     """Evaluate a run's policy under env `changes`; returns the result row (also what the CLI writes).
@@ -43,11 +50,9 @@ def evaluate_run(run: str | Path, checkpoint: str | Path | None = "best", episod
     checkpoint: "best" (the best evaluated policy of the run, else its newest checkpoint), "last", or a file.
     """
     device_ = select_device(device)
-    state = load_checkpoint(policy_file(run, checkpoint), map_location=device_)
-    run_cfg = OmegaConf.create(state["config"])
+    state, run_cfg, agent = load_policy(run, checkpoint, device_)
     env = make_vector_env(run_cfg.env, episodes, device_, overrides=changes or {})
     check_compatible(state, env_spec(env, run_cfg.env.id))
-    agent = agent_from_checkpoint(state, device_)
     start = time.perf_counter()
     result = evaluate_policy(lambda o: agent.act(o, deterministic=True), env, seed, device_)
     return {

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import contextlib
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, Mapping
 
 import numpy as np
 import torch
@@ -37,14 +37,15 @@ def as_tensor(x: Any, device: torch.device) -> torch.Tensor:
 
 @torch.no_grad()
 def evaluate_policy(policy: Callable[[torch.Tensor], torch.Tensor], env: Any, seed: int,
-                    device: torch.device) -> dict[str, Any]:
-    """Run one episode in each of `env.num_envs` environments, reset with `seed`.
+                    device: torch.device, options: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """Run one episode in each of `env.num_envs` environments, reset with `seed` and the env's reset
+    `options` (e.g. given start states, or episode parameters per env).
 
     Returns success_rate (share of episodes with `is_success` on their last step), mean_return,
-    mean_length, and per-episode arrays.
+    mean_length, and per-episode arrays (returns, successes, lengths).
     """
     n = env.num_envs
-    obs, _ = env.reset(seed=seed)
+    obs, _ = env.reset(seed=seed, options=dict(options) if options is not None else None)
     returns, lengths = np.zeros(n), np.zeros(n, dtype=np.int64)
     success = np.zeros(n, dtype=bool)
     running = np.ones(n, dtype=bool)
@@ -59,7 +60,8 @@ def evaluate_policy(policy: Callable[[torch.Tensor], torch.Tensor], env: Any, se
         success[finished] = _np(info["is_success"])[finished]
         running &= ~done
     return {"success_rate": float(success.mean()), "mean_return": float(returns.mean()),
-            "mean_length": float(lengths.mean()), "returns": returns, "successes": success}
+            "mean_length": float(lengths.mean()), "returns": returns, "successes": success,
+            "lengths": lengths}
 
 
 def env_uses_torch(env: Any) -> bool:

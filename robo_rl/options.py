@@ -46,6 +46,16 @@ OPTIONS: dict[str, dict[str, tuple[Any, Interval | None]]] = {
         "device": (str, None), "vehicle": (str | None, None), "latency_steps": (tuple[int, int] | None, None),
         "randomization": (dict[str, Any] | None, None), "overrides": (dict[str, Any], None),
     },
+    "robustness": {
+        "run": (str, None), "checkpoint": (str, None), "device": (str, None), "episodes": (int, Interval(1, 10**6)),
+        "seed": (int, SEED), "vehicles": (tuple[str, ...] | None, None), "latency_steps": (tuple[int, ...], None),
+        "wind": (float, Interval(0.0, 10.0)), "start_sets": (dict[str, dict[str, Any] | None], None),
+        "held_out.episodes": (int, Interval(0, 10**6)), "held_out.seed": (int, SEED),
+        "specialists": (dict[str, str], None), "targets.start_set": (str, None),
+        "targets.latency_steps": (tuple[int, ...], None), "targets.min_success": (float, Interval(0.0, 1.0)),
+        "targets.specialist_start_set": (str, None), "targets.specialist_gap": (float, Interval(0.0, 1.0)),
+        "targets.held_out": (float, Interval(0.0, 1.0)),
+    },
     "export": {
         "run": (str, None), "checkpoint": (str, None), "out": (str | None, None), "pairs": (int, Interval(8, 10**5)),
         "seed": (int, SEED), "safe_action": (str | tuple[float, ...], None), "onnx.opset": (int, Interval(7, 30)),
@@ -58,7 +68,7 @@ OPTIONS: dict[str, dict[str, tuple[Any, Interval | None]]] = {
     },
 }
 CONFIG_DIR = Path(__file__).resolve().parents[1] / "configs"
-TORCH_DEVICE_COMMANDS = ("train", "evaluate")  # where `device` is a torch device (record's is a teleop device)
+TORCH_DEVICE_COMMANDS = ("train", "evaluate", "robustness")  # where `device` is a torch device (record's is a teleop device)
 
 
 def check_options(cfg: DictConfig, command: str, require_all: bool = True) -> None:
@@ -92,6 +102,10 @@ def check_options(cfg: DictConfig, command: str, require_all: bool = True) -> No
 
         if kind not in INTERVENTION_KINDS:
             raise ConfigError(f"intervention.kind must be one of {', '.join(INTERVENTION_KINDS)}, got {kind!r}")
+    if command == "robustness":  # vehicle names, start sets and specialists' run folders
+        from robo_rl.robustness import suite_from_config
+
+        suite_from_config(cfg)
     if command in OPTIONS:
         check_known_keys(OmegaConf.to_container(cfg, resolve=False), known_keys(command), command)
 

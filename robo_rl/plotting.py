@@ -1,4 +1,4 @@
-"""Learning-curve figures: one run, or several runs compared."""
+"""Figures: learning curves (one run, or several runs compared) and the robustness suite's heatmap."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Mapping, Sequence
 
 import matplotlib
+import numpy as np
 
 matplotlib.use("Agg")  # headless
 import matplotlib.pyplot as plt  # noqa: E402
@@ -45,6 +46,30 @@ def plot_comparison(histories: Mapping[str, Sequence[dict]], path: str | Path, t
         ax.grid(alpha=0.3)
         ax.legend()
     fig.suptitle(title)
+    fig.tight_layout()
+    path = Path(path)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def plot_robustness_heatmap(row_labels: Sequence[str], column_labels: Sequence[str], success: np.ndarray,
+                            path: str | Path, title: str = "", specialist: np.ndarray | None = None) -> Path:
+    """Success rates (rows, columns) in [0, 1] as a heatmap PNG, each cell annotated in %, with a
+    specialist's rate below it where `specialist` (same shape, nan where none) has one."""
+    success = np.asarray(success, dtype=float)
+    fig, ax = plt.subplots(figsize=(1.1 * len(column_labels) + 3.5, 0.45 * len(row_labels) + 1.8))
+    image = ax.imshow(100 * success, cmap="RdYlGn", vmin=0, vmax=100, aspect="auto")
+    for i in range(success.shape[0]):
+        for j in range(success.shape[1]):
+            text = f"{100 * success[i, j]:.0f}"
+            if specialist is not None and np.isfinite(specialist[i, j]):
+                text += f"\n({100 * specialist[i, j]:.0f})"
+            ax.text(j, i, text, ha="center", va="center", fontsize=7)
+    ax.set_xticks(range(len(column_labels)), column_labels, rotation=45, ha="right", fontsize=8)
+    ax.set_yticks(range(len(row_labels)), row_labels, fontsize=8)
+    fig.colorbar(image, ax=ax, label="success [%]" + (" (specialist)" if specialist is not None else ""))
+    ax.set_title(title, fontsize=9)
     fig.tight_layout()
     path = Path(path)
     fig.savefig(path, dpi=110)

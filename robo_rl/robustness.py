@@ -1,0 +1,379 @@
+"""The robustness suite of a quadrotor policy: `python -m robo_rl.robustness run=<run dir>`.
+
+Flies the run's deterministic policy on every named vehicle (`sim.quadrotor.model.VEHICLES`, each with its
+nominal physical parameters) x action latency x start set x wind (none, or a constant force drawn uniform in
++-`wind` newtons per axis), `episodes` seeded episodes per cell, plus `held_out.episodes` vehicles drawn
+from the run's own training distribution with a seed that no training uses. Every cell of a start set
+starts from the same states, and every wind cell of it meets the same forces, so that cells compare
+episode by episode. A specialist (a run trained on one vehicle alone, `specialists: {vehicle: run dir}`)
+flies its own vehicle's cells in the same command and is printed next to each success rate as the ceiling
+of what that vehicle reaches from those starts.
+
+Prints the table and PASS/FAIL lines against the suite's `targets`, and writes robustness.json and
+robustness.png (a heatmap) into the command's folder under `<run>/robustness/`. configs/robustness.yaml
+holds the suite.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import time
+from pathlib import Path
+from typing import Any, Callable, Mapping, Sequence
+
+import numpy as np
+import torch
+from omegaconf import DictConfig, OmegaConf
+
+from robo_rl.checkpoint import check_compatible, require_run_dir
+from robo_rl.cli import hydra_command
+from robo_rl.envs import env_spec, make_vector_env
+from robo_rl.evaluate import load_policy
+from robo_rl.evaluation import evaluate_policy
+from robo_rl.train import select_device
+from sim.errors import ConfigError
+from sim.quadrotor import episode_starts
+from sim.quadrotor.config import make_config
+from sim.quadrotor.model import VEHICLES
+from sim.quadrotor.tasks import sample_initial_states
+
+# Whether the env's reset takes per-env episode parameters (reset option "params"): then one env per vehicle
+# holds every latency x wind cell of it, each given its latency and wind at reset; otherwise each latency x
+# wind pair gets its own env (its own compiled step) and the env draws the wind itself. `_batches`,
+# `_batch_overrides` and `_batch_options` are the only places that read it.
+PARAMS_AT_RESET = False
+STATE_FIELDS = ("position", "quaternion", "velocity", "angular_velocity")
+QUADROTOR_ENVS = "robo_rl/Crazyflie"  # the env ids whose config names a vehicle
+
+
+@dataclasses.dataclass(frozen=True)
+class Cell:
+    """One condition of the suite: a named vehicle, a start set, action latency [control steps], wind or not."""
+
+    vehicle: str
+    start_set: str
+    latency_steps: int
+    wind: bool
+
+    def label(self) -> str:
+        """The cell's columns as one short string, e.g. `lat 2 + wind`."""
+        return f"lat {self.latency_steps}{' + wind' if self.wind else ''}"
+
+
+@dataclasses.dataclass
+class Targets:
+    """What the suite's PASS/FAIL lines check (success rates as fractions)."""
+
+    start_set: str = "moderate"  # every named vehicle at least `min_success` from these starts ...
+    latency_steps: tuple[int, ...] = (0, 1, 2)  # ... at these latencies, with and without wind
+    min_success: float = 0.95
+    specialist_start_set: str = "l2f"  # within `specialist_gap` of the vehicle's specialist from these starts
+    specialist_gap: float = 0.03
+    held_out: float = 0.90  # over the held-out vehicles
+
+
+@dataclasses.dataclass
+class Suite:
+    """A robustness suite (configs/robustness.yaml), checked."""
+
+    vehicles: tuple[str, ...]
+    latency_steps: tuple[int, ...]
+    start_sets: dict[str, dict[str, Any]]  # name -> fields of sim.quadrotor.config.InitialStateConfig
+    wind: float  # [N] per axis
+    episodes: int  # per cell
+    seed: int  # start states and wind forces of the named-vehicle cells
+    held_out_episodes: int
+    held_out_seed: int
+    specialists: dict[str, str]  # vehicle -> run dir
+    targets: Targets
+
+    def cells(self, vehicles: Sequence[str] | None = None) -> list[Cell]:
+        """The named-vehicle cells (of `vehicles`, default all of the suite's), in table order."""
+        return [Cell(v, s, latency, wind) for v in (vehicles or self.vehicles) for s in self.start_sets
+                for wind in (False, True) for latency in self.latency_steps]
+
+
+def suite_from_config(cfg: DictConfig | Mapping[str, Any]) -> Suite:
+    """The suite of a robustness config; ConfigError naming the option for an unknown vehicle (in `vehicles`
+    or `specialists`), a start set the env refuses, or a specialist folder that is not a run with a policy."""
+    keys = ("vehicles", "latency_steps", "start_sets", "wind", "episodes", "seed", "held_out", "specialists", "targets")
+    cfg = {key: OmegaConf.to_container(cfg[key], resolve=True) if OmegaConf.is_config(cfg[key]) else cfg[key]
+           for key in keys}
+    vehicles = tuple(VEHICLES) if cfg["vehicles"] is None else tuple(cfg["vehicles"])
+    for name in vehicles:
+        if name not in VEHICLES:
+            raise ConfigError(f"vehicles: unknown vehicle {name!r}; known vehicles: {', '.join(VEHICLES)}")
+    if not vehicles or len(set(vehicles)) != len(vehicles):
+        raise ConfigError(f"vehicles must name at least one vehicle, each once, got {list(vehicles)}")
+    latencies = tuple(int(v) for v in cfg["latency_steps"])
+    if not latencies or len(set(latencies)) != len(latencies) or min(latencies) < 0:
+        raise ConfigError(f"latency_steps must be distinct whole numbers >= 0, got {list(latencies)}")
+    start_sets = {str(k): dict(v or {}) for k, v in (cfg["start_sets"] or {}).items()}
+    if not start_sets:
+        raise ConfigError("start_sets must name at least one start set (fields of InitialStateConfig)")
+    try:
+        make_config("hover", randomization={"latency_steps": [0, max(latencies)]})
+    except ConfigError as error:
+        raise ConfigError(f"latency_steps: {error}") from None
+    for name, fields in start_sets.items():
+        try:
+            make_config("hover", initial_state=fields)
+        except ConfigError as error:
+            raise ConfigError(f"start_sets.{name}: {error}") from None
+    specialists = {str(k): str(v) for k, v in (cfg.get("specialists") or {}).items()}
+    for name, folder in specialists.items():
+        if name not in vehicles:
+            known = ", ".join(vehicles)
+            raise ConfigError(f"specialists.{name}: not a vehicle of this suite; its vehicles: {known}")
+        require_run_dir(folder, option=f"specialists.{name}", need_policy=True)
+    targets = cfg.get("targets") or {}
+    targets = Targets(**{**targets, "latency_steps": tuple(targets.get("latency_steps", Targets.latency_steps))})
+    return Suite(vehicles, latencies, start_sets, float(cfg["wind"]), int(cfg["episodes"]), int(cfg["seed"]),
+                 int(cfg["held_out"]["episodes"]), int(cfg["held_out"]["seed"]), specialists, targets)
+
+
+def start_states(env_config: Any, start_set: Mapping[str, Any], n: int, seed: int) -> dict[str, np.ndarray]:
+    """n start states (position, quaternion, velocity, angular_velocity; arrays (n, k)) of a start set, drawn
+    by the simulator's own sampler from uniforms keyed by `seed` (around `env_config`'s start point)."""
+    config = make_config(env_config.task, env_config, initial_state=dict(start_set))
+    key = int(np.random.default_rng(seed).integers(0, 2**63 - 1))
+    u = episode_starts.uniforms(np, key, np.arange(n, dtype=np.int64), np.zeros(n, dtype=np.int64))
+    slots = {name: u[offset : offset + size] for (name, size), offset
+             in zip(episode_starts.UNIFORM_FIELDS, episode_starts.UNIFORM_OFFSETS.values())}
+    return {name: np.ascontiguousarray(value.T) for name, value in zip(STATE_FIELDS, sample_initial_states(np, slots, config))}
+
+
+def wind_forces(n: int, magnitude: float, seed: int) -> np.ndarray:
+    """n constant disturbance forces (n, 3) [N], uniform in +-magnitude per axis."""
+    return np.random.default_rng([seed, 1]).uniform(-magnitude, magnitude, (n, 3))
+
+
+def _batches(cells: Sequence[Cell]) -> list[list[Cell]]:
+    """The cells that share one env (one vehicle, and without "params" at reset one latency and wind)."""
+    groups: dict[Any, list[Cell]] = {}
+    for cell in cells:
+        key = cell.vehicle if PARAMS_AT_RESET else (cell.vehicle, cell.latency_steps, cell.wind)
+        groups.setdefault(key, []).append(cell)
+    return list(groups.values())
+
+
+def _batch_overrides(batch: Sequence[Cell], suite: Suite) -> dict[str, Any]:
+    """Env config overrides for a batch of cells: the named vehicle with its nominal physics as published
+    (the run's own vehicle_overrides dropped); latency and wind drawn as the cells need, observation noise
+    the run's."""
+    if PARAMS_AT_RESET:  # set per env at reset; the range sizes the latency buffer
+        latency, wind = [0, max(suite.latency_steps)], suite.wind
+    else:
+        latency, wind = [batch[0].latency_steps] * 2, suite.wind if batch[0].wind else 0.0
+    return {"vehicle": batch[0].vehicle, "vehicle_overrides": {},
+            "randomization": {"enabled": True, "vehicle_parameters": False, "latency_steps": latency,
+                              "disturbance_force": wind, "disturbance_torque": 0.0}}
+
+
+def _batch_options(batch: Sequence[Cell], starts: Mapping[str, Mapping[str, np.ndarray]], winds: np.ndarray) -> dict[str, Any]:
+    """Reset options of a batch: each cell's block of envs starts from its start set's states (and with
+    "params" at reset gets its latency and wind)."""
+    options: dict[str, Any] = {"initial_state": {
+        name: np.concatenate([starts[cell.start_set][name] for cell in batch]) for name in STATE_FIELDS}}
+    if PARAMS_AT_RESET:
+        n = len(winds)
+        options["params"] = {
+            "latency_steps": np.concatenate([np.full(n, cell.latency_steps) for cell in batch]),
+            "disturbance_force": np.concatenate([winds if cell.wind else np.zeros((n, 3)) for cell in batch]),
+            "disturbance_torque": np.zeros((n * len(batch), 3)),
+        }
+    return options
+
+
+def evaluate_cells(state: Mapping[str, Any], run_cfg: DictConfig, policy: Callable[[torch.Tensor], torch.Tensor],
+                   cells: Sequence[Cell], suite: Suite, device: torch.device) -> dict[Cell, dict[str, Any]]:
+    """Each cell's success rate, mean return and per-episode successes for a policy (checkpoint `state`,
+    its run's config `run_cfg`), batched as `_batches` says."""
+    results: dict[Cell, dict[str, Any]] = {}
+    n = suite.episodes
+    winds = wind_forces(n, suite.wind, suite.seed)
+    for batch in _batches(cells):
+        env = make_vector_env(run_cfg.env, n * len(batch), device, overrides=_batch_overrides(batch, suite))
+        try:
+            check_compatible(dict(state), env_spec(env, run_cfg.env.id))
+            starts = {name: start_states(env.config, suite.start_sets[name], n, suite.seed)
+                      for name in {cell.start_set for cell in batch}}
+            result = evaluate_policy(policy, env, suite.seed, device, _batch_options(batch, starts, winds))
+        finally:
+            env.close()
+        for i, cell in enumerate(batch):
+            block = slice(i * n, (i + 1) * n)
+            results[cell] = {"success_rate": float(result["successes"][block].mean()),
+                             "mean_return": float(result["returns"][block].mean()),
+                             "mean_length": float(result["lengths"][block].mean()),
+                             "successes": result["successes"][block]}
+    return results
+
+
+def run_suite(run: str | Path, suite: Suite, checkpoint: str | None = "best", device: str = "auto") -> dict[str, Any]:
+    """The suite's results for a run's policy (and its specialists), as the JSON the command writes."""
+    start = time.perf_counter()
+    device_ = select_device(device)
+    state, run_cfg, agent = load_policy(run, checkpoint, device_)
+    if not str(run_cfg.env.id).startswith(QUADROTOR_ENVS):
+        raise ConfigError(f"run={run}: the robustness suite flies quadrotors (robo_rl/Crazyflie* envs); this run's "
+                          f"env is {run_cfg.env.id}")
+    cells = suite.cells()
+    results = evaluate_cells(state, run_cfg, lambda o: agent.act(o, deterministic=True), cells, suite, device_)
+    specialist_results: dict[Cell, dict[str, Any]] = {}
+    specialist_checkpoints: dict[str, str] = {}
+    for vehicle, folder in suite.specialists.items():
+        s_state, s_cfg, s_agent = load_policy(folder, "best", device_)
+        specialist_checkpoints[vehicle] = str(s_state["path"])
+        specialist_results.update(evaluate_cells(s_state, s_cfg, lambda o, a=s_agent: a.act(o, deterministic=True),
+                                                 suite.cells([vehicle]), suite, device_))
+    held_out = None
+    if suite.held_out_episodes:
+        env = make_vector_env(run_cfg.env, suite.held_out_episodes, device_)
+        try:
+            check_compatible(state, env_spec(env, run_cfg.env.id))
+            result = evaluate_policy(lambda o: agent.act(o, deterministic=True), env, suite.held_out_seed, device_)
+        finally:
+            env.close()
+        held_out = {"episodes": suite.held_out_episodes, "seed": suite.held_out_seed,
+                    "success_rate": result["success_rate"], "mean_return": result["mean_return"],
+                    "mean_length": result["mean_length"]}
+    rows = []
+    for cell in cells:
+        r, s = results[cell], specialist_results.get(cell)
+        rows.append({**dataclasses.asdict(cell), "success_rate": r["success_rate"], "mean_return": r["mean_return"],
+                     "mean_length": r["mean_length"],
+                     "specialist_success_rate": None if s is None else s["success_rate"]})
+    report = {
+        "run": str(run), "checkpoint": str(state["path"]), "env_id": str(run_cfg.env.id),
+        "trained_env_steps": int(state["counters"]["env_steps"]),
+        "suite": {**{k: v for k, v in dataclasses.asdict(suite).items() if k != "targets"},
+                  "targets": dataclasses.asdict(suite.targets), "batched_params_at_reset": PARAMS_AT_RESET},
+        "specialist_checkpoints": specialist_checkpoints, "cells": rows, "held_out": held_out,
+    }
+    report["checks"] = target_checks(report, suite)
+    report["seconds"] = time.perf_counter() - start
+    return report
+
+
+def _lookup(report: Mapping[str, Any]) -> dict[tuple[str, str, int, bool], Mapping[str, Any]]:
+    return {(r["vehicle"], r["start_set"], r["latency_steps"], r["wind"]): r for r in report["cells"]}
+
+
+def target_checks(report: Mapping[str, Any], suite: Suite) -> list[dict[str, Any]]:
+    """The suite's targets as facts: one {check, status (PASS, FAIL or n/a), detail} each."""
+    t, cells, checks = suite.targets, _lookup(report), []
+    latencies = [v for v in t.latency_steps if v in suite.latency_steps]
+    for vehicle in suite.vehicles:
+        name = f"{vehicle}: >= {100 * t.min_success:.0f}% from {t.start_set} starts at latency " \
+               f"{', '.join(map(str, t.latency_steps))}, with and without wind"
+        if t.start_set not in suite.start_sets or len(latencies) != len(t.latency_steps):
+            checks.append({"check": name, "status": "n/a", "detail": "not in this suite"})
+            continue
+        rows = [cells[(vehicle, t.start_set, v, w)] for v in latencies for w in (False, True)]
+        worst = min(rows, key=lambda r: r["success_rate"])
+        checks.append({"check": name, "status": "PASS" if worst["success_rate"] >= t.min_success else "FAIL",
+                       "detail": f"lowest {100 * worst['success_rate']:.0f}% (latency {worst['latency_steps']}"
+                                 f"{', wind' if worst['wind'] else ''})"})
+    for vehicle in suite.vehicles:
+        name = f"{vehicle}: from {t.specialist_start_set} starts within {100 * t.specialist_gap:.0f} points " \
+               "of its specialist"
+        if t.specialist_start_set not in suite.start_sets:
+            checks.append({"check": name, "status": "n/a", "detail": "not in this suite"})
+            continue
+        if vehicle not in suite.specialists:
+            checks.append({"check": name, "status": "n/a", "detail": f"no specialist (specialists.{vehicle}=<run>)"})
+            continue
+        rows = [r for r in report["cells"] if r["vehicle"] == vehicle and r["start_set"] == t.specialist_start_set]
+        worst = max(rows, key=lambda r: r["specialist_success_rate"] - r["success_rate"])
+        gap = worst["specialist_success_rate"] - worst["success_rate"]
+        checks.append({"check": name, "status": "PASS" if gap <= t.specialist_gap + 1e-9 else "FAIL",
+                       "detail": f"largest gap {100 * gap:+.0f} points: {100 * worst['success_rate']:.0f}% vs "
+                                 f"{100 * worst['specialist_success_rate']:.0f}% (latency {worst['latency_steps']}"
+                                 f"{', wind' if worst['wind'] else ''})"})
+    held_out = report.get("held_out")
+    name = f"held-out vehicles from the training distribution: >= {100 * t.held_out:.0f}%"
+    if held_out is None:
+        checks.append({"check": name, "status": "n/a", "detail": "held_out.episodes=0"})
+    else:
+        checks.append({"check": name, "status": "PASS" if held_out["success_rate"] >= t.held_out else "FAIL",
+                       "detail": f"{100 * held_out['success_rate']:.0f}% over {held_out['episodes']} vehicles "
+                                 f"(seed {held_out['seed']})"})
+    return checks
+
+
+def table_grid(report: Mapping[str, Any]) -> tuple[list[str], list[str], np.ndarray, np.ndarray]:
+    """Row labels (vehicle, start set), column labels (latency, wind) and the success rates of the policy
+    and of the specialists (nan where none) as (rows, columns) arrays."""
+    suite, cells = report["suite"], _lookup(report)
+    rows = [(v, s) for v in suite["vehicles"] for s in suite["start_sets"]]
+    columns = [(lat, w) for w in (False, True) for lat in suite["latency_steps"]]
+    policy = np.array([[cells[(v, s, lat, w)]["success_rate"] for lat, w in columns] for v, s in rows])
+    specialist = np.array([[np.nan if cells[(v, s, lat, w)]["specialist_success_rate"] is None
+                            else cells[(v, s, lat, w)]["specialist_success_rate"] for lat, w in columns] for v, s in rows])
+    return ([f"{v} / {s}" for v, s in rows], [f"lat {lat}{' + wind' if w else ''}" for lat, w in columns],
+            policy, specialist)
+
+
+def format_table(report: Mapping[str, Any]) -> str:
+    """The suite's table (success in %, `policy / specialist` where a specialist flew the cell), the held-out
+    vehicles and the PASS/FAIL lines."""
+    suite = report["suite"]
+    row_labels, column_labels, policy, specialist = table_grid(report)
+    cell_width = 9 if np.isfinite(specialist).any() else 5
+    label_width = max(len(label) for label in row_labels) + 1
+    lines = [f"success [%] over {suite['episodes']} episodes per cell (seed {suite['seed']}; same starts in every "
+             f"cell of a start set; wind: constant force uniform in +-{suite['wind']:g} N per axis)"
+             + ("; policy / specialist" if cell_width == 9 else ""),
+             f"{'vehicle / starts':{label_width}s}" + "".join(f"{c:>{max(cell_width, len(c)) + 1}s}" for c in column_labels)]
+    for i, label in enumerate(row_labels):
+        line = f"{label:{label_width}s}"
+        for j, column in enumerate(column_labels):
+            text = f"{100 * policy[i, j]:.0f}"
+            if np.isfinite(specialist[i, j]):
+                text += f" / {100 * specialist[i, j]:.0f}"
+            line += f"{text:>{max(cell_width, len(column)) + 1}s}"
+        lines.append(line)
+    held_out = report.get("held_out")
+    if held_out is not None:
+        lines.append(f"held-out vehicles (the run's training distribution, seed {held_out['seed']}): "
+                     f"{100 * held_out['success_rate']:.0f}% over {held_out['episodes']} episodes")
+    lines.append("targets:")
+    lines += [f"  {c['status']:4s} {c['check']}: {c['detail']}" for c in report["checks"]]
+    return "\n".join(lines)
+
+
+def write_report(report: Mapping[str, Any], folder: str | Path) -> tuple[Path, Path]:
+    """robustness.json and the heatmap robustness.png in `folder`."""
+    from robo_rl.plotting import plot_robustness_heatmap
+
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    json_path = folder / "robustness.json"
+    json_path.write_text(json.dumps(report, indent=2))
+    row_labels, column_labels, policy, specialist = table_grid(report)
+    held_out = report.get("held_out")
+    title = f"{report['run']} ({report['trained_env_steps']:,} env steps)"
+    if held_out is not None:
+        title += f"; held-out vehicles {100 * held_out['success_rate']:.0f}%"
+    png_path = plot_robustness_heatmap(row_labels, column_labels, policy, folder / "robustness.png", title,
+                                       specialist=specialist if np.isfinite(specialist).any() else None)
+    return json_path, png_path
+
+
+@hydra_command(config_path="../configs", config_name="robustness")
+def main(cfg: DictConfig) -> None:
+    """Hydra entry point."""
+    from hydra.core.hydra_config import HydraConfig
+
+    torch.set_num_threads(2)
+    report = run_suite(cfg.run, suite_from_config(cfg), cfg.checkpoint, cfg.device)
+    json_path, png_path = write_report(report, HydraConfig.get().runtime.output_dir)
+    print(format_table(report))
+    print(f"{len(report['cells'])} cells and {report['held_out']['episodes'] if report['held_out'] else 0} held-out "
+          f"episodes in {report['seconds']:.1f} s; written to {json_path} and {png_path}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,137 @@
+"""The robustness suite's command (`python -m robo_rl.robustness`) on a small trained run, and its refusals."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from omegaconf import OmegaConf
+
+from robo_rl.robustness import start_states, suite_from_config
+from sim.errors import ConfigError
+from sim.quadrotor.config import make_config
+
+REPO = Path(__file__).resolve().parents[2]
+CONFIG = REPO / "configs" / "robustness.yaml"
+SMALL = ["vehicles=[crazyflie_rltools,crazyflie_l2f_paper]", "latency_steps=[0,2]", "episodes=10",
+         "held_out.episodes=10"]
+
+
+def _commands(argvs: list[list[str]]) -> subprocess.CompletedProcess:
+    """Each argv as `python -m robo_rl.robustness ...`, all in one Python process (torch imports once);
+    stderr ends every command with `status <exit code>`."""
+    script = ("import runpy, sys, warnings\nwarnings.simplefilter('ignore', RuntimeWarning)\n"
+              f"for argv in {argvs!r}:\n"
+              "    sys.argv = ['robo_rl.robustness', *argv]\n"
+              "    try:\n        runpy.run_module('robo_rl.robustness', run_name='__main__', alter_sys=True)\n"
+              "    except SystemExit as exit:\n        print('status', exit.code, file=sys.stderr, flush=True)\n"
+              "    else:\n        print('status 0', file=sys.stderr, flush=True)\n")
+    return subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300, cwd=REPO)
+
+
+def _copy_run(run: Path, to: Path) -> Path:
+    shutil.copytree(run, to, ignore=shutil.ignore_patterns("tensorboard", "robustness", "evaluations"))
+    return to
+
+
+def test_the_suite_prints_its_table_and_writes_json_and_a_heatmap(trained_run, tmp_path):
+    run = _copy_run(trained_run, tmp_path / "run")
+    specialist = _copy_run(trained_run, tmp_path / "specialist")  # the same policy: its numbers must match
+    result = _commands([[f"run={run}", *SMALL, f"+specialists.crazyflie_rltools={specialist}"]])
+    assert result.stderr.strip().endswith("status 0"), result.stderr[-3000:]
+    out = result.stdout
+    folders = list((run / "robustness").iterdir())
+    assert len(folders) == 1 and not (specialist / "robustness").exists()
+    report = json.loads((folders[0] / "robustness.json").read_text())
+    assert (folders[0] / "robustness.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+    cells = report["cells"]
+    assert len(cells) == 2 * 2 * 2 * 2  # vehicles x start sets x latencies x wind
+    assert {(c["vehicle"], c["start_set"], c["latency_steps"], c["wind"]) for c in cells} == {
+        (v, s, lat, w) for v in ("crazyflie_rltools", "crazyflie_l2f_paper") for s in ("l2f", "moderate")
+        for lat in (0, 2) for w in (False, True)}
+    for cell in cells:
+        assert 0.0 <= cell["success_rate"] <= 1.0 and 1 <= cell["mean_length"] <= 500
+        if cell["vehicle"] == "crazyflie_rltools":  # flown by its specialist, here the same policy
+            assert cell["specialist_success_rate"] == cell["success_rate"]
+        else:
+            assert cell["specialist_success_rate"] is None
+    assert report["held_out"]["episodes"] == 10 and report["held_out"]["seed"] == 777777
+    assert report["suite"]["episodes"] == 10 and report["suite"]["latency_steps"] == [0, 2]
+
+    # the table: one row per vehicle and start set, `policy / specialist` where a specialist flew
+    rows = {line.split()[0] + " " + line.split()[2]: line for line in out.splitlines()
+            if line.startswith("crazyflie_")}
+    assert set(rows) == {f"{v} {s}" for v in ("crazyflie_rltools", "crazyflie_l2f_paper") for s in ("l2f", "moderate")}
+    first = next(c for c in cells if c["vehicle"] == "crazyflie_rltools" and c["start_set"] == "l2f")
+    rate = round(100 * first["success_rate"])
+    assert f"{rate} / {rate}" in rows["crazyflie_rltools l2f"]
+    assert "/" not in rows["crazyflie_l2f_paper moderate"].split("moderate", 1)[1]
+    assert f"held-out vehicles (the run's training distribution, seed 777777): " \
+           f"{100 * report['held_out']['success_rate']:.0f}% over 10 episodes" in out
+
+    # the targets: latency 1 is not in this suite; the specialist's check compares a policy with itself
+    checks = {c["check"]: c for c in report["checks"]}
+    assert all(c["status"] in ("PASS", "FAIL", "n/a") for c in checks.values())
+    assert checks["crazyflie_rltools: from l2f starts within 3 points of its specialist"]["status"] == "PASS"
+    assert checks["crazyflie_l2f_paper: from l2f starts within 3 points of its specialist"]["status"] == "n/a"
+    moderate = "crazyflie_rltools: >= 95% from moderate starts at latency 0, 1, 2, with and without wind"
+    assert checks[moderate]["status"] == "n/a"
+    held_out = checks["held-out vehicles from the training distribution: >= 90%"]
+    assert held_out["status"] == ("PASS" if report["held_out"]["success_rate"] >= 0.9 else "FAIL")
+    for check in report["checks"]:
+        assert f"{check['status']:4s} {check['check']}: {check['detail']}" in out
+
+
+def test_bad_input_is_one_line_and_creates_nothing(trained_run, tmp_path):
+    run = _copy_run(trained_run, tmp_path / "run")
+    not_a_run = tmp_path / "documents"
+    not_a_run.mkdir()
+    cases = [
+        ([], "error: option run of robustness is missing"),
+        ([f"run={not_a_run}"], f"error: run={not_a_run} is not a training run directory"),
+        ([f"run={run}", "vehicles=[crazyflie_rltools,crazyflie_x]"], "error: vehicles: unknown vehicle 'crazyflie_x'"),
+        ([f"run={run}", "+specialists.crazyflie_x=" + str(run)], "error: specialists.crazyflie_x: not a vehicle"),
+        ([f"run={run}", f"+specialists.crazyflie_rltools={not_a_run}"],
+         f"error: specialists.crazyflie_rltools={not_a_run} is not a training run directory"),
+        ([f"run={run}", "start_sets.moderate.max_tilt_deg=400"], "error: start_sets.moderate: config.initial_state.max_tilt_deg"),
+        ([f"run={run}", "episodes=0"], "error: episodes must lie in [1, 1000000], got 0"),
+    ]
+    before = sorted(tmp_path.rglob("*"))
+    result = _commands([argv for argv, _ in cases])
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 2 * len(cases), result.stderr[-3000:]
+    for (argv, expected), error, status in zip(cases, lines[::2], lines[1::2]):
+        assert error.startswith(expected), (argv, error)
+        assert status == "status 2", (argv, status)
+    assert sorted(tmp_path.rglob("*")) == before
+
+
+def test_start_states_are_the_simulators_and_the_same_for_the_same_seed():
+    config = make_config("hover")
+    moderate = {"position_range": 0.2, "max_tilt_deg": 30.0, "velocity_range": 0.5, "angular_velocity_range": 0.5,
+                "hover_fraction": 0.0}
+    states = start_states(config, moderate, 200, seed=3)
+    again = start_states(config, moderate, 200, seed=3)
+    assert all(np.array_equal(states[k], again[k]) for k in states)
+    assert not np.array_equal(states["position"], start_states(config, moderate, 200, seed=4)["position"])
+    assert np.abs(states["position"] - np.asarray(config.center)).max() <= 0.2
+    assert np.abs(states["velocity"]).max() <= 0.5 and np.abs(states["angular_velocity"]).max() <= 0.5
+    tilt = np.degrees(2 * np.arccos(np.clip(np.abs(states["quaternion"][:, 0]), 0, 1)))
+    assert tilt.max() <= 30.0 + 1e-9 and tilt.max() > 20.0
+
+
+def test_the_suite_config_names_every_vehicle_unless_told():
+    from sim.quadrotor.model import VEHICLES
+
+    cfg = OmegaConf.load(CONFIG)
+    cfg.run = "unused"
+    assert suite_from_config(cfg).vehicles == tuple(VEHICLES)
+    cfg.latency_steps = [0, -1]
+    with pytest.raises(ConfigError, match="latency_steps must be distinct whole numbers >= 0"):
+        suite_from_config(cfg)
