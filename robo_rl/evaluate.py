@@ -36,7 +36,8 @@ def env_changes(cfg: DictConfig) -> dict[str, Any]:
     return changes
 
 
-def load_policy(run: str | Path, checkpoint: str | Path | None, device: torch.device) -> tuple[dict[str, Any], DictConfig, Any]:
+def load_policy(run: str | Path, checkpoint: str | Path | None,
+                device: torch.device) -> tuple[dict[str, Any], DictConfig, Any]:
     """A run's checkpoint (see `evaluate_run`) on `device`: its state, the run's config it records, and the
     agent rebuilt from it (act deterministically with `agent.act(obs, deterministic=True)`)."""
     state = load_checkpoint(policy_file(run, checkpoint), map_location=device)

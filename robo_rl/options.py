@@ -102,9 +102,10 @@ def check_options(cfg: DictConfig, command: str, require_all: bool = True) -> No
 
         if kind not in INTERVENTION_KINDS:
             raise ConfigError(f"intervention.kind must be one of {', '.join(INTERVENTION_KINDS)}, got {kind!r}")
-    if command == "robustness":  # vehicle names, start sets and specialists' run folders
-        from robo_rl.robustness import suite_from_config
+    if command == "robustness":  # the run's env, vehicle names, start sets and specialists' run folders
+        from robo_rl.robustness import check_run, suite_from_config
 
+        check_run(cfg.run)
         suite_from_config(cfg)
     if command in OPTIONS:
         check_known_keys(OmegaConf.to_container(cfg, resolve=False), known_keys(command), command)

@@ -38,11 +38,6 @@ from sim.quadrotor.config import make_config
 from sim.quadrotor.model import VEHICLES
 from sim.quadrotor.tasks import sample_initial_states
 
-# Whether the env's reset takes per-env episode parameters (reset option "params"): then one env per vehicle
-# holds every latency x wind cell of it, each given its latency and wind at reset; otherwise each latency x
-# wind pair gets its own env (its own compiled step) and the env draws the wind itself. `_batches`,
-# `_batch_overrides` and `_batch_options` are the only places that read it.
-PARAMS_AT_RESET = False
 STATE_FIELDS = ("position", "quaternion", "velocity", "angular_velocity")
 QUADROTOR_ENVS = "robo_rl/Crazyflie"  # the env ids whose config names a vehicle
 
@@ -126,11 +121,25 @@ def suite_from_config(cfg: DictConfig | Mapping[str, Any]) -> Suite:
         if name not in vehicles:
             known = ", ".join(vehicles)
             raise ConfigError(f"specialists.{name}: not a vehicle of this suite; its vehicles: {known}")
-        require_run_dir(folder, option=f"specialists.{name}", need_policy=True)
+        check_run(folder, option=f"specialists.{name}")
     targets = cfg.get("targets") or {}
     targets = Targets(**{**targets, "latency_steps": tuple(targets.get("latency_steps", Targets.latency_steps))})
     return Suite(vehicles, latencies, start_sets, float(cfg["wind"]), int(cfg["episodes"]), int(cfg["seed"]),
                  int(cfg["held_out"]["episodes"]), int(cfg["held_out"]["seed"]), specialists, targets)
+
+
+def check_quadrotor_env(env_id: Any, option: str) -> None:
+    """ConfigError naming `option` unless `env_id` is a quadrotor env (the suite sets its vehicle)."""
+    if not str(env_id).startswith(QUADROTOR_ENVS):
+        raise ConfigError(f"{option}: the robustness suite flies quadrotors ({QUADROTOR_ENVS}* envs); this run's "
+                          f"env is {env_id}")
+
+
+def check_run(run: Any, option: str = "run") -> None:
+    """ConfigError or CheckpointError naming `option` unless `run` is a run with a policy, trained on a
+    quadrotor env."""
+    require_run_dir(run, option=option, need_policy=True)
+    check_quadrotor_env(OmegaConf.select(OmegaConf.load(Path(str(run)) / "config.yaml"), "env.id"), f"{option}={run}")
 
 
 def start_states(env_config: Any, start_set: Mapping[str, Any], n: int, seed: int) -> dict[str, np.ndarray]:
@@ -141,7 +150,8 @@ def start_states(env_config: Any, start_set: Mapping[str, Any], n: int, seed: in
     u = episode_starts.uniforms(np, key, np.arange(n, dtype=np.int64), np.zeros(n, dtype=np.int64))
     slots = {name: u[offset : offset + size] for (name, size), offset
              in zip(episode_starts.UNIFORM_FIELDS, episode_starts.UNIFORM_OFFSETS.values())}
-    return {name: np.ascontiguousarray(value.T) for name, value in zip(STATE_FIELDS, sample_initial_states(np, slots, config))}
+    state = sample_initial_states(np, slots, config)  # feature-major (k, n)
+    return {name: np.ascontiguousarray(value.T) for name, value in zip(STATE_FIELDS, state)}
 
 
 def wind_forces(n: int, magnitude: float, seed: int) -> np.ndarray:
@@ -149,57 +159,50 @@ def wind_forces(n: int, magnitude: float, seed: int) -> np.ndarray:
     return np.random.default_rng([seed, 1]).uniform(-magnitude, magnitude, (n, 3))
 
 
-def _batches(cells: Sequence[Cell]) -> list[list[Cell]]:
-    """The cells that share one env (one vehicle, and without "params" at reset one latency and wind)."""
-    groups: dict[Any, list[Cell]] = {}
-    for cell in cells:
-        key = cell.vehicle if PARAMS_AT_RESET else (cell.vehicle, cell.latency_steps, cell.wind)
-        groups.setdefault(key, []).append(cell)
-    return list(groups.values())
+def _vehicle_overrides(vehicle: str, suite: Suite) -> dict[str, Any]:
+    """Env config overrides for a named vehicle's cells: its nominal physics as published (the run's own
+    vehicle_overrides dropped), observation noise the run's; latency and wind are set per env at reset, the
+    latency range only sizes the latency buffer."""
+    return {"vehicle": vehicle, "vehicle_overrides": {},
+            "randomization": {"enabled": True, "vehicle_parameters": False,
+                              "latency_steps": [0, max(suite.latency_steps)], "disturbance_force": suite.wind,
+                              "disturbance_torque": 0.0}}
 
 
-def _batch_overrides(batch: Sequence[Cell], suite: Suite) -> dict[str, Any]:
-    """Env config overrides for a batch of cells: the named vehicle with its nominal physics as published
-    (the run's own vehicle_overrides dropped); latency and wind drawn as the cells need, observation noise
-    the run's."""
-    if PARAMS_AT_RESET:  # set per env at reset; the range sizes the latency buffer
-        latency, wind = [0, max(suite.latency_steps)], suite.wind
-    else:
-        latency, wind = [batch[0].latency_steps] * 2, suite.wind if batch[0].wind else 0.0
-    return {"vehicle": batch[0].vehicle, "vehicle_overrides": {},
-            "randomization": {"enabled": True, "vehicle_parameters": False, "latency_steps": latency,
-                              "disturbance_force": wind, "disturbance_torque": 0.0}}
-
-
-def _batch_options(batch: Sequence[Cell], starts: Mapping[str, Mapping[str, np.ndarray]], winds: np.ndarray) -> dict[str, Any]:
-    """Reset options of a batch: each cell's block of envs starts from its start set's states (and with
-    "params" at reset gets its latency and wind)."""
-    options: dict[str, Any] = {"initial_state": {
-        name: np.concatenate([starts[cell.start_set][name] for cell in batch]) for name in STATE_FIELDS}}
-    if PARAMS_AT_RESET:
-        n = len(winds)
-        options["params"] = {
-            "latency_steps": np.concatenate([np.full(n, cell.latency_steps) for cell in batch]),
-            "disturbance_force": np.concatenate([winds if cell.wind else np.zeros((n, 3)) for cell in batch]),
-            "disturbance_torque": np.zeros((n * len(batch), 3)),
-        }
-    return options
+def _reset_options(cells: Sequence[Cell], starts: Mapping[str, Mapping[str, np.ndarray]],
+                   winds: np.ndarray) -> dict[str, Any]:
+    """Reset options of one env holding `cells` in blocks of len(winds) envs: each block starts from its start
+    set's states, with its latency and, in a wind cell, the suite's wind forces."""
+    n = len(winds)
+    return {
+        "initial_state": {name: np.concatenate([starts[cell.start_set][name] for cell in cells])
+                          for name in STATE_FIELDS},
+        "params": {
+            "latency_steps": np.concatenate([np.full(n, cell.latency_steps) for cell in cells]),
+            "disturbance_force": np.concatenate([winds if cell.wind else np.zeros((n, 3)) for cell in cells]),
+            "disturbance_torque": np.zeros((n * len(cells), 3)),
+        },
+    }
 
 
 def evaluate_cells(state: Mapping[str, Any], run_cfg: DictConfig, policy: Callable[[torch.Tensor], torch.Tensor],
                    cells: Sequence[Cell], suite: Suite, device: torch.device) -> dict[Cell, dict[str, Any]]:
-    """Each cell's success rate, mean return and per-episode successes for a policy (checkpoint `state`,
-    its run's config `run_cfg`), batched as `_batches` says."""
+    """Each cell's success rate, mean return, mean length and per-episode successes for a policy (checkpoint
+    `state`, its run's config `run_cfg`): one env per vehicle holds all of its cells (a distinct env config
+    builds its own compiled step)."""
     results: dict[Cell, dict[str, Any]] = {}
     n = suite.episodes
     winds = wind_forces(n, suite.wind, suite.seed)
-    for batch in _batches(cells):
-        env = make_vector_env(run_cfg.env, n * len(batch), device, overrides=_batch_overrides(batch, suite))
+    by_vehicle: dict[str, list[Cell]] = {}
+    for cell in cells:
+        by_vehicle.setdefault(cell.vehicle, []).append(cell)
+    for vehicle, batch in by_vehicle.items():
+        env = make_vector_env(run_cfg.env, n * len(batch), device, overrides=_vehicle_overrides(vehicle, suite))
         try:
             check_compatible(dict(state), env_spec(env, run_cfg.env.id))
             starts = {name: start_states(env.config, suite.start_sets[name], n, suite.seed)
                       for name in {cell.start_set for cell in batch}}
-            result = evaluate_policy(policy, env, suite.seed, device, _batch_options(batch, starts, winds))
+            result = evaluate_policy(policy, env, suite.seed, device, _reset_options(batch, starts, winds))
         finally:
             env.close()
         for i, cell in enumerate(batch):
@@ -216,9 +219,7 @@ def run_suite(run: str | Path, suite: Suite, checkpoint: str | None = "best", de
     start = time.perf_counter()
     device_ = select_device(device)
     state, run_cfg, agent = load_policy(run, checkpoint, device_)
-    if not str(run_cfg.env.id).startswith(QUADROTOR_ENVS):
-        raise ConfigError(f"run={run}: the robustness suite flies quadrotors (robo_rl/Crazyflie* envs); this run's "
-                          f"env is {run_cfg.env.id}")
+    check_quadrotor_env(run_cfg.env.id, f"run={run}")
     cells = suite.cells()
     results = evaluate_cells(state, run_cfg, lambda o: agent.act(o, deterministic=True), cells, suite, device_)
     specialist_results: dict[Cell, dict[str, Any]] = {}
@@ -249,7 +250,7 @@ def run_suite(run: str | Path, suite: Suite, checkpoint: str | None = "best", de
         "run": str(run), "checkpoint": str(state["path"]), "env_id": str(run_cfg.env.id),
         "trained_env_steps": int(state["counters"]["env_steps"]),
         "suite": {**{k: v for k, v in dataclasses.asdict(suite).items() if k != "targets"},
-                  "targets": dataclasses.asdict(suite.targets), "batched_params_at_reset": PARAMS_AT_RESET},
+                  "targets": dataclasses.asdict(suite.targets)},
         "specialist_checkpoints": specialist_checkpoints, "cells": rows, "held_out": held_out,
     }
     report["checks"] = target_checks(report, suite)
@@ -311,7 +312,8 @@ def table_grid(report: Mapping[str, Any]) -> tuple[list[str], list[str], np.ndar
     columns = [(lat, w) for w in (False, True) for lat in suite["latency_steps"]]
     policy = np.array([[cells[(v, s, lat, w)]["success_rate"] for lat, w in columns] for v, s in rows])
     specialist = np.array([[np.nan if cells[(v, s, lat, w)]["specialist_success_rate"] is None
-                            else cells[(v, s, lat, w)]["specialist_success_rate"] for lat, w in columns] for v, s in rows])
+                            else cells[(v, s, lat, w)]["specialist_success_rate"] for lat, w in columns]
+                           for v, s in rows])
     return ([f"{v} / {s}" for v, s in rows], [f"lat {lat}{' + wind' if w else ''}" for lat, w in columns],
             policy, specialist)
 
@@ -326,7 +328,8 @@ def format_table(report: Mapping[str, Any]) -> str:
     lines = [f"success [%] over {suite['episodes']} episodes per cell (seed {suite['seed']}; same starts in every "
              f"cell of a start set; wind: constant force uniform in +-{suite['wind']:g} N per axis)"
              + ("; policy / specialist" if cell_width == 9 else ""),
-             f"{'vehicle / starts':{label_width}s}" + "".join(f"{c:>{max(cell_width, len(c)) + 1}s}" for c in column_labels)]
+             f"{'vehicle / starts':{label_width}s}"
+             + "".join(f"{c:>{max(cell_width, len(c)) + 1}s}" for c in column_labels)]
     for i, label in enumerate(row_labels):
         line = f"{label:{label_width}s}"
         for j, column in enumerate(column_labels):
@@ -367,7 +370,10 @@ def main(cfg: DictConfig) -> None:
     """Hydra entry point."""
     from hydra.core.hydra_config import HydraConfig
 
-    torch.set_num_threads(2)
+    # One thread: a forward pass on a vehicle's 1,600 observations gains nothing from a second, and its
+    # OpenMP workers spin on cores that other processes need: a vehicle's cells took 0.7 s on one thread
+    # and 17-22 s on two beside a training run on this 2-core machine.
+    torch.set_num_threads(1)
     report = run_suite(cfg.run, suite_from_config(cfg), cfg.checkpoint, cfg.device)
     json_path, png_path = write_report(report, HydraConfig.get().runtime.output_dir)
     print(format_table(report))

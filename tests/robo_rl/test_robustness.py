@@ -92,14 +92,22 @@ def test_bad_input_is_one_line_and_creates_nothing(trained_run, tmp_path):
     run = _copy_run(trained_run, tmp_path / "run")
     not_a_run = tmp_path / "documents"
     not_a_run.mkdir()
+    arm = _copy_run(trained_run, tmp_path / "arm")
+    config = OmegaConf.load(arm / "config.yaml")
+    config.env.id = "robo_rl/ArmReach-v0"
+    OmegaConf.save(config, arm / "config.yaml")
     cases = [
+        ([f"run={arm}"], f"error: run={arm}: the robustness suite flies quadrotors"),
+        ([f"run={run}", f"+specialists.crazyflie_rltools={arm}"],
+         f"error: specialists.crazyflie_rltools={arm}: the robustness suite flies quadrotors"),
         ([], "error: option run of robustness is missing"),
         ([f"run={not_a_run}"], f"error: run={not_a_run} is not a training run directory"),
         ([f"run={run}", "vehicles=[crazyflie_rltools,crazyflie_x]"], "error: vehicles: unknown vehicle 'crazyflie_x'"),
         ([f"run={run}", "+specialists.crazyflie_x=" + str(run)], "error: specialists.crazyflie_x: not a vehicle"),
         ([f"run={run}", f"+specialists.crazyflie_rltools={not_a_run}"],
          f"error: specialists.crazyflie_rltools={not_a_run} is not a training run directory"),
-        ([f"run={run}", "start_sets.moderate.max_tilt_deg=400"], "error: start_sets.moderate: config.initial_state.max_tilt_deg"),
+        ([f"run={run}", "start_sets.moderate.max_tilt_deg=400"],
+         "error: start_sets.moderate: config.initial_state.max_tilt_deg"),
         ([f"run={run}", "episodes=0"], "error: episodes must lie in [1, 1000000], got 0"),
     ]
     before = sorted(tmp_path.rglob("*"))
