@@ -51,7 +51,7 @@ OPTIONS: dict[str, dict[str, tuple[Any, Interval | None]]] = {
         "seed": (int, SEED), "vehicles": (tuple[str, ...] | None, None), "latency_steps": (tuple[int, ...], None),
         "wind": (float, Interval(0.0, 10.0)), "start_sets": (dict[str, dict[str, Any] | None], None),
         "held_out.episodes": (int, Interval(0, 10**6)), "held_out.seed": (int, SEED),
-        "specialists": (dict[str, str], None), "targets.start_set": (str, None),
+        "specialists": (dict[str, str] | None, None), "targets.start_set": (str, None),
         "targets.latency_steps": (tuple[int, ...], None), "targets.min_success": (float, Interval(0.0, 1.0)),
         "targets.specialist_start_set": (str, None), "targets.specialist_gap": (float, Interval(0.0, 1.0)),
         "targets.held_out": (float, Interval(0.0, 1.0)),

@@ -68,7 +68,7 @@ def plot_robustness_heatmap(row_labels: Sequence[str], column_labels: Sequence[s
             ax.text(j, i, text, ha="center", va="center", fontsize=7)
     ax.set_xticks(range(len(column_labels)), column_labels, rotation=45, ha="right", fontsize=8)
     ax.set_yticks(range(len(row_labels)), row_labels, fontsize=8)
-    fig.colorbar(image, ax=ax, label="success [%]" + (" (specialist)" if specialist is not None else ""))
+    fig.colorbar(image, ax=ax, label="success [%]" + (" (in brackets: the specialist's)" if specialist is not None else ""))
     ax.set_title(title, fontsize=9)
     fig.tight_layout()
     path = Path(path)

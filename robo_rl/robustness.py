@@ -51,10 +51,6 @@ class Cell:
     latency_steps: int
     wind: bool
 
-    def label(self) -> str:
-        """The cell's columns as one short string, e.g. `lat 2 + wind`."""
-        return f"lat {self.latency_steps}{' + wind' if self.wind else ''}"
-
 
 @dataclasses.dataclass
 class Targets:
