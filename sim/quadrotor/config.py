@@ -40,6 +40,7 @@ class RandomizationConfig:
     """
 
     enabled: bool = True
+    vehicle_parameters: bool = True  # false: the vehicle's nominal physics every episode (latency, wind, noise drawn)
     mass_scale: Range = (0.95, 1.05)
     inertia_scale: Range = (0.9, 1.1)  # per axis
     thrust_scale: Range = (0.95, 1.05)  # per rotor: thrust-curve coefficient error
@@ -51,6 +52,16 @@ class RandomizationConfig:
     observation_noise: ObservationNoise = dataclasses.field(
         default_factory=lambda: ObservationNoise(0.001, 0.001, 0.002, 0.002)  # learning-to-fly's values
     )
+    arm_length_scale: Range = (1.0, 1.0)  # rotor distance from the centre of mass (the moment arm)
+    # Total thrust over the drawn weight, 4 thrust_max / (m g): when given, the thrust curve is scaled to it
+    # (the action stays a fraction of the drawn vehicle's own maximum thrust); None keeps the nominal thrust.
+    thrust_to_weight: Range | None = None
+    # The plant's thrust curve against the speed setpoint the (nominal) motor model commands: this share of
+    # the nominal curve is replaced by one linear in rotor speed, c(w) = (1 - s) c_nominal(w) + s w thrust_max,
+    # which keeps zero and full thrust and bends the command-to-thrust map between (up to ~15% at hover).
+    thrust_curve_linear_share: Range = (0.0, 0.0)
+    motor_tau_rise_scale: Range = (1.0, 1.0)  # times motor_tau_scale, drawn independently of the fall
+    motor_tau_fall_scale: Range = (1.0, 1.0)
 
 
 @dataclasses.dataclass
@@ -215,6 +226,11 @@ RANGES: dict[str, Interval] = {
     "randomization.disturbance_force": at_least_zero(10.0, "N"),  # the Crazyflie weighs 0.27 N
     "randomization.disturbance_torque": at_least_zero(0.1, "N m"),
     "randomization.latency_steps": at_least_zero(50),
+    "randomization.arm_length_scale": Interval(0.1, 10.0),
+    "randomization.thrust_to_weight": Interval(1.05, 20.0),  # 1 cannot climb; the rotors must lift the vehicle
+    "randomization.thrust_curve_linear_share": at_least_zero(1.0),
+    "randomization.motor_tau_rise_scale": at_least_zero(10.0),
+    "randomization.motor_tau_fall_scale": at_least_zero(10.0),
     "randomization.observation_noise.position": at_least_zero(10.0, "m"),
     "randomization.observation_noise.orientation": at_least_zero(10.0),
     "randomization.observation_noise.velocity": at_least_zero(10.0, "m/s"),
@@ -231,7 +247,10 @@ RANGES: dict[str, Interval] = {
     "firmware_thrust_min": at_least_zero(100.0, "N"),
 }
 RANGE_PAIRS = ("randomization.mass_scale", "randomization.inertia_scale", "randomization.thrust_scale",
-               "randomization.yaw_torque_scale", "randomization.motor_tau_scale", "randomization.latency_steps")
+               "randomization.yaw_torque_scale", "randomization.motor_tau_scale", "randomization.latency_steps",
+               "randomization.arm_length_scale", "randomization.thrust_to_weight",
+               "randomization.thrust_curve_linear_share", "randomization.motor_tau_rise_scale",
+               "randomization.motor_tau_fall_scale")
 # vehicle_overrides, by Vehicle field (model.py's own checks then hold the vehicle to physical sense)
 VEHICLE_RANGES: dict[str, Interval] = {
     "mass": Interval(0.001, 100.0, unit="kg"),

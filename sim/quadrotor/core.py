@@ -29,6 +29,7 @@ from sim.quadrotor.rotations import quat_to_matrix
 from sim.quadrotor.tasks import reference
 
 BACKENDS = ("mujoco", "mujoco_batch", "torch")
+PRIVILEGED_PARAMETERS = 22  # rows of episode parameters in a privileged observation (QuadrotorBatch._privileged)
 
 
 @dataclasses.dataclass
@@ -159,6 +160,7 @@ class QuadrotorBatch:
         self.success_count = self._array(np.zeros(n))
         self.latency = self._index_array(np.zeros(n, dtype=np.int64))
         self.thrust_scale = self._array(np.ones((4, n)))
+        self.thrust_curve = self._array(np.tile(self.params.thrust_curve[:, None], (1, n)))  # the plant's, per env
         self.decay_rise = self._array(np.ones(n))
         self.decay_fall = self._array(np.ones(n))
         self.compile = self._compile_mode(compile)
@@ -223,16 +225,17 @@ class QuadrotorBatch:
         """Start new episodes in envs `ids` (all if None) and return their first observations (len(ids), obs_dim).
 
         options: "initial_state" {position, quaternion, velocity, angular_velocity} arrays (n, k) or (k,)
-        to start from a given state; "target" (3,) or (n, 3) to fix the target.
+        to start from a given state; "target" (3,) or (n, 3) to fix the target; "params" {name: array} to
+        set episode parameters (fields of `EpisodeParams`, (n, k), (k,) or scalars) instead of drawing them.
         """
         ids = np.arange(self.num_envs) if ids is None else np.asarray(ids, dtype=np.int64)
         n = len(ids)
         if n == 0:
             return self.observe(ids)
         options = dict(options or {})
-        unknown = set(options) - {"initial_state", "target"}
+        unknown = set(options) - {"initial_state", "target", "params"}
         if unknown:
-            raise ConfigError(f"unknown reset options {sorted(unknown)}; valid: initial_state, target")
+            raise ConfigError(f"unknown reset options {sorted(unknown)}; valid: initial_state, target, params")
         self._has_reset = True
         columns = self._index_array(ids)
         self.episode[columns] += 1
@@ -243,6 +246,8 @@ class QuadrotorBatch:
                 starts.field(start, name[0])[:] = value
         if "target" in options:
             starts.field(start, "target")[:] = np.broadcast_to(np.asarray(options["target"], dtype=np.float64), (n, 3))
+        if "params" in options:
+            self._set_params(start, options["params"])
         self._current_starts[columns] = self._float64(start)
         params = starts.params_view(start)
         pos, quat, vel, angvel, targets = (starts.field(start, name) for name, _ in starts.START_FIELDS[:5])
@@ -260,12 +265,33 @@ class QuadrotorBatch:
             (self.success_count, np.zeros(n)),
             (self.latency, params.latency_steps),
             (self.thrust_scale, params.thrust_scale),
+            (self.thrust_curve, params.thrust_curve),
             (self.decay_rise, rise),
             (self.decay_fall, fall),
         ):
             value = np.moveaxis(np.asarray(value), 0, -1)
             array[..., columns] = self._array(value).to(array.dtype) if self.xp is torch else value
         return self.observe(None if n == self.num_envs else ids)
+
+    def _set_params(self, start: np.ndarray, params: Mapping[str, Any]) -> None:
+        """Overwrite episode parameters in starts (n, START_SIZE) with given values, checked like a config."""
+        n = len(start)
+        unknown = set(params) - set(starts.PARAM_NAMES)
+        if unknown:
+            raise ConfigError(f"unknown reset params {sorted(unknown)}; valid: {', '.join(starts.PARAM_NAMES)}")
+        for name, value in params.items():
+            size = starts.field(start, name).shape[1:]
+            try:
+                value = np.broadcast_to(np.asarray(value, dtype=np.float64), (n, *size))
+            except (TypeError, ValueError) as error:
+                raise ConfigError(f"reset params[{name!r}] must be a number or have shape {size} or {(n, *size)}") from error
+            if not np.isfinite(value).all():
+                raise ConfigError(f"reset params[{name!r}] must be finite")
+            if name == "latency_steps" and not (np.all(value == np.round(value)) and value.min() >= 0
+                                                and value.max() <= self._max_latency):
+                raise ConfigError(f"reset params['latency_steps'] must be whole steps in [0, {self._max_latency}] "
+                                  "(randomization.latency_steps bounds the batch's latency)")
+            starts.field(start, name)[:] = value
 
     def _lag_factors(self, params: EpisodeParams) -> tuple[np.ndarray, np.ndarray]:
         return motor.lag_factors(np, self.params.timestep, params.motor_tau_rise, params.motor_tau_fall)
@@ -303,7 +329,7 @@ class QuadrotorBatch:
                 applied = xp.where(self.latency == lag, self.pending[lag], applied)
         setpoint = motor.rotor_speed_setpoint(xp, applied, self._thrust_curve)
         thrust, self.rotor_speed = motor.rotor_thrust_substeps(
-            xp, self.rotor_speed, setpoint, self.decay_rise, self.decay_fall, self.substeps, self._thrust_curve,
+            xp, self.rotor_speed, setpoint, self.decay_rise, self.decay_fall, self.substeps, self.thrust_curve,
             self.thrust_scale,
         )
         self.physics.advance(thrust)
@@ -350,6 +376,8 @@ class QuadrotorBatch:
         physics.force = restart(start("disturbance_force"), physics.force)
         physics.torque = restart(start("disturbance_torque"), physics.torque)
         self.thrust_scale = restart(start("thrust_scale"), self.thrust_scale)
+        self.thrust_curve = restart(start("thrust_curve"), self.thrust_curve)
+        physics.arm_scale = restart(start("arm_scale"), physics.arm_scale)
         self.decay_rise = restart(start("motor_tau_rise"), self.decay_rise)
         self.decay_fall = restart(start("motor_tau_fall"), self.decay_fall)
         self.latency = restart(start("latency_steps").to(self.latency.dtype), self.latency)
@@ -471,36 +499,53 @@ class QuadrotorBatch:
     @property
     def privileged_size(self) -> int:
         """Length of `privileged_observation` rows."""
-        return self.layout.size + 4 + 12
+        return self.layout.size + 4 + PRIVILEGED_PARAMETERS
 
     def privileged_observation(self, ids: np.ndarray | None = None) -> Any:
         """What an asymmetric critic may see, (n, privileged_size): the observation without noise, the
-        rotor speeds, and the episode's parameters (mass and per-rotor thrust errors, disturbance force and
-        torque as fractions of their configured bounds, latency in steps)."""
+        rotor speeds, and the episode's parameters, each near 0 for the nominal vehicle: mass, inertia,
+        per-rotor thrust, arm length and yaw torque as relative errors, the thrust curve's coefficients as
+        fractions of the nominal maximum thrust (less the nominal's), the rotors' decay per control step when
+        speeding up and slowing down, disturbance force and torque as fractions of their configured bounds,
+        latency in control steps."""
         return self._privileged(None if ids is None else self._index_array(ids))
 
     def _privileged(self, rows: Any) -> Any:
         """`privileged_observation` of envs `rows` (all if None); on the torch path without host
-        synchronization, so that it fuses into the compiled step."""
-        xp, randomization = self.xp, self.config.randomization
+        synchronization, so that it fuses into the compiled step. The native step's write_privileged writes
+        the same rows."""
+        xp, randomization, nominal = self.xp, self.config.randomization, self.params
         fields = [*self._state_fields(rows)]
         history, rotor_speed, thrust_scale, latency = self.history, self.rotor_speed, self.thrust_scale, self.latency
+        curve, rise, fall = self.thrust_curve, self.decay_rise[None], self.decay_fall[None]
         if xp is torch:  # the episode parameters as the physics holds them, feature-major
-            mass, force, torque = self.physics.mass[None], self.physics.force, self.physics.torque
+            physics = self.physics
+            mass, inertia, force, torque = physics.mass[None], physics.inertia, physics.force, physics.torque
+            arm, yaw = physics.arm_scale[None], physics.yaw_coefficients[:1]
             latency = latency.to(mass.dtype)
         else:
             p = starts.params_view(self._current_starts)
-            mass, force, torque = p.mass[None], p.disturbance_force.T, p.disturbance_torque.T
+            mass, inertia, force, torque = p.mass[None], p.inertia.T, p.disturbance_force.T, p.disturbance_torque.T
+            arm, yaw = p.arm_scale[None], p.yaw_torque_coefficients.T[:1]
             latency = latency.astype(np.float64)
         if rows is not None:
-            history, rotor_speed, thrust_scale, mass, force, torque = (
-                x[:, rows] for x in (history, rotor_speed, thrust_scale, mass, force, torque))
+            history, rotor_speed, thrust_scale, mass, inertia, force, torque, arm, yaw, curve, rise, fall = (
+                x[:, rows] for x in (history, rotor_speed, thrust_scale, mass, inertia, force, torque, arm, yaw,
+                                     curve, rise, fall))
             latency = latency[rows]
+        rise_per_step, fall_per_step = rise, fall
+        for _ in range(self.substeps - 1):
+            rise_per_step, fall_per_step = rise_per_step * rise, fall_per_step * fall
+        inertia_rows = xp.concatenate([inertia[k : k + 1] / float(nominal.inertia[k]) for k in range(3)], 0)
+        curve_rows = xp.concatenate([(curve[k : k + 1] - float(nominal.thrust_curve[k])) / nominal.thrust_max
+                                     for k in range(3)], 0)
         hidden = [
-            mass / self.params.mass - 1.0, thrust_scale - 1.0,
+            mass / nominal.mass - 1.0, thrust_scale - 1.0,
             force / max(randomization.disturbance_force, 1e-12),
             torque / max(randomization.disturbance_torque, 1e-12),
             latency[None],
+            inertia_rows - 1.0, arm - 1.0, yaw / float(nominal.yaw_torque_coefficients[0]) - 1.0, curve_rows,
+            rise_per_step, fall_per_step,
         ]
         return xp.concatenate([*fields, history, rotor_speed, *hidden], 0).T
 

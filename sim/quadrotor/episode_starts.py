@@ -23,7 +23,7 @@ START_FIELDS: tuple[tuple[str, int], ...] = (
     ("position", 3), ("quaternion", 4), ("velocity", 3), ("angular_velocity", 3), ("target", 3),
     ("mass", 1), ("inertia", 3), ("yaw_torque_coefficients", 4), ("disturbance_force", 3),
     ("disturbance_torque", 3), ("thrust_scale", 4), ("motor_tau_rise", 1), ("motor_tau_fall", 1),
-    ("latency_steps", 1),
+    ("latency_steps", 1), ("arm_scale", 1), ("thrust_curve", 3),
 )
 START_SIZE = sum(size for _, size in START_FIELDS)
 PARAM_NAMES = tuple(name for name, _ in START_FIELDS[5:])
@@ -33,7 +33,8 @@ UNIFORM_FIELDS: tuple[tuple[str, int], ...] = (
     ("motor_tau_scale", 1), ("mass_scale", 1), ("inertia_scale", 3), ("thrust_scale", 4),
     ("yaw_torque_scale", 1), ("disturbance_force", 3), ("disturbance_torque", 3), ("latency_steps", 1),
     ("position", 3), ("tilt_axis", 2), ("tilt_angle", 1), ("velocity", 3), ("angular_velocity", 3),
-    ("at_rest", 1), ("target", 3),
+    ("at_rest", 1), ("target", 3), ("arm_length_scale", 1), ("thrust_to_weight", 1),
+    ("thrust_curve_linear_share", 1), ("motor_tau_rise_scale", 1), ("motor_tau_fall_scale", 1),
 )
 UNIFORM_COUNT = sum(size for _, size in UNIFORM_FIELDS)
 

@@ -85,16 +85,17 @@ def rotor_speed_substeps(
 
 def rotor_thrust_substeps(
     xp: Any, speed: Any, setpoint: Any, decay_rise: Any, decay_fall: Any, substeps: int,
-    thrust_curve: Sequence[float], thrust_scale: Any,
+    thrust_curve: Any, thrust_scale: Any,
 ) -> tuple[Any, Any]:
     """Rotor thrusts [N] during each of `substeps` physics steps, (K, 4, N), and the speeds at the end, (4, N).
 
-    The same numbers as `thrust_from_speed` of `rotor_speed_substeps`' speeds, to rounding, evaluated as
-    the thrust curve expanded around the setpoint: thrust = a + e (b + c e) for the speed's offset e from
-    the setpoint, with a, b, c fixed over the control step. A substep then costs two multiply-adds and the
-    decay of e (the native kernel's form, which this reference matches operation for operation).
+    `thrust_curve` is the plant's (c0, c1, c2): three floats, or rows (3, N) of per-vehicle values. The same
+    numbers as `thrust_from_speed` of `rotor_speed_substeps`' speeds, to rounding, evaluated as the thrust
+    curve expanded around the setpoint: thrust = a + e (b + c e) for the speed's offset e from the setpoint,
+    with a, b, c fixed over the control step. A substep then costs two multiply-adds and the decay of e (the
+    native kernel's form, which this reference matches operation for operation).
     """
-    c0, c1, c2 = (float(c) for c in thrust_curve)
+    c0, c1, c2 = thrust_curve[0], thrust_curve[1], thrust_curve[2]
     decay = xp.where(setpoint >= speed, decay_rise, decay_fall)
     offset = speed - setpoint
     a = thrust_scale * (c0 + setpoint * (c1 + c2 * setpoint))

@@ -257,23 +257,39 @@ void draw_starts(uint64_t key, const int64_t* env, const int64_t* episode, int c
   }
   const Uniforms u{mix(key ^ mix((ids << 32) + episodes))};
   DV s[START_SIZE];
-  // parameters (randomization.sample_params)
-  const DV tau_scale = RANDOMIZE ? between(MOTOR_TAU_SCALE_LOW, MOTOR_TAU_SCALE_HIGH, u[U_motor_tau_scale]) : dsplat(1.0);
-  s[START_mass] = RANDOMIZE ? NOMINAL_MASS_D * between(MASS_SCALE_LOW, MASS_SCALE_HIGH, u[U_mass_scale]) : dsplat(NOMINAL_MASS_D);
+  // parameters (randomization.sample_params): the vehicle's physics drawn where VARY, else nominal
+  constexpr bool VARY = RANDOMIZE && VEHICLE_PARAMETERS;
+  const DV tau_scale = VARY ? between(MOTOR_TAU_SCALE_LOW, MOTOR_TAU_SCALE_HIGH, u[U_motor_tau_scale]) : dsplat(1.0);
+  s[START_mass] = VARY ? NOMINAL_MASS_D * between(MASS_SCALE_LOW, MASS_SCALE_HIGH, u[U_mass_scale]) : dsplat(NOMINAL_MASS_D);
   for (int k = 0; k < 3; ++k) {
-    s[START_inertia + k] = RANDOMIZE ? NOMINAL_INERTIA[k] * between(INERTIA_SCALE_LOW, INERTIA_SCALE_HIGH, u[U_inertia_scale + k])
-                                     : dsplat(NOMINAL_INERTIA[k]);
+    s[START_inertia + k] = VARY ? NOMINAL_INERTIA[k] * between(INERTIA_SCALE_LOW, INERTIA_SCALE_HIGH, u[U_inertia_scale + k])
+                                : dsplat(NOMINAL_INERTIA[k]);
     s[START_disturbance_force + k] = RANDOMIZE ? between(-1.0, 1.0, u[U_disturbance_force + k]) * DISTURBANCE_FORCE_D : dsplat(0.0);
     s[START_disturbance_torque + k] = RANDOMIZE ? between(-1.0, 1.0, u[U_disturbance_torque + k]) * DISTURBANCE_TORQUE_D : dsplat(0.0);
   }
   for (int k = 0; k < 4; ++k) {
     s[START_yaw_torque_coefficients + k] =
-        RANDOMIZE ? NOMINAL_YAW[k] * between(YAW_TORQUE_SCALE_LOW, YAW_TORQUE_SCALE_HIGH, u[U_yaw_torque_scale]) : dsplat(NOMINAL_YAW[k]);
-    s[START_thrust_scale + k] = RANDOMIZE ? between(THRUST_SCALE_LOW, THRUST_SCALE_HIGH, u[U_thrust_scale + k]) : dsplat(1.0);
+        VARY ? NOMINAL_YAW[k] * between(YAW_TORQUE_SCALE_LOW, YAW_TORQUE_SCALE_HIGH, u[U_yaw_torque_scale]) : dsplat(NOMINAL_YAW[k]);
+    s[START_thrust_scale + k] = VARY ? between(THRUST_SCALE_LOW, THRUST_SCALE_HIGH, u[U_thrust_scale + k]) : dsplat(1.0);
   }
-  s[START_motor_tau_rise] = RANDOMIZE ? NOMINAL_TAU_RISE * tau_scale : dsplat(NOMINAL_TAU_RISE);
-  s[START_motor_tau_fall] = RANDOMIZE ? NOMINAL_TAU_FALL * tau_scale : dsplat(NOMINAL_TAU_FALL);
+  s[START_motor_tau_rise] = VARY ? NOMINAL_TAU_RISE * tau_scale * between(MOTOR_TAU_RISE_SCALE_LOW, MOTOR_TAU_RISE_SCALE_HIGH, u[U_motor_tau_rise_scale])
+                                 : dsplat(NOMINAL_TAU_RISE);
+  s[START_motor_tau_fall] = VARY ? NOMINAL_TAU_FALL * tau_scale * between(MOTOR_TAU_FALL_SCALE_LOW, MOTOR_TAU_FALL_SCALE_HIGH, u[U_motor_tau_fall_scale])
+                                 : dsplat(NOMINAL_TAU_FALL);
   s[START_latency_steps] = RANDOMIZE ? dfloor(LATENCY_LOW + u[U_latency_steps] * LATENCY_COUNT) : dsplat(0.0);
+  s[START_arm_scale] = VARY ? between(ARM_LENGTH_SCALE_LOW, ARM_LENGTH_SCALE_HIGH, u[U_arm_length_scale]) : dsplat(1.0);
+  {  // the plant's thrust curve (randomization._thrust_curve)
+    const DV share = VARY ? between(THRUST_CURVE_LINEAR_SHARE_LOW, THRUST_CURVE_LINEAR_SHARE_HIGH, u[U_thrust_curve_linear_share])
+                          : dsplat(0.0);
+    const double linear[3] = {0.0, THRUST_MAX_D, 0.0};
+    const DV scale = VARY && DRAW_THRUST_TO_WEIGHT
+        ? between(THRUST_TO_WEIGHT_LOW, THRUST_TO_WEIGHT_HIGH, u[U_thrust_to_weight]) * s[START_mass] * WEIGHT_TO_THRUST
+        : dsplat(1.0);
+    for (int k = 0; k < 3; ++k) {
+      const DV curve = (1.0 - share) * NOMINAL_CURVE[k] + share * linear[k];
+      s[START_thrust_curve + k] = VARY && DRAW_THRUST_TO_WEIGHT ? curve * scale : curve;
+    }
+  }
   // initial state (tasks.sample_initial_states) and target (tasks.sample_targets)
   const auto at_rest = u[U_at_rest] < HOVER_FRACTION;
   const DV z = 2.0 * u[U_tilt_axis] - 1.0, azimuth = TWO_PI * u[U_tilt_axis + 1];
@@ -292,8 +308,8 @@ void draw_starts(uint64_t key, const int64_t* env, const int64_t* episode, int c
 }
 
 struct Arrays {
-  Rows state, rotor_speed, history, pending, previous_action, steps, success_count, thrust_scale, decay_rise,
-      decay_fall, targets, mass, inertia, yaw_coefficients, force, torque, noise, final_noise,
+  Rows state, rotor_speed, history, pending, previous_action, steps, success_count, thrust_scale, thrust_curve,
+      decay_rise, decay_fall, targets, mass, inertia, yaw_coefficients, force, torque, arm_scale, noise, final_noise,
       observation, reward, terms, final_observation, privileged, final_privileged;
   int64_t* latency;
   int64_t* episode;  // index of each env's current episode
@@ -345,6 +361,18 @@ inline void write_privileged(const Block& b, const Arrays& a, const Rows& array,
   for (int j = 0; j < 3; ++j) b.store(array, row + 5 + j, b.load(a.force, j) * (1.0f / DISTURBANCE_FORCE));
   for (int j = 0; j < 3; ++j) b.store(array, row + 8 + j, b.load(a.torque, j) * (1.0f / DISTURBANCE_TORQUE));
   b.store(array, row + 11, b.load_latency(a.latency));
+  for (int j = 0; j < 3; ++j) b.store(array, row + 12 + j, b.load(a.inertia, j) / INERTIA_F[j] - 1.0f);
+  b.store(array, row + 15, b.load(a.arm_scale, 0) - 1.0f);
+  b.store(array, row + 16, b.load(a.yaw_coefficients, 0) / NOMINAL_YAW0 - 1.0f);
+  for (int j = 0; j < 3; ++j) b.store(array, row + 17 + j, (b.load(a.thrust_curve, j) - CURVE_F[j]) / NOMINAL_THRUST_MAX);
+  const V rise = b.load(a.decay_rise, 0), fall = b.load(a.decay_fall, 0);
+  V rise_per_step = rise, fall_per_step = fall;
+  for (int k = 1; k < SUBSTEPS; ++k) {
+    rise_per_step = rise_per_step * rise;
+    fall_per_step = fall_per_step * fall;
+  }
+  b.store(array, row + 20, rise_per_step);
+  b.store(array, row + 21, fall_per_step);
 }
 
 // Commands of the block's vehicles, rows of the (N, 4) action array, as the motors get them
@@ -410,14 +438,15 @@ bool step_block(const Block& b, const Arrays& a, NextStarts& restarted) {
   // the thrust curve expanded around the setpoint: thrust = lift0 + e (lift1 + lift2 e) for the speed's
   // offset e from it (motor.rotor_thrust_substeps)
   V setpoint[4], offset[4], decay[4], lift0[4], lift1[4], lift2[4], yaw[4];
+  const V c0 = b.load(a.thrust_curve, 0), c1 = b.load(a.thrust_curve, 1), c2 = b.load(a.thrust_curve, 2);
   for (int r = 0; r < 4; ++r) {
     setpoint[r] = speed_setpoint(applied[r]);
     const V speed = b.load(a.rotor_speed, r), scale = b.load(a.thrust_scale, r);
     decay[r] = select(setpoint[r] >= speed, rise, fall);
     offset[r] = speed - setpoint[r];
-    lift0[r] = scale * (THRUST_C0 + setpoint[r] * (THRUST_C1 + THRUST_C2 * setpoint[r]));
-    lift1[r] = scale * (THRUST_C1 + (2.0f * THRUST_C2) * setpoint[r]);
-    lift2[r] = scale * THRUST_C2;
+    lift0[r] = scale * (c0 + setpoint[r] * (c1 + c2 * setpoint[r]));
+    lift1[r] = scale * (c1 + (2.0f * c2) * setpoint[r]);
+    lift2[r] = scale * c2;
     yaw[r] = b.load(a.yaw_coefficients, r);
   }
 
@@ -435,6 +464,7 @@ bool step_block(const Block& b, const Arrays& a, NextStarts& restarted) {
   const V dvx = b.load(a.force, 0) * h_over_mass, dvy = b.load(a.force, 1) * h_over_mass;
   const V dvz = b.load(a.force, 2) * h_over_mass - TIMESTEP_GRAVITY;
   const V tx = b.load(a.torque, 0), ty = b.load(a.torque, 1), tz = b.load(a.torque, 2);
+  const V arm = b.load(a.arm_scale, 0);
   for (int k = 0; k < SUBSTEPS; ++k) {
     V thrust[4];
     for (int r = 0; r < 4; ++r) {
@@ -445,9 +475,9 @@ bool step_block(const Block& b, const Arrays& a, NextStarts& restarted) {
     const V r10 = 2.0f * (qx * qy + qw * qz), r11 = 1.0f - 2.0f * (qx * qx + qz * qz), r12 = 2.0f * (qy * qz - qw * qx);
     const V r20 = 2.0f * (qx * qz - qw * qy), r21 = 2.0f * (qy * qz + qw * qx), r22 = 1.0f - 2.0f * (qx * qx + qy * qy);
     const V total = thrust[0] + thrust[1] + thrust[2] + thrust[3];
-    const V bx = thrust[0] * ROTOR_Y0 + thrust[1] * ROTOR_Y1 + thrust[2] * ROTOR_Y2 + thrust[3] * ROTOR_Y3
+    const V bx = arm * (thrust[0] * ROTOR_Y0 + thrust[1] * ROTOR_Y1 + thrust[2] * ROTOR_Y2 + thrust[3] * ROTOR_Y3)
                  + r00 * tx + r10 * ty + r20 * tz;
-    const V by = -(thrust[0] * ROTOR_X0 + thrust[1] * ROTOR_X1 + thrust[2] * ROTOR_X2 + thrust[3] * ROTOR_X3)
+    const V by = -(arm * (thrust[0] * ROTOR_X0 + thrust[1] * ROTOR_X1 + thrust[2] * ROTOR_X2 + thrust[3] * ROTOR_X3))
                  + r01 * tx + r11 * ty + r21 * tz;
     const V bz = thrust[0] * yaw[0] + thrust[1] * yaw[1] + thrust[2] * yaw[2] + thrust[3] * yaw[3]
                  + r02 * tx + r12 * ty + r22 * tz;
@@ -581,6 +611,8 @@ bool step_block(const Block& b, const Arrays& a, NextStarts& restarted) {
       put(a.thrust_scale, r, start[START_thrust_scale + r]);
       put(a.rotor_speed, r, HOVER_ROTOR_SPEED);
     }
+    for (int j = 0; j < 3; ++j) put(a.thrust_curve, j, start[START_thrust_curve + j]);
+    put(a.arm_scale, 0, start[START_arm_scale]);
     // the batch holds the motor time constants as per-substep decay factors (motor.lag_factors)
     put(a.decay_rise, 0, exp(-TIMESTEP_D / fmax(start[START_motor_tau_rise], 1e-9)));
     put(a.decay_fall, 0, exp(-TIMESTEP_D / fmax(start[START_motor_tau_fall], 1e-9)));
@@ -636,6 +668,8 @@ extern "C" int quadrotor_step(void* const* pointers, const int64_t* strides, int
   a.steps = rows(ARG_steps);
   a.success_count = rows(ARG_success_count);
   a.thrust_scale = rows(ARG_thrust_scale);
+  a.thrust_curve = rows(ARG_thrust_curve);
+  a.arm_scale = rows(ARG_arm_scale);
   a.decay_rise = rows(ARG_decay_rise);
   a.decay_fall = rows(ARG_decay_fall);
   a.targets = rows(ARG_targets);

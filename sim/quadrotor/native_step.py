@@ -42,13 +42,13 @@ ARGS = ("state", "rotor_speed", "history", "pending", "previous_action", "steps"
         "thrust_scale", "decay_rise", "decay_fall", "targets", "mass", "inertia", "yaw_coefficients", "force",
         "torque", "episode", "current_start", "next_start", "next_episode", "next_key", "start_key", "action",
         "noise", "final_noise", "observation", "reward", "terms", "terminated", "truncated", "is_success", "ended",
-        "final_observation", "privileged", "final_privileged")
+        "final_observation", "privileged", "final_privileged", "thrust_curve", "arm_scale")
 PAD = 16  # elements added to each row of the kernel's feature-major arrays (see padded_rows)
 TERMS = tuple(DEFAULT_REWARD_SCALES)  # the reward-term rows of the kernel's `terms` output, in this order
 # the state the kernel updates in place: attributes of QuadrotorBatch and of its TorchPhysics ("buffer": "state")
 STATE_OF_BATCH = ("rotor_speed", "history", "pending", "previous_action", "steps", "success_count", "latency",
-                  "thrust_scale", "decay_rise", "decay_fall", "targets", "episode")
-STATE_OF_PHYSICS = ("buffer", "mass", "inertia", "yaw_coefficients", "force", "torque")
+                  "thrust_scale", "decay_rise", "decay_fall", "targets", "episode", "thrust_curve")
+STATE_OF_PHYSICS = ("buffer", "mass", "inertia", "yaw_coefficients", "force", "torque", "arm_scale")
 
 
 class BuildError(RuntimeError):
@@ -103,7 +103,8 @@ def header(batch: QuadrotorBatch) -> str:
         "THRUST_C0": _float(c0), "THRUST_C1": _float(c1), "THRUST_C2": _float(c2), "THRUST_SUM": _float(c0 + c1 + c2),
         "HOVER_COMMAND": _float(batch._hover_command), "HOVER_ROTOR_SPEED": _float(batch._hover_rotor_speed),
         "COMMAND_MAX": _float(batch._command_max), "COMMAND_CUTOFF": _float(batch._command_cutoff),
-        "NOMINAL_MASS": _float(params.mass),
+        "NOMINAL_MASS": _float(params.mass), "NOMINAL_YAW0": _float(params.yaw_torque_coefficients[0]),
+        "NOMINAL_THRUST_MAX": _float(params.thrust_max),
         "DISTURBANCE_FORCE": _float(max(randomization.disturbance_force, 1e-12)),
         "DISTURBANCE_TORQUE": _float(max(randomization.disturbance_torque, 1e-12)),
         "MAX_LATENCY": str(batch._max_latency), "ACTION_HISTORY": str(config.action_history),
@@ -133,9 +134,12 @@ def header(batch: QuadrotorBatch) -> str:
     lines += [f"#define {name} {value}" for name, value in defines.items()]
     lines.append(f"static const float NOISE_STD[18] = {{{', '.join(_float(v) for v in noise_std)}}};")
     vectors = {"NOMINAL_INERTIA": params.inertia, "NOMINAL_YAW": params.yaw_torque_coefficients,
-               "CENTER": config.center, "REACH_RANGE": config.reach_range}
+               "NOMINAL_CURVE": params.thrust_curve, "CENTER": config.center, "REACH_RANGE": config.reach_range}
     lines += [f"static const double {name}[{len(v)}] = {{{', '.join(repr(float(x)) for x in v)}}};"
               for name, v in vectors.items()]
+    # what the privileged observation divides by or subtracts (QuadrotorBatch._privileged), as float32
+    lines.append(f"static const float INERTIA_F[3] = {{{', '.join(_float(v) for v in params.inertia)}}};")
+    lines.append(f"static const float CURVE_F[3] = {{{', '.join(_float(v) for v in params.thrust_curve)}}};")
     return "\n".join(lines) + "\n"
 
 
@@ -153,11 +157,17 @@ def _start_constants(batch: QuadrotorBatch) -> dict[str, str]:
         "ANGULAR_VELOCITY_RANGE": init.angular_velocity_range, "HOVER_FRACTION": init.hover_fraction,
         "TILT_TARGET_SCALE": bound - math.sin(bound), "TWO_PI": 2.0 * math.pi,
     }
-    for name in ("mass_scale", "inertia_scale", "thrust_scale", "yaw_torque_scale", "motor_tau_scale"):
+    for name in ("mass_scale", "inertia_scale", "thrust_scale", "yaw_torque_scale", "motor_tau_scale",
+                 "arm_length_scale", "thrust_curve_linear_share", "motor_tau_rise_scale", "motor_tau_fall_scale"):
         values[f"{name.upper()}_LOW"], values[f"{name.upper()}_HIGH"] = getattr(randomization, name)
+    ratio = randomization.thrust_to_weight
+    values["THRUST_TO_WEIGHT_LOW"], values["THRUST_TO_WEIGHT_HIGH"] = ratio if ratio is not None else (0.0, 0.0)
+    values["THRUST_MAX_D"] = params.thrust_max
+    values["WEIGHT_TO_THRUST"] = params.gravity / (4.0 * params.thrust_max)  # as randomization._thrust_curve
     defines = {name: f"({float(value)!r})" for name, value in values.items()}
     defines.update(RANDOMIZE=str(int(randomization.enabled)), REACH=str(int(config.task == "reach")),
-                   NEWTON_STEPS=str(rotations.NEWTON_STEPS))
+                   VEHICLE_PARAMETERS=str(int(randomization.vehicle_parameters)),
+                   DRAW_THRUST_TO_WEIGHT=str(int(ratio is not None)), NEWTON_STEPS=str(rotations.NEWTON_STEPS))
     return defines
 
 

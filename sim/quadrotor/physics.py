@@ -19,7 +19,7 @@ import mujoco.batch
 import numpy as np
 import torch
 
-from sim.quadrotor.model import BODY_NAME, MOTOR_NAMES, QuadrotorParams
+from sim.quadrotor.model import BODY_NAME, MOTOR_NAMES, ROTOR_SITES, QuadrotorParams
 from sim.quadrotor.randomization import EpisodeParams
 
 
@@ -34,13 +34,18 @@ class MujocoSinglePhysics:
         self.num_envs = 1
         self._body = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_BODY, BODY_NAME)
         self._motors = [mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_ACTUATOR, n) for n in MOTOR_NAMES]
+        self._rotors = [mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_SITE, s) for s in ROTOR_SITES]
+        self._rotor_positions = model.site_pos[self._rotors].copy()  # the nominal vehicle's
 
     def set_params(self, ids: np.ndarray, params: EpisodeParams) -> None:
         """Write episode parameters (one row) into the model and the applied wrench."""
+        self.model.site_pos[self._rotors] = _scaled_arms(self._rotor_positions, params.arm_scale[:1])[0]
         self.model.body_mass[self._body] = params.mass[0]
         self.model.body_inertia[self._body] = params.inertia[0]
         self.model.actuator_gear[self._motors, 5] = params.yaw_torque_coefficients[0]
         self.data.xfrc_applied[self._body] = np.concatenate([params.disturbance_force[0], params.disturbance_torque[0]])
+        # quantities derived from mass, inertia and sites (e.g. the subtree mass that gravity acts on) follow
+        mujoco.mj_setConst(self.model, self.data)
 
     def set_state(self, ids: np.ndarray, pos: np.ndarray, quat: np.ndarray, vel: np.ndarray, angvel: np.ndarray) -> None:
         """Set the rigid-body state (rows of length 1) and recompute derived quantities."""
@@ -90,15 +95,21 @@ class MujocoBatchPhysics:
         self._mass = self.batch.expand("body_mass")
         self._inertia = self.batch.expand("body_inertia")
         self._gear = self.batch.expand("actuator_gear")
+        self._rotors = np.array([mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_SITE, s) for s in ROTOR_SITES])
+        self._rotor_positions = model.site_pos[self._rotors].copy()
+        self._site_pos = self.batch.expand("site_pos")
         self._ctrl_spec = int(mujoco.mjtState.mjSTATE_CTRL)
 
     def set_params(self, ids: np.ndarray, params: EpisodeParams) -> None:
         """Write episode parameters of simulations `ids` (per-simulation model fields and wrench)."""
+        self._site_pos[np.ix_(ids, self._rotors)] = _scaled_arms(self._rotor_positions, params.arm_scale)
         self._mass[ids, self._body] = params.mass
         self._inertia[ids, self._body] = params.inertia
         self._gear[np.ix_(ids, self._motors, [5])] = params.yaw_torque_coefficients[:, :, None]
         self._xfrc[ids, self._body, :3] = params.disturbance_force
         self._xfrc[ids, self._body, 3:] = params.disturbance_torque
+        # quantities derived from mass, inertia and sites (e.g. the subtree mass that gravity acts on) follow
+        self.batch.set_const(ids)
 
     def set_state(self, ids: np.ndarray, pos: np.ndarray, quat: np.ndarray, vel: np.ndarray, angvel: np.ndarray) -> None:
         """Set the rigid-body state of simulations `ids`."""
@@ -120,6 +131,13 @@ class MujocoBatchPhysics:
         # task's per-step work).
         qpos, qvel = np.ascontiguousarray(self._qpos.T), np.ascontiguousarray(self._qvel.T)
         return qpos[:3], qpos[3:7], qvel[:3], qvel[3:6]
+
+
+def _scaled_arms(rotor_positions: np.ndarray, arm_scale: np.ndarray) -> np.ndarray:
+    """Rotor positions (n, 4, 3) of n vehicles whose rotors lie `arm_scale` (n,) times as far out in the
+    body's xy plane as `rotor_positions` (4, 3)."""
+    scale = np.stack([arm_scale, arm_scale, np.ones_like(arm_scale)], -1)  # (n, 3)
+    return rotor_positions[None] * scale[:, None]
 
 
 def inactive_stages(model: mujoco.MjModel) -> int:
@@ -166,6 +184,7 @@ class TorchPhysics:
         self.yaw_coefficients = torch.as_tensor(params.yaw_torque_coefficients, **kw)[:, None].repeat(1, num_envs)
         self.force = torch.zeros(3, num_envs, **kw)
         self.torque = torch.zeros(3, num_envs, **kw)
+        self.arm_scale = torch.ones(num_envs, **kw)
 
     def _tensor(self, value: Any) -> torch.Tensor:
         return torch.as_tensor(np.asarray(value), device=self.device, dtype=self.dtype)
@@ -178,6 +197,7 @@ class TorchPhysics:
         self.yaw_coefficients[:, index] = self._tensor(params.yaw_torque_coefficients).T
         self.force[:, index] = self._tensor(params.disturbance_force).T
         self.torque[:, index] = self._tensor(params.disturbance_torque).T
+        self.arm_scale[index] = self._tensor(params.arm_scale)
 
     def set_state(self, ids: np.ndarray, pos: Any, quat: Any, vel: Any, angvel: Any) -> None:
         """Set the rigid-body state of envs `ids`."""
@@ -192,7 +212,7 @@ class TorchPhysics:
         for k in range(thrust.shape[0]):
             state = free_body_substep(
                 state, tuple(thrust[k].unbind(0)), constants, tuple(self.yaw_coefficients.unbind(0)),
-                self.rotor_x, self.rotor_y, tuple(self.torque.unbind(0)), self.timestep,
+                self.rotor_x, self.rotor_y, self.arm_scale, tuple(self.torque.unbind(0)), self.timestep,
             )
         self.buffer = torch.stack(state, 0)
 
@@ -229,12 +249,12 @@ class SubstepConstants(NamedTuple):
 
 def free_body_substep(
     state: Scalars, thrust: Scalars, constants: SubstepConstants, yaw_coefficients: Scalars,
-    rotor_x: tuple[float, ...], rotor_y: tuple[float, ...], torque: Scalars, h: float,
+    rotor_x: tuple[float, ...], rotor_y: tuple[float, ...], arm_scale: torch.Tensor, torque: Scalars, h: float,
 ) -> Scalars:
     """One MuJoCo-Euler step of N rigid quadrotors, on per-vehicle component tensors of shape (N,).
 
     state = (px, py, pz, qw, qx, qy, qz, vx, vy, vz, wx, wy, wz); rotor thrust acts along body z at
-    (rotor_x, rotor_y) with reaction yaw torque yaw_coefficients * thrust; `torque` is a world-frame
+    (rotor_x, rotor_y) times `arm_scale` (N,) with reaction yaw torque yaw_coefficients * thrust; `torque` is a world-frame
     disturbance (the force's is in `constants`). Accelerations at the current state, then v += h a,
     w += h alpha, p += h v_new, q = normalize(q) * exp(h w_new / 2), as mj_Euler does for a free joint.
     Written in the native kernel's order of operations (Euler's equations with the gyroscopic term as
@@ -251,8 +271,8 @@ def free_body_substep(
     r20, r21, r22 = 2 * (qx * qz - qw * qy), 2 * (qy * qz + qw * qx), 1 - 2 * (qx * qx + qy * qy)
     total = thrust[0] + thrust[1] + thrust[2] + thrust[3]
     # body torque: rotor moments r x (0, 0, T), reaction yaw torque, world disturbance rotated to body
-    bx = sum(t * y for t, y in zip(thrust, rotor_y)) + r00 * tx + r10 * ty + r20 * tz
-    by = -sum(t * x for t, x in zip(thrust, rotor_x)) + r01 * tx + r11 * ty + r21 * tz
+    bx = arm_scale * sum(t * y for t, y in zip(thrust, rotor_y)) + r00 * tx + r10 * ty + r20 * tz
+    by = -(arm_scale * sum(t * x for t, x in zip(thrust, rotor_x))) + r01 * tx + r11 * ty + r21 * tz
     bz = sum(t * c for t, c in zip(thrust, yaw_coefficients)) + r02 * tx + r12 * ty + r22 * tz
     lift = total * constants.h_over_mass
     vx, vy, vz = vx + (r02 * lift + dvx), vy + (r12 * lift + dvy), vz + (r22 * lift + dvz)

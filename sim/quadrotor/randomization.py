@@ -24,6 +24,8 @@ class EpisodeParams:
     disturbance_force: np.ndarray  # (n, 3) world frame [N]
     disturbance_torque: np.ndarray  # (n, 3) world frame [N m]
     latency_steps: np.ndarray  # (n,) int, control steps
+    arm_scale: np.ndarray  # (n,) multiplies the rotors' distances from the centre of mass
+    thrust_curve: np.ndarray  # (n, 3) c0, c1, c2 [N] of the plant's thrust at normalized rotor speed w
 
     def as_dict(self) -> dict[str, np.ndarray]:
         """The fields as a dict of the (live, uncopied) arrays."""
@@ -47,38 +49,67 @@ def nominal_params(nominal: QuadrotorParams, n: int) -> EpisodeParams:
         disturbance_force=np.zeros((n, 3)),
         disturbance_torque=np.zeros((n, 3)),
         latency_steps=np.zeros(n, dtype=np.int64),
+        arm_scale=np.ones(n),
+        thrust_curve=np.tile(nominal.thrust_curve, (n, 1)),
     )
 
 
 def sample_params(xp: Any, u: Mapping[str, Any], nominal: QuadrotorParams, config: RandomizationConfig) -> dict[str, Any]:
     """The parameters of n episodes, feature-major (k, n) float64 rows by `EpisodeParams` field, randomized
     around `nominal` within the ranges of `config` by uniforms in [0, 1) (`u`, (k, n) rows named by
-    `episode_starts.UNIFORM_FIELDS`; numpy or torch, `xp`)."""
+    `episode_starts.UNIFORM_FIELDS`; numpy or torch, `xp`). The native step's draw_starts repeats these
+    operations in the same order."""
     ones = u["mass_scale"] * 0.0 + 1.0  # (1, n)
     if not config.enabled:
-        return {
-            "mass": ones * nominal.mass, "inertia": _rows(xp, ones, nominal.inertia),
-            "yaw_torque_coefficients": _rows(xp, ones, nominal.yaw_torque_coefficients),
-            "disturbance_force": xp.concatenate([ones * 0.0] * 3, 0),
-            "disturbance_torque": xp.concatenate([ones * 0.0] * 3, 0),
-            "thrust_scale": xp.concatenate([ones] * 4, 0),
-            "motor_tau_rise": ones * nominal.motor_tau_rise, "motor_tau_fall": ones * nominal.motor_tau_fall,
-            "latency_steps": ones * 0.0,
-        }
-    tau_scale = _between(config.motor_tau_scale, u["motor_tau_scale"])
+        return {**_nominal_vehicle(xp, ones, nominal), "disturbance_force": xp.concatenate([ones * 0.0] * 3, 0),
+                "disturbance_torque": xp.concatenate([ones * 0.0] * 3, 0), "latency_steps": ones * 0.0}
     low, high = (int(v) for v in config.latency_steps)
+    drawn = {
+        "disturbance_force": _between((-1.0, 1.0), u["disturbance_force"]) * config.disturbance_force,
+        "disturbance_torque": _between((-1.0, 1.0), u["disturbance_torque"]) * config.disturbance_torque,
+        "latency_steps": xp.floor(low + u["latency_steps"] * (high - low + 1)),  # uniform over low..high
+    }
+    if not config.vehicle_parameters:
+        return {**_nominal_vehicle(xp, ones, nominal), **drawn}
+    tau_scale = _between(config.motor_tau_scale, u["motor_tau_scale"])
+    mass = nominal.mass * _between(config.mass_scale, u["mass_scale"])
     return {
-        "mass": nominal.mass * _between(config.mass_scale, u["mass_scale"]),
+        "mass": mass,
         "inertia": _rows(xp, ones, nominal.inertia) * _between(config.inertia_scale, u["inertia_scale"]),
         "yaw_torque_coefficients": _rows(xp, ones, nominal.yaw_torque_coefficients)
         * _between(config.yaw_torque_scale, u["yaw_torque_scale"]),
-        "disturbance_force": _between((-1.0, 1.0), u["disturbance_force"]) * config.disturbance_force,
-        "disturbance_torque": _between((-1.0, 1.0), u["disturbance_torque"]) * config.disturbance_torque,
         "thrust_scale": _between(config.thrust_scale, u["thrust_scale"]),
-        "motor_tau_rise": nominal.motor_tau_rise * tau_scale,
-        "motor_tau_fall": nominal.motor_tau_fall * tau_scale,
-        "latency_steps": xp.floor(low + u["latency_steps"] * (high - low + 1)),  # uniform over low..high
+        "motor_tau_rise": nominal.motor_tau_rise * tau_scale * _between(config.motor_tau_rise_scale, u["motor_tau_rise_scale"]),
+        "motor_tau_fall": nominal.motor_tau_fall * tau_scale * _between(config.motor_tau_fall_scale, u["motor_tau_fall_scale"]),
+        "arm_scale": _between(config.arm_length_scale, u["arm_length_scale"]),
+        "thrust_curve": _thrust_curve(xp, u, nominal, config, mass),
+        **drawn,
     }
+
+
+def _nominal_vehicle(xp: Any, ones: Any, nominal: QuadrotorParams) -> dict[str, Any]:
+    """The vehicle's own physical parameters as (k, n) rows."""
+    return {
+        "mass": ones * nominal.mass, "inertia": _rows(xp, ones, nominal.inertia),
+        "yaw_torque_coefficients": _rows(xp, ones, nominal.yaw_torque_coefficients),
+        "thrust_scale": xp.concatenate([ones] * 4, 0),
+        "motor_tau_rise": ones * nominal.motor_tau_rise, "motor_tau_fall": ones * nominal.motor_tau_fall,
+        "arm_scale": ones * 1.0, "thrust_curve": _rows(xp, ones, nominal.thrust_curve),
+    }
+
+
+def _thrust_curve(xp: Any, u: Mapping[str, Any], nominal: QuadrotorParams, config: RandomizationConfig,
+                  mass: Any) -> Any:
+    """The plant's thrust curve (3, n) [N]: the nominal one with a drawn share made linear in rotor speed,
+    scaled to a drawn thrust-to-weight ratio of the drawn mass where one is configured."""
+    share = _between(config.thrust_curve_linear_share, u["thrust_curve_linear_share"])
+    linear = (0.0, nominal.thrust_max, 0.0)
+    curve = [(1.0 - share) * float(c) + share * line for c, line in zip(nominal.thrust_curve, linear)]
+    if config.thrust_to_weight is not None:
+        ratio = _between(config.thrust_to_weight, u["thrust_to_weight"])
+        scale = ratio * mass * (nominal.gravity / (4.0 * nominal.thrust_max))
+        curve = [c * scale for c in curve]
+    return xp.concatenate(curve, 0)
 
 
 def _between(bounds: tuple[float, float], u: Any) -> Any:

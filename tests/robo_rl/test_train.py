@@ -28,15 +28,15 @@ def _digest(directory: Path) -> dict[str, str]:
 
 
 def test_short_run_learns_to_stay_airborne(tmp_path):
-    # the online actor: a weight average with a time constant of 2,000 updates lags a 1,750-update run
-    cfg = _config("total_env_steps=16000", "eval.interval_env_steps=16000", "checkpoint.interval_env_steps=16000",
+    # the online actor: a weight average with a time constant of 2,000 updates lags a 2,750-update run
+    cfg = _config("total_env_steps=24000", "eval.interval_env_steps=24000", "checkpoint.interval_env_steps=24000",
                   "agent.actor_average_rate=0.0")
     summary = Trainer(cfg, tmp_path).run()
     before, after = summary["history"][0], summary["history"][-1]
-    assert before["env_steps"] == 0 and after["env_steps"] >= 16000
+    assert before["env_steps"] == 0 and after["env_steps"] >= 24000
     # untrained, the vehicle sinks out of the arena in ~0.5 s; trained, it stays up measurably longer
-    assert after["mean_return"] > before["mean_return"] + 15.0, summary["history"]  # +40 to +65 over seeds 0-2
-    assert after["mean_length"] > before["mean_length"], summary["history"]  # +7 to +20 steps over seeds 0-2
+    assert after["mean_return"] > before["mean_return"] + 15.0, summary["history"]  # +57 and +90 on seeds 0-1
+    assert after["mean_length"] > before["mean_length"], summary["history"]
     for name in ("learning_curve.png", "summary.json", "config.yaml"):
         assert (tmp_path / name).is_file()
     assert list((tmp_path / "tensorboard").iterdir())

@@ -89,8 +89,8 @@ class QuadrotorPolicyController:
         self.geofence = Geofence.around(self.target, settings.geofence_half_extent)
         # the training's episodes ended beyond these: the policy never acted there (and rates of 1e160 rad/s,
         # finite in a message, overflow the one-period prediction)
-        self.max_speed = float(bundle.env_config.get("max_speed", DEFAULT_MAX_SPEED))
-        self.max_angular_speed = float(bundle.env_config.get("max_angular_speed", DEFAULT_MAX_ANGULAR_SPEED))
+        self.max_speed = _positive_bound(bundle, "max_speed", DEFAULT_MAX_SPEED)
+        self.max_angular_speed = _positive_bound(bundle, "max_angular_speed", DEFAULT_MAX_ANGULAR_SPEED)
         self._state: VehicleState | None = None
         self._invalid_reason = "no state received yet"
         self._flying = False
@@ -189,3 +189,11 @@ def command_is_finite(result: TickResult) -> bool:
         values += floats(result.setpoint.rotation.reshape(-1)) + floats(result.setpoint.body_rates)
         values.append(float(result.setpoint.thrust))
     return all_finite(values)
+
+
+def _positive_bound(bundle: PolicyBundle, name: str, default: float) -> float:
+    """The bundle's `training.env_config[name]`, a positive number, or `default` where it names none."""
+    value = bundle.env_config.get(name, default)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < float("inf"):
+        raise BundleError(f"policy.json training.env_config.{name} is {value!r}; allowed: a positive number")
+    return float(value)
