@@ -88,7 +88,8 @@ class Suite:
 def suite_from_config(cfg: DictConfig | Mapping[str, Any]) -> Suite:
     """The suite of a robustness config; ConfigError naming the option for an unknown vehicle (in `vehicles`
     or `specialists`), a start set the env refuses, or a specialist folder that is not a run with a policy."""
-    keys = ("vehicles", "latency_steps", "start_sets", "wind", "episodes", "seed", "held_out", "specialists", "targets")
+    keys = ("vehicles", "latency_steps", "start_sets", "wind", "episodes", "seed", "held_out", "specialists",
+            "targets")
     cfg = {key: OmegaConf.to_container(cfg[key], resolve=True) if OmegaConf.is_config(cfg[key]) else cfg[key]
            for key in keys}
     vehicles = tuple(VEHICLES) if cfg["vehicles"] is None else tuple(cfg["vehicles"])
