@@ -60,6 +60,7 @@ OPTIONS: dict[str, dict[str, tuple[Any, Interval | None]]] = {
         "run": (str, None), "checkpoint": (str, None), "out": (str | None, None), "pairs": (int, Interval(8, 10**5)),
         "seed": (int, SEED), "safe_action": (str | tuple[float, ...], None), "onnx.opset": (int, Interval(7, 30)),
         "onnx.ir_version": (int, Interval(3, 20)), "c_prefix": (str, None),
+        "vehicle": (str | None, None),
     },
     "record": {
         "dataset": (str, None), "episodes": (int, Interval(1, 10**6)), "seed": (int, SEED),
@@ -107,6 +108,10 @@ def check_options(cfg: DictConfig, command: str, require_all: bool = True) -> No
 
         check_run(cfg.run)
         suite_from_config(cfg)
+    if command == "export" and OmegaConf.select(cfg, "vehicle", default=None) is not None:
+        from robo_rl.export.bundle import check_vehicle_name
+
+        check_vehicle_name(str(cfg.vehicle))
     if command in OPTIONS:
         check_known_keys(OmegaConf.to_container(cfg, resolve=False), known_keys(command), command)
 

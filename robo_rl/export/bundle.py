@@ -4,7 +4,10 @@
 fields with units and normalization, the action layout, range and safe value, the control rate, the
 network's shape and activation, the env config and vehicle parameters it was trained on, the source run
 and commit, and (observation, action) pairs recorded from PyTorch on real rollouts that every target must
-reproduce. Export verifies ONNX Runtime and (where a C compiler exists) the host-compiled C on those pairs
+reproduce. A quadrotor bundle also names the vehicle it is deployed on (`deployment`): the policy's action is
+a fraction of the flown vehicle's own maximum thrust, so the targets turn actions into newtons with that
+vehicle's `thrust_max_newton`, reset the action history to its hover command, and the firmware app checks
+that it runs on the flight firmware whose per-motor limits the bundle records. Export verifies ONNX Runtime and (where a C compiler exists) the host-compiled C on those pairs
 before it writes anything under its final name.
 
 Export never deletes what it did not create: the bundle is built in a fresh hidden folder beside `out` and
@@ -16,6 +19,7 @@ with one ExportError before anything is written.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
@@ -83,14 +87,80 @@ def onnx_actions(path: Path, observations: np.ndarray) -> np.ndarray:
     return session.run(["action"], {"observation": observations.astype(np.float32)})[0]
 
 
+def check_vehicle_name(vehicle: str | None) -> None:
+    """ExportError unless `vehicle` is None (the run's own) or a name in sim.quadrotor.model.VEHICLES."""
+    from sim.quadrotor.model import VEHICLES
+
+    if vehicle is not None and vehicle not in VEHICLES:
+        raise ExportError(f"vehicle={vehicle} is not a known vehicle; allowed: {', '.join(sorted(VEHICLES))} "
+                          "(or none: the run's training vehicle)")
+
+
+def deployment_block(config: Any, vehicle: str | None = None) -> dict[str, Any]:
+    """policy.json's `deployment`: the named vehicle a quadrotor policy (trained with env config `config`, a
+    QuadrotorEnvConfig) flies, default the training vehicle. Its numbers come from its compiled model; the
+    training's `vehicle_overrides` (a user's identified numbers) apply when it is the training vehicle, as
+    they describe that very vehicle. `firmware_thrust_max/min` are the per-motor limits of the flight
+    firmware that flies it (sim.quadrotor.model.Vehicle), null where the vehicle names none."""
+    from sim.quadrotor.config import vehicle_from_config
+    from sim.quadrotor.model import VEHICLES, QuadrotorParams, load_model
+
+    check_vehicle_name(vehicle)
+    name = vehicle or config.vehicle
+    own = name == config.vehicle
+    spec = vehicle_from_config(config) if own else VEHICLES[name]
+    params = QuadrotorParams.from_model(load_model(spec))
+    overrides = dict(config.vehicle_overrides) if own else {}
+    return {
+        "vehicle": name,
+        "source": spec.source,
+        "vehicle_overrides": _plain(overrides),
+        "thrust_max_newton": params.thrust_max,
+        "hover_command": params.hover_command,
+        "firmware_thrust_max": spec.firmware_thrust_max,
+        "firmware_thrust_min": spec.firmware_thrust_min,
+        "vehicle_parameters": {**_plain(dataclasses.asdict(params)), "thrust_max": params.thrust_max,
+                               "hover_command": params.hover_command},
+        "action": "motor thrust = action * thrust_max_newton [N] (fraction of this vehicle's own maximum thrust)",
+    }
+
+
+def _plain(value: Any) -> Any:
+    """numpy arrays and scalars, tuples and nested dicts as plain JSON types."""
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    if isinstance(value, np.generic):
+        return value.item()
+    return value
+
+
+def _deployment_constants(description: dict[str, Any], deployment: dict[str, Any] | None) -> dict[str, Any]:
+    """policy_layout.h's constants: the env's, with the deployment vehicle's thrust and hover command and the
+    firmware limits it was exported for."""
+    constants = dict(description.get("deployment_constants", {}))
+    if deployment is not None:
+        constants["thrust_max_newton"] = deployment["thrust_max_newton"]
+        constants["hover_command"] = deployment["hover_command"]
+        for key in ("firmware_thrust_max", "firmware_thrust_min"):
+            if deployment[key] is not None:
+                constants[key] = deployment[key]
+    return constants
+
+
 def export_bundle(run: str | Path, checkpoint: str | None = "best", out: str | Path | None = None, pairs: int = 16,
                   seed: int = 0, safe_action: str | Sequence[float] = "nominal", opset: int = 17,
-                  ir_version: int = 8, prefix: str = "policy") -> Path:
+                  ir_version: int = 8, prefix: str = "policy", vehicle: str | None = None) -> Path:
     """Export a run's policy to the folder `out` (default `<run>/export`); returns that folder.
 
     checkpoint: "best", "last" or a checkpoint file. pairs: recorded (observation, action) pairs (>= 8).
-    safe_action: the action for invalid observations: "nominal" (the env's nominal action, e.g. hover
-    thrust, else the middle of the range), "midpoint", or explicit values.
+    safe_action: the action for invalid observations: "nominal" (the env's nominal action, e.g. the
+    deployment vehicle's hover thrust, else the middle of the range), "midpoint", or explicit values.
+    vehicle: the quadrotor the policy is deployed on (a name in sim.quadrotor.model.VEHICLES; default the
+    run's training vehicle).
     """
     if pairs < 8:
         raise ExportError(f"at least 8 recorded pairs are needed, got {pairs}")
@@ -98,6 +168,7 @@ def export_bundle(run: str | Path, checkpoint: str | None = "best", out: str | P
         check_prefix(prefix)
     except ValueError as error:
         raise ExportError(str(error)) from None
+    check_vehicle_name(vehicle)
     out = Path(out) if out else Path(run) / "export"
     check_out_folder(out)  # before any work: a folder that cannot be replaced is refused at once
     state = load_checkpoint(policy_file(run, checkpoint))
@@ -105,8 +176,13 @@ def export_bundle(run: str | Path, checkpoint: str | None = "best", out: str | P
     env = make_vector_env(run_cfg.env, pairs, torch.device("cpu"), threads=1)
     check_compatible(state, env_spec(env, run_cfg.env.id))
     agent = agent_from_checkpoint(state, torch.device("cpu"))
+    config = getattr(env, "config", None)
+    deployment = deployment_block(config, vehicle) if hasattr(config, "vehicle") else None
+    if deployment is None and vehicle is not None:
+        raise ExportError(f"vehicle={vehicle} applies to quadrotor runs; {run_cfg.env.id} flies no vehicle")
+    nominal = None if deployment is None else np.full(4, deployment["hover_command"], dtype=np.float32)
     spec = PolicySpec.from_actor(agent.policy_actor, agent.config.activation,
-                                 safe_action=_safe_action(safe_action, env))
+                                 safe_action=_safe_action(safe_action, env, nominal))
     policy = DeterministicPolicy(agent.policy_actor, spec).eval()
     observations, actions = record_pairs(policy, env, pairs, seed)
 
@@ -136,13 +212,13 @@ def export_bundle(run: str | Path, checkpoint: str | None = "best", out: str | P
         if env_description.get("observation_layout"):
             (c_dir / f"{prefix}_layout.h").write_text(generate_layout_header(
                 env_description["observation_layout"], env_description["control_hz"],
-                env_description.get("deployment_constants", {}), prefix))
+                _deployment_constants(env_description, deployment), prefix))
         vectors = check_vectors(policy, spec, observations, RANDOM_TEST_VECTORS, seed)
         verification = {"tolerance": TOLERANCE, "onnxruntime_max_abs_error": onnx_error,
                         "c_host": _verify_c_on_host(c_dir, prefix, vectors),
                         "cortex_m4": _verify_c_on_cortex_m4(c_dir, vectors)}
         manifest = _manifest(state, env_description, spec, run, observations, actions, verification, opset,
-                             ir_version, prefix)
+                             ir_version, prefix, deployment)
         (staging / "policy.json").write_text(json.dumps(manifest, indent=2))
         files = sorted(str(p.relative_to(staging)) for p in staging.rglob("*") if p.is_file())
         (staging / BUNDLE_MARKER).write_text(json.dumps({"format": BUNDLE_FORMAT, "files": files}, indent=2))
@@ -246,8 +322,12 @@ def _replace_folder(staging: Path, out: Path) -> None:
     shutil.rmtree(previous)
 
 
-def _safe_action(choice: str | Sequence[float], env: Any) -> np.ndarray | None:
+def _safe_action(choice: str | Sequence[float], env: Any, nominal: np.ndarray | None = None) -> np.ndarray | None:
+    """The safe action for `choice`; "nominal" is `nominal` (the deployment vehicle's hover command) where
+    given, else the env's nominal action."""
     if isinstance(choice, str):
+        if choice == "nominal" and nominal is not None:
+            return nominal
         if choice == "nominal" and getattr(env, "nominal_action", None) is not None:
             return np.asarray(env.nominal_action, dtype=np.float32)
         if choice in ("nominal", "midpoint"):
@@ -312,7 +392,7 @@ def _verify_c_on_cortex_m4(c_dir: Path, vectors: tuple[np.ndarray, np.ndarray, n
 
 def _manifest(state: dict[str, Any], description: dict[str, Any], spec: PolicySpec, run: str | Path,
               observations: np.ndarray, actions: np.ndarray, verification: dict[str, Any], opset: int,
-              ir_version: int, prefix: str) -> dict[str, Any]:
+              ir_version: int, prefix: str, deployment: dict[str, Any] | None = None) -> dict[str, Any]:
     observation_layout = description.get("observation_layout") or state["env_spec"].get("observation_layout")
     return {
         "format": BUNDLE_FORMAT,
@@ -348,5 +428,6 @@ def _manifest(state: dict[str, Any], description: dict[str, Any], spec: PolicySp
                   "c_layout": f"c/{prefix}_layout.h" if description.get("observation_layout") else None},
         "recorded_pairs": [{"observation": o.tolist(), "action": a.tolist()} for o, a in zip(observations, actions)],
         "verification": verification,
+        **({"deployment": deployment} if deployment is not None else {}),
         **({"kinematics": description["kinematics"]} if description.get("kinematics") else {}),
     }

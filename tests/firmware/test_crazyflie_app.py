@@ -10,6 +10,7 @@ import ctypes
 import json
 import math
 import os
+import re
 import subprocess
 from pathlib import Path
 
@@ -49,6 +50,19 @@ def compile_driver(bundle: Path, out: Path, defines: tuple[str, ...] = ()) -> Pa
     sources = [APP / "src" / "robo_rl_controller.c", APP / "src" / "robo_rl_observation.c", bundle / "c" / "policy.c",
                APP / "host_test" / "driver.c", APP / "host_test" / "stock_controller.c"]
     return compile_c(bundle, out, sources, defines=defines)
+
+
+def for_firmware(bundle: Path, out: Path, thrust_max: float, thrust_min: float) -> Path:
+    """A copy of `bundle`'s C whose policy_layout.h records other firmware limits, as an export for a vehicle
+    whose firmware had them would."""
+    (out / "c").mkdir(parents=True)
+    for source in (bundle / "c").iterdir():
+        text = source.read_text()
+        if source.name == "policy_layout.h":
+            text = re.sub(r"#define POLICY_FIRMWARE_THRUST_MAX \S+", f"#define POLICY_FIRMWARE_THRUST_MAX {thrust_max}f", text)
+            text = re.sub(r"#define POLICY_FIRMWARE_THRUST_MIN \S+", f"#define POLICY_FIRMWARE_THRUST_MIN {thrust_min}f", text)
+        (out / "c" / source.name).write_text(text)
+    return out
 
 
 def flown_commands(action: np.ndarray, policy_thrust_max: float, thrust_max: float = FIRMWARE_THRUST_MAX,
@@ -128,7 +142,8 @@ def test_controller_flies_the_policy_with_heartbeat_and_falls_back_when_it_lapse
     # Fly the simulator with the PyTorch policy; every 10 stabilizer ticks (1 kHz / 100 Hz) is one policy step.
     agent = SAC.from_checkpoint(load_checkpoint(trained_run))
     manifest = json.loads((exported_bundle / "policy.json").read_text())
-    thrust_max = manifest["training"]["vehicle_parameters"]["thrust_max"]
+    thrust_max = manifest["deployment"]["thrust_max_newton"]  # the training vehicle: the default deployment
+    assert thrust_max == manifest["training"]["vehicle_parameters"]["thrust_max"]
     env = hover_env(exported_bundle)
     center = list(env.unwrapped.config.center)
     obs, _ = env.reset(seed=5)
@@ -319,11 +334,12 @@ def test_history_holds_what_the_motors_got_when_the_firmware_clamps_and_cuts(exp
     # limits bite on this briefly trained policy (commands 0.46-0.55): THRUST_MAX 0.056 N and
     # THRUST_MIN 0.054 N against the trained vehicle's thrust_max of about 0.11 N, so commands above ~0.51 are
     # clamped and below ~0.49 turned off.
+    # (The policy is exported for those limits, or the app's limit check would keep it from taking over.)
     thrust_max, thrust_min = 0.056, 0.054
-    driver = compile_driver(exported_bundle, tmp_path / "driver",
-                            (f"-DTHRUST_MAX={thrust_max}f", f"-DTHRUST_MIN={thrust_min}f"))
+    driver = compile_driver(for_firmware(exported_bundle, tmp_path / "bundle", thrust_max, thrust_min),
+                            tmp_path / "driver", (f"-DTHRUST_MAX={thrust_max}f", f"-DTHRUST_MIN={thrust_min}f"))
     manifest = json.loads((exported_bundle / "policy.json").read_text())
-    policy_thrust_max = np.float32(manifest["training"]["vehicle_parameters"]["thrust_max"])
+    policy_thrust_max = np.float32(manifest["deployment"]["thrust_max_newton"])
     agent = SAC.from_checkpoint(load_checkpoint(trained_run))
     env = hover_env(exported_bundle)
     center = np.asarray(env.unwrapped.config.center, np.float32)
@@ -348,6 +364,78 @@ def test_history_holds_what_the_motors_got_when_the_firmware_clamps_and_cuts(exp
     rows = np.array(run_driver(driver, driver_lines([tick(t, values) for t in range(300)])))
     assert rows[:, 1].all()
     np.testing.assert_allclose(rows[::10, 4:8], np.array(expected), atol=1e-5, rtol=0)
+
+
+def self_test(driver: Path) -> int:
+    """controllerOutOfTreeTest's verdict (1 passed, 0 failed)."""
+    out = subprocess.run([str(driver)], input="selftest\n", capture_output=True, text=True, check=True).stdout
+    return int(out.split()[1])
+
+
+BRUSHLESS_LIMITS = ("-DTHRUST_MAX=0.2f", "-DTHRUST_MIN=0.02136263065537499f")  # platform_defaults_cf21bl.h
+
+
+@pytest.mark.parametrize("defines", [BRUSHLESS_LIMITS, BRUSHLESS_LIMITS[:1], BRUSHLESS_LIMITS[1:]])
+def test_on_a_firmware_with_other_thrust_limits_the_self_test_fails_and_the_pid_flies(exported_bundle, tmp_path,
+                                                                                     defines):
+    # A policy exported for a CF2.1 (THRUST_MAX 0.12 N) on a Brushless's firmware: its actions would become
+    # other forces than the ones it was checked with, so it must never take over, whatever the ground station does.
+    driver = compile_driver(exported_bundle, tmp_path / "driver", defines)
+    assert self_test(driver) == 0
+    values = hover_values([0.0, 0.0, 1.0], [0.0, 0.0, 1.0])
+    ticks = [tick(t, values) for t in range(40)] + [tick(40, values, enable=0)] + [tick(t, values) for t in range(41, 80)]
+    rows = np.array(run_driver(driver, driver_lines(ticks)))
+    assert not rows[:, 1].any() and (rows[:, 2] == 7).all()  # never active; fault 7, not acknowledged by enable
+    assert (rows[:, 3] == 0).all() and np.diff(rows[:, 8]).min() == 1  # the stock PID flies every tick
+
+
+def test_the_limit_check_allows_float_rounding_of_the_same_limits(exported_bundle, tmp_path):
+    # a firmware that writes the CF2's limits as double literals, or with fewer digits that round to the same float
+    driver = compile_driver(exported_bundle, tmp_path / "driver", ("-DTHRUST_MAX=0.12", "-DTHRUST_MIN=0.0128175784"))
+    assert self_test(driver) == 1
+    rows = np.array(run_driver(driver, driver_lines([tick(t, hover_values([0.0, 0.0, 1.0], [0.0, 0.0, 1.0]))
+                                                      for t in range(20)])))
+    assert rows[:, 1].all() and (rows[:, 2] == 0).all()
+
+
+def test_a_policy_exported_for_another_vehicle_commands_its_thrust_on_its_firmware(trained_run, tmp_path):
+    from robo_rl.export.bundle import export_bundle
+    from robo_rl.export.c_generator import c_float
+    from sim.quadrotor.model import VEHICLES, QuadrotorParams, load_model
+
+    bundle = export_bundle(trained_run, out=tmp_path / "bundle", pairs=8, vehicle="crazyflie_brushless")
+    manifest = json.loads((bundle / "policy.json").read_text())
+    deployment = manifest["deployment"]
+    params = QuadrotorParams.from_model(load_model("crazyflie_brushless"))
+    assert deployment["vehicle"] == "crazyflie_brushless" and manifest["training"]["env_config"]["vehicle"] == "crazyflie_rltools"
+    assert deployment["thrust_max_newton"] == params.thrust_max and deployment["hover_command"] == params.hover_command
+    assert deployment["firmware_thrust_max"] == VEHICLES["crazyflie_brushless"].firmware_thrust_max == 0.2
+    assert deployment["firmware_thrust_min"] == VEHICLES["crazyflie_brushless"].firmware_thrust_min
+    assert manifest["action"]["safe_action"] == pytest.approx([params.hover_command] * 4)
+    layout = (bundle / "c" / "policy_layout.h").read_text()
+    for name, value in (("THRUST_MAX_NEWTON", params.thrust_max), ("HOVER_COMMAND", params.hover_command),
+                        ("FIRMWARE_THRUST_MAX", 0.2), ("FIRMWARE_THRUST_MIN", deployment["firmware_thrust_min"])):
+        assert f"#define POLICY_{name} {c_float(value)}\n" in layout, name
+
+    assert self_test(compile_driver(bundle, tmp_path / "cf2")) == 0  # refused on a CF2.1's firmware
+    driver = compile_driver(bundle, tmp_path / "brushless", BRUSHLESS_LIMITS)
+    assert self_test(driver) == 1
+    # Take-over, then again after enable was cleared: each time the first action is the policy's on the
+    # observation whose history is the Brushless's hover command, sent as forces of its 0.2 N THRUST_MAX.
+    agent = SAC.from_checkpoint(load_checkpoint(trained_run))
+    center = np.asarray(manifest["training"]["env_config"]["center"], np.float32)
+    position = center + np.float32([0.05, 0.0, -0.05])
+    history = np.full(4 * manifest["training"]["env_config"]["action_history"], params.hover_command, np.float32)
+    obs = np.concatenate([position - center, np.eye(3, dtype=np.float32).ravel(), np.zeros(6, np.float32), history])
+    action = agent.act(torch.as_tensor(obs[None].astype(np.float32)), deterministic=True).numpy()[0]
+    expected = motor_forces(action, params.thrust_max, 0.2, deployment["firmware_thrust_min"])
+    values = hover_values(position, center)
+    ticks = [tick(t, values) for t in range(20)] + [tick(20, values, enable=0)] + [tick(t, values) for t in range(21, 40)]
+    rows = np.array(run_driver(driver, driver_lines(ticks)))
+    assert rows[:20, 1].all() and not rows[20, 1] and rows[21:, 1].all()
+    np.testing.assert_allclose(rows[0, 4:8], expected, atol=1e-5, rtol=0)
+    assert np.abs(rows[10, 4:8] - rows[0, 4:8]).max() > 1e-4  # the second step saw its own history ...
+    np.testing.assert_array_equal(rows[21, 4:8], rows[0, 4:8])  # ... and the take-over reset it
 
 
 # STAND-IN for crazyflie-firmware's tools/make/oot.mk (CI has no firmware checkout): its OOT default and the

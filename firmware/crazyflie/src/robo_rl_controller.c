@@ -13,7 +13,9 @@
  *    tumble (tilt beyond RR_MAX_TILT_DEG), geofence (position error beyond the training arena, or position
  *    outside the absolute arena params robo_rl.arena*), heartbeat lapse, a stop setpoint (land() ending,
  *    stop(), cflib's send_stop_setpoint: the PID then stops the motors), the supervisor withdrawing;
- *  - controllerOutOfTreeTest runs the policy's recorded self-test pairs at start-up.
+ *  - controllerOutOfTreeTest runs the policy's recorded self-test pairs at start-up and checks that this
+ *    firmware's per-motor THRUST_MAX / THRUST_MIN are those the policy was exported for (its deployment
+ *    vehicle's platform); on other limits the test fails and the policy never takes over (fault 7).
  */
 #include <math.h>
 #include <stdbool.h>
@@ -62,6 +64,12 @@
 #if RATE_MAIN_LOOP % POLICY_CONTROL_HZ != 0
 #error "the policy's control rate must divide the stabilizer loop rate"
 #endif
+#if !defined(POLICY_FIRMWARE_THRUST_MAX) || !defined(POLICY_FIRMWARE_THRUST_MIN)
+#error "policy_layout.h names no firmware thrust limits: export the policy again, for the vehicle you fly (python -m robo_rl.export run=<run> vehicle=<name>)"
+#endif
+/* Relative tolerance of the firmware-limit check: the limits are written as float literals on both sides,
+ * so they agree to float rounding (a few ulp) when they are the same numbers. */
+#define RR_LIMIT_TOLERANCE 1e-6f
 
 enum {
     RR_FAULT_NONE = 0,
@@ -71,6 +79,7 @@ enum {
     RR_FAULT_HEARTBEAT = 4,  /* heartbeat lapsed while the policy flew */
     RR_FAULT_STOPPED = 5,    /* a stop setpoint arrived while the policy flew: stay stopped until re-enabled */
     RR_FAULT_SUPERVISOR = 6, /* the supervisor no longer reports the vehicle armed, allowed to fly and flying */
+    RR_FAULT_FIRMWARE = 7,   /* THRUST_MAX / THRUST_MIN differ from the policy's export: never cleared */
 };
 
 static uint8_t enable;          /* param robo_rl.enable */
@@ -109,10 +118,21 @@ void controllerOutOfTreeInit(void)
     heartbeat_seen = false;
 }
 
+/* Whether this firmware's per-motor thrust limits are those the policy was exported for: the action is a
+ * fraction of the deployment vehicle's POLICY_THRUST_MAX_NEWTON and the simulator clamps and cuts it at
+ * these limits, so on another platform (another THRUST_MAX, e.g. the thrust upgrade kit or the Brushless)
+ * the motors would get other forces than the policy was checked with. */
+static bool firmware_limits_match(void)
+{
+    const float max_policy = POLICY_FIRMWARE_THRUST_MAX, min_policy = POLICY_FIRMWARE_THRUST_MIN;
+    return fabsf((float)THRUST_MAX - max_policy) <= RR_LIMIT_TOLERANCE * max_policy &&
+           fabsf((float)THRUST_MIN - min_policy) <= RR_LIMIT_TOLERANCE * min_policy;
+}
+
 bool controllerOutOfTreeTest(void)
 {
     float worst = 0.0f;
-    return policy_self_test(&worst) == 0 && controllerPidTest();
+    return firmware_limits_match() && policy_self_test(&worst) == 0 && controllerPidTest();
 }
 
 /* The setpoint that stops the motors: z not controlled and zero thrust. The firmware sends it (all zero)
@@ -240,6 +260,9 @@ void controllerOutOfTree(control_t *control, const setpoint_t *setpoint, const s
         last_heartbeat = heartbeat;
         heartbeat_tick = tick;
         heartbeat_seen = true;
+    }
+    if (!firmware_limits_match()) {
+        fault = RR_FAULT_FIRMWARE; /* (set again after enable clears it: no acknowledging it) */
     }
     const bool heartbeat_fresh =
         heartbeat_seen && (uint32_t)(tick - heartbeat_tick) <= RR_HEARTBEAT_TIMEOUT_MS * RATE_MAIN_LOOP / 1000;

@@ -30,6 +30,12 @@ def test_bundle_reproduces_the_pytorch_policy_in_every_target(trained_run, tmp_p
     assert sum(f["size"] for f in manifest["observation"]["layout"]) == manifest["observation"]["size"]
     assert len(manifest["action"]["layout"]) == 4 and manifest["action"]["low"] == [0.0] * 4
     assert manifest["training"]["vehicle_parameters"]["mass"] > 0
+    # deployed, by default, on the vehicle it trained on, with its firmware's per-motor limits
+    deployment = manifest["deployment"]
+    assert deployment["vehicle"] == manifest["training"]["env_config"]["vehicle"] == "crazyflie_rltools"
+    assert deployment["thrust_max_newton"] == manifest["training"]["vehicle_parameters"]["thrust_max"]
+    assert deployment["hover_command"] == manifest["training"]["vehicle_parameters"]["hover_command"]
+    assert (deployment["firmware_thrust_max"], deployment["firmware_thrust_min"]) == (0.12, 0.012817578393224994)
     assert manifest["training"]["commit"] and manifest["training"]["env_steps"] == 1600
     assert manifest["verification"]["c_host"]["checked"]
     # the same C, cross-compiled for the Crazyflie's STM32F405 and run on QEMU (make test installs the tools)
@@ -83,6 +89,19 @@ def test_export_command_writes_the_bundle_and_rejects_bad_requests(trained_run, 
     with pytest.raises(ValueError, match="outside the action range"):
         export_bundle(trained_run, out=tmp_path / "c", safe_action=[2.0, 0, 0, 0])
     assert not (tmp_path / "c").exists()  # nothing half-written
+
+
+def test_an_unknown_vehicle_is_refused_with_one_line_before_anything_is_written(trained_run, tmp_path):
+    before = sorted(trained_run.rglob("*"))
+    result = subprocess.run([sys.executable, "-m", "robo_rl.export", f"run={trained_run}", f"out={tmp_path / 'b'}",
+                             "vehicle=crazyflie_9000"], capture_output=True, text=True, timeout=300)
+    lines = result.stderr.strip().splitlines()
+    assert result.returncode != 0 and len(lines) == 1, result.stderr
+    assert "vehicle=crazyflie_9000 is not a known vehicle" in lines[0] and "crazyflie_brushless" in lines[0]
+    assert not (tmp_path / "b").exists() and sorted(trained_run.rglob("*")) == before  # no bundle, no export_logs
+    with pytest.raises(ExportError, match="vehicle=crazyflie_9000 is not a known vehicle"):
+        export_bundle(trained_run, out=tmp_path / "c", vehicle="crazyflie_9000")
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_missing_corrupt_or_unsupported_runs_give_one_clear_error_and_no_bundle(trained_run, tmp_path):
