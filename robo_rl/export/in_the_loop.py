@@ -1,15 +1,22 @@
 """Firmware in the loop: the MuJoCo quadrotor flown by each deployment target of a bundle, side by side.
 
-`fly(bundle, act, seed, steps)` flies the bundle's env (its training config, randomization included) from a
-seeded start with any `act(obs) -> action`; `compare_targets` flies the same start with PyTorch, ONNX
-Runtime, the host-compiled C and the C running on the emulated STM32F405 (over its serial port) and
-reports how far each trajectory strays from PyTorch's.
+The simulated plant is one named vehicle with its nominal physics (`plant_config`): by default the bundle's
+deployment vehicle (policy.json `deployment`; the training vehicle for older bundles), with `latency_steps`
+control steps of action latency, a constant wind force drawn uniformly in +-`wind` N per axis (none by
+default), the training's observation noise, and that vehicle's flight-firmware thrust limits
+(`Vehicle.firmware_thrust_max/min`: commands clamped at THRUST_MAX, motors off below THRUST_MIN, as the
+Crazyflie app flies them). `fly(bundle, act, seed, steps)` flies it from a seeded start with any
+`act(obs) -> action`; `compare_targets` flies the same start with PyTorch, ONNX Runtime, the host-compiled
+C and the C running on the emulated STM32F405 (over its serial port) and reports how far each trajectory
+strays from PyTorch's.
 
-    python -m robo_rl.export.in_the_loop bundle=<run>/export [steps=500] [seed=0]
+    python -m robo_rl.export.in_the_loop bundle=<run>/export [vehicle=<name>] [latency_steps=2] [wind=0.01]
+        [steps=500] [seed=0]
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 import tempfile
@@ -23,22 +30,61 @@ import torch
 import sim  # noqa: F401  (registers the env ids)
 from robo_rl.checkpoint import agent_from_checkpoint, load_checkpoint
 from robo_rl.cli import command, key_values
-from robo_rl.export.bundle import onnx_actions, read_manifest
+from robo_rl.export.bundle import ExportError, check_vehicle_name, onnx_actions, read_manifest
 from robo_rl.export.c_runtime import CompiledPolicy
 
 Act = Callable[[np.ndarray], np.ndarray]
+MAX_LATENCY_STEPS = 10  # [control steps]; the training distribution reaches 3
+MAX_WIND = 1.0  # [N] per axis; a Crazyflie weighs about 0.3 N
 
 
-def bundle_env(bundle: str | Path) -> gym.Env:
-    """A single MuJoCo env with the config the bundle's policy was trained on."""
+def plant_config(manifest: dict[str, Any], vehicle: str | None = None, latency_steps: int = 0,
+                 wind: float = 0.0) -> dict[str, Any]:
+    """The env config of the plant a bundle is flown on: its training config with the named vehicle's nominal
+    physics (default the bundle's deployment vehicle, with the identified `vehicle_overrides` it was exported
+    with), `latency_steps` steps of latency, wind up to `wind` N per axis, and that vehicle's firmware
+    thrust limits. ExportError for a bad vehicle, latency or wind."""
+    from sim.quadrotor.model import VEHICLES
+
+    check_vehicle_name(vehicle)
+    if isinstance(latency_steps, bool) or not isinstance(latency_steps, int) \
+            or not 0 <= latency_steps <= MAX_LATENCY_STEPS:
+        raise ExportError(f"latency_steps={latency_steps} must be a whole number of control steps in "
+                          f"[0, {MAX_LATENCY_STEPS}]")
+    if not 0.0 <= wind <= MAX_WIND:
+        raise ExportError(f"wind={wind} must be a force in [0, {MAX_WIND:g}] N per axis")
+    config = json.loads(json.dumps(manifest["training"]["env_config"]))  # a deep copy
+    deployment = manifest.get("deployment") or {}
+    exported = deployment.get("vehicle", config.get("vehicle"))
+    name = vehicle or exported
+    if name not in VEHICLES:
+        raise ExportError(f"the bundle's vehicle {name!r} is not a known vehicle; give vehicle=<one of "
+                          f"{', '.join(sorted(VEHICLES))}>")
+    if name == exported:  # the vehicle the bundle was exported for, as exported (identified overrides included)
+        overrides = deployment.get("vehicle_overrides", config.get("vehicle_overrides") or {})
+    else:
+        overrides = {}
+    spec = dataclasses.replace(VEHICLES[name], **overrides)
+    config.update(vehicle=name, vehicle_overrides=overrides,
+                  firmware_thrust_max=spec.firmware_thrust_max or 0.0,
+                  firmware_thrust_min=spec.firmware_thrust_min or 0.0)
+    config["randomization"] = {**config.get("randomization", {}), "enabled": True, "vehicle_parameters": False,
+                               "latency_steps": [latency_steps, latency_steps], "disturbance_force": float(wind),
+                               "disturbance_torque": 0.0}
+    return config
+
+
+def bundle_env(bundle: str | Path, vehicle: str | None = None, latency_steps: int = 0, wind: float = 0.0) -> gym.Env:
+    """A single MuJoCo env of the plant `plant_config` describes for the bundle."""
     manifest = read_manifest(bundle)
-    return gym.make(manifest["env_id"], config=manifest["training"]["env_config"])
+    return gym.make(manifest["env_id"], config=plant_config(manifest, vehicle, latency_steps, wind))
 
 
-def fly(bundle: str | Path, act: Act, seed: int, steps: int) -> dict[str, Any]:
-    """One closed-loop flight: positions (T+1, 3), actions (T, 4), return, whether it terminated and
-    whether the env counted it a success on its last step."""
-    env = bundle_env(bundle)
+def fly(bundle: str | Path, act: Act, seed: int, steps: int, vehicle: str | None = None, latency_steps: int = 0,
+        wind: float = 0.0) -> dict[str, Any]:
+    """One closed-loop flight of the plant (`plant_config`): positions (T+1, 3), actions (T, 4), return,
+    whether it terminated and whether the env counted it a success on its last step."""
+    env = bundle_env(bundle, vehicle, latency_steps, wind)
     obs, _ = env.reset(seed=seed)
     positions = [np.asarray(env.unwrapped.batch.physics.state()[0])[:, 0].copy()]
     actions, total, terminated, success = [], 0.0, False, False
@@ -57,11 +103,14 @@ def fly(bundle: str | Path, act: Act, seed: int, steps: int) -> dict[str, Any]:
 
 
 def compare_targets(bundle: str | Path, seed: int = 0, steps: int = 500, cortex_m4: bool = True,
-                    checkpoint: str | Path | None = None) -> dict[str, dict[str, Any]]:
-    """Fly the same start with every target; per target: max position deviation from PyTorch [m],
-    final distance to the target, return, termination. PyTorch runs the checkpoint the bundle names."""
+                    checkpoint: str | Path | None = None, vehicle: str | None = None, latency_steps: int = 0,
+                    wind: float = 0.0) -> dict[str, dict[str, Any]]:
+    """Fly the same start of the same plant (`plant_config`) with every target; per target: max position
+    deviation from PyTorch [m], final distance to the target, return, termination, success. PyTorch runs
+    the checkpoint the bundle names."""
     bundle = Path(bundle)
     manifest = read_manifest(bundle)
+    plant_config(manifest, vehicle, latency_steps, wind)  # refuse a bad plant before compiling anything
     agent = agent_from_checkpoint(load_checkpoint(checkpoint or manifest["training"]["checkpoint"]))
     obs_size, action_size = manifest["observation"]["size"], manifest["action"]["size"]
     targets: dict[str, Act] = {
@@ -78,7 +127,8 @@ def compare_targets(bundle: str | Path, seed: int = 0, steps: int = 500, cortex_
             board = EmulatedPolicy(bundle / "c", Path(build) / "m4", obs_size, action_size)
             targets["c_stm32f405_qemu"] = lambda o: board.step(o)[0]
         try:
-            flights = {name: fly(bundle, act, seed, steps) for name, act in targets.items()}
+            flights = {name: fly(bundle, act, seed, steps, vehicle, latency_steps, wind)
+                       for name, act in targets.items()}
         finally:
             if board is not None:
                 board.close()
@@ -100,11 +150,21 @@ def compare_targets(bundle: str | Path, seed: int = 0, steps: int = 500, cortex_
 
 @command
 def main(argv: list[str]) -> None:
-    """CLI: key=value arguments bundle=, seed=, steps=, cortex_m4=."""
-    args = key_values(argv, {"bundle": str, "seed": int, "steps": (int, 1), "cortex_m4": bool},
-                      "usage: python -m robo_rl.export.in_the_loop bundle=<bundle dir> [seed=0] [steps=500] [cortex_m4=true]")
+    """CLI: key=value arguments bundle=, vehicle=, latency_steps=, wind=, seed=, steps=, cortex_m4=."""
+    args = key_values(argv, {"bundle": str, "vehicle": str, "latency_steps": (int, 0), "wind": float, "seed": int,
+                             "steps": (int, 1), "cortex_m4": bool},
+                      "usage: python -m robo_rl.export.in_the_loop bundle=<bundle dir> [vehicle=<name>] "
+                      "[latency_steps=0] [wind=0] [seed=0] [steps=500] [cortex_m4=true]")
     torch.set_num_threads(1)
-    report = compare_targets(args["bundle"], args.get("seed", 0), args.get("steps", 500), args.get("cortex_m4", True))
+    manifest = read_manifest(args["bundle"])
+    plant = plant_config(manifest, args.get("vehicle"), args.get("latency_steps", 0), args.get("wind", 0.0))
+    print(f"plant: {plant['vehicle']} (nominal physics), latency {plant['randomization']['latency_steps'][0]} steps "
+          f"({plant['randomization']['latency_steps'][0] * 1000.0 / plant['control_hz']:g} ms), wind up to "
+          f"{plant['randomization']['disturbance_force']:g} N per axis, firmware THRUST_MAX "
+          f"{plant['firmware_thrust_max']:g} N, THRUST_MIN {plant['firmware_thrust_min']:g} N")
+    report = compare_targets(args["bundle"], args.get("seed", 0), args.get("steps", 500), args.get("cortex_m4", True),
+                             vehicle=args.get("vehicle"), latency_steps=args.get("latency_steps", 0),
+                             wind=args.get("wind", 0.0))
     print(f"{'target':18s} {'steps':>5s} {'max dev from torch [m]':>23s} {'final dist [m]':>15s} {'return':>8s} "
           f"{'success':>8s}")
     for name, row in report.items():

@@ -1,9 +1,19 @@
 """Firmware in the loop: the MuJoCo quadrotor flown by PyTorch, ONNX Runtime, the host-compiled C and
-the C on the emulated STM32F405 (over its serial port) follows one trajectory from one start."""
+the C on the emulated STM32F405 (over its serial port) follows one trajectory from one start, on a named
+vehicle's nominal physics with its firmware's thrust limits, with and without action latency."""
 
 from __future__ import annotations
 
-from robo_rl.export.in_the_loop import compare_targets
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from robo_rl.export.bundle import ExportError, read_manifest
+from robo_rl.export.in_the_loop import bundle_env, compare_targets, fly, plant_config
+from sim.quadrotor.model import VEHICLES
 
 
 def test_every_target_flies_the_pytorch_trajectory(exported_bundle, trained_run):
@@ -15,3 +25,64 @@ def test_every_target_flies_the_pytorch_trajectory(exported_bundle, trained_run)
         assert row["steps"] == reference["steps"], name
         assert row["max_deviation_from_pytorch_m"] < 1e-5, (name, row)
         assert abs(row["return"] - reference["return"]) < 1e-3, (name, row)
+
+
+def test_the_plant_is_the_named_vehicle_with_latency_and_its_firmware_limits(exported_bundle):
+    manifest = read_manifest(exported_bundle)
+    config = plant_config(manifest, "crazyflie_brushless", latency_steps=2, wind=0.004)
+    assert config["vehicle"] == "crazyflie_brushless" and config["vehicle_overrides"] == {}
+    assert (config["firmware_thrust_max"], config["firmware_thrust_min"]) == (
+        VEHICLES["crazyflie_brushless"].firmware_thrust_max, VEHICLES["crazyflie_brushless"].firmware_thrust_min)
+    env = bundle_env(exported_bundle, "crazyflie_brushless", latency_steps=2, wind=0.004)
+    _, info = env.reset(seed=0)
+    params, nominal = info["params"], env.unwrapped.batch.params
+    assert params["latency_steps"] == 2 and np.abs(params["disturbance_force"]).max() <= 0.004
+    assert np.abs(params["disturbance_force"]).max() > 0 and not np.any(params["disturbance_torque"])
+    assert params["mass"] == nominal.mass == pytest.approx(0.044)  # nominal physics, not drawn
+    np.testing.assert_array_equal(params["inertia"], nominal.inertia)
+    # the default plant: the deployment vehicle, no latency, no wind, its firmware's limits
+    default = plant_config(manifest)
+    assert default["vehicle"] == manifest["deployment"]["vehicle"] == "crazyflie_rltools"
+    assert default["randomization"]["latency_steps"] == [0, 0] and default["randomization"]["disturbance_force"] == 0
+    assert default["firmware_thrust_max"] == manifest["deployment"]["firmware_thrust_max"] == 0.12
+    # an older bundle (no deployment block) is flown on its training vehicle
+    older = {**manifest, "training": manifest["training"]}
+    older.pop("deployment")
+    assert plant_config(older)["vehicle"] == manifest["training"]["env_config"]["vehicle"]
+    for bad, message in (({"vehicle": "crazyflie_9000"}, "vehicle=crazyflie_9000 is not a known vehicle"),
+                         ({"latency_steps": 11}, r"latency_steps=11 must be a whole number of control steps in \[0, 10\]"),
+                         ({"wind": float("nan")}, r"wind=nan must be a force in \[0, 1\] N")):
+        with pytest.raises(ExportError, match=message):
+            plant_config(manifest, **bad)
+
+
+def test_latency_reaches_the_plant(exported_bundle, trained_run):
+    # the same start, the same actions: two steps of latency delay what the motors get, so the flights part
+    actions = lambda obs: np.full(4, 0.75, np.float32)  # noqa: E731 (above hover: the vehicle climbs)
+    now, late = (fly(exported_bundle, actions, 0, 10, "crazyflie_rltools", k)["positions"] for k in (0, 2))
+    assert np.abs(now[-1] - late[-1]).max() > 1e-4
+
+
+def test_on_the_identified_crazyflie_with_two_steps_of_latency_every_target_stays_within_a_centimetre(
+        exported_bundle, trained_run):
+    report = compare_targets(exported_bundle, seed=2, steps=150, checkpoint=trained_run / "best_policy.pt",
+                             vehicle="crazyflie_rltools", latency_steps=2)
+    assert set(report) == {"pytorch", "onnxruntime", "c_host", "c_stm32f405_qemu"}
+    reference = report["pytorch"]
+    assert reference["steps"] > 20
+    for name, row in report.items():
+        assert row["steps"] == reference["steps"], name
+        assert row["max_deviation_from_pytorch_m"] < 0.01, (name, row)
+
+
+def test_in_the_loop_command_names_the_plant_and_refuses_a_bad_one_in_one_line(exported_bundle):
+    command = [sys.executable, "-m", "robo_rl.export.in_the_loop", f"bundle={exported_bundle}"]
+    result = subprocess.run(command + ["vehicle=crazyflie_rltools", "latency_steps=2", "steps=30", "cortex_m4=false"],
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.startswith("plant: crazyflie_rltools (nominal physics), latency 2 steps (20 ms)")
+    report = json.loads(result.stdout.strip().splitlines()[-1])
+    assert set(report) == {"pytorch", "onnxruntime", "c_host"}
+    result = subprocess.run(command + ["vehicle=crazyflie_9000"], capture_output=True, text=True, timeout=300)
+    lines = result.stderr.strip().splitlines()
+    assert result.returncode != 0 and len(lines) == 1 and "vehicle=crazyflie_9000 is not a known vehicle" in lines[0]
