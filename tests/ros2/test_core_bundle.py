@@ -261,3 +261,58 @@ def test_a_vehicle_no_multirotor_could_be_is_refused_at_start(tmp_path, change, 
     _edit(bundle, change)
     with pytest.raises(BundleError, match=f"policy.json training.vehicle_parameters.{message}"):
         _controller(bundle)
+
+
+def _deployed_on(tmp_path, vehicle):
+    """The committed hover bundle (trained on crazyflie_l2f_paper, exported before bundles named their
+    deployment vehicle) with the `deployment` block an export for `vehicle` writes."""
+    from robo_rl.export.bundle import deployment_block
+    from sim.quadrotor.config import make_config
+
+    bundle = _copy(tmp_path)
+    env_config = json.loads((bundle / "policy.json").read_text())["training"]["env_config"]
+    block = deployment_block(make_config(env_config["task"], env_config), vehicle)
+    _edit(bundle, lambda m: m.update(deployment=block))
+    return bundle, block
+
+
+def test_the_deployment_vehicle_turns_actions_into_thrust_and_starts_the_history(tmp_path, hover_bundle):
+    from robo_rl_ros.core.crazyflie import VehicleModel, motor_wrench
+    from robo_rl_ros.core.observation import VehicleState
+
+    bundle, block = _deployed_on(tmp_path, "crazyflie_rltools")
+    trained = hover_bundle.vehicle_parameters
+    assert block["thrust_max_newton"] != pytest.approx(trained["thrust_max"], rel=0.1)  # 0.110 N against 0.149 N
+    vehicle = VehicleModel.from_bundle(load_bundle(bundle))
+    assert vehicle.thrust_max == block["thrust_max_newton"] and vehicle.mass == block["vehicle_parameters"]["mass"]
+    np.testing.assert_array_equal(vehicle.inertia, block["vehicle_parameters"]["inertia"])
+    thrust, _ = motor_wrench(vehicle, np.full(4, 0.5))
+    assert thrust == pytest.approx(2.0 * block["thrust_max_newton"])
+    # the controller's action history starts at the deployment vehicle's hover command, and its setpoint's
+    # collective thrust is the action in that vehicle's newtons
+    controller = _controller(bundle)
+    controller.update_state(0.0, VehicleState(np.array([0.0, 0.0, 1.0]), np.array([1.0, 0.0, 0.0, 0.0]),
+                                              np.zeros(3), np.zeros(3)))
+    result = controller.tick(0.001)
+    assert result.flying and np.allclose(result.observation[18:], block["hover_command"])
+    assert result.setpoint.thrust == pytest.approx(float(np.sum(result.action)) * block["thrust_max_newton"])
+    # a bundle without the block (the committed one) flies its training vehicle, as before
+    assert VehicleModel.from_bundle(hover_bundle).thrust_max == trained["thrust_max"]
+
+
+@pytest.mark.parametrize("change, message", [
+    (lambda d: d["vehicle_parameters"].update(thrust_max=1e300),
+     r"policy.json deployment.thrust_max_newton is 0.11\d* but deployment.vehicle_parameters.thrust_max is 1e\+300"),
+    (lambda d: d.update(thrust_max_newton=1e300, vehicle_parameters={**d["vehicle_parameters"], "thrust_max": 1e300}),
+     r"policy.json deployment.vehicle_parameters.thrust_max is 1e\+300; allowed: a finite number in \[0.0001, 1000\] N"),
+    (lambda d: d["vehicle_parameters"].update(mass=50.0),
+     r"policy.json deployment.vehicle_parameters.thrust_max 0.110129 N with mass 50 kg .* allowed: above 1"),
+    (lambda d: d.update(hover_command=1.5, vehicle_parameters={**d["vehicle_parameters"], "hover_command": 1.5}),
+     r"policy.json deployment.vehicle_parameters.hover_command is 1.5; allowed: a number in \(0, 1\)"),
+    (lambda d: d.update(vehicle_parameters=None), "policy.json deployment.vehicle_parameters must be a JSON object"),
+])
+def test_a_deployment_vehicle_no_multirotor_could_be_is_refused_at_start(tmp_path, change, message):
+    bundle, _ = _deployed_on(tmp_path, "crazyflie_rltools")
+    _edit(bundle, lambda m: change(m["deployment"]))
+    with pytest.raises(BundleError, match=message):
+        _controller(bundle)

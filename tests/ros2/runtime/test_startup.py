@@ -49,6 +49,13 @@ def _bad_bundle(tmp_path, kind: str):
         manifest["training"]["vehicle_parameters"]["thrust_max"] = math.nan
         (bundle / "policy.json").write_text(json.dumps(manifest))  # json writes the NaN literal
         return bundle
+    if kind == "deployment_thrust_mismatch":  # the block's thrust disagrees with its own vehicle's
+        manifest = json.loads((bundle / "policy.json").read_text())
+        vehicle = manifest["training"]["vehicle_parameters"]
+        manifest["deployment"] = {"vehicle": "crazyflie_l2f_paper", "thrust_max_newton": 0.11,
+                                  "hover_command": vehicle["hover_command"], "vehicle_parameters": vehicle}
+        (bundle / "policy.json").write_text(json.dumps(manifest))
+        return bundle
     # the first layer's weights rewritten in place in the ONNX file (same bytes length: a valid protobuf)
     data = (bundle / "policy.onnx").read_bytes()
     weight = next(v for name, v in float_initializers(bundle / "policy.onnx").items() if v.ndim == 2)
@@ -60,6 +67,8 @@ def _bad_bundle(tmp_path, kind: str):
 
 @pytest.mark.parametrize("kind, message", [
     ("thrust_max_nan", "training.vehicle_parameters.thrust_max is nan; every number in policy.json must be finite"),
+    ("deployment_thrust_mismatch", "deployment.thrust_max_newton is 0.11 but deployment.vehicle_parameters.thrust_max "
+                                   "is 0.148828670064; they must be the same number"),
     ("nan_weights", "weight 'actor.trunk.0.weight' holds 3200 NaN or infinite values"),
     ("weights_times_minus_3", "does not reproduce the bundle's recorded pairs"),
 ])

@@ -53,8 +53,11 @@ class PolicyBundle:
     recorded_observations: np.ndarray  # (pairs, observation_size)
     recorded_actions: np.ndarray  # (pairs, action_size)
     env_config: dict[str, Any]
-    vehicle_parameters: dict[str, Any]
+    vehicle_parameters: dict[str, Any]  # training.vehicle_parameters: the nominal vehicle it was trained on
     manifest: dict[str, Any]
+    # policy.json `deployment`: the vehicle the bundle was exported to fly (its vehicle_parameters,
+    # thrust_max_newton, hover_command, firmware limits); {} in bundles from before it was recorded
+    deployment: dict[str, Any] = dataclasses.field(default_factory=dict)
 
     @property
     def onnx_path(self) -> Path:
@@ -153,11 +156,13 @@ def _parse(directory: Path, manifest: dict[str, Any]) -> PolicyBundle:
     training = _mapping(manifest, "training", required=False)
     env_config = _mapping(training, "env_config", "training.", required=False)
     vehicle_parameters = _mapping(training, "vehicle_parameters", "training.", required=False)
+    deployment = _mapping(manifest, "deployment", required=False)
     return PolicyBundle(
         directory=directory, env_id=str(manifest["env_id"]), control_hz=control_hz, observation_size=obs_size,
         layout=layout, action_size=act_size, action_low=low, action_high=high, safe_action=safe,
         recorded_observations=recorded_obs, recorded_actions=recorded_act,
         env_config=dict(env_config), vehicle_parameters=dict(vehicle_parameters), manifest=manifest,
+        deployment=dict(deployment),
     )
 
 

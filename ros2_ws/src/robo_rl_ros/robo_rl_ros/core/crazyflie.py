@@ -3,7 +3,9 @@
 The policy commands normalized motor thrusts (Crazyflie `controlModeForce`: `action[i]` is rotor i's
 thrust as a fraction of the vehicle's `thrust_max`, motors M1..M4 in the firmware's order). crazyswarm2
 has no motor-level topic, so the node turns the thrusts into an attitude-and-thrust setpoint through the
-vehicle model recorded in policy.json:
+model of the flown vehicle recorded in policy.json (`deployment.vehicle_parameters`, the vehicle the bundle
+was exported for: the policy's actions are fractions of that vehicle's own maximum thrust; bundles from
+before it was recorded give `training.vehicle_parameters`):
 
 1. Mixer: rotor forces F_i = a_i thrust_max give the collective thrust T = sum F_i and the body torques
    tau = sum r_i x (0, 0, F_i) + (0, 0, sum k_i F_i) (rotor positions r_i, signed yaw-torque
@@ -68,12 +70,35 @@ VEHICLE_RANGES: dict[str, tuple[float, float, str]] = {
     "gravity": (0.1, 100.0, "m/s^2"),
 }
 SIGNED_FIELDS = ("rotor_positions", "yaw_torque_coefficients")
+TRAINING_PARAMETERS = "training.vehicle_parameters"
+DEPLOYMENT_PARAMETERS = "deployment.vehicle_parameters"
 MIN_ROTOR_OFFSET = 0.001  # [m] from the centre in x-y (sim: rotor_offset >= 0.001 m)
+
+
+def flown_vehicle_parameters(bundle: PolicyBundle) -> tuple[dict, str]:
+    """The parameters of the vehicle the bundle flies and where policy.json holds them: its deployment
+    vehicle's, or for a bundle without a `deployment` block the training vehicle's. BundleError where the
+    deployment block's thrust_max_newton or hover_command disagree with its vehicle_parameters."""
+    if not bundle.deployment:
+        return bundle.vehicle_parameters, TRAINING_PARAMETERS
+    parameters = bundle.deployment.get("vehicle_parameters")
+    if not isinstance(parameters, dict):
+        raise BundleError(f"policy.json {DEPLOYMENT_PARAMETERS} must be a JSON object, got "
+                          f"{type(parameters).__name__}; export the bundle again")
+    for key, field in (("thrust_max_newton", "thrust_max"), ("hover_command", "hover_command")):
+        value, recorded = bundle.deployment.get(key), parameters.get(field)
+        same = isinstance(value, (int, float)) and isinstance(recorded, (int, float)) \
+            and abs(value - recorded) <= 1e-9 * abs(recorded)
+        if not same:
+            raise BundleError(f"policy.json deployment.{key} is {value!r} but {DEPLOYMENT_PARAMETERS}.{field} is "
+                              f"{recorded!r}; they must be the same number (export the bundle again)")
+    return parameters, DEPLOYMENT_PARAMETERS
 
 
 @dataclasses.dataclass(frozen=True)
 class VehicleModel:
-    """The rigid-body and rotor numbers of the vehicle the policy was trained on (policy.json)."""
+    """The rigid-body and rotor numbers of the vehicle the policy flies (policy.json: the deployment vehicle,
+    else the training vehicle)."""
 
     mass: float
     inertia: np.ndarray  # (3,) principal moments, body frame [kg m^2]
@@ -84,28 +109,25 @@ class VehicleModel:
 
     @classmethod
     def from_bundle(cls, bundle: PolicyBundle) -> "VehicleModel":
-        """The vehicle recorded under training.vehicle_parameters; BundleError if incomplete."""
-        p = bundle.vehicle_parameters
+        """The vehicle the bundle flies (`flown_vehicle_parameters`); BundleError if incomplete or unphysical."""
+        p, where = flown_vehicle_parameters(bundle)
         try:
             model = cls(mass=float(p["mass"]), inertia=np.asarray(p["inertia"], dtype=np.float64).reshape(3),
                         rotor_positions=np.asarray(p["rotor_positions"], dtype=np.float64).reshape(4, 3),
                         yaw_torque_coefficients=np.asarray(p["yaw_torque_coefficients"], dtype=np.float64).reshape(4),
                         thrust_max=float(p["thrust_max"]), gravity=float(p["gravity"]))
         except (KeyError, TypeError, ValueError) as error:
-            raise BundleError(f"policy.json training.vehicle_parameters is incomplete: {error!r}") from error
-        model.check()
-        hover = p.get("hover_command", model.hover_fraction)
-        if not (isinstance(hover, (int, float)) and 0.0 < hover < 1.0):
-            raise BundleError(f"policy.json training.vehicle_parameters.hover_command is {hover!r}; allowed: a "
-                              "number in (0, 1) (fraction of thrust_max that carries the vehicle)")
+            raise BundleError(f"policy.json {where} is incomplete: {error!r}") from error
+        model.check(where)
+        hover_command(bundle, model)
         return model
 
-    def check(self) -> None:
+    def check(self, where: str = TRAINING_PARAMETERS) -> None:
         """Raise one BundleError naming the first number that no real multirotor has (VEHICLE_RANGES, positive
-        principal moments that satisfy the triangle inequality, thrust-to-weight above 1). Past these, the
-        one-period prediction of `attitude_setpoint` overflows (1e308 in a rotor position was a 'math domain
-        error' out of the first tick)."""
-        prefix = "policy.json training.vehicle_parameters."
+        principal moments that satisfy the triangle inequality, thrust-to-weight above 1); `where` names the
+        numbers' place in policy.json. Past these, the one-period prediction of `attitude_setpoint` overflows
+        (1e308 in a rotor position was a 'math domain error' out of the first tick)."""
+        prefix = f"policy.json {where}."
         # (NaN compares False: each check is written so that NaN fails it)
         for name in VEHICLE_RANGES:
             low, high, unit = VEHICLE_RANGES[name]
@@ -145,6 +167,17 @@ class VehicleModel:
     def hover_fraction(self) -> float:
         """The motor command (fraction of thrust_max) at which four rotors carry the weight."""
         return self.mass * self.gravity / (4.0 * self.thrust_max)
+
+
+def hover_command(bundle: PolicyBundle, vehicle: VehicleModel) -> float:
+    """The motor command that carries the flown vehicle (its recorded hover_command, else computed from
+    `vehicle`): what the action history starts from. BundleError unless it lies in (0, 1)."""
+    p, where = flown_vehicle_parameters(bundle)
+    hover = p.get("hover_command", vehicle.hover_fraction)
+    if isinstance(hover, bool) or not (isinstance(hover, (int, float)) and 0.0 < hover < 1.0):
+        raise BundleError(f"policy.json {where}.hover_command is {hover!r}; allowed: a number in (0, 1) "
+                          "(fraction of thrust_max that carries the vehicle)")
+    return float(hover)
 
 
 class AttitudeSetpoint(NamedTuple):

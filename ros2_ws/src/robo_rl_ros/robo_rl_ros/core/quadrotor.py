@@ -25,7 +25,7 @@ import numpy as np
 from robo_rl_ros.core.bundle import BundleError, PolicyBundle
 from robo_rl_ros.core.crazyflie import (BACKENDS, DEFAULT_BACKEND, MAX_YAW_RATE_DEG, STOP_COMMAND, AttitudeSetpoint,
                                         LegacyCommand, VehicleModel, attitude_setpoint, descent_command,
-                                        legacy_command)
+                                        hover_command, legacy_command)
 from robo_rl_ros.core.inference import OnnxPolicy
 from robo_rl_ros.core.observation import ActionHistory, QuadrotorObservation, VehicleState
 from robo_rl_ros.core.rotations import all_finite, floats
@@ -80,8 +80,8 @@ class QuadrotorPolicyController:
         self.dt = 1.0 / bundle.control_hz
         self.policy = OnnxPolicy(bundle)
         self.observation = QuadrotorObservation(bundle)
-        self.vehicle = VehicleModel.from_bundle(bundle)
-        hover = np.full(4, float(bundle.vehicle_parameters.get("hover_command", self.vehicle.hover_fraction)))
+        self.vehicle = VehicleModel.from_bundle(bundle)  # the deployment vehicle: actions are its thrust fractions
+        hover = np.full(4, hover_command(bundle, self.vehicle))
         self.history = ActionHistory(self.observation.history_length, 4, hover)
         self.filter = SafetyFilter(bundle.action_low, bundle.action_high, bundle.safe_action, settings.max_action_delta)
         self.watchdog = StateWatchdog(settings.state_timeout)
