@@ -109,9 +109,12 @@ def check_options(cfg: DictConfig, command: str, require_all: bool = True) -> No
         check_run(cfg.run)
         suite_from_config(cfg)
     if command == "export" and OmegaConf.select(cfg, "vehicle", default=None) is not None:
-        from robo_rl.export.bundle import check_vehicle_name
+        from robo_rl.export.bundle import ExportError, check_vehicle_name
 
-        check_vehicle_name(str(cfg.vehicle))
+        try:
+            check_vehicle_name(str(cfg.vehicle))
+        except ExportError as error:
+            raise ConfigError(str(error)) from None
     if command in OPTIONS:
         check_known_keys(OmegaConf.to_container(cfg, resolve=False), known_keys(command), command)
 
