@@ -62,6 +62,9 @@ class RandomizationConfig:
     thrust_curve_linear_share: Range = (0.0, 0.0)
     motor_tau_rise_scale: Range = (1.0, 1.0)  # times motor_tau_scale, drawn independently of the fall
     motor_tau_fall_scale: Range = (1.0, 1.0)
+    # All three moments of inertia together (the vehicle's size), times inertia_scale per axis. Drawn
+    # log-uniformly: the Crazyflie family spans a factor of ~10 (learning-to-fly's model to the Brushless).
+    inertia_size_scale: Range = (1.0, 1.0)
 
 
 @dataclasses.dataclass
@@ -231,6 +234,7 @@ RANGES: dict[str, Interval] = {
     "randomization.thrust_curve_linear_share": at_least_zero(1.0),
     "randomization.motor_tau_rise_scale": at_least_zero(10.0),
     "randomization.motor_tau_fall_scale": at_least_zero(10.0),
+    "randomization.inertia_size_scale": Interval(0.01, 100.0),
     "randomization.observation_noise.position": at_least_zero(10.0, "m"),
     "randomization.observation_noise.orientation": at_least_zero(10.0),
     "randomization.observation_noise.velocity": at_least_zero(10.0, "m/s"),
@@ -250,7 +254,7 @@ RANGE_PAIRS = ("randomization.mass_scale", "randomization.inertia_scale", "rando
                "randomization.yaw_torque_scale", "randomization.motor_tau_scale", "randomization.latency_steps",
                "randomization.arm_length_scale", "randomization.thrust_to_weight",
                "randomization.thrust_curve_linear_share", "randomization.motor_tau_rise_scale",
-               "randomization.motor_tau_fall_scale")
+               "randomization.motor_tau_fall_scale", "randomization.inertia_size_scale")
 # vehicle_overrides, by Vehicle field (model.py's own checks then hold the vehicle to physical sense)
 VEHICLE_RANGES: dict[str, Interval] = {
     "mass": Interval(0.001, 100.0, unit="kg"),

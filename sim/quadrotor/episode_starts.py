@@ -35,6 +35,7 @@ UNIFORM_FIELDS: tuple[tuple[str, int], ...] = (
     ("position", 3), ("tilt_axis", 2), ("tilt_angle", 1), ("velocity", 3), ("angular_velocity", 3),
     ("at_rest", 1), ("target", 3), ("arm_length_scale", 1), ("thrust_to_weight", 1),
     ("thrust_curve_linear_share", 1), ("motor_tau_rise_scale", 1), ("motor_tau_fall_scale", 1),
+    ("inertia_size_scale", 1),
 )
 UNIFORM_COUNT = sum(size for _, size in UNIFORM_FIELDS)
 

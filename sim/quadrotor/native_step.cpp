@@ -23,6 +23,7 @@ float expf(float) __attribute__((simd("notinbranch"), nothrow, leaf, const));
 double sin(double) __attribute__((simd("notinbranch"), nothrow, leaf, const));
 double cos(double) __attribute__((simd("notinbranch"), nothrow, leaf, const));
 double pow(double, double) __attribute__((simd("notinbranch"), nothrow, leaf, const));
+double exp(double) __attribute__((simd("notinbranch"), nothrow, leaf, const));
 }
 
 #include "native_step_config.h"
@@ -217,6 +218,7 @@ LANEWISE(DV, DRAWS, dcos, cos(x[l]))
 LANEWISE(DV, DRAWS, dcbrt, pow(x[l], 1.0 / 3.0))  // as numpy's ** (1 / 3)
 LANEWISE(DV, DRAWS, dsqrt, sqrt(x[l]))
 LANEWISE(DV, DRAWS, dfloor, floor(x[l]))
+LANEWISE(DV, DRAWS, dexp, exp(x[l]))
 #undef LANEWISE
 inline DV dsplat(double value) { return DV{} + value; }
 inline DV dmax(DV x, double m) { return x > m ? x : dsplat(m); }
@@ -261,8 +263,9 @@ void draw_starts(uint64_t key, const int64_t* env, const int64_t* episode, int c
   constexpr bool VARY = RANDOMIZE && VEHICLE_PARAMETERS;
   const DV tau_scale = VARY ? between(MOTOR_TAU_SCALE_LOW, MOTOR_TAU_SCALE_HIGH, u[U_motor_tau_scale]) : dsplat(1.0);
   s[START_mass] = VARY ? NOMINAL_MASS_D * between(MASS_SCALE_LOW, MASS_SCALE_HIGH, u[U_mass_scale]) : dsplat(NOMINAL_MASS_D);
+  const DV size = dexp(between(INERTIA_SIZE_LOG_LOW, INERTIA_SIZE_LOG_HIGH, u[U_inertia_size_scale]));
   for (int k = 0; k < 3; ++k) {
-    s[START_inertia + k] = VARY ? NOMINAL_INERTIA[k] * between(INERTIA_SCALE_LOW, INERTIA_SCALE_HIGH, u[U_inertia_scale + k])
+    s[START_inertia + k] = VARY ? NOMINAL_INERTIA[k] * between(INERTIA_SCALE_LOW, INERTIA_SCALE_HIGH, u[U_inertia_scale + k]) * size
                                 : dsplat(NOMINAL_INERTIA[k]);
     s[START_disturbance_force + k] = RANDOMIZE ? between(-1.0, 1.0, u[U_disturbance_force + k]) * DISTURBANCE_FORCE_D : dsplat(0.0);
     s[START_disturbance_torque + k] = RANDOMIZE ? between(-1.0, 1.0, u[U_disturbance_torque + k]) * DISTURBANCE_TORQUE_D : dsplat(0.0);

@@ -162,6 +162,7 @@ def _start_constants(batch: QuadrotorBatch) -> dict[str, str]:
         values[f"{name.upper()}_LOW"], values[f"{name.upper()}_HIGH"] = getattr(randomization, name)
     ratio = randomization.thrust_to_weight
     values["THRUST_TO_WEIGHT_LOW"], values["THRUST_TO_WEIGHT_HIGH"] = ratio if ratio is not None else (0.0, 0.0)
+    values["INERTIA_SIZE_LOG_LOW"], values["INERTIA_SIZE_LOG_HIGH"] = (math.log(v) for v in randomization.inertia_size_scale)
     values["THRUST_MAX_D"] = params.thrust_max
     values["WEIGHT_TO_THRUST"] = params.gravity / (4.0 * params.thrust_max)  # as randomization._thrust_curve
     defines = {name: f"({float(value)!r})" for name, value in values.items()}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import Any, Mapping
 
 import numpy as np
@@ -75,7 +76,8 @@ def sample_params(xp: Any, u: Mapping[str, Any], nominal: QuadrotorParams, confi
     mass = nominal.mass * _between(config.mass_scale, u["mass_scale"])
     return {
         "mass": mass,
-        "inertia": _rows(xp, ones, nominal.inertia) * _between(config.inertia_scale, u["inertia_scale"]),
+        "inertia": _rows(xp, ones, nominal.inertia) * _between(config.inertia_scale, u["inertia_scale"])
+        * _log_between(xp, config.inertia_size_scale, u["inertia_size_scale"]),
         "yaw_torque_coefficients": _rows(xp, ones, nominal.yaw_torque_coefficients)
         * _between(config.yaw_torque_scale, u["yaw_torque_scale"]),
         "thrust_scale": _between(config.thrust_scale, u["thrust_scale"]),
@@ -116,6 +118,12 @@ def _between(bounds: tuple[float, float], u: Any) -> Any:
     """Uniforms in [0, 1) mapped onto [low, high)."""
     low, high = float(bounds[0]), float(bounds[1])
     return low + (high - low) * u
+
+
+def _log_between(xp: Any, bounds: tuple[float, float], u: Any) -> Any:
+    """Uniforms in [0, 1) mapped log-uniformly onto [low, high) (1 exactly where low = high = 1)."""
+    low, high = math.log(float(bounds[0])), math.log(float(bounds[1]))
+    return xp.exp(low + (high - low) * u)
 
 
 def _rows(xp: Any, ones: Any, values: np.ndarray) -> Any:

@@ -18,7 +18,7 @@ from tests.sim.conftest import fixed_randomization
 
 # Wide ranges, every one of them drawn (what a family-of-vehicles training distribution exercises)
 WIDE: dict[str, Any] = {
-    "mass_scale": (0.9, 1.6), "inertia_scale": (0.8, 3.0), "arm_length_scale": (0.8, 1.3),
+    "mass_scale": (0.9, 1.6), "inertia_scale": (0.9, 1.1), "inertia_size_scale": (0.5, 8.0), "arm_length_scale": (0.8, 1.3),
     "thrust_to_weight": (1.4, 3.0), "thrust_curve_linear_share": (0.0, 0.5), "thrust_scale": (0.95, 1.05),
     "yaw_torque_scale": (0.7, 3.0), "motor_tau_scale": (0.5, 1.5), "motor_tau_rise_scale": (0.3, 1.0),
     "motor_tau_fall_scale": (1.0, 2.0), "latency_steps": (0, 3), "disturbance_force": 0.01,
@@ -44,6 +44,10 @@ def test_every_path_draws_the_distribution_within_its_ranges(path):
         value = p[field] / (nominal.mass if field == "mass" else 1.0)
         low, high = WIDE[name]
         assert value.min() >= low and value.max() <= high and value.max() - value.min() > 0.9 * (high - low), name
+    size = p["inertia"] / nominal.inertia  # per-axis scale times one size scale, drawn log-uniformly
+    assert size.min() >= 0.5 * 0.9 and size.max() <= 8.0 * 1.1
+    log_size = np.log(size.mean(1))
+    assert abs(np.median(log_size) - np.log(2.0)) < 0.1  # the geometric middle of [0.5, 8], not the arithmetic
     ratio = _thrust_to_weight(p, nominal.gravity)
     assert ratio.min() >= 1.4 - 1e-9 and ratio.max() <= 3.0 + 1e-9 and ratio.min() < 1.45 and ratio.max() > 2.95
     # the curve keeps its shape's bounds: thrust at zero speed falls with the linear share, full speed is thrust_max
@@ -112,7 +116,7 @@ def test_the_native_step_restarts_episodes_with_the_distribution_as_the_eager_st
 # flies the same vehicle): longer arms, a partly linear thrust curve at thrust-to-weight 1.8, heavier,
 # slower to speed up than to slow down.
 ODD_VEHICLE = fixed_randomization(
-    mass_scale=(1.3, 1.3), inertia_scale=(1.7, 1.7), arm_length_scale=(1.25, 1.25), thrust_to_weight=(1.8, 1.8),
+    mass_scale=(1.3, 1.3), inertia_scale=(1.2, 1.2), inertia_size_scale=(1.4, 1.4), arm_length_scale=(1.25, 1.25), thrust_to_weight=(1.8, 1.8),
     thrust_curve_linear_share=(0.4, 0.4), yaw_torque_scale=(2.0, 2.0), motor_tau_rise_scale=(0.5, 0.5),
     motor_tau_fall_scale=(1.5, 1.5),
 )
