@@ -19,7 +19,7 @@ ROS_PACKAGES := "ros-jazzy-rclpy[fastrtps]==7.1.6" ros-jazzy-std-msgs==5.3.6 ros
   cyclonedds==11.0.1 mcap-ros2-support==0.6.0 numpy==2.4.6 onnxruntime==1.31.1 mujoco==4.0.0 \
   gymnasium==1.4.0 pytest==9.2.0 setuptools==79.0.1
 
-.PHONY: train test bench venv clean system-deps ros-venv ros-test ros-system-deps
+.PHONY: train test bench specialists venv clean system-deps ros-venv ros-test ros-system-deps
 
 venv: $(STAMP)
 
@@ -40,6 +40,13 @@ train: $(STAMP)
 	@$(MAKE) --no-print-directory system-deps STRICT=0  # without them the export skips its STM32F405 check
 	$(PY) -m robo_rl.train hydra.run.dir=$(RUN) $(ARGS)
 	$(PY) -m robo_rl.export run=$(RUN)
+
+# One hover policy per named vehicle (configs/experiment/specialist.yaml) into outputs/specialists/<vehicle>:
+# the ceilings the robustness suite prints (python -m robo_rl.robustness run=<run> specialists_dir=outputs/specialists).
+specialists: $(STAMP)
+	for vehicle in $$($(PY) -c "from sim.quadrotor.model import VEHICLES; print(*VEHICLES)"); do \
+	  $(PY) -m robo_rl.train +experiment=specialist +env.overrides.vehicle=$$vehicle \
+	    hydra.run.dir=outputs/specialists/$$vehicle $(ARGS) || exit 1; done
 
 bench: $(STAMP)
 	$(PY) bench/sim_speed.py

@@ -89,8 +89,8 @@ def suite_from_config(cfg: DictConfig | Mapping[str, Any]) -> Suite:
     """The suite of a robustness config; ConfigError naming the option for an unknown vehicle (in `vehicles`
     or `specialists`), a start set the env refuses, or a specialist folder that is not a run with a policy."""
     keys = ("vehicles", "latency_steps", "start_sets", "wind", "episodes", "seed", "held_out", "specialists",
-            "targets")
-    cfg = {key: OmegaConf.to_container(cfg[key], resolve=True) if OmegaConf.is_config(cfg[key]) else cfg[key]
+            "specialists_dir", "targets")
+    cfg = {key: OmegaConf.to_container(cfg.get(key), resolve=True) if OmegaConf.is_config(cfg.get(key)) else cfg.get(key)
            for key in keys}
     vehicles = tuple(VEHICLES) if cfg["vehicles"] is None else tuple(cfg["vehicles"])
     for name in vehicles:
@@ -114,6 +114,12 @@ def suite_from_config(cfg: DictConfig | Mapping[str, Any]) -> Suite:
         except ConfigError as error:
             raise ConfigError(f"start_sets.{name}: {error}") from None
     specialists = {str(k): str(v) for k, v in (cfg.get("specialists") or {}).items()}
+    if cfg.get("specialists_dir"):  # one run per vehicle, named by it (make specialists); given ones win
+        folder = Path(cfg["specialists_dir"])
+        if not folder.is_dir():
+            raise ConfigError(f"specialists_dir={folder}: no such folder (make specialists trains one run per vehicle there)")
+        found = {name: str(folder / name) for name in vehicles if (folder / name / "config.yaml").is_file()}
+        specialists = {**found, **specialists}
     for name, folder in specialists.items():
         if name not in vehicles:
             known = ", ".join(vehicles)

@@ -65,6 +65,10 @@ class RandomizationConfig:
     # All three moments of inertia together (the vehicle's size), times inertia_scale per axis. Drawn
     # log-uniformly: the Crazyflie family spans a factor of ~10 (learning-to-fly's model to the Brushless).
     inertia_size_scale: Range = (1.0, 1.0)
+    # Moments of inertia also scale with the drawn mass and the square of the drawn arm length, as a rigid
+    # frame's do (m L^2): then a heavier or larger draw is not also a more agile one, and the vehicles'
+    # angular authority (arm x thrust / inertia) stays within the family's instead of multiplying its spreads.
+    inertia_follows_mass_and_arm: bool = False
 
 
 @dataclasses.dataclass

@@ -263,10 +263,12 @@ void draw_starts(uint64_t key, const int64_t* env, const int64_t* episode, int c
   constexpr bool VARY = RANDOMIZE && VEHICLE_PARAMETERS;
   const DV tau_scale = VARY ? between(MOTOR_TAU_SCALE_LOW, MOTOR_TAU_SCALE_HIGH, u[U_motor_tau_scale]) : dsplat(1.0);
   s[START_mass] = VARY ? NOMINAL_MASS_D * between(MASS_SCALE_LOW, MASS_SCALE_HIGH, u[U_mass_scale]) : dsplat(NOMINAL_MASS_D);
+  s[START_arm_scale] = VARY ? between(ARM_LENGTH_SCALE_LOW, ARM_LENGTH_SCALE_HIGH, u[U_arm_length_scale]) : dsplat(1.0);
   const DV size = dexp(between(INERTIA_SIZE_LOG_LOW, INERTIA_SIZE_LOG_HIGH, u[U_inertia_size_scale]));
   for (int k = 0; k < 3; ++k) {
-    s[START_inertia + k] = VARY ? NOMINAL_INERTIA[k] * between(INERTIA_SCALE_LOW, INERTIA_SCALE_HIGH, u[U_inertia_scale + k]) * size
-                                : dsplat(NOMINAL_INERTIA[k]);
+    DV inertia = NOMINAL_INERTIA[k] * between(INERTIA_SCALE_LOW, INERTIA_SCALE_HIGH, u[U_inertia_scale + k]) * size;
+    if (INERTIA_FOLLOWS_MASS_AND_ARM) inertia = inertia * (s[START_mass] * (1.0 / NOMINAL_MASS_D)) * (s[START_arm_scale] * s[START_arm_scale]);
+    s[START_inertia + k] = VARY ? inertia : dsplat(NOMINAL_INERTIA[k]);
     s[START_disturbance_force + k] = RANDOMIZE ? between(-1.0, 1.0, u[U_disturbance_force + k]) * DISTURBANCE_FORCE_D : dsplat(0.0);
     s[START_disturbance_torque + k] = RANDOMIZE ? between(-1.0, 1.0, u[U_disturbance_torque + k]) * DISTURBANCE_TORQUE_D : dsplat(0.0);
   }
@@ -280,7 +282,6 @@ void draw_starts(uint64_t key, const int64_t* env, const int64_t* episode, int c
   s[START_motor_tau_fall] = VARY ? NOMINAL_TAU_FALL * tau_scale * between(MOTOR_TAU_FALL_SCALE_LOW, MOTOR_TAU_FALL_SCALE_HIGH, u[U_motor_tau_fall_scale])
                                  : dsplat(NOMINAL_TAU_FALL);
   s[START_latency_steps] = RANDOMIZE ? dfloor(LATENCY_LOW + u[U_latency_steps] * LATENCY_COUNT) : dsplat(0.0);
-  s[START_arm_scale] = VARY ? between(ARM_LENGTH_SCALE_LOW, ARM_LENGTH_SCALE_HIGH, u[U_arm_length_scale]) : dsplat(1.0);
   {  // the plant's thrust curve (randomization._thrust_curve)
     const DV share = VARY ? between(THRUST_CURVE_LINEAR_SHARE_LOW, THRUST_CURVE_LINEAR_SHARE_HIGH, u[U_thrust_curve_linear_share])
                           : dsplat(0.0);

@@ -168,6 +168,7 @@ def _start_constants(batch: QuadrotorBatch) -> dict[str, str]:
     defines = {name: f"({float(value)!r})" for name, value in values.items()}
     defines.update(RANDOMIZE=str(int(randomization.enabled)), REACH=str(int(config.task == "reach")),
                    VEHICLE_PARAMETERS=str(int(randomization.vehicle_parameters)),
+                   INERTIA_FOLLOWS_MASS_AND_ARM=str(int(randomization.inertia_follows_mass_and_arm)),
                    DRAW_THRUST_TO_WEIGHT=str(int(ratio is not None)), NEWTON_STEPS=str(rotations.NEWTON_STEPS))
     return defines
 

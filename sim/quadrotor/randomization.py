@@ -74,16 +74,20 @@ def sample_params(xp: Any, u: Mapping[str, Any], nominal: QuadrotorParams, confi
         return {**_nominal_vehicle(xp, ones, nominal), **drawn}
     tau_scale = _between(config.motor_tau_scale, u["motor_tau_scale"])
     mass = nominal.mass * _between(config.mass_scale, u["mass_scale"])
+    arm = _between(config.arm_length_scale, u["arm_length_scale"])
+    inertia = _rows(xp, ones, nominal.inertia) * _between(config.inertia_scale, u["inertia_scale"]) \
+        * _log_between(xp, config.inertia_size_scale, u["inertia_size_scale"])
+    if config.inertia_follows_mass_and_arm:
+        inertia = inertia * (mass * (1.0 / nominal.mass)) * (arm * arm)
     return {
         "mass": mass,
-        "inertia": _rows(xp, ones, nominal.inertia) * _between(config.inertia_scale, u["inertia_scale"])
-        * _log_between(xp, config.inertia_size_scale, u["inertia_size_scale"]),
+        "inertia": inertia,
         "yaw_torque_coefficients": _rows(xp, ones, nominal.yaw_torque_coefficients)
         * _between(config.yaw_torque_scale, u["yaw_torque_scale"]),
         "thrust_scale": _between(config.thrust_scale, u["thrust_scale"]),
         "motor_tau_rise": nominal.motor_tau_rise * tau_scale * _between(config.motor_tau_rise_scale, u["motor_tau_rise_scale"]),
         "motor_tau_fall": nominal.motor_tau_fall * tau_scale * _between(config.motor_tau_fall_scale, u["motor_tau_fall_scale"]),
-        "arm_scale": _between(config.arm_length_scale, u["arm_length_scale"]),
+        "arm_scale": arm,
         "thrust_curve": _thrust_curve(xp, u, nominal, config, mass),
         **drawn,
     }

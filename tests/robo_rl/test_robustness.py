@@ -143,3 +143,18 @@ def test_the_suite_config_names_every_vehicle_unless_told():
     cfg.latency_steps = [0, -1]
     with pytest.raises(ConfigError, match="latency_steps must be distinct whole numbers >= 0"):
         suite_from_config(cfg)
+
+
+def test_specialists_dir_finds_one_run_per_vehicle_and_given_specialists_win(trained_run, tmp_path):
+    """`make specialists` leaves outputs/specialists/<vehicle>; the suite takes the runs it finds there."""
+    folder = tmp_path / "specialists"
+    rltools = _copy_run(trained_run, folder / "crazyflie_rltools")
+    other = _copy_run(trained_run, tmp_path / "other")
+    cfg = OmegaConf.load(CONFIG)
+    cfg.run, cfg.specialists_dir = "unused", str(folder)
+    assert suite_from_config(cfg).specialists == {"crazyflie_rltools": str(rltools)}  # vehicles without a run: none
+    cfg.specialists = {"crazyflie_rltools": str(other)}
+    assert suite_from_config(cfg).specialists == {"crazyflie_rltools": str(other)}
+    cfg.specialists, cfg.specialists_dir = None, str(tmp_path / "missing")
+    with pytest.raises(ConfigError, match="specialists_dir=.*missing: no such folder"):
+        suite_from_config(cfg)

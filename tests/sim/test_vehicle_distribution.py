@@ -186,3 +186,26 @@ def test_reset_can_set_episode_parameters_and_refuses_bad_ones():
 def test_a_bad_distribution_is_refused_with_one_clear_error(randomization, message):
     with pytest.raises(ConfigError, match=message):
         make_config("hover", randomization=randomization)
+
+
+def test_inertia_can_follow_the_drawn_mass_and_arm_on_every_path():
+    """With inertia_follows_mass_and_arm, the moments are the nominal ones times m / m0, (L / L0)^2 and the
+    size and per-axis scales, drawn alike by numpy and the native step (which draws restarts in C++)."""
+    coupled = {**WIDE, "inertia_follows_mass_and_arm": True}
+
+    def draw(compile: bool | str, steps: int) -> dict[str, np.ndarray]:
+        env = QuadrotorVectorEnv("hover", num_envs=64, backend="torch", device="cpu", compile=compile,
+                                 randomization=coupled)
+        env.reset(seed=5)
+        for _ in range(steps):  # full thrust: every episode ends (out of the box) and restarts in the step
+            env.step(np.ones((64, 4), dtype=np.float32))
+        return env.batch.params_info()
+
+    native, eager = draw("native", 60), draw(False, 60)
+    assert (native["mass"] != QuadrotorVectorEnv("hover", num_envs=64, backend="torch", device="cpu",
+                                                 randomization=coupled).reset(seed=5)[1]["params"]["mass"]).any()
+    for name, value in eager.items():
+        np.testing.assert_allclose(native[name], value, rtol=1e-12, err_msg=name)
+    nominal = QuadrotorVectorEnv("hover", num_envs=1, backend="torch", device="cpu").batch.params
+    size = native["inertia"] / nominal.inertia / ((native["mass"] / nominal.mass) * native["arm_scale"] ** 2)[:, None]
+    assert size.min() >= 0.5 * 0.9 - 1e-12 and size.max() <= 8.0 * 1.1 + 1e-12
