@@ -78,6 +78,8 @@ class Suite:
     held_out_seed: int
     specialists: dict[str, str]  # vehicle -> run dir
     targets: Targets
+    firmware_limits: bool = True  # each named vehicle's flight-firmware thrust limits (Vehicle.firmware_thrust_*)
+    held_out_start_set: str | None = None  # None: the run's own training starts
 
     def cells(self, vehicles: Sequence[str] | None = None) -> list[Cell]:
         """The named-vehicle cells (of `vehicles`, default all of the suite's), in table order."""
@@ -89,7 +91,7 @@ def suite_from_config(cfg: DictConfig | Mapping[str, Any]) -> Suite:
     """The suite of a robustness config; ConfigError naming the option for an unknown vehicle (in `vehicles`
     or `specialists`), a start set the env refuses, or a specialist folder that is not a run with a policy."""
     keys = ("vehicles", "latency_steps", "start_sets", "wind", "episodes", "seed", "held_out", "specialists",
-            "specialists_dir", "targets")
+            "specialists_dir", "targets", "firmware_limits")
     cfg = {key: OmegaConf.to_container(cfg.get(key), resolve=True) if OmegaConf.is_config(cfg.get(key)) else cfg.get(key)
            for key in keys}
     vehicles = tuple(VEHICLES) if cfg["vehicles"] is None else tuple(cfg["vehicles"])
@@ -128,7 +130,16 @@ def suite_from_config(cfg: DictConfig | Mapping[str, Any]) -> Suite:
     targets = cfg.get("targets") or {}
     targets = Targets(**{**targets, "latency_steps": tuple(targets.get("latency_steps", Targets.latency_steps))})
     return Suite(vehicles, latencies, start_sets, float(cfg["wind"]), int(cfg["episodes"]), int(cfg["seed"]),
-                 int(cfg["held_out"]["episodes"]), int(cfg["held_out"]["seed"]), specialists, targets)
+                 int(cfg["held_out"]["episodes"]), int(cfg["held_out"]["seed"]), specialists, targets,
+                 bool(True if cfg.get("firmware_limits") is None else cfg["firmware_limits"]),
+                 _held_out_start_set(cfg["held_out"].get("start_set"), start_sets))
+
+
+def _held_out_start_set(name: Any, start_sets: Mapping[str, Any]) -> str | None:
+    """held_out.start_set: None (the run's own starts) or one of the suite's start sets."""
+    if name is not None and name not in start_sets:
+        raise ConfigError(f"held_out.start_set must be null or one of the start sets ({', '.join(start_sets)}), got {name!r}")
+    return name
 
 
 def check_quadrotor_env(env_id: Any, option: str) -> None:
@@ -165,8 +176,14 @@ def wind_forces(n: int, magnitude: float, seed: int) -> np.ndarray:
 def _vehicle_overrides(vehicle: str, suite: Suite) -> dict[str, Any]:
     """Env config overrides for a named vehicle's cells: its nominal physics as published (the run's own
     vehicle_overrides dropped), observation noise the run's; latency and wind are set per env at reset, the
-    latency range only sizes the latency buffer."""
-    return {"vehicle": vehicle, "vehicle_overrides": {},
+    latency range only sizes the latency buffer. With `suite.firmware_limits`, the motors get commands as the
+    vehicle's flight firmware limits them (clamped at its THRUST_MAX, off below THRUST_MIN), as on the robot."""
+    limits = {}
+    if suite.firmware_limits:
+        published = VEHICLES[vehicle]
+        limits = {"firmware_thrust_max": published.firmware_thrust_max or 0.0,
+                  "firmware_thrust_min": published.firmware_thrust_min or 0.0}
+    return {"vehicle": vehicle, "vehicle_overrides": {}, **limits,
             "randomization": {"enabled": True, "vehicle_parameters": False,
                               "latency_steps": [0, max(suite.latency_steps)], "disturbance_force": suite.wind,
                               "disturbance_torque": 0.0}}
@@ -234,13 +251,16 @@ def run_suite(run: str | Path, suite: Suite, checkpoint: str | None = "best", de
                                                  suite.cells([vehicle]), suite, device_))
     held_out = None
     if suite.held_out_episodes:
-        env = make_vector_env(run_cfg.env, suite.held_out_episodes, device_)
+        starts = {} if suite.held_out_start_set is None else {
+            "initial_state": suite.start_sets[suite.held_out_start_set]}
+        env = make_vector_env(run_cfg.env, suite.held_out_episodes, device_, overrides=starts)
         try:
             check_compatible(state, env_spec(env, run_cfg.env.id))
             result = evaluate_policy(lambda o: agent.act(o, deterministic=True), env, suite.held_out_seed, device_)
         finally:
             env.close()
         held_out = {"episodes": suite.held_out_episodes, "seed": suite.held_out_seed,
+                    "start_set": suite.held_out_start_set,
                     "success_rate": result["success_rate"], "mean_return": result["mean_return"],
                     "mean_length": result["mean_length"]}
     rows = []
@@ -343,7 +363,8 @@ def format_table(report: Mapping[str, Any]) -> str:
         lines.append(line)
     held_out = report.get("held_out")
     if held_out is not None:
-        lines.append(f"held-out vehicles (the run's training distribution, seed {held_out['seed']}): "
+        starts = held_out.get("start_set") or "the run's own"
+        lines.append(f"held-out vehicles (the run's training distribution, seed {held_out['seed']}, {starts} starts): "
                      f"{100 * held_out['success_rate']:.0f}% over {held_out['episodes']} episodes")
     lines.append("targets:")
     lines += [f"  {c['status']:4s} {c['check']}: {c['detail']}" for c in report["checks"]]

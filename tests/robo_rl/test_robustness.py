@@ -62,6 +62,7 @@ def test_the_suite_prints_its_table_and_writes_json_and_a_heatmap(trained_run, t
         else:
             assert cell["specialist_success_rate"] is None
     assert report["held_out"]["episodes"] == 10 and report["held_out"]["seed"] == 777777
+    assert report["held_out"]["start_set"] is None and report["suite"]["firmware_limits"] is True
     assert report["suite"]["episodes"] == 10 and report["suite"]["latency_steps"] == [0, 2]
 
     # the table: one row per vehicle and start set, `policy / specialist` where a specialist flew
@@ -72,7 +73,7 @@ def test_the_suite_prints_its_table_and_writes_json_and_a_heatmap(trained_run, t
     rate = round(100 * first["success_rate"])
     assert f"{rate} / {rate}" in rows["crazyflie_rltools l2f"]
     assert "/" not in rows["crazyflie_l2f_paper moderate"].split("moderate", 1)[1]
-    assert f"held-out vehicles (the run's training distribution, seed 777777): " \
+    assert f"held-out vehicles (the run's training distribution, seed 777777, the run's own starts): " \
            f"{100 * report['held_out']['success_rate']:.0f}% over 10 episodes" in out
 
     # the targets: latency 1 is not in this suite; the specialist's check compares a policy with itself
@@ -157,4 +158,24 @@ def test_specialists_dir_finds_one_run_per_vehicle_and_given_specialists_win(tra
     assert suite_from_config(cfg).specialists == {"crazyflie_rltools": str(other)}
     cfg.specialists, cfg.specialists_dir = None, str(tmp_path / "missing")
     with pytest.raises(ConfigError, match="specialists_dir=.*missing: no such folder"):
+        suite_from_config(cfg)
+
+
+def test_named_vehicles_fly_with_their_firmware_limits_and_held_out_starts_can_be_chosen():
+    from robo_rl.robustness import _vehicle_overrides
+    from sim.quadrotor.model import VEHICLES
+
+    cfg = OmegaConf.load(CONFIG)
+    cfg.run = "unused"
+    suite = suite_from_config(cfg)
+    brushless = _vehicle_overrides("crazyflie_brushless", suite)
+    assert brushless["firmware_thrust_max"] == VEHICLES["crazyflie_brushless"].firmware_thrust_max == 0.2
+    config = make_config("hover", {k: v for k, v in brushless.items()})  # a valid env config
+    assert config.firmware_thrust_min == VEHICLES["crazyflie_brushless"].firmware_thrust_min
+    cfg.firmware_limits = False
+    assert "firmware_thrust_max" not in _vehicle_overrides("crazyflie_brushless", suite_from_config(cfg))
+    cfg.held_out.start_set = "moderate"
+    assert suite_from_config(cfg).held_out_start_set == "moderate"
+    cfg.held_out.start_set = "gentle"
+    with pytest.raises(ConfigError, match="held_out.start_set must be null or one of the start sets"):
         suite_from_config(cfg)
