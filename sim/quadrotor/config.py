@@ -92,6 +92,9 @@ class QuadrotorEnvConfig:
     control_hz: float = 100.0
     episode_seconds: float = 5.0
     action_history: int = 8  # past actions in the observation (learning-to-fly used 32)
+    # past observed velocity errors and body rates in the observation: with the past actions, what a policy
+    # needs to tell how this vehicle answers its commands (thrust-to-weight, angular authority, delay)
+    state_history: int = 0
     center: tuple[float, float, float] = (0.0, 0.0, 1.0)  # hover target / start point / figure-eight centre
     reach_range: tuple[float, float, float] = (0.5, 0.5, 0.3)  # reach targets: centre +- this per axis [m]
     figure_eight_amplitude: float = 0.5  # [m] half-width along x; y half-width is half of it
@@ -216,6 +219,7 @@ RANGES: dict[str, Interval] = {
     "control_hz": Interval(10.0, 500.0, unit="Hz"),  # 1 to 50 physics steps of 2 ms
     "episode_seconds": positive(3600.0, "s"),
     "action_history": at_least_zero(256),
+    "state_history": at_least_zero(64),
     "center": Interval(-100.0, 100.0, unit="m"),
     "reach_range": at_least_zero(100.0, "m"),
     "figure_eight_amplitude": at_least_zero(100.0, "m"),

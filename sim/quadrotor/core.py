@@ -21,7 +21,7 @@ from sim.noise import NoiseTable
 from sim.quadrotor import motor, native_step
 from sim.quadrotor.config import QuadrotorEnvConfig, vehicle_from_config
 from sim.quadrotor.model import QuadrotorParams, load_model
-from sim.quadrotor.observation import quadrotor_layout
+from sim.quadrotor.observation import STATE_HISTORY_FIELDS, STATE_HISTORY_SIZE, quadrotor_layout
 from sim.quadrotor.physics import MujocoBatchPhysics, MujocoSinglePhysics, TorchPhysics
 from sim.quadrotor import episode_starts as starts
 from sim.quadrotor.randomization import EpisodeParams, nominal_params
@@ -103,7 +103,7 @@ class QuadrotorBatch:
                 f"control_hz={config.control_hz} must divide the physics rate {1 / self.params.timestep:g} Hz"
             )
         self.substeps = int(round(substeps))
-        self.layout = quadrotor_layout(config.action_history)
+        self.layout = quadrotor_layout(config.action_history, config.state_history)
         # Python floats, not arrays: constants of the (compiled, on the torch path) transition.
         self._thrust_curve = tuple(float(c) for c in self.params.thrust_curve)
         self._hover_command = float(self.params.hover_command)
@@ -157,6 +157,9 @@ class QuadrotorBatch:
         self.history = self._array(np.full((4 * config.action_history, n), hover))  # newest first
         self.pending = self._array(np.full((self._max_latency + 1, 4, n), hover))  # commands, newest first
         self.previous_action = self._array(np.full((4, n), hover))
+        # the observed velocity errors and body rates of past steps, newest first, and of the last observation
+        self.state_history = self._array(np.zeros((STATE_HISTORY_SIZE * config.state_history, n)))
+        self.last_observed = self._array(np.zeros((STATE_HISTORY_SIZE, n)))
         self.success_count = self._array(np.zeros(n))
         self.latency = self._index_array(np.zeros(n, dtype=np.int64))
         self.thrust_scale = self._array(np.ones((4, n)))
@@ -231,7 +234,7 @@ class QuadrotorBatch:
         ids = np.arange(self.num_envs) if ids is None else np.asarray(ids, dtype=np.int64)
         n = len(ids)
         if n == 0:
-            return self.observe(ids)
+            return self.observe(ids, restart=True)
         options = dict(options or {})
         unknown = set(options) - {"initial_state", "target", "params"}
         if unknown:
@@ -271,7 +274,7 @@ class QuadrotorBatch:
         ):
             value = np.moveaxis(np.asarray(value), 0, -1)
             array[..., columns] = self._array(value).to(array.dtype) if self.xp is torch else value
-        return self.observe(None if n == self.num_envs else ids)
+        return self.observe(None if n == self.num_envs else ids, restart=True)
 
     def _set_params(self, start: np.ndarray, params: Mapping[str, Any]) -> None:
         """Overwrite episode parameters in starts (n, START_SIZE) with given values, checked like a config."""
@@ -389,7 +392,13 @@ class QuadrotorBatch:
             self.history = restart(torch.full_like(self.history, hover), self.history)
         self.pending = restart(torch.full_like(self.pending, hover), self.pending)
         self.previous_action = restart(torch.full_like(self.previous_action, hover), self.previous_action)
-        return self._observation(*self._state_fields(None), self.history, noise)
+        state = self._observed_state(*self._state_fields(None), noise)
+        observed = state[STATE_HISTORY_FIELDS]
+        self.last_observed = observed
+        if self.config.state_history:
+            fresh = torch.cat([observed] * self.config.state_history, 0)
+            self.state_history = torch.where(done, fresh, self.state_history)
+        return self._assemble(state, self.history, self.state_history)
 
     def _check_action(self, action: Any, finite: bool = True) -> Any:
         """Actions (N, 4) as an array of the backend, validated: shape and (with `finite`) finite values."""
@@ -461,15 +470,26 @@ class QuadrotorBatch:
         within = (dist2 < config.success_radius**2) & (uprightness > self._cos_success_tilt) & ~terminated
         self.success_count = xp.where(within, self.success_count + 1.0, xp.zeros_like(self.success_count))
         is_success = (self.success_count >= max(self._window_steps, 1)) & ~terminated
-        obs = self._observation(pos_err, rotation, vel_err, angvel, self.history, noise)
+        state = self._observed_state(pos_err, rotation, vel_err, angvel, noise)
+        if self.config.state_history:  # the last observation's values enter the history
+            self.state_history = xp.concatenate([self.last_observed, self.state_history[:-STATE_HISTORY_SIZE]], 0)
+        self.last_observed = state[STATE_HISTORY_FIELDS]
+        obs = self._assemble(state, self.history, self.state_history)
         return StepResult(obs, reward, terminated, truncated, is_success, terms)
 
     # ------------------------------------------------------------ observation
-    def observe(self, ids: np.ndarray | None = None) -> Any:
-        """Observations (N, obs_dim) of the current state, or only of envs `ids` (len(ids), obs_dim)."""
+    def observe(self, ids: np.ndarray | None = None, restart: bool = False) -> Any:
+        """Observations (N, obs_dim) of the current state, or only of envs `ids` (len(ids), obs_dim). With
+        `restart` (an episode's first observation), the state history starts over from it."""
         rows = self._rows(ids)
         noise = None if self._noise is None else self._noise.rows(self.rng, rows)
-        return self._observation(*self._state_fields(rows), self.history[:, rows], noise)
+        state = self._observed_state(*self._state_fields(rows), noise)
+        if restart:
+            observed = state[STATE_HISTORY_FIELDS]
+            self.last_observed[:, rows] = observed
+            if self.config.state_history:
+                self.state_history[:, rows] = self.xp.concatenate([observed] * self.config.state_history, 0)
+        return self._assemble(state, self.history[:, rows], self.state_history[:, rows])
 
     def _rows(self, ids: np.ndarray | None) -> Any:
         return self._arange(self.num_envs) if ids is None else self._index_array(ids)
@@ -486,15 +506,20 @@ class QuadrotorBatch:
         ref_pos, ref_vel = reference(xp, self.config, targets, steps * self.config.control_dt)
         return pos - ref_pos, quat_to_matrix(xp, quat), vel - ref_vel, angvel
 
-    def _observation(self, pos_err: Any, rotation: Any, vel_err: Any, angvel: Any, history: Any, noise: Any) -> Any:
-        """Observations (n, obs_dim), a transposed view of a feature-major array; `noise` standard normal (18, n)."""
-        xp = self.xp
-        state = xp.concatenate([pos_err, rotation, vel_err, angvel], 0)
-        if noise is not None:
-            state = state + noise * self._noise_std
+    def _observed_state(self, pos_err: Any, rotation: Any, vel_err: Any, angvel: Any, noise: Any) -> Any:
+        """The state fields as observed, feature-major (18, n): `noise` standard normal (18, n) or None."""
+        state = self.xp.concatenate([pos_err, rotation, vel_err, angvel], 0)
+        return state if noise is None else state + noise * self._noise_std
+
+    def _assemble(self, state: Any, history: Any, state_history: Any) -> Any:
+        """Observations (n, obs_dim), a transposed view of a feature-major array: the observed state, the action
+        history and the state history (rows of n envs)."""
+        parts = [state]
         if self.config.action_history:
-            state = xp.concatenate([state, history], 0)
-        return state.T
+            parts.append(history)
+        if self.config.state_history:
+            parts.append(state_history)
+        return self.xp.concatenate(parts, 0).T if len(parts) > 1 else state.T
 
     @property
     def privileged_size(self) -> int:
@@ -502,8 +527,8 @@ class QuadrotorBatch:
         return self.layout.size + 4 + PRIVILEGED_PARAMETERS
 
     def privileged_observation(self, ids: np.ndarray | None = None) -> Any:
-        """What an asymmetric critic may see, (n, privileged_size): the observation without noise, the
-        rotor speeds, and the episode's parameters, each near 0 for the nominal vehicle: mass, inertia,
+        """What an asymmetric critic may see, (n, privileged_size): the observation without noise (its
+        histories as observed), the rotor speeds, and the episode's parameters, each near 0 for the nominal vehicle: mass, inertia,
         per-rotor thrust, arm length and yaw torque as relative errors, the thrust curve's coefficients as
         fractions of the nominal maximum thrust (less the nominal's), the rotors' decay per control step when
         speeding up and slowing down, disturbance force and torque as fractions of their configured bounds,
@@ -518,6 +543,7 @@ class QuadrotorBatch:
         fields = [*self._state_fields(rows)]
         history, rotor_speed, thrust_scale, latency = self.history, self.rotor_speed, self.thrust_scale, self.latency
         curve, rise, fall = self.thrust_curve, self.decay_rise[None], self.decay_fall[None]
+        state_history = self.state_history
         if xp is torch:  # the episode parameters as the physics holds them, feature-major
             physics = self.physics
             mass, inertia, force, torque = physics.mass[None], physics.inertia, physics.force, physics.torque
@@ -529,9 +555,9 @@ class QuadrotorBatch:
             arm, yaw = p.arm_scale[None], p.yaw_torque_coefficients.T[:1]
             latency = latency.astype(np.float64)
         if rows is not None:
-            history, rotor_speed, thrust_scale, mass, inertia, force, torque, arm, yaw, curve, rise, fall = (
-                x[:, rows] for x in (history, rotor_speed, thrust_scale, mass, inertia, force, torque, arm, yaw,
-                                     curve, rise, fall))
+            history, state_history, rotor_speed, thrust_scale, mass, inertia, force, torque, arm, yaw, curve, rise, fall = (
+                x[:, rows] for x in (history, state_history, rotor_speed, thrust_scale, mass, inertia, force, torque, arm,
+                                     yaw, curve, rise, fall))
             latency = latency[rows]
         rise_per_step, fall_per_step = rise, fall
         for _ in range(self.substeps - 1):
@@ -547,7 +573,7 @@ class QuadrotorBatch:
             inertia_rows - 1.0, arm - 1.0, yaw / float(nominal.yaw_torque_coefficients[0]) - 1.0, curve_rows,
             rise_per_step, fall_per_step,
         ]
-        return xp.concatenate([*fields, history, rotor_speed, *hidden], 0).T
+        return xp.concatenate([*fields, history, state_history, rotor_speed, *hidden], 0).T
 
     def params_info(self, copy: bool = True) -> dict[str, np.ndarray]:
         """Every env's current episode parameters and target as numpy arrays (N, ...), for `info["params"]`.

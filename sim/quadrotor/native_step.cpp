@@ -313,7 +313,8 @@ void draw_starts(uint64_t key, const int64_t* env, const int64_t* episode, int c
 
 struct Arrays {
   Rows state, rotor_speed, history, pending, previous_action, steps, success_count, thrust_scale, thrust_curve,
-      decay_rise, decay_fall, targets, mass, inertia, yaw_coefficients, force, torque, arm_scale, noise, final_noise,
+      decay_rise, decay_fall, targets, mass, inertia, yaw_coefficients, force, torque, arm_scale, state_history,
+      last_observed, noise, final_noise,
       observation, reward, terms, final_observation, privileged, final_privileged;
   int64_t* latency;
   int64_t* episode;  // index of each env's current episode
@@ -329,9 +330,27 @@ struct Arrays {
 };
 
 // The noise-free fields of a state plus observation noise: rows 0-17 of an observation
-// (QuadrotorBatch._observation; its action-history rows are written where the history is shifted).
-inline void write_fields(const Block& b, const Rows& observation, const Fields& f, const Rows& noise) {
-  for (int j = 0; j < 18; ++j) b.store(observation, j, NOISE ? f.value[j] + b.load(noise, j) * NOISE_STD[j] : f.value[j]);
+// (QuadrotorBatch._observed_state; its history rows are written where the histories are shifted). The
+// observed velocity error and body rates (rows 12-17, what a state history holds) go to `observed`.
+constexpr int STATE_ROWS = 6, STATE_FIRST = 12;  // observation.STATE_HISTORY_FIELDS
+constexpr int STATE_HISTORY_ROW = 18 + 4 * ACTION_HISTORY;  // the observation's first state-history row
+inline void write_fields(const Block& b, const Rows& observation, const Fields& f, const Rows& noise,
+                         V observed[STATE_ROWS]) {
+  for (int j = 0; j < 18; ++j) {
+    const V value = NOISE ? f.value[j] + b.load(noise, j) * NOISE_STD[j] : f.value[j];
+    b.store(observation, j, value);
+    if (j >= STATE_FIRST && j < STATE_FIRST + STATE_ROWS) observed[j - STATE_FIRST] = value;
+  }
+}
+
+// The state history after a step, newest first: the last observation's values, then the older ones
+// (QuadrotorBatch._evaluate), into `array`'s state-history rows; with `update`, also kept as the history.
+inline void shift_state_history(const Block& b, const Arrays& a, const Rows& array, bool update) {
+  for (int j = STATE_ROWS * STATE_HISTORY - 1; j >= 0; --j) {
+    const V value = j >= STATE_ROWS ? b.load(a.state_history, j - STATE_ROWS) : b.load(a.last_observed, j);
+    if (update) b.store(a.state_history, j, value);
+    b.store(array, STATE_HISTORY_ROW + j, value);
+  }
 }
 
 // Push the commands into the action history (newest first) and write the new history into the
@@ -356,8 +375,8 @@ inline void shift_history(const Block& b, const Arrays& a, const V command[4], c
 inline void write_privileged(const Block& b, const Arrays& a, const Rows& array, const Fields& f,
                              const Rows& observation) {
   for (int j = 0; j < 18; ++j) b.store(array, j, f.value[j]);
-  for (int j = 0; j < 4 * ACTION_HISTORY; ++j) b.store(array, 18 + j, b.load(observation, 18 + j));
-  int row = 18 + 4 * ACTION_HISTORY;
+  for (int j = 0; j < 4 * ACTION_HISTORY + STATE_ROWS * STATE_HISTORY; ++j) b.store(array, 18 + j, b.load(observation, 18 + j));
+  int row = STATE_HISTORY_ROW + STATE_ROWS * STATE_HISTORY;
   for (int r = 0; r < 4; ++r) b.store(array, row + r, b.load(a.rotor_speed, r));
   row += 4;
   b.store(array, row, b.load(a.mass, 0) * (1.0f / NOMINAL_MASS) - 1.0f);
@@ -564,7 +583,10 @@ bool step_block(const Block& b, const Arrays& a, NextStarts& restarted) {
     b.store(a.steps, 0, steps);
     b.store(a.success_count, 0, successes);
     for (int r = 0; r < 4; ++r) b.store(a.previous_action, r, command[r]);
-    write_fields(b, a.observation, f, a.noise);
+    V observed[STATE_ROWS];
+    write_fields(b, a.observation, f, a.noise, observed);
+    if (STATE_HISTORY) shift_state_history(b, a, a.observation, true);
+    for (int j = 0; j < STATE_ROWS; ++j) b.store(a.last_observed, j, observed[j]);
     if (AUTORESET && PRIVILEGED) write_privileged(b, a, a.privileged, f, a.observation);
     return ended;
   }
@@ -583,8 +605,10 @@ bool step_block(const Block& b, const Arrays& a, NextStarts& restarted) {
       __builtin_prefetch(current + offset, 1, 3);
     }
   }
-  write_fields(b, a.final_observation, f, a.final_noise);
+  V final_observed[STATE_ROWS];
+  write_fields(b, a.final_observation, f, a.final_noise, final_observed);
   shift_history(b, a, command, &done);
+  if (STATE_HISTORY) shift_state_history(b, a, a.final_observation, false);
   if (PRIVILEGED) write_privileged(b, a, a.final_privileged, f, a.final_observation);
   // The restarted envs' parameters are written lane by lane (rows the step has just read, so in L1);
   // their first state and target are gathered into `drawn`, feature-major over the lanes: rows 0-12 the
@@ -646,7 +670,15 @@ bool step_block(const Block& b, const Arrays& a, NextStarts& restarted) {
     b.store(a.state, 10 + j, w[j]);
   }
   for (int j = 0; j < 4; ++j) b.store(a.state, 3 + j, q[j]);
-  write_fields(b, a.observation, g, a.noise);
+  V observed[STATE_ROWS];
+  write_fields(b, a.observation, g, a.noise, observed);
+  // a restarted episode's history starts over from its first observation; the others' goes on
+  for (int j = 0; j < STATE_ROWS * STATE_HISTORY; ++j) {
+    const V value = select(done, observed[j % STATE_ROWS], b.load(a.final_observation, STATE_HISTORY_ROW + j));
+    b.store(a.state_history, j, value);
+    b.store(a.observation, STATE_HISTORY_ROW + j, value);
+  }
+  for (int j = 0; j < STATE_ROWS; ++j) b.store(a.last_observed, j, observed[j]);
   if (PRIVILEGED) write_privileged(b, a, a.privileged, g, a.observation);
   return true;
 }
@@ -674,6 +706,8 @@ extern "C" int quadrotor_step(void* const* pointers, const int64_t* strides, int
   a.thrust_scale = rows(ARG_thrust_scale);
   a.thrust_curve = rows(ARG_thrust_curve);
   a.arm_scale = rows(ARG_arm_scale);
+  a.state_history = rows(ARG_state_history);
+  a.last_observed = rows(ARG_last_observed);
   a.decay_rise = rows(ARG_decay_rise);
   a.decay_fall = rows(ARG_decay_fall);
   a.targets = rows(ARG_targets);

@@ -42,12 +42,14 @@ ARGS = ("state", "rotor_speed", "history", "pending", "previous_action", "steps"
         "thrust_scale", "decay_rise", "decay_fall", "targets", "mass", "inertia", "yaw_coefficients", "force",
         "torque", "episode", "current_start", "next_start", "next_episode", "next_key", "start_key", "action",
         "noise", "final_noise", "observation", "reward", "terms", "terminated", "truncated", "is_success", "ended",
-        "final_observation", "privileged", "final_privileged", "thrust_curve", "arm_scale")
+        "final_observation", "privileged", "final_privileged", "thrust_curve", "arm_scale", "state_history",
+        "last_observed")
 PAD = 16  # elements added to each row of the kernel's feature-major arrays (see padded_rows)
 TERMS = tuple(DEFAULT_REWARD_SCALES)  # the reward-term rows of the kernel's `terms` output, in this order
 # the state the kernel updates in place: attributes of QuadrotorBatch and of its TorchPhysics ("buffer": "state")
 STATE_OF_BATCH = ("rotor_speed", "history", "pending", "previous_action", "steps", "success_count", "latency",
-                  "thrust_scale", "decay_rise", "decay_fall", "targets", "episode", "thrust_curve")
+                  "thrust_scale", "decay_rise", "decay_fall", "targets", "episode", "thrust_curve", "state_history",
+                  "last_observed")
 STATE_OF_PHYSICS = ("buffer", "mass", "inertia", "yaw_coefficients", "force", "torque", "arm_scale")
 
 
@@ -108,6 +110,7 @@ def header(batch: QuadrotorBatch) -> str:
         "DISTURBANCE_FORCE": _float(max(randomization.disturbance_force, 1e-12)),
         "DISTURBANCE_TORQUE": _float(max(randomization.disturbance_torque, 1e-12)),
         "MAX_LATENCY": str(batch._max_latency), "ACTION_HISTORY": str(config.action_history),
+        "STATE_HISTORY": str(config.state_history),
         "FIGURE_EIGHT": str(int(config.task == "figure_eight")),
         "F8_OMEGA": _float(2.0 * math.pi / config.figure_eight_period),
         "F8_AMPLITUDE": _float(config.figure_eight_amplitude),
