@@ -39,6 +39,28 @@ def exported_bundle(trained_run, tmp_path_factory):
     return export_bundle(trained_run, out=tmp_path_factory.mktemp("bundle") / "bundle")
 
 
+@pytest.fixture(scope="session")
+def state_history_run(tmp_path_factory):
+    """`trained_run`'s settings with 4 past velocity errors and body rates in the observation (state_history)."""
+    from robo_rl.train import Trainer
+    from tests.robo_rl.quick import quick_config
+
+    run = tmp_path_factory.mktemp("state_history_run")
+    cfg = quick_config("total_env_steps=1600", "learning_starts=800", "eval.interval_env_steps=1600",
+                       "checkpoint.interval_env_steps=1600", "logging.tensorboard=false",
+                       "+env.overrides.state_history=4")
+    Trainer(cfg, run).run()
+    return run
+
+
+@pytest.fixture(scope="session")
+def state_history_bundle(state_history_run, tmp_path_factory):
+    """`state_history_run` exported as a policy bundle."""
+    from robo_rl.export.bundle import export_bundle
+
+    return export_bundle(state_history_run, out=tmp_path_factory.mktemp("state_history_bundle") / "bundle")
+
+
 def pytest_terminal_summary(terminalreporter):
     """Print every fuzz tally's counts (tests/fuzz). Here in the top conftest: under pytest-xdist the controller,
     which prints the summary, loads no conftest below tests/; the counts reach it as the reports' user_properties."""

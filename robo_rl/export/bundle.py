@@ -142,6 +142,8 @@ def _deployment_constants(description: dict[str, Any], deployment: dict[str, Any
     """policy_layout.h's constants: the env's, with the deployment vehicle's thrust and hover command and the
     firmware limits it was exported for."""
     constants = dict(description.get("deployment_constants", {}))
+    if "action_history" in constants:  # a quadrotor's: its state history's length too (0 for none)
+        constants.setdefault("state_history", int(description.get("config", {}).get("state_history", 0)))
     if deployment is not None:
         constants["thrust_max_newton"] = deployment["thrust_max_newton"]
         constants["hover_command"] = deployment["hover_command"]

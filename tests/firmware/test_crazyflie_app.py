@@ -91,26 +91,76 @@ def true_state(env: gym.Env) -> tuple[np.ndarray, ...]:
     return pos, quat, vel, angvel
 
 
-def test_observation_built_on_board_equals_the_simulators(exported_bundle, tmp_path):
-    lib = ctypes.CDLL(str(compile_c(exported_bundle, tmp_path / "libobs.so",
-                                    [APP / "src" / "robo_rl_observation.c"], shared=True)))
-    env = hover_env(exported_bundle)
-    history_steps = env.unwrapped.config.action_history
+def state_history_struct(steps: int) -> ctypes.Structure:
+    """An rr_state_history_t for a policy with `steps` past velocity errors and body rates."""
+    class StateHistory(ctypes.Structure):
+        _fields_ = [("values", ctypes.c_float * (6 * max(steps, 1))), ("filled", ctypes.c_int)]
+
+    return StateHistory()
+
+
+@pytest.mark.parametrize("bundle", ["exported_bundle", "state_history_bundle"])
+def test_observation_built_on_board_equals_the_simulators(bundle, request, tmp_path):
+    bundle = request.getfixturevalue(bundle)
+    lib = ctypes.CDLL(str(compile_c(bundle, tmp_path / "libobs.so", [APP / "src" / "robo_rl_observation.c"],
+                                    shared=True)))
+    env = hover_env(bundle)
+    history_steps, state_steps = env.unwrapped.config.action_history, env.unwrapped.config.state_history
     target = np.asarray(env.unwrapped.config.center, np.float32)
-    obs, _ = env.reset(seed=3)
     history = (ctypes.c_float * (4 * max(history_steps, 1)))()
-    lib.rr_history_reset(history, ctypes.c_float(env.unwrapped.batch.params.hover_command))
+    state_history = state_history_struct(state_steps)
     rng = np.random.default_rng(0)
-    for _ in range(20):
-        pos, quat, vel, angvel = true_state(env)
-        flight = (ctypes.c_float * 13)(*pos, *vel, *quat, *angvel)
-        built = (ctypes.c_float * obs.size)()
-        lib.rr_observation_build(flight, (ctypes.c_float * 3)(*target), (ctypes.c_float * 3)(0, 0, 0), history, built)
-        np.testing.assert_allclose(np.array(built), obs, atol=2e-6, rtol=0)
-        action = rng.uniform(0.3, 0.6, 4).astype(np.float32)
-        obs, _, terminated, _, _ = env.step(action)
-        assert not terminated
-        lib.rr_history_push(history, (ctypes.c_float * 4)(*action))
+    for episode in range(2):  # the second start: the app's take-over, where both histories start over
+        obs, _ = env.reset(seed=3 + episode)
+        lib.rr_history_reset(history, ctypes.c_float(env.unwrapped.batch.params.hover_command))
+        lib.rr_state_history_reset(ctypes.byref(state_history))
+        for _ in range(20):
+            pos, quat, vel, angvel = true_state(env)
+            flight = (ctypes.c_float * 13)(*pos, *vel, *quat, *angvel)
+            built = (ctypes.c_float * obs.size)()
+            lib.rr_observation_build(flight, (ctypes.c_float * 3)(*target), (ctypes.c_float * 3)(0, 0, 0), history,
+                                     ctypes.byref(state_history), built)
+            np.testing.assert_allclose(np.array(built), obs, atol=2e-6, rtol=0)
+            lib.rr_state_history_push(ctypes.byref(state_history), built)
+            action = rng.uniform(0.3, 0.6, 4).astype(np.float32)
+            obs, _, terminated, _, _ = env.step(action)
+            assert not terminated
+            lib.rr_history_push(history, (ctypes.c_float * 4)(*action))
+
+
+def test_state_history_holds_the_previous_observed_velocity_errors_and_body_rates(state_history_bundle, tmp_path):
+    # The simulator's definition (sim/quadrotor/observation.py), written out: after a reset the first
+    # observation's velocity error and body rates fill every entry; each later observation holds those of
+    # the previous ones, newest first. Here with a moving reference, so the velocity error is not the velocity.
+    lib = ctypes.CDLL(str(compile_c(state_history_bundle, tmp_path / "libobs.so",
+                                    [APP / "src" / "robo_rl_observation.c"], shared=True)))
+    layout = {f["name"]: f for f in json.loads((state_history_bundle / "policy.json").read_text())["observation"]["layout"]}
+    steps = layout["state_history"]["size"] // 6
+    assert steps == 4 and layout["state_history"]["offset"] == layout["action_history"]["offset"] + 32
+    size = layout["state_history"]["offset"] + 6 * steps
+    history = (ctypes.c_float * 32)()
+    lib.rr_history_reset(history, ctypes.c_float(0.5))
+    state_history = state_history_struct(steps)
+    rng = np.random.default_rng(1)
+    seen: list[np.ndarray] = []  # (velocity error, body rates) of each observation built, oldest first
+    for step in range(10):
+        if step == 6:  # a take-over
+            lib.rr_state_history_reset(ctypes.byref(state_history))
+            seen = []
+        position, velocity, rates = rng.normal(0, 0.3, 3), rng.normal(0, 0.5, 3), rng.normal(0, 2.0, 3)
+        target_velocity = rng.normal(0, 0.5, 3)
+        quat = rng.normal(size=4)
+        quat /= np.linalg.norm(quat)
+        flight = (ctypes.c_float * 13)(*position, *velocity, *quat, *rates)
+        built = (ctypes.c_float * size)()
+        lib.rr_observation_build(flight, (ctypes.c_float * 3)(0, 0, 1), (ctypes.c_float * 3)(*target_velocity),
+                                 history, ctypes.byref(state_history), built)
+        current = np.concatenate([velocity - target_velocity, rates]).astype(np.float32)
+        np.testing.assert_allclose(np.array(built)[12:18], current, atol=1e-6)
+        previous = (seen[::-1] + [seen[0] if seen else current] * steps)[:steps]
+        np.testing.assert_allclose(np.array(built)[size - 6 * steps:], np.concatenate(previous), atol=1e-6, rtol=0)
+        lib.rr_state_history_push(ctypes.byref(state_history), built)
+        seen.append(current)
 
 
 def driver_lines(ticks: list[dict | str]) -> str:
@@ -492,3 +542,79 @@ def test_a_wrong_policy_dir_fails_with_one_line_and_leaves_no_policy_to_flash(ex
     assert result.returncode != 0 and "POLICY_DIR" in result.stderr and not (app / "build" / "cf2.bin").exists()
     result = run_make(app, f"CRAZYFLIE_BASE={tmp_path / 'nowhere'}", f"POLICY_DIR={exported_bundle / 'c'}")
     assert result.returncode != 0 and "CRAZYFLIE_BASE" in result.stderr.strip().splitlines()[0]
+
+
+def test_the_app_flies_a_state_history_policy_as_the_simulator_and_starts_its_history_over_on_take_over(
+        state_history_bundle, state_history_run, tmp_path):
+    driver = compile_driver(state_history_bundle, tmp_path / "driver")
+    assert self_test(driver) == 1
+    agent = SAC.from_checkpoint(load_checkpoint(state_history_run))
+    manifest = json.loads((state_history_bundle / "policy.json").read_text())
+    thrust_max = manifest["deployment"]["thrust_max_newton"]
+    env = hover_env(state_history_bundle)
+    assert env.unwrapped.config.state_history == 4
+    center = list(env.unwrapped.config.center)
+    # Along a simulated flight, the PyTorch policy on the simulator's observations commands what the app does.
+    obs, _ = env.reset(seed=5)
+    ticks, expected = [], []
+    for step in range(30):
+        action = agent.act(torch.as_tensor(obs[None]), deterministic=True).numpy()[0]
+        state = true_state(env)
+        ticks += [tick(10 * step + sub, state_values(*state, center)) for sub in range(10)]
+        expected.append(motor_forces(action, thrust_max))
+        obs, _, terminated, _, _ = env.step(action)
+        assert not terminated
+    rows = np.array(run_driver(driver, driver_lines(ticks)))
+    assert rows[:, 1].all() and (rows[:, 2] == 0).all() and rows[-1, 8] == 0
+    np.testing.assert_allclose(rows[::10, 4:8], np.array(expected), atol=1e-5, rtol=0)
+
+    # Enable cleared, then set again: the policy takes over anew, its first observation's velocity error and
+    # body rates in every entry of the state history, the hover command in every entry of the action history.
+    last = ticks[-1]["values"]
+    values = [*last[:6], *last[6:10], *last[10:13], *center]
+    again = [tick(300, values, enable=0)] + [tick(t, values) for t in range(301, 311)]
+    rows = np.array(run_driver(driver, driver_lines(ticks + again)))
+    assert not rows[300, 1] and rows[301:, 1].all()
+    position, velocity, quat = (np.asarray(last[i:j], np.float32) for i, j in ((0, 3), (3, 6), (6, 10)))
+    rates = np.radians(np.asarray(last[10:13], np.float64)).astype(np.float32)
+    w, x, y, z = quat.astype(np.float64)
+    matrix = np.array([[1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)],
+                       [2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)],
+                       [2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)]])
+    hover = np.full(32, manifest["deployment"]["hover_command"], np.float32)
+    now = np.concatenate([velocity, rates]).astype(np.float32)
+    fresh = np.concatenate([position - np.float32(center), matrix.ravel(), now, hover, np.tile(now, 4)])
+    action = agent.act(torch.as_tensor(fresh[None].astype(np.float32)), deterministic=True).numpy()[0]
+    np.testing.assert_allclose(rows[301, 4:8], motor_forces(action, thrust_max), atol=1e-5, rtol=0)
+    # without the reset the history would have held the flight's last observations: another command
+    stale = fresh.copy()
+    stale[50:] = obs[50:]
+    stale_action = agent.act(torch.as_tensor(stale[None].astype(np.float32)), deterministic=True).numpy()[0]
+    assert np.abs(motor_forces(stale_action, thrust_max) - rows[301, 4:8]).max() > 1e-4
+
+
+@pytest.mark.parametrize("edit, message", [
+    (("#define POLICY_STATE_HISTORY 4", "#define POLICY_STATE_HISTORY 3"), "state history does not end the observation"),
+    (("#define POLICY_OBS_LAYOUT_SIZE 74", "#define POLICY_OBS_LAYOUT_SIZE 75"), "disagree on the observation size"),
+])
+def test_a_layout_header_that_does_not_add_up_to_the_policys_input_does_not_compile(state_history_bundle, tmp_path,
+                                                                                   edit, message):
+    bundle = tmp_path / "bundle"
+    (bundle / "c").mkdir(parents=True)
+    for source in (state_history_bundle / "c").iterdir():
+        text = source.read_text()
+        if source.name == "policy_layout.h":
+            assert edit[0] + "\n" in text
+            text = text.replace(edit[0] + "\n", edit[1] + "\n")
+        (bundle / "c" / source.name).write_text(text)
+    app = tmp_path / "app"  # (a copy: the app's own folder may hold the policy of a firmware build)
+    app.mkdir()
+    for name in ("robo_rl_observation.c", "robo_rl_observation.h"):
+        (app / name).write_bytes((APP / "src" / name).read_bytes())
+    result = subprocess.run(["cc", *CFLAGS, f"-I{bundle / 'c'}", "-fsyntax-only", str(app / "robo_rl_observation.c")],
+                            capture_output=True, text=True)
+    assert result.returncode != 0 and message in result.stderr, result.stderr
+    # the export's own header compiles
+    result = subprocess.run(["cc", *CFLAGS, f"-I{state_history_bundle / 'c'}", "-fsyntax-only",
+                             str(app / "robo_rl_observation.c")], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr

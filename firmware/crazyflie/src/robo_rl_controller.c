@@ -105,11 +105,13 @@ static uint32_t next_policy_tick;
 static float latched_target[3];
 static float forces[POLICY_ACTION_SIZE];   /* normalizedForces of the policy's last action */
 static rr_action_history_t history;
+static rr_state_history_t state_history; /* what the policy observed of the vehicle, newest first */
 
 void controllerOutOfTreeInit(void)
 {
     controllerPidInit();
     rr_history_reset(&history, POLICY_HOVER_COMMAND);
+    rr_state_history_reset(&state_history);
     active = 0;
     fault = RR_FAULT_NONE;
     /* Also called when stabilizer.controller switches to this controller at run time: heartbeat changes
@@ -232,7 +234,9 @@ static bool policy_update(const setpoint_t *setpoint, const sensorData_t *sensor
     }
     static float obs[POLICY_OBS_SIZE]; /* static: the stabilizer task's stack is small */
     static float action[POLICY_ACTION_SIZE];
-    rr_observation_build(&flight, target_position, target_velocity, &history, obs);
+    rr_observation_build(&flight, target_position, target_velocity, &history, &state_history, obs);
+    /* the next observation's history holds this one's velocity error and body rates, as observed */
+    rr_state_history_push(&state_history, obs);
     const policy_status_t status = policy_step(obs, action);
     last_status = (uint8_t)status;
     if (status != POLICY_OK) {
@@ -287,6 +291,7 @@ void controllerOutOfTree(control_t *control, const setpoint_t *setpoint, const s
         latched_target[1] = state->position.y;
         latched_target[2] = state->position.z;
         rr_history_reset(&history, POLICY_HOVER_COMMAND);
+        rr_state_history_reset(&state_history); /* the first observation fills it */
         next_policy_tick = tick;
     }
     if ((int32_t)(tick - next_policy_tick) >= 0) {

@@ -1,6 +1,21 @@
 #include "robo_rl_observation.h"
 
-#if POLICY_OBS_SIZE != POLICY_OBS_ACTION_HISTORY_OFFSET + 4 * POLICY_ACTION_HISTORY && POLICY_ACTION_HISTORY > 0
+#if defined(POLICY_OBS_LAYOUT_SIZE) && POLICY_OBS_LAYOUT_SIZE != POLICY_OBS_SIZE
+#error "policy_layout.h and policy.h disagree on the observation size: copy both from the same export"
+#endif
+#if POLICY_STATE_HISTORY > 0
+#if POLICY_OBS_STATE_HISTORY_SIZE != RR_STATE_HISTORY_VALUES * POLICY_STATE_HISTORY || \
+    POLICY_OBS_SIZE != POLICY_OBS_STATE_HISTORY_OFFSET + POLICY_OBS_STATE_HISTORY_SIZE
+#error "policy_layout.h's state history does not end the observation with 6 values per step"
+#endif
+#if POLICY_ACTION_HISTORY > 0 && \
+    POLICY_OBS_STATE_HISTORY_OFFSET != POLICY_OBS_ACTION_HISTORY_OFFSET + 4 * POLICY_ACTION_HISTORY
+#error "policy_layout.h's state history does not follow the action history"
+#endif
+#if POLICY_OBS_ANGULAR_VELOCITY_OFFSET != POLICY_OBS_VELOCITY_ERROR_OFFSET + 3
+#error "the state history's values are the velocity error and body rates, which must be adjacent"
+#endif
+#elif POLICY_OBS_SIZE != POLICY_OBS_ACTION_HISTORY_OFFSET + 4 * POLICY_ACTION_HISTORY && POLICY_ACTION_HISTORY > 0
 #error "policy_layout.h and policy.h disagree on the observation size"
 #endif
 
@@ -25,8 +40,36 @@ void rr_history_push(rr_action_history_t *history, const float *command)
     }
 }
 
+void rr_state_history_reset(rr_state_history_t *history)
+{
+    history->filled = 0;
+}
+
+void rr_state_history_push(rr_state_history_t *history, const float *obs)
+{
+#if RR_STATE_HISTORY_STEPS > 0
+    const float *newest = obs + POLICY_OBS_VELOCITY_ERROR_OFFSET; /* then the body rates (checked above) */
+    /* after a reset, the first observation fills every entry (the simulator's episode start), so the
+     * shift below leaves it in all of them */
+    for (int step = history->filled ? RR_STATE_HISTORY_STEPS - 1 : 0; step > 0; --step) {
+        for (int k = 0; k < RR_STATE_HISTORY_VALUES; ++k) {
+            history->values[step][k] = history->values[step - 1][k];
+        }
+    }
+    for (int step = 0; step < (history->filled ? 1 : RR_STATE_HISTORY_STEPS); ++step) {
+        for (int k = 0; k < RR_STATE_HISTORY_VALUES; ++k) {
+            history->values[step][k] = newest[k];
+        }
+    }
+#else
+    (void)obs;
+#endif
+    history->filled = 1;
+}
+
 void rr_observation_build(const rr_flight_state_t *state, const float target_position[3],
-                          const float target_velocity[3], const rr_action_history_t *history, float *obs)
+                          const float target_velocity[3], const rr_action_history_t *history,
+                          const rr_state_history_t *state_history, float *obs)
 {
     const float w = state->quaternion[0], x = state->quaternion[1];
     const float y = state->quaternion[2], z = state->quaternion[3];
@@ -49,5 +92,16 @@ void rr_observation_build(const rr_flight_state_t *state, const float target_pos
             obs[POLICY_OBS_ACTION_HISTORY_OFFSET + POLICY_ACTION_SIZE * step + motor] = history->commands[step][motor];
         }
     }
+#endif
+#if RR_STATE_HISTORY_STEPS > 0
+    for (int step = 0; step < RR_STATE_HISTORY_STEPS; ++step) {
+        for (int k = 0; k < RR_STATE_HISTORY_VALUES; ++k) {
+            /* right after a reset, every entry is this observation's own (the simulator's episode start) */
+            obs[POLICY_OBS_STATE_HISTORY_OFFSET + RR_STATE_HISTORY_VALUES * step + k] =
+                state_history->filled ? state_history->values[step][k] : obs[POLICY_OBS_VELOCITY_ERROR_OFFSET + k];
+        }
+    }
+#else
+    (void)state_history;
 #endif
 }

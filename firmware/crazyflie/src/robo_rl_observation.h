@@ -7,6 +7,11 @@
 #include "policy_layout.h"
 
 #define RR_HISTORY_STEPS POLICY_ACTION_HISTORY
+#ifndef POLICY_STATE_HISTORY
+#define POLICY_STATE_HISTORY 0 /* a policy exported before the state history: it observes none */
+#endif
+#define RR_STATE_HISTORY_STEPS POLICY_STATE_HISTORY
+#define RR_STATE_HISTORY_VALUES 6 /* per step: velocity error (3, world frame), body rates (3, body frame) */
 
 typedef struct {
     float position[3];       /* world frame [m] */
@@ -19,14 +24,28 @@ typedef struct {
     float commands[RR_HISTORY_STEPS > 0 ? RR_HISTORY_STEPS : 1][POLICY_ACTION_SIZE]; /* newest first */
 } rr_action_history_t;
 
+typedef struct {
+    /* the velocity error [m/s] and body rates [rad/s] of the previous observations, newest first */
+    float values[RR_STATE_HISTORY_STEPS > 0 ? RR_STATE_HISTORY_STEPS : 1][RR_STATE_HISTORY_VALUES];
+    int filled; /* 0 after a reset: the next observation's own values fill every entry */
+} rr_state_history_t;
+
 /* Fill the history with `command` on every motor (the simulator starts episodes at the hover command). */
 void rr_history_reset(rr_action_history_t *history, float command);
 
 /* Shift in the command just sent to the motors (normalized as the policy's action). */
 void rr_history_push(rr_action_history_t *history, const float *command);
 
-/* obs[POLICY_OBS_SIZE] from the state, the target position and velocity (world frame) and the history. */
+/* Start the state history over (the simulator's episode start): the next observation built sees its own
+ * velocity error and body rates in every entry. */
+void rr_state_history_reset(rr_state_history_t *history);
+
+/* Shift in the velocity error and body rates of `obs`, the observation the policy was just given. */
+void rr_state_history_push(rr_state_history_t *history, const float *obs);
+
+/* obs[POLICY_OBS_SIZE] from the state, the target position and velocity (world frame) and the histories. */
 void rr_observation_build(const rr_flight_state_t *state, const float target_position[3],
-                          const float target_velocity[3], const rr_action_history_t *history, float *obs);
+                          const float target_velocity[3], const rr_action_history_t *history,
+                          const rr_state_history_t *state_history, float *obs);
 
 #endif

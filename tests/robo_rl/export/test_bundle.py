@@ -173,3 +173,25 @@ def test_a_c_prefix_that_is_not_a_c_identifier_is_refused_before_anything_is_wri
     with pytest.raises(ExportError, match="c_prefix=.*C identifier"):
         export_bundle(trained_run, out=tmp_path / "bundle" / "deep", prefix=prefix)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_state_history_bundle_passes_every_check_and_its_layout_header_names_the_history(state_history_bundle,
+                                                                                          exported_bundle):
+    manifest = json.loads((state_history_bundle / "policy.json").read_text())
+    layout = {f["name"]: f for f in manifest["observation"]["layout"]}
+    assert list(layout)[-2:] == ["action_history", "state_history"]
+    assert (layout["state_history"]["offset"], layout["state_history"]["size"]) == (18 + 32, 6 * 4)
+    assert manifest["observation"]["size"] == 74 == manifest["network"]["layers"][0]["in"]
+    assert manifest["training"]["env_config"]["state_history"] == 4
+    verification = manifest["verification"]
+    assert verification["onnxruntime_max_abs_error"] <= 1e-5 and verification["c_host"]["checked"]
+    m4 = verification["cortex_m4"]
+    assert m4["checked"] and m4["report"]["test_vector_failures"] == 0 and m4["report"]["self_test_failures"] == 0
+    header = (state_history_bundle / "c" / "policy_layout.h").read_text()
+    for line in ("POLICY_STATE_HISTORY 4", "POLICY_ACTION_HISTORY 8", "POLICY_OBS_STATE_HISTORY_OFFSET 50",
+                 "POLICY_OBS_STATE_HISTORY_SIZE 24", "POLICY_OBS_LAYOUT_SIZE 74"):
+        assert f"#define {line}\n" in header or f"#define {line}  " in header, line
+    # a bundle without one says so, and its layout is as before
+    header = (exported_bundle / "c" / "policy_layout.h").read_text()
+    assert "#define POLICY_STATE_HISTORY 0\n" in header and "STATE_HISTORY_OFFSET" not in header
+    assert "#define POLICY_OBS_LAYOUT_SIZE 50\n" in header
