@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from robo_rl_ros.core.observation import ActionHistory, QuadrotorObservation, VehicleState
+from robo_rl_ros.core.observation import ActionHistory, QuadrotorObservation, StateHistory, VehicleState
 from robo_rl_ros.core.rotations import body_to_world, world_to_body
 from sim.quadrotor.env import QuadrotorEnv
 
@@ -64,3 +64,65 @@ def test_rotation_helpers_agree_with_the_matrix():
         ry = np.array([[cp, 0, sp], [0, 1, 0], [-sp, 0, cp]])
         rx = np.array([[1, 0, 0], [0, cr, -sr], [0, sr, cr]])
         assert np.allclose(rz @ ry @ rx, matrix)
+
+
+@pytest.fixture(scope="module")
+def state_history_policy(state_history_bundle):
+    """The state-history bundle (4 past velocity errors and body rates) as the node loads it."""
+    from robo_rl_ros.core.bundle import load_bundle
+
+    return load_bundle(state_history_bundle)
+
+
+def test_observation_with_a_state_history_equals_the_simulators_and_starts_over_with_an_episode(state_history_policy):
+    env = _env(state_history_policy)
+    builder = QuadrotorObservation(state_history_policy)
+    assert builder.state_history_length == env.config.state_history == 4
+    hover = np.full(4, state_history_policy.vehicle_parameters["hover_command"])
+    history, states = ActionHistory(builder.history_length, 4, hover), StateHistory(builder.state_history_length)
+    rng = np.random.default_rng(4)
+    target = np.array([0.1, -0.2, 1.1])
+    for episode in range(2):  # the second: a take-over, where both histories start over
+        sim_obs, _ = env.reset(seed=episode, options={"target": target, "initial_state": {
+            "position": [0.2, -0.1, 1.0], "quaternion": [0.9, 0.2, -0.3, 0.1], "velocity": [0.5, -0.3, 0.2 * episode],
+            "angular_velocity": [1.0, -2.0, 0.5 + episode]}})
+        history.reset()
+        states.reset()
+        first = sim_obs[12:18]
+        np.testing.assert_array_equal(sim_obs[50:], np.tile(first, 4))  # the simulator's definition, at a start
+        for step in range(10):
+            state = VehicleState(*(x[:, 0].copy() for x in env.batch.physics.state()))
+            obs = builder.build(state, target, np.zeros(3), history, states)
+            np.testing.assert_allclose(obs, sim_obs, atol=2e-6, rtol=0, err_msg=f"episode {episode} step {step}")
+            states.push(builder.observed(obs))
+            action = rng.uniform(0.2, 0.7, size=4)
+            previous = sim_obs
+            sim_obs, *_ = env.step(action)
+            history.push(action)
+            np.testing.assert_array_equal(sim_obs[50:56], previous[12:18])  # ... and later: newest first
+
+
+def test_the_controller_starts_its_state_history_over_when_it_takes_over(state_history_policy):
+    from robo_rl_ros.core.quadrotor import QuadrotorPolicyController, QuadrotorSettings
+
+    controller = QuadrotorPolicyController(state_history_policy, QuadrotorSettings((0.0, 0.0, 1.0), state_timeout=0.05))
+
+    def state(vx: float, rate: float) -> VehicleState:
+        return VehicleState(np.array([0.0, 0.0, 0.95]), np.array([1.0, 0.0, 0.0, 0.0]), np.array([vx, 0.0, 0.0]),
+                            np.array([rate, 0.0, 0.0]))
+
+    observations = []
+    for k in range(3):
+        controller.update_state(0.01 * k, state(0.1 * (k + 1), 0.5 * (k + 1)))
+        observations.append(controller.tick(0.01 * k + 0.005).observation)
+    own = lambda obs: obs[12:18]  # noqa: E731
+    np.testing.assert_array_equal(observations[0][50:], np.tile(own(observations[0]), 4))
+    np.testing.assert_array_equal(observations[2][50:],
+                                  np.concatenate([own(observations[1]), own(observations[0]), own(observations[0]),
+                                                  own(observations[0])]))
+    assert not controller.tick(0.2).flying  # the state went stale: stopped
+    controller.update_state(0.3, state(-0.2, -1.0))
+    resumed = controller.tick(0.305)
+    assert resumed.flying
+    np.testing.assert_array_equal(resumed.observation[50:], np.tile(own(resumed.observation), 4))
+    np.testing.assert_allclose(own(resumed.observation), [-0.2, 0, 0, -1.0, 0, 0], atol=1e-7)

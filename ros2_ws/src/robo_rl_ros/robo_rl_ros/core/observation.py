@@ -2,7 +2,9 @@
 
 Quadrotor fields (sim/quadrotor/observation.py, sim/quadrotor/core.py): position_error (3, world, position
 minus reference), rotation_matrix (9, body to world, row-major), velocity_error (3, world), angular_velocity
-(3, body rates) and action_history (4 k: the last k commanded actions, most recent first, M1..M4 each).
+(3, body rates), action_history (4 k: the last k commanded actions, most recent first, M1..M4 each) and
+state_history (6 h: the velocity error and body rates of the previous h observations, most recent first; at an
+episode's start, here when the policy takes over, every entry holds the first observation's).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from robo_rl_ros.core.bundle import BundleError, PolicyBundle
 from robo_rl_ros.core.rotations import all_finite, floats, rotation_entries
 
 STATE_FIELDS = {"position_error": 3, "rotation_matrix": 9, "velocity_error": 3, "angular_velocity": 3}
+STATE_HISTORY_VALUES = 6  # per past observation: velocity_error (3, world), angular_velocity (3, body)
 
 
 class VehicleState(NamedTuple):
@@ -57,6 +60,30 @@ class ActionHistory:
         return np.array(self._entries, dtype=np.float64)
 
 
+class StateHistory:
+    """The velocity errors and body rates of the last `length` observations, most recent first, as the
+    simulator keeps them: after a reset the first observation's fill every entry."""
+
+    def __init__(self, length: int):
+        self._length = length
+        self.reset()
+
+    def reset(self) -> None:
+        """Start over (an episode start): the next observation sees its own values in every entry."""
+        self._entries: list[float] | None = None
+
+    def entries(self, current: list[float]) -> list[float]:
+        """All entries, most recent first, for an observation whose own values are `current` (6 floats)."""
+        return current * self._length if self._entries is None else self._entries
+
+    def push(self, current: list[float]) -> None:
+        """Record the values (6 floats) of the observation the policy was just given."""
+        if self._length:
+            self._entries = current + self.entries(current)[:-STATE_HISTORY_VALUES]
+        else:
+            self._entries = []
+
+
 class QuadrotorObservation:
     """Builds a quadrotor bundle's observation from a `VehicleState`, a reference and the action history."""
 
@@ -68,26 +95,47 @@ class QuadrotorObservation:
                 if entry.size % bundle.action_size:
                     raise BundleError(f"action_history has {entry.size} entries, not a multiple of the action "
                                       f"size {bundle.action_size}")
+            elif entry.name == "state_history":
+                if entry.size % STATE_HISTORY_VALUES:
+                    raise BundleError(f"state_history has {entry.size} entries, not a multiple of "
+                                      f"{STATE_HISTORY_VALUES} (velocity error and body rates per step)")
             elif STATE_FIELDS.get(entry.name) != entry.size:
                 raise BundleError(f"observation field {entry.name!r} (size {entry.size}) is not a quadrotor field; "
-                                  f"known: {STATE_FIELDS} and action_history")
+                                  f"known: {STATE_FIELDS}, action_history and state_history")
         missing = set(STATE_FIELDS) - set(self._fields)
         if missing:
             raise BundleError(f"the observation layout lacks the quadrotor fields {sorted(missing)}")
         history = [entry.size for entry in bundle.layout if entry.name == "action_history"]
         self.history_length = history[0] // bundle.action_size if history else 0
+        states = [entry.size for entry in bundle.layout if entry.name == "state_history"]
+        self.state_history_length = states[0] // STATE_HISTORY_VALUES if states else 0
+        offsets = {entry.name: entry.offset for entry in bundle.layout}
+        self._velocity_error = slice(offsets["velocity_error"], offsets["velocity_error"] + 3)
+        self._angular_velocity = slice(offsets["angular_velocity"], offsets["angular_velocity"] + 3)
 
     def build(self, state: VehicleState, target_position: np.ndarray, target_velocity: np.ndarray,
-              history: ActionHistory) -> np.ndarray:
-        """The observation vector (float32) for `state` relative to the reference."""
+              history: ActionHistory, state_history: StateHistory | None = None) -> np.ndarray:
+        """The observation vector (float32) for `state` relative to the reference. With a state history, call
+        `state_history.push` with `observed(obs)` once the policy has been given this observation."""
         # one list of Python floats, one conversion: this runs every control tick
         position, velocity = floats(state.position), floats(state.velocity)
         target_p, target_v = floats(target_position), floats(target_velocity)
+        velocity_error = [velocity[i] - target_v[i] for i in range(3)]
+        rates = floats(state.angular_velocity)
         values = {
             "position_error": [position[i] - target_p[i] for i in range(3)],
             "rotation_matrix": rotation_entries(state.quaternion),
-            "velocity_error": [velocity[i] - target_v[i] for i in range(3)],
-            "angular_velocity": floats(state.angular_velocity),
+            "velocity_error": velocity_error,
+            "angular_velocity": rates,
             "action_history": history.entries(),
         }
+        if self.state_history_length:
+            if state_history is None:
+                raise ValueError("this bundle's observation has a state_history: pass a StateHistory")
+            # (the pushed entries come from the float32 observation: the values as the policy observed them)
+            values["state_history"] = state_history.entries(velocity_error + rates)
         return np.array([x for name in self._fields for x in values[name]], dtype=np.float32)
+
+    def observed(self, obs: np.ndarray) -> list[float]:
+        """The velocity error and body rates of an observation built here, for `StateHistory.push`."""
+        return [float(x) for x in obs[self._velocity_error]] + [float(x) for x in obs[self._angular_velocity]]

@@ -4,8 +4,8 @@ Each tick either flies the policy (observation -> ONNX -> safety filter -> setpo
 is older than the timeout, invalid (NaN/Inf, not a rotation, faster than the training's termination
 bounds) or outside the geofence, or when the policy's action or the command is not finite, stops: the
 tick returns a stop (after flight a level descent to zero thrust, before any flight zero thrust), never
-the last policy command again and never a non-finite number. Flying resumes, with a fresh action
-history, on the first tick that has a good state and a finite command.
+the last policy command again and never a non-finite number. Flying resumes, with fresh action and state
+histories, on the first tick that has a good state and a finite command.
 
 The policy steps once per new state, as in training (one observation, one action, one history entry):
 a tick that finds no state newer than the last one repeats the last command, and the watchdog bounds
@@ -27,7 +27,7 @@ from robo_rl_ros.core.crazyflie import (BACKENDS, DEFAULT_BACKEND, MAX_YAW_RATE_
                                         LegacyCommand, VehicleModel, attitude_setpoint, descent_command,
                                         hover_command, legacy_command)
 from robo_rl_ros.core.inference import OnnxPolicy
-from robo_rl_ros.core.observation import ActionHistory, QuadrotorObservation, VehicleState
+from robo_rl_ros.core.observation import ActionHistory, QuadrotorObservation, StateHistory, VehicleState
 from robo_rl_ros.core.rotations import all_finite, floats
 from robo_rl_ros.core.safety import Geofence, SafetyFilter
 from robo_rl_ros.core.watchdog import StateWatchdog
@@ -83,6 +83,7 @@ class QuadrotorPolicyController:
         self.vehicle = VehicleModel.from_bundle(bundle)  # the deployment vehicle: actions are its thrust fractions
         hover = np.full(4, hover_command(bundle, self.vehicle))
         self.history = ActionHistory(self.observation.history_length, 4, hover)
+        self.state_history = StateHistory(self.observation.state_history_length)
         self.filter = SafetyFilter(bundle.action_low, bundle.action_high, bundle.safe_action, settings.max_action_delta)
         self.watchdog = StateWatchdog(settings.state_timeout)
         self.target = np.asarray(settings.target_position, dtype=np.float64)
@@ -136,8 +137,10 @@ class QuadrotorPolicyController:
         self._new_state = False
         if not self._flying:  # resuming: the policy starts as at an episode start
             self.history.reset()
+            self.state_history.reset()
             self.filter.reset()
-        obs = self.observation.build(state, self.target, ZERO_VELOCITY, self.history)
+        obs = self.observation.build(state, self.target, ZERO_VELOCITY, self.history, self.state_history)
+        self.state_history.push(self.observation.observed(obs))  # what the next observation's history holds
         filtered = self.filter(self.policy(obs))
         if filtered.rejected:  # never fly a substitute as if it were the policy's action
             return self._stop(now, "the policy's action is not finite")
