@@ -86,3 +86,17 @@ def test_in_the_loop_command_names_the_plant_and_refuses_a_bad_one_in_one_line(e
     result = subprocess.run(command + ["vehicle=crazyflie_9000"], capture_output=True, text=True, timeout=300)
     lines = result.stderr.strip().splitlines()
     assert result.returncode != 0 and len(lines) == 1 and "vehicle=crazyflie_9000 is not a known vehicle" in lines[0]
+
+
+def test_a_state_history_policy_flies_alike_on_every_target_with_two_steps_of_latency(state_history_bundle,
+                                                                                     state_history_run):
+    # the targets get the simulator's observation, its state history (as observed) included
+    assert read_manifest(state_history_bundle)["training"]["env_config"]["state_history"] == 4
+    report = compare_targets(state_history_bundle, seed=2, steps=100, checkpoint=state_history_run / "best_policy.pt",
+                             vehicle="crazyflie_rltools", latency_steps=2)
+    assert set(report) == {"pytorch", "onnxruntime", "c_host", "c_stm32f405_qemu"}
+    reference = report["pytorch"]
+    assert reference["steps"] > 20
+    for name, row in report.items():
+        assert row["steps"] == reference["steps"], name
+        assert row["max_deviation_from_pytorch_m"] < 0.01, (name, row)
