@@ -40,6 +40,7 @@ OPTIONS: dict[str, dict[str, tuple[Any, Interval | None]]] = {
         "buffer.offline_ratio": (float, Interval(0.0, 1.0)), "logging.tensorboard": (bool, None),
         "logging.log_interval_env_steps": (int, Interval(1, 10**12)), "logging.progress_bar": (bool, None),
         "logging.video": (bool, None), "intervention.kind": (str, None),
+        "curriculum.levels": (tuple[float, ...], Interval(0.0, 1.0)), "curriculum.advance_at": (float, Interval(0.0, 1.0)),
     },
     "evaluate": {
         "run": (str, None), "checkpoint": (str, None), "episodes": (int, Interval(1, 10**6)), "seed": (int, SEED),
@@ -96,6 +97,10 @@ def check_options(cfg: DictConfig, command: str, require_all: bool = True) -> No
         raise ConfigError(f"privileged_critic must be true, false or auto, got {cfg.privileged_critic!r}")
     if command == "train" and "agent" in cfg:
         check_agent(OmegaConf.to_container(cfg.agent, resolve=True))
+    if command == "train" and "curriculum" in cfg:
+        from robo_rl.train import curriculum_levels
+
+        curriculum_levels(cfg)
     if command in ("train", "record") and OmegaConf.select(cfg, "env.id", default=None) is not None:
         from robo_rl.envs import check_env_id
 

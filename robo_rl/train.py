@@ -49,6 +49,7 @@ from robo_rl.evaluation import acting_threads, as_tensor, env_uses_torch, evalua
 from robo_rl.interventions import make_intervener
 from robo_rl.options import check_options
 from robo_rl.plotting import plot_learning_curve
+from sim.errors import ConfigError
 
 # What a resumed run may take from the command that resumes it; every other option stays the run's own.
 RESUME_OPTIONS = ("total_env_steps", "device", "torch_threads", "logging.progress_bar", "checkpoint.keep",
@@ -163,6 +164,14 @@ def _short(value: Any) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
+def curriculum_levels(cfg: DictConfig) -> tuple[float, ...]:
+    """The difficulty of each curriculum level, rising; empty without a curriculum."""
+    levels = tuple(float(v) for v in (cfg.get("curriculum", {}) or {}).get("levels", ()) or ())
+    if any(b <= a for a, b in zip(levels, levels[1:])):
+        raise ConfigError(f"curriculum.levels must rise, got {list(levels)}")
+    return levels
+
+
 class Trainer:
     """One training run in `run_dir` from a composed config (see configs/train.yaml).
 
@@ -189,10 +198,9 @@ class Trainer:
         seed_everything(int(cfg.seed))
         threads = int(cfg.torch_threads)
         self.privileged = privileged_critic(cfg)
-        self.env = make_vector_env(cfg.env, int(cfg.num_envs), self.device, threads=threads, privileged=self.privileged)
-        if self.privileged and not hasattr(self.env, "privileged_size"):
-            raise ValueError(f"privileged_critic=true, but {cfg.env.id} provides no privileged observation")
-        self.eval_env = make_vector_env(cfg.env, int(cfg.eval.episodes), self.device, threads=threads)
+        self.levels = curriculum_levels(cfg)
+        self.level = int(resume_state["counters"].get("curriculum_level", 0)) if resume_state is not None else 0
+        self._make_envs()
         self.spec = env_spec(self.env, cfg.env.id)
         critic_obs_dim = int(self.env.privileged_size) if self.privileged else None
         agent_cfg = SACConfig(**OmegaConf.to_container(cfg.agent, resolve=True))
@@ -236,6 +244,36 @@ class Trainer:
             from torch.utils.tensorboard import SummaryWriter
 
             self.writer = SummaryWriter(str(self.run_dir / "tensorboard"))
+
+    def _make_envs(self) -> None:
+        """The training and evaluation envs at the current curriculum level (closing any earlier ones)."""
+        cfg, threads = self.cfg, int(self.cfg.torch_threads)
+        for old in (getattr(self, "env", None), getattr(self, "eval_env", None)):
+            if old is not None:
+                old.close()
+        env_cfg = cfg.env
+        if self.levels:
+            plain = OmegaConf.create(OmegaConf.to_container(cfg.env, resolve=True))  # not struct: may gain the key
+            env_cfg = OmegaConf.merge(plain, {"overrides": {"randomization": {"difficulty": self.difficulty}}})
+        self.env = make_vector_env(env_cfg, int(cfg.num_envs), self.device, threads=threads, privileged=self.privileged)
+        if self.privileged and not hasattr(self.env, "privileged_size"):
+            raise ValueError(f"privileged_critic=true, but {cfg.env.id} provides no privileged observation")
+        self.eval_env = make_vector_env(env_cfg, int(cfg.eval.episodes), self.device, threads=threads)
+
+    @property
+    def difficulty(self) -> float | None:
+        """The env's randomization difficulty at the current curriculum level (None without a curriculum)."""
+        return self.levels[self.level] if self.levels else None
+
+    def _advance_curriculum(self, result: dict[str, Any]) -> bool:
+        """Move to the next curriculum level (new envs) if the evaluation at this one reached `advance_at`."""
+        if not self.levels or self.level + 1 >= len(self.levels):
+            return False
+        if result["success_rate"] < float(self.cfg.curriculum.advance_at):
+            return False
+        self.level += 1
+        self._make_envs()
+        return True
 
     def _resume_point(self, run: Path) -> tuple[dict[str, Any] | None, DictConfig]:
         """The state a resumed run continues from and its config: the newest intact checkpoint (damaged newer
@@ -302,9 +340,7 @@ class Trainer:
         recent_returns: list[float] = []
         recent_intervention_rates: list[float] = []
         metrics: dict[str, torch.Tensor] = {}
-        obs, reset_info = env.reset(seed=int(cfg.seed) + self.env_steps)
-        obs = as_tensor(obs, self.device)
-        critic_obs = as_tensor(reset_info["privileged_obs"], self.device) if self.privileged else None
+        obs, critic_obs = self._first_observations()
         bar = tqdm(total=total, initial=self.env_steps, unit="step", unit_scale=True, dynamic_ncols=True,
                    disable=not cfg.logging.progress_bar, desc="train")
         start = time.perf_counter() - self.wall_seconds
@@ -372,11 +408,22 @@ class Trainer:
                 result = self._evaluate_at(start)
                 self._keep_if_best(result)
                 bar.set_postfix(success=f"{100 * result['success_rate']:.0f}%", ret=f"{result['mean_return']:.0f}")
+                if self._advance_curriculum(result):  # the episodes under way end; new ones start harder
+                    env = self.env
+                    obs, critic_obs = self._first_observations()
+                    episode_return.zero_()
+                    episode_interventions[:], episode_length[:] = 0, 0
             if self.env_steps >= next_checkpoint or self.env_steps >= total:
                 next_checkpoint = self._next_multiple(cfg.checkpoint.interval_env_steps)
                 self.wall_seconds = time.perf_counter() - start
                 self.save()
         bar.close()
+
+    def _first_observations(self) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """Reset the training envs: their observations and, with a privileged critic, its observations."""
+        obs, reset_info = self.env.reset(seed=int(self.cfg.seed) + self.env_steps)
+        critic_obs = as_tensor(reset_info["privileged_obs"], self.device) if self.privileged else None
+        return as_tensor(obs, self.device), critic_obs
 
     def _final_rows(self, info: dict[str, Any], key: str, current: torch.Tensor) -> torch.Tensor:
         """`current` with the rows of envs whose episode just ended replaced by info[key] (their last state)."""
@@ -401,7 +448,7 @@ class Trainer:
         result = evaluate_policy(lambda o: self.agent.act(o, deterministic=True), self.eval_env,
                                  int(self.cfg.eval.seed), self.device)
         entry = {"env_steps": self.env_steps, "updates": self.updates, "wall_seconds": self.wall_seconds,
-                 "intervention_steps": self.intervention_steps,
+                 "intervention_steps": self.intervention_steps, "difficulty": self.difficulty,
                  "success_rate": result["success_rate"], "mean_return": result["mean_return"],
                  "mean_length": result["mean_length"]}
         self.history.append(entry)
@@ -437,7 +484,8 @@ class Trainer:
             "agent": self.agent.training_state(),
             "policy_probe": policy_probe(self.agent, self.spec["observation_size"]),
             "counters": {"env_steps": self.env_steps, "updates": self.updates, "episodes": self.episodes_done,
-                         "wall_seconds": self.wall_seconds, "intervention_steps": self.intervention_steps},
+                         "wall_seconds": self.wall_seconds, "intervention_steps": self.intervention_steps,
+                "curriculum_level": self.level},
             "commit": git_commit(),
             "device": str(self.device),
         }
@@ -454,7 +502,11 @@ class Trainer:
         def rank(entry: dict[str, Any]) -> tuple[float, float]:
             return entry["success_rate"], entry["mean_return"]
 
-        if all(rank(result) > rank(other) for other in self.history if other is not result):
+        final = self.levels[-1] if self.levels else None
+        if result.get("difficulty") != final:  # a policy of an easier curriculum level is no run's best
+            return
+        if all(rank(result) > rank(other) for other in self.history
+               if other is not result and other.get("difficulty") == final):
             save_best_policy(self.run_dir, {**self._policy_state(), "evaluation": result})
 
     def _restore(self, state: dict[str, Any]) -> None:

@@ -69,6 +69,9 @@ class RandomizationConfig:
     # frame's do (m L^2): then a heavier or larger draw is not also a more agile one, and the vehicles'
     # angular authority (arm x thrust / inertia) stays within the family's instead of multiplying its spreads.
     inertia_follows_mass_and_arm: bool = False
+    # How much of the ranges above is drawn: 1 all of them, 0 the nominal vehicle (each range shrunk towards its
+    # nominal point, disturbances and latency scaled down; observation noise kept). A training curriculum raises it.
+    difficulty: float = 1.0
 
 
 @dataclasses.dataclass
@@ -243,6 +246,7 @@ RANGES: dict[str, Interval] = {
     "randomization.motor_tau_rise_scale": at_least_zero(10.0),
     "randomization.motor_tau_fall_scale": at_least_zero(10.0),
     "randomization.inertia_size_scale": Interval(0.01, 100.0),
+    "randomization.difficulty": at_least_zero(1.0),
     "randomization.observation_noise.position": at_least_zero(10.0, "m"),
     "randomization.observation_noise.orientation": at_least_zero(10.0),
     "randomization.observation_noise.velocity": at_least_zero(10.0, "m/s"),

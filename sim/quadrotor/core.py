@@ -24,7 +24,7 @@ from sim.quadrotor.model import QuadrotorParams, load_model
 from sim.quadrotor.observation import STATE_HISTORY_FIELDS, STATE_HISTORY_SIZE, quadrotor_layout
 from sim.quadrotor.physics import MujocoBatchPhysics, MujocoSinglePhysics, TorchPhysics
 from sim.quadrotor import episode_starts as starts
-from sim.quadrotor.randomization import EpisodeParams, nominal_params
+from sim.quadrotor.randomization import EpisodeParams, at_difficulty, nominal_params
 from sim.quadrotor.rotations import quat_to_matrix
 from sim.quadrotor.tasks import reference
 
@@ -93,10 +93,16 @@ class QuadrotorBatch:
             raise ConfigError("autoreset inside the step is implemented for the torch backend only")
         self.autoreset = autoreset
         self.privileged = privileged
-        self.config = config
         self.num_envs = num_envs
         self.model = load_model(vehicle_from_config(config))
         self.params = QuadrotorParams.from_model(self.model)
+        # what the privileged observation divides disturbances by: the bounds at full difficulty, so that its
+        # meaning does not change as a curriculum raises the difficulty
+        self.disturbance_bounds = (max(config.randomization.disturbance_force, 1e-12),
+                                   max(config.randomization.disturbance_torque, 1e-12))
+        # the ranges as drawn at the configured difficulty (every path and the native step read these)
+        config = dataclasses.replace(config, randomization=at_difficulty(config.randomization, self.params))
+        self.config = config
         substeps = config.control_dt / self.params.timestep
         if abs(substeps - round(substeps)) > 1e-6 or round(substeps) < 1:
             raise ConfigError(
@@ -539,7 +545,7 @@ class QuadrotorBatch:
         """`privileged_observation` of envs `rows` (all if None); on the torch path without host
         synchronization, so that it fuses into the compiled step. The native step's write_privileged writes
         the same rows."""
-        xp, randomization, nominal = self.xp, self.config.randomization, self.params
+        xp, nominal = self.xp, self.params
         fields = [*self._state_fields(rows)]
         history, rotor_speed, thrust_scale, latency = self.history, self.rotor_speed, self.thrust_scale, self.latency
         curve, rise, fall = self.thrust_curve, self.decay_rise[None], self.decay_fall[None]
@@ -567,8 +573,8 @@ class QuadrotorBatch:
                                      for k in range(3)], 0)
         hidden = [
             mass / nominal.mass - 1.0, thrust_scale - 1.0,
-            force / max(randomization.disturbance_force, 1e-12),
-            torque / max(randomization.disturbance_torque, 1e-12),
+            force / self.disturbance_bounds[0],
+            torque / self.disturbance_bounds[1],
             latency[None],
             inertia_rows - 1.0, arm - 1.0, yaw / float(nominal.yaw_torque_coefficients[0]) - 1.0, curve_rows,
             rise_per_step, fall_per_step,

@@ -118,6 +118,39 @@ def _thrust_curve(xp: Any, u: Mapping[str, Any], nominal: QuadrotorParams, confi
     return xp.concatenate(curve, 0)
 
 
+# The point each range shrinks towards as difficulty falls: the nominal vehicle's value.
+_NOMINAL_POINTS = {"mass_scale": 1.0, "inertia_scale": 1.0, "thrust_scale": 1.0, "yaw_torque_scale": 1.0,
+                   "motor_tau_scale": 1.0, "arm_length_scale": 1.0, "thrust_curve_linear_share": 0.0,
+                   "motor_tau_rise_scale": 1.0, "motor_tau_fall_scale": 1.0}
+
+
+def at_difficulty(config: RandomizationConfig, nominal: QuadrotorParams) -> RandomizationConfig:
+    """`config` with its ranges shrunk by `config.difficulty` towards the nominal vehicle (the nearest point of a
+    range that excludes it): a range [lo, hi] around c becomes [c + d (lo - c), c + d (hi - c)] (in log space
+    for the log-uniform inertia size), disturbances and the latency's upper bound are scaled by d."""
+    d = float(config.difficulty)
+    if d >= 1.0:
+        return config
+
+    def shrink(bounds: tuple[float, float], centre: float) -> tuple[float, float]:
+        low, high = float(bounds[0]), float(bounds[1])
+        c = min(max(centre, low), high)
+        return c + d * (low - c), c + d * (high - c)
+
+    changes: dict[str, Any] = {name: shrink(getattr(config, name), centre) for name, centre in _NOMINAL_POINTS.items()}
+    low, high = config.inertia_size_scale
+    log_low, log_high = shrink((math.log(low), math.log(high)), 0.0)
+    changes["inertia_size_scale"] = (math.exp(log_low), math.exp(log_high))
+    if config.thrust_to_weight is not None:
+        weight = nominal.mass * nominal.gravity
+        changes["thrust_to_weight"] = shrink(config.thrust_to_weight, 4.0 * nominal.thrust_max / weight)
+    latency_low, latency_high = (int(v) for v in config.latency_steps)
+    changes["latency_steps"] = (latency_low, max(latency_low, int(round(d * latency_high))))
+    changes["disturbance_force"] = d * config.disturbance_force
+    changes["disturbance_torque"] = d * config.disturbance_torque
+    return dataclasses.replace(config, difficulty=1.0, **changes)
+
+
 def _between(bounds: tuple[float, float], u: Any) -> Any:
     """Uniforms in [0, 1) mapped onto [low, high)."""
     low, high = float(bounds[0]), float(bounds[1])

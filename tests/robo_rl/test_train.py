@@ -20,6 +20,7 @@ from robo_rl.checkpoint import (CHECKPOINT_FORMAT, CheckpointError, CheckpointWr
 from robo_rl.evaluate import evaluate_run
 from robo_rl.evaluation import acting_threads
 from robo_rl.train import Trainer
+from sim.errors import ConfigError
 from tests.robo_rl.quick import CONFIGS, QUICK, quick_config as _config
 
 def _digest(directory: Path) -> dict[str, str]:
@@ -197,3 +198,24 @@ def test_acting_beside_a_mujoco_batch_runs_on_one_thread_and_restores_the_count(
         assert torch.get_num_threads() == 2
     finally:
         torch.set_num_threads(before)
+
+
+def test_a_curriculum_raises_the_difficulty_level_by_level_and_keeps_only_the_final_levels_best(tmp_path):
+    """Evaluations at or above advance_at move training to the next level's envs; the run's best policy comes
+    from the final level only; a resumed run continues at its level."""
+    cfg = _config("total_env_steps=3200", "learning_starts=800", "eval.interval_env_steps=800",
+                  "checkpoint.interval_env_steps=1600", "curriculum.levels=[0.0,0.5,1.0]", "curriculum.advance_at=0.0",
+                  "+env.overrides.randomization.latency_steps=[0,2]")
+    trainer = Trainer(cfg, tmp_path)
+    assert trainer.env.batch.config.randomization.latency_steps == (0, 0)  # difficulty 0: no latency
+    summary = trainer.run()
+    difficulties = [entry["difficulty"] for entry in summary["history"]]
+    assert difficulties == [0.0, 0.0, 0.5, 1.0, 1.0]  # each evaluation (success >= 0) advanced one level
+    assert trainer.env.batch.config.randomization.latency_steps == (0, 2)
+    best = torch.load(tmp_path / "best_policy.pt", weights_only=True)
+    assert best["evaluation"]["difficulty"] == 1.0
+    resumed = Trainer(_config("resume=" + str(tmp_path), "total_env_steps=4000"), tmp_path,
+                      overrides=["resume=" + str(tmp_path), "total_env_steps=4000"])
+    assert resumed.level == 2 and resumed.env.batch.config.randomization.latency_steps == (0, 2)
+    with pytest.raises(ConfigError, match="curriculum.levels must rise"):
+        Trainer(_config("curriculum.levels=[0.5,0.2]"), tmp_path / "bad")

@@ -209,3 +209,31 @@ def test_inertia_can_follow_the_drawn_mass_and_arm_on_every_path():
     nominal = QuadrotorVectorEnv("hover", num_envs=1, backend="torch", device="cpu").batch.params
     size = native["inertia"] / nominal.inertia / ((native["mass"] / nominal.mass) * native["arm_scale"] ** 2)[:, None]
     assert size.min() >= 0.5 * 0.9 - 1e-12 and size.max() <= 8.0 * 1.1 + 1e-12
+
+
+def test_difficulty_shrinks_every_range_towards_the_nominal_vehicle_on_every_path():
+    """At difficulty 0 every drawn vehicle is the nominal one, without wind or latency; at 0.5 the ranges are
+    halved around it (log-uniform ones in log space); the native step draws what numpy draws."""
+    nominal = QuadrotorVectorEnv("hover", num_envs=1, backend="torch", device="cpu").batch.params
+
+    def params(difficulty: float, backend: str = "mujoco_batch", compile: bool | str = False) -> dict[str, np.ndarray]:
+        env = QuadrotorVectorEnv("hover", num_envs=500, backend=backend, device="cpu", compile=compile,
+                                 randomization={**WIDE, "difficulty": difficulty})
+        return env.reset(seed=0)[1]["params"]
+
+    easy = params(0.0)
+    np.testing.assert_allclose(easy["mass"], nominal.mass)
+    np.testing.assert_allclose(easy["inertia"], np.tile(nominal.inertia, (500, 1)))
+    np.testing.assert_allclose(easy["arm_scale"], 1.0)
+    np.testing.assert_allclose(_thrust_to_weight(easy, nominal.gravity), 4 * nominal.thrust_max / (nominal.mass * nominal.gravity))
+    assert not easy["disturbance_force"].any() and not easy["latency_steps"].any()
+    half = params(0.5)
+    assert half["mass"].max() <= nominal.mass * 1.3 and half["mass"].min() >= nominal.mass * 0.95
+    assert set(np.unique(half["latency_steps"])) == {0, 1, 2}  # round(0.5 * 3)
+    assert np.abs(half["disturbance_force"]).max() <= 0.005
+    ratio = _thrust_to_weight(half, nominal.gravity)
+    twr = 4 * nominal.thrust_max / (nominal.mass * nominal.gravity)
+    assert ratio.min() >= twr + 0.5 * (1.4 - twr) - 1e-9 and ratio.max() <= twr + 0.5 * (3.0 - twr) + 1e-9
+    native = params(0.5, "torch", "native")
+    for name, value in half.items():
+        np.testing.assert_allclose(native[name], value, rtol=1e-12, err_msg=name)
