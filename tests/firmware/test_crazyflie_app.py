@@ -489,10 +489,12 @@ def test_a_policy_exported_for_another_vehicle_commands_its_thrust_on_its_firmwa
 
 
 # STAND-IN for crazyflie-firmware's tools/make/oot.mk (CI has no firmware checkout): its OOT default and the
-# build folder it creates under $(OOT); the "image" is the policy it was built with.
+# build folder it creates under $(OOT); the "image" is the policy it was built with, named as the firmware names
+# it after the configured platform (PROG = PLATFORM: cf2, or cf21bl after cf21bl_defconfig).
 STAND_IN_OOT_MK = """OOT ?= $(PWD)
+PROG ?= cf2
 all:
-\tmkdir -p $(OOT)/build && echo $(OOT) > $(OOT)/build/oot.txt && cp $(OOT)/src/policy.c $(OOT)/build/cf2.bin
+\tmkdir -p $(OOT)/build && echo $(OOT) > $(OOT)/build/oot.txt && cp $(OOT)/src/policy.c $(OOT)/build/$(PROG).bin
 """
 
 
@@ -528,18 +530,20 @@ def test_make_from_another_directory_builds_the_app_in_its_own_folder(exported_b
     assert not (elsewhere / "build").exists()
 
 
-def test_a_wrong_policy_dir_fails_with_one_line_and_leaves_no_policy_to_flash(exported_bundle, tmp_path):
+@pytest.mark.parametrize("platform", ["cf2", "cf21bl"])
+def test_a_wrong_policy_dir_fails_with_one_line_and_leaves_no_policy_to_flash(exported_bundle, tmp_path, platform):
     app, firmware = make_app(tmp_path)
-    assert run_make(app, f"CRAZYFLIE_BASE={firmware}", f"POLICY_DIR={exported_bundle / 'c'}").returncode == 0
-    assert (app / "build" / "cf2.bin").exists()  # an earlier policy, built
-    result = run_make(app, f"CRAZYFLIE_BASE={firmware}", f"POLICY_DIR={tmp_path / 'no_such_export'}")
+    image = app / "build" / f"{platform}.bin"  # what `make cload` flashes for the configured platform
+    built = run_make(app, f"CRAZYFLIE_BASE={firmware}", f"POLICY_DIR={exported_bundle / 'c'}", f"PROG={platform}")
+    assert built.returncode == 0 and image.exists()  # an earlier policy, built
+    result = run_make(app, f"CRAZYFLIE_BASE={firmware}", f"POLICY_DIR={tmp_path / 'no_such_export'}", f"PROG={platform}")
     assert result.returncode != 0
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and "POLICY_DIR=" in lines[0] and "no_such_export" in lines[0], result.stderr
-    assert not (app / "build" / "cf2.bin").exists() and not (app / "src" / "policy.c").exists()
+    assert not image.exists() and not (app / "src" / "policy.c").exists()
     # and a plain make afterwards says what is missing instead of building or flashing an old policy
-    result = run_make(app, f"CRAZYFLIE_BASE={firmware}")
-    assert result.returncode != 0 and "POLICY_DIR" in result.stderr and not (app / "build" / "cf2.bin").exists()
+    result = run_make(app, f"CRAZYFLIE_BASE={firmware}", f"PROG={platform}")
+    assert result.returncode != 0 and "POLICY_DIR" in result.stderr and not image.exists()
     result = run_make(app, f"CRAZYFLIE_BASE={tmp_path / 'nowhere'}", f"POLICY_DIR={exported_bundle / 'c'}")
     assert result.returncode != 0 and "CRAZYFLIE_BASE" in result.stderr.strip().splitlines()[0]
 
