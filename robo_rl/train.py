@@ -520,6 +520,12 @@ class Trainer:
                           "continues with the same networks, buffers and counters, but not bit for bit as it "
                           f"would have on {saved}; set device={torch.device(saved).type} to keep it there",
                           stacklevel=2)
+        saved_critic = state.get("critic_obs_dim")
+        if saved_critic != self.agent.critic_obs_dim:  # e.g. the privileged observation gained episode parameters
+            raise CheckpointError(f"checkpoint {state['path']}: its critic sees {saved_critic} inputs, this env's "
+                                  f"privileged observation has {self.agent.critic_obs_dim} (the run was trained by "
+                                  "another robo-rl version); it cannot be resumed, but its policy still evaluates "
+                                  "and exports: start a new run to train further")
         try:  # a checkpoint that passed its checksum but not written by this code's Trainer: one clear error
             self.agent.load_training_state(state["agent"])
             self.replay.load_state_dict(state["replay"])

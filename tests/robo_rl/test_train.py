@@ -219,3 +219,13 @@ def test_a_curriculum_raises_the_difficulty_level_by_level_and_keeps_only_the_fi
     assert resumed.level == 2 and resumed.env.batch.config.randomization.latency_steps == (0, 2)
     with pytest.raises(ConfigError, match="curriculum.levels must rise"):
         Trainer(_config("curriculum.levels=[0.5,0.2]"), tmp_path / "bad")
+
+
+def test_a_checkpoint_whose_critic_saw_another_privileged_observation_is_refused_with_one_clear_error(trained_run, tmp_path):
+    """A run trained by a robo-rl whose privileged observation had another size cannot resume (the critic's
+    weights do not fit), and says so instead of torch's state_dict error."""
+    state = load_checkpoint(trained_run)
+    state["critic_obs_dim"] = int(state["critic_obs_dim"]) - 10  # the privileged observation before it grew
+    trainer = Trainer(_config(), tmp_path)
+    with pytest.raises(CheckpointError, match="its critic sees .* inputs, this env's privileged observation has"):
+        trainer._restore(state)
