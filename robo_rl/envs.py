@@ -32,6 +32,26 @@ def make_vector_env(env_cfg: Mapping[str, Any], num_envs: int, device: torch.dev
     return gym.make_vec(env_cfg["id"], num_envs=num_envs, vectorization_mode="vector_entry_point", **kwargs)
 
 
+def check_env_config(env_cfg: Mapping[str, Any]) -> None:
+    """ConfigError unless env_cfg's id is known and its `overrides` make a valid config of that env (what
+    building the env would check), without building it."""
+    from sim.arm.env import make_arm_config
+    from sim.quadrotor.config import make_config
+    from sim.registration import ARM_ENV_IDS, QUADROTOR_ENV_IDS
+
+    env_id = env_cfg.get("id")
+    check_env_id(env_id)
+    overrides = env_cfg.get("overrides")
+    if overrides is not None and not isinstance(overrides, Mapping):
+        raise ConfigError(f"env.overrides must be a mapping of the env's config fields, got {overrides!r}")
+    overrides = dict(overrides or {})
+    if env_id in QUADROTOR_ENV_IDS:
+        make_config(QUADROTOR_ENV_IDS[env_id], overrides)
+    elif env_id in ARM_ENV_IDS:
+        task = ARM_ENV_IDS[env_id]
+        make_arm_config(**(task if isinstance(task, dict) else {"task": task}), config=overrides)
+
+
 def check_env_id(env_id: Any) -> None:
     """ConfigError unless `env_id` is one of robo-rl's registered gymnasium ids."""
     known = sorted(i for i in gym.registry if i.startswith("robo_rl/"))

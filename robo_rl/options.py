@@ -102,9 +102,9 @@ def check_options(cfg: DictConfig, command: str, require_all: bool = True) -> No
 
         curriculum_levels(cfg)
     if command in ("train", "record") and OmegaConf.select(cfg, "env.id", default=None) is not None:
-        from robo_rl.envs import check_env_id
+        from robo_rl.envs import check_env_config
 
-        check_env_id(cfg.env.id)
+        check_env_config(OmegaConf.to_container(cfg.env, resolve=True))  # before Hydra makes the run folder
     kind = OmegaConf.select(cfg, "intervention.kind", default=None)
     if command == "train" and kind is not None:
         from robo_rl.interventions import INTERVENTION_KINDS

@@ -19,7 +19,6 @@ with one ExportError before anything is written.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import shutil
@@ -103,6 +102,7 @@ def deployment_block(config: Any, vehicle: str | None = None) -> dict[str, Any]:
     they describe that very vehicle. `firmware_thrust_max/min` are the per-motor limits of the flight
     firmware that flies it (sim.quadrotor.model.Vehicle), null where the vehicle names none."""
     from sim.quadrotor.config import vehicle_from_config
+    from sim.quadrotor.env import jsonable, vehicle_parameters
     from sim.quadrotor.model import VEHICLES, QuadrotorParams, load_model
 
     check_vehicle_name(vehicle)
@@ -114,28 +114,14 @@ def deployment_block(config: Any, vehicle: str | None = None) -> dict[str, Any]:
     return {
         "vehicle": name,
         "source": spec.source,
-        "vehicle_overrides": _plain(overrides),
+        "vehicle_overrides": jsonable(overrides),
         "thrust_max_newton": params.thrust_max,
         "hover_command": params.hover_command,
         "firmware_thrust_max": spec.firmware_thrust_max,
         "firmware_thrust_min": spec.firmware_thrust_min,
-        "vehicle_parameters": {**_plain(dataclasses.asdict(params)), "thrust_max": params.thrust_max,
-                               "hover_command": params.hover_command},
+        "vehicle_parameters": vehicle_parameters(params),
         "action": "motor thrust = action * thrust_max_newton [N] (fraction of this vehicle's own maximum thrust)",
     }
-
-
-def _plain(value: Any) -> Any:
-    """numpy arrays and scalars, tuples and nested dicts as plain JSON types."""
-    if isinstance(value, dict):
-        return {str(k): _plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    if isinstance(value, np.ndarray):
-        return value.tolist()
-    if isinstance(value, np.generic):
-        return value.item()
-    return value
 
 
 def _deployment_constants(description: dict[str, Any], deployment: dict[str, Any] | None) -> dict[str, Any]:

@@ -22,6 +22,7 @@ from gymnasium.vector import AutoresetMode, VectorEnv
 
 from sim.quadrotor.config import QuadrotorEnvConfig, make_config
 from sim.quadrotor.core import QuadrotorBatch
+from sim.quadrotor.model import QuadrotorParams
 
 
 def _spaces(batch: QuadrotorBatch) -> tuple[gym.spaces.Box, gym.spaces.Box]:
@@ -160,9 +161,8 @@ class QuadrotorVectorEnv(VectorEnv):
         return {
             "task": self.config.task,
             "control_hz": self.config.control_hz,
-            "config": _jsonable(dataclasses.asdict(self.config)),
-            "vehicle_parameters": {**_jsonable(dataclasses.asdict(params)), "thrust_max": params.thrust_max,
-                                   "hover_command": params.hover_command},
+            "config": jsonable(dataclasses.asdict(self.config)),
+            "vehicle_parameters": vehicle_parameters(params),
             "observation_layout": self.layout.to_dict(),
             # what on-board glue needs beyond the layout (firmware/crazyflie reads them from policy_layout.h)
             "deployment_constants": {"thrust_max_newton": params.thrust_max, "hover_command": params.hover_command,
@@ -229,12 +229,18 @@ def _numpy(array: Any) -> np.ndarray:
     return array.numpy(force=True) if isinstance(array, torch.Tensor) else np.asarray(array)
 
 
-def _jsonable(value: Any) -> Any:
+def vehicle_parameters(params: QuadrotorParams) -> dict[str, Any]:
+    """A compiled vehicle's parameters, JSON-ready, with its maximum thrust per rotor and hover command."""
+    return {**jsonable(dataclasses.asdict(params)), "thrust_max": params.thrust_max,
+            "hover_command": params.hover_command}
+
+
+def jsonable(value: Any) -> Any:
     """numpy arrays and scalars, tuples and nested dicts as plain JSON types."""
     if isinstance(value, dict):
-        return {str(k): _jsonable(v) for k, v in value.items()}
+        return {str(k): jsonable(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [_jsonable(v) for v in value]
+        return [jsonable(v) for v in value]
     if isinstance(value, np.ndarray):
         return value.tolist()
     if isinstance(value, np.generic):

@@ -111,6 +111,20 @@ def _hover_yaw_torque_ratio(thrust: tuple[float, ...], torque: tuple[float, ...]
     return float(np.polynomial.polynomial.polyval(speed, torque) / np.polynomial.polynomial.polyval(speed, thrust))
 
 
+_L2F_PAPER = Vehicle(
+    source="arplaboratory/learning-to-fly simulator/parameters/dynamics/crazy_flie.h "
+    "(thrust 3.16e-10 rpm^2, rpm in [0, 21702], one time constant 0.15 s); firmware limits: "
+    "bitcraze/crazyflie-firmware src/platform/interface/platform_defaults_cf2.h",
+    mass=0.027,
+    inertia=_L2F_INERTIA,
+    rotor_offset=0.028,
+    thrust_curve=(0.0, 0.0, 3.16e-10 * _L2F_MAX_RPM**2),
+    yaw_torque_ratio=0.005964552,
+    motor_tau_rise=0.15,
+    motor_tau_fall=0.15,
+    firmware_thrust_max=_CF2_FIRMWARE_THRUST_MAX,
+    firmware_thrust_min=_CF2_FIRMWARE_THRUST_MIN,
+)
 VEHICLES: dict[str, Vehicle] = {
     "crazyflie_rltools": Vehicle(
         source="rl-tools/rl-tools l2f/parameters/dynamics/crazyflie.h (current RLtools L2F model); "
@@ -119,20 +133,7 @@ VEHICLES: dict[str, Vehicle] = {
         firmware_thrust_max=_CF2_FIRMWARE_THRUST_MAX,
         firmware_thrust_min=_CF2_FIRMWARE_THRUST_MIN,
     ),
-    "crazyflie_l2f_paper": Vehicle(
-        source="arplaboratory/learning-to-fly simulator/parameters/dynamics/crazy_flie.h "
-        "(thrust 3.16e-10 rpm^2, rpm in [0, 21702], one time constant 0.15 s); firmware limits: "
-        "bitcraze/crazyflie-firmware src/platform/interface/platform_defaults_cf2.h",
-        mass=0.027,
-        inertia=_L2F_INERTIA,
-        rotor_offset=0.028,
-        thrust_curve=(0.0, 0.0, 3.16e-10 * _L2F_MAX_RPM**2),
-        yaw_torque_ratio=0.005964552,
-        motor_tau_rise=0.15,
-        motor_tau_fall=0.15,
-        firmware_thrust_max=_CF2_FIRMWARE_THRUST_MAX,
-        firmware_thrust_min=_CF2_FIRMWARE_THRUST_MIN,
-    ),
+    "crazyflie_l2f_paper": _L2F_PAPER,
     "crazyflie_pybullet_drones": Vehicle(
         source="utiasDSL/gym-pybullet-drones assets/cf2x.urdf (kf 3.16e-10, km 7.94e-12, "
         "thrust-to-weight 2.25, no motor lag); firmware limits: bitcraze/crazyflie-firmware "
@@ -167,7 +168,8 @@ VEHICLES: dict[str, Vehicle] = {
         firmware_thrust_max=0.2,
         firmware_thrust_min=0.02136263065537499,
     ),
-    "crazyflie_l2f_ai_deck": Vehicle(
+    "crazyflie_l2f_ai_deck": dataclasses.replace(
+        _L2F_PAPER,
         source="crazyflie_l2f_paper's Crazyflie 2.1 (arplaboratory/learning-to-fly simulator/parameters/"
         "dynamics/crazy_flie.h: 27 g, rotors, thrust, yaw torque, 0.15 s lag) carrying an AI-deck 1.1 "
         "on top (4.4 g, 52 x 30 x 8 mm) and a Flow deck v2 underneath (1.6 g, 28 x 21 x 4 mm; "
@@ -177,13 +179,6 @@ VEHICLES: dict[str, Vehicle] = {
         "bitcraze/crazyflie-firmware src/platform/interface/platform_defaults_cf2.h",
         mass=_L2F_AI_DECK_MASS,
         inertia=_L2F_AI_DECK_INERTIA,
-        rotor_offset=0.028,
-        thrust_curve=(0.0, 0.0, 3.16e-10 * _L2F_MAX_RPM**2),
-        yaw_torque_ratio=0.005964552,
-        motor_tau_rise=0.15,
-        motor_tau_fall=0.15,
-        firmware_thrust_max=_CF2_FIRMWARE_THRUST_MAX,
-        firmware_thrust_min=_CF2_FIRMWARE_THRUST_MIN,
     ),
 }
 DEFAULT_VEHICLE = "crazyflie_rltools"

@@ -57,6 +57,9 @@ def test_a_users_mistake_is_one_line_and_status_2(args, message, tmp_path):
     ["-m", "robo_rl.train", "seed=-1"],
     ["-m", "robo_rl.train", "+total_env_step=1000"],
     ["-m", "robo_rl.record", "env=reach", "episodes=0"],
+    # an env config field the env refuses (checked when the env was built: after the folder was made)
+    ["-m", "robo_rl.train", "+env.overrides.randomization.mass_scale=[2,1]"],
+    ["-m", "robo_rl.train", "env=pick_cube", "+env.overrides.control_hz=nan"],
 ])
 def test_a_refused_option_leaves_no_run_folder(args, tmp_path):
     # Hydra creates the run folder and writes its record before the task starts: a refused option left an
