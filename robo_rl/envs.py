@@ -15,7 +15,8 @@ def make_vector_env(env_cfg: Mapping[str, Any], num_envs: int, device: torch.dev
                     overrides: Mapping[str, Any] | None = None, threads: int = 0, privileged: bool = False) -> Any:
     """`gymnasium.make_vec` of env_cfg.id with its backend and config overrides (plus `overrides`);
     `threads` C threads for the MuJoCo batch backend (0: one per core); `privileged` asks the env to put
-    privileged observations for an asymmetric critic into its infos."""
+    privileged observations for an asymmetric critic into its infos; env_cfg.privileged_actor makes them the
+    observation (a teacher's)."""
     check_env_id(env_cfg.get("id"))
     for name, value in (("env.overrides", env_cfg.get("overrides")), ("overrides", overrides)):
         if value is not None and not isinstance(value, Mapping):
@@ -24,6 +25,8 @@ def make_vector_env(env_cfg: Mapping[str, Any], num_envs: int, device: torch.dev
     kwargs: dict[str, Any] = {"backend": env_cfg.get("backend", "torch"), "config": config}
     if privileged:
         kwargs["privileged"] = True
+    if env_cfg.get("privileged_actor", False):
+        kwargs["privileged_actor"] = True
     if kwargs["backend"] == "torch":
         kwargs["device"] = device
         kwargs["compile"] = bool(env_cfg.get("compile", False))

@@ -60,6 +60,19 @@ OPTIONS: dict[str, dict[str, tuple[Any, Interval | None]]] = {
         "targets.specialist_start_set": (str, None), "targets.specialist_gap": (float, Interval(0.0, 1.0)),
         "targets.held_out": (float, Interval(0.0, 1.0)),
     },
+    "distill": {
+        "teacher": (str, None), "checkpoint": (str, None), "device": (str, None), "torch_threads": (int, Interval(0, 4096)),
+        "seed": (int, SEED), "difficulty": (float | None, Interval(0.0, 1.0)), "num_envs": (int, Interval(1, 2**20)),
+        "rollout_steps": (int, Interval(1, 10**6)), "iterations": (int, Interval(1, 10**6)),
+        "student.actor_hidden": (tuple[int, ...] | None, None),
+        "distillation.lr": (float, Interval(1e-8, 1.0)), "distillation.batch_size": (int, Interval(1, 2**20)),
+        "distillation.updates_per_iteration": (int, Interval(1, 10**6)),
+        "distillation.dataset_capacity": (int, Interval(1, 10**9)),
+        "distillation.teacher_iterations": (int, Interval(0, 10**6)),
+        "eval.interval_iterations": (int, Interval(1, 10**6)), "eval.episodes": (int, Interval(1, 10**6)),
+        "eval.seed": (int, SEED), "checkpoint_keep": (int, COUNT), "logging.progress_bar": (bool, None),
+        "logging.tensorboard": (bool, None),
+    },
     "export": {
         "run": (str, None), "checkpoint": (str, None), "out": (str | None, None), "pairs": (int, Interval(8, 10**5)),
         "seed": (int, SEED), "safe_action": (str | tuple[float, ...], None), "onnx.opset": (int, Interval(7, 30)),
@@ -73,7 +86,7 @@ OPTIONS: dict[str, dict[str, tuple[Any, Interval | None]]] = {
     },
 }
 CONFIG_DIR = Path(__file__).resolve().parents[1] / "configs"
-TORCH_DEVICE_COMMANDS = ("train", "evaluate", "robustness")  # where `device` is a torch device (record's is a teleop device)
+TORCH_DEVICE_COMMANDS = ("train", "evaluate", "robustness", "distill")  # where `device` is a torch device (record's is a teleop device)
 
 
 def check_options(cfg: DictConfig, command: str, require_all: bool = True) -> None:
@@ -116,6 +129,18 @@ def check_options(cfg: DictConfig, command: str, require_all: bool = True) -> No
 
         check_run(cfg.run)
         suite_from_config(cfg)
+    if command == "distill":
+        from robo_rl.checkpoint import CheckpointError
+        from robo_rl.distill import check_teacher
+
+        try:
+            check_teacher(cfg.teacher)
+        except CheckpointError as error:
+            raise ConfigError(str(error)) from None
+        if cfg.student.actor_hidden is not None and (not cfg.student.actor_hidden
+                                                     or min(cfg.student.actor_hidden) < 1):
+            raise ConfigError(f"student.actor_hidden must be a list of positive layer widths, got "
+                              f"{list(cfg.student.actor_hidden)}")
     if command == "export" and OmegaConf.select(cfg, "vehicle", default=None) is not None:
         from robo_rl.export.bundle import ExportError, check_vehicle_name
 

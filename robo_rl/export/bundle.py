@@ -161,6 +161,9 @@ def export_bundle(run: str | Path, checkpoint: str | None = "best", out: str | P
     check_out_folder(out)  # before any work: a folder that cannot be replaced is refused at once
     state = load_checkpoint(policy_file(run, checkpoint))
     run_cfg = OmegaConf.create(state["config"])
+    if run_cfg.env.get("privileged_actor", False):
+        raise ExportError(f"run={run} is a teacher (env.privileged_actor=true): its policy reads simulator state no "
+                          "vehicle measures; distill it into a deployable policy with python -m robo_rl.distill")
     env = make_vector_env(run_cfg.env, pairs, torch.device("cpu"), threads=1)
     check_compatible(state, env_spec(env, run_cfg.env.id))
     agent = agent_from_checkpoint(state, torch.device("cpu"))

@@ -118,7 +118,9 @@ class QuadrotorVectorEnv(VectorEnv):
     `QuadrotorBatch`: a generated C++ loop on a CPU, torch.compile elsewhere).
 
     With `privileged=True`, `info["privileged_obs"]` (and `info["final_privileged_obs"]` where episodes
-    ended) holds `QuadrotorBatch.privileged_observation` rows, for an asymmetric critic.
+    ended) holds `QuadrotorBatch.privileged_observation` rows, for an asymmetric critic. With
+    `privileged_actor=True` the observation itself is that privileged row: a teacher that knows its vehicle,
+    trained in simulation to be distilled into a deployable policy (`robo_rl.distill`), never exported.
     `autoreset` (default: on the torch backend) restarts finished episodes inside the step's kernel rather
     than from the host afterwards; both start the same episodes (see `episode_starts`).
 
@@ -134,8 +136,10 @@ class QuadrotorVectorEnv(VectorEnv):
                  config: QuadrotorEnvConfig | dict | None = None, *, nthread: int = 0,
                  device: str | torch.device | None = None, dtype: torch.dtype = torch.float32,
                  compile: bool | str = False, privileged: bool = False, autoreset: bool | None = None,
-                 **overrides: Any):
+                 privileged_actor: bool = False, **overrides: Any):
         self.config = make_config(task, config, **overrides)
+        self.privileged_actor = bool(privileged_actor)
+        privileged = bool(privileged) or self.privileged_actor
         self.privileged = privileged
         if device is None:
             device = "cuda" if torch.cuda.is_available() else "cpu"
@@ -148,6 +152,8 @@ class QuadrotorVectorEnv(VectorEnv):
         self.layout = self.batch.layout
         self.privileged_size = self.batch.privileged_size
         self.single_observation_space, self.single_action_space = _spaces(self.batch)
+        if self.privileged_actor:
+            self.single_observation_space = gym.spaces.Box(-np.inf, np.inf, (self.privileged_size,), np.float32)
         # the command that holds the nominal vehicle in the air: where a policy should start from
         self.nominal_action = np.full(4, self.batch.params.hover_command, dtype=np.float32)
         self.observation_space = gym.vector.utils.batch_space(self.single_observation_space, num_envs)
@@ -178,6 +184,19 @@ class QuadrotorVectorEnv(VectorEnv):
 
     def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple[Any, dict]:
         """Reset every env; `options` as for QuadrotorBatch.reset (arrays may have a leading env axis)."""
+        obs, info = self._reset(seed, options)
+        return (info["privileged_obs"], info) if self.privileged_actor else (obs, info)
+
+    def step(self, actions: Any) -> tuple[Any, Any, Any, Any, dict]:
+        """Step every env with actions (N, 4); finished envs restart in the same call."""
+        obs, reward, terminated, truncated, info = self._step(actions)
+        if self.privileged_actor:
+            obs = info["privileged_obs"]
+            if "final_obs" in info:
+                info["final_obs"] = info["final_privileged_obs"]
+        return obs, reward, terminated, truncated, info
+
+    def _reset(self, seed: int | None, options: dict | None) -> tuple[Any, dict]:
         if seed is not None:
             self.batch.seed(seed)
         obs = self.batch.reset(options=options)
@@ -186,8 +205,7 @@ class QuadrotorVectorEnv(VectorEnv):
             info["privileged_obs"] = self._out(self.batch.privileged_observation())
         return self._out(obs), info
 
-    def step(self, actions: Any) -> tuple[Any, Any, Any, Any, dict]:
-        """Step every env with actions (N, 4); finished envs restart in the same call."""
+    def _step(self, actions: Any) -> tuple[Any, Any, Any, Any, dict]:
         result = self.batch.step(actions)
         info: dict[str, Any] = {"is_success": result.is_success, "reward_terms": result.reward_terms}
         obs = result.observation

@@ -122,7 +122,7 @@ def test_one_line_folds_multiline_messages():
     (["eval.episodes=1.5"], "eval.episodes must be an integer, got 1.5"),
     # a key added with + that no config file defines: nothing reads it (`+total_env_step=1000` trained 500k steps)
     (["+total_env_step=1000"], r"unknown option total_env_step \(added with \+"),
-    (["+env.foo=1"], "unknown option env.foo .*env has: backend, compile, id, overrides, privileged_observation"),
+    (["+env.foo=1"], "unknown option env.foo .*env has: backend, compile, id, overrides, privileged_actor, privileged_observation"),
     (["+eval.epsiodes=3"], "unknown option eval.epsiodes"),
     # removed options and names that do not exist were refused only after the run folder was made
     (["~seed"], r"option seed of train is missing \(removed with ~seed\?\)"),
@@ -144,6 +144,9 @@ def test_train_options_are_checked_once_composed(overrides, message):
     ("export", ["run=r", "pairs=4"], r"pairs must lie in \[8, 100000\], got 4"),
     ("export", ["run=r", "safe_action=[nan, 0]"], "safe_action"),
     ("record", ["dataset=d", "expert_noise=-1"], r"expert_noise must lie in \[0, 10\], got -1"),
+    ("distill", ["teacher=r", "num_envs=0"], r"num_envs must lie in \[1, 1048576\], got 0"),
+    ("distill", ["teacher=r", "difficulty=1.5"], r"difficulty must lie in \[0, 1\], got 1.5"),
+    ("distill", ["teacher=/nonexistent"], "teacher=/nonexistent is not a training run directory"),
 ])
 def test_other_commands_options(command, overrides, message):
     with initialize_config_dir(config_dir=CONFIGS, version_base="1.3"):

@@ -415,3 +415,28 @@ def test_privileged_observation_is_the_noise_free_state_plus_hidden_variables(ba
                                        np.asarray(info["final_obs"])[ended], atol=1e-5)
     mass_error = env.batch.params_info()["mass"] / env.batch.params.mass - 1.0
     np.testing.assert_allclose(privileged[:, size + 4], mass_error, atol=1e-6)
+
+
+@pytest.mark.parametrize("backend", ["torch", "mujoco_batch"])
+def test_a_privileged_actor_observes_the_privileged_rows_including_where_episodes_end(backend):
+    """A teacher's observation is the asymmetric critic's row: at reset, on steps, and as the final observation
+    of an episode that ended (falling envs end within the rollout)."""
+    kwargs = {"device": "cpu", "compile": True} if backend == "torch" else {}
+    env = QuadrotorVectorEnv("hover", num_envs=8, backend=backend, config={"state_history": 2},
+                             privileged_actor=True, **kwargs)
+    plain = QuadrotorVectorEnv("hover", num_envs=8, backend=backend, config={"state_history": 2}, **kwargs)
+    assert env.single_observation_space.shape == (env.privileged_size,) == (plain.privileged_size,)
+    assert env.privileged_size > plain.single_observation_space.shape[0]
+    obs, info = env.reset(seed=3)
+    np.testing.assert_array_equal(np.asarray(obs), np.asarray(info["privileged_obs"]))
+    ended = 0
+    for _ in range(200):  # zero thrust: every env falls and restarts
+        zeros = np.zeros((8, 4), np.float32)
+        obs, _, _, _, info = env.step(torch.as_tensor(zeros) if backend == "torch" else zeros)
+        np.testing.assert_array_equal(np.asarray(obs), np.asarray(info["privileged_obs"]))
+        if "final_obs" in info:
+            rows = np.asarray(info["_final_obs"])
+            np.testing.assert_array_equal(np.asarray(info["final_obs"])[rows],
+                                          np.asarray(info["final_privileged_obs"])[rows])
+            ended += int(rows.sum())
+    assert ended >= 8

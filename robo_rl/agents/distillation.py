@@ -1,0 +1,90 @@
+"""Teacher-student distillation (DAgger): a deployable policy that imitates a privileged teacher.
+
+The teacher is a SAC policy trained in simulation on observations no vehicle measures (its drawn mass,
+inertia, motor constants, latency, wind: `env.privileged_actor=true`). The student sees only what the robot
+measures, with its history, and is trained by regression onto the teacher's deterministic actions in the
+states the student itself visits (Ross et al. 2011, DAgger; as in RMA and RAPTOR's student phase): early
+rollouts are flown partly by the teacher (`teacher_share`), later ones by the student alone, so that the
+student learns to recover from its own mistakes, which plain behaviour cloning never shows it.
+
+This module holds the two pieces of the update: the aggregated dataset and the student's regression step.
+`robo_rl.distill` runs the loop.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import torch
+
+from robo_rl.agents.networks import TanhGaussianActor
+
+
+@dataclasses.dataclass
+class DistillationConfig:
+    """Hyperparameters of the student's regression and the DAgger schedule."""
+
+    lr: float = 1e-3
+    batch_size: int = 4096
+    updates_per_iteration: int = 200   # regression steps after each rollout
+    dataset_capacity: int = 1_000_000  # aggregated (observation, teacher action) rows; the oldest are dropped
+    teacher_iterations: int = 5        # the teacher's share of the actions falls linearly from 1 to 0 over these
+
+    def validate(self) -> None:
+        """ValueError naming the first field outside its range."""
+        for name in ("batch_size", "updates_per_iteration", "dataset_capacity"):
+            if int(getattr(self, name)) < 1:
+                raise ValueError(f"distillation.{name} must be at least 1, got {getattr(self, name)}")
+        if not self.lr > 0:
+            raise ValueError(f"distillation.lr must be positive, got {self.lr}")
+        if int(self.teacher_iterations) < 0:
+            raise ValueError(f"distillation.teacher_iterations must be 0 or more, got {self.teacher_iterations}")
+
+    def teacher_share(self, iteration: int) -> float:
+        """The probability that the teacher's action is flown in a rollout of `iteration` (0-based)."""
+        if iteration >= self.teacher_iterations:
+            return 0.0
+        return 1.0 - iteration / self.teacher_iterations
+
+
+class AggregatedDataset:
+    """A ring of (student observation, teacher action) rows on one device; every rollout adds to it."""
+
+    def __init__(self, capacity: int, obs_dim: int, action_dim: int, device: torch.device):
+        self.obs = torch.empty(capacity, obs_dim, device=device)
+        self.action = torch.empty(capacity, action_dim, device=device)
+        self.capacity, self.size, self._next = capacity, 0, 0
+
+    def add(self, obs: torch.Tensor, action: torch.Tensor) -> None:
+        """Append rows (B, obs_dim) and (B, action_dim), overwriting the oldest once full."""
+        rows = (torch.arange(len(obs), device=self.obs.device) + self._next) % self.capacity
+        self.obs[rows], self.action[rows] = obs, action
+        self._next = (self._next + len(obs)) % self.capacity
+        self.size = min(self.size + len(obs), self.capacity)
+
+    def sample(self, batch_size: int, generator: torch.Generator | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """`batch_size` rows drawn uniformly with replacement."""
+        index = torch.randint(self.size, (batch_size,), device=self.obs.device, generator=generator)
+        return self.obs[index], self.action[index]
+
+
+class StudentRegression:
+    """Fits a tanh-Gaussian actor's deterministic action to target actions: mean squared error in units of
+    the action range (so that every action dimension weighs the same), Adam."""
+
+    def __init__(self, actor: TanhGaussianActor, lr: float):
+        self.actor = actor
+        self.optimizer = torch.optim.Adam(actor.parameters(), lr=lr)
+
+    def loss(self, obs: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+        """Mean squared difference of the actor's and the target's actions as fractions of the action range."""
+        span = 2.0 * self.actor.action_scale
+        return (((self.actor.deterministic(obs) - target) / span) ** 2).sum(-1).mean()
+
+    def update(self, obs: torch.Tensor, target: torch.Tensor) -> float:
+        """One gradient step on a minibatch; returns its loss before the step."""
+        loss = self.loss(obs, target)
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        self.optimizer.step()
+        return float(loss.detach())

@@ -1,0 +1,236 @@
+"""Distill a privileged teacher into a deployable student: `python -m robo_rl.distill teacher=<run dir>`.
+
+The teacher is a run trained with `env.privileged_actor=true` (its policy reads the drawn vehicle's
+parameters); the student is a policy of the same env that sees only what the vehicle measures, with the
+histories its env config gives it, fitted by DAgger (robo_rl.agents.distillation) in `num_envs` simulated
+vehicles drawn from the teacher's distribution at the difficulty the teacher reached. Every
+`eval.interval_iterations` the student flies the fixed evaluation episodes; the teacher flew the same ones
+once at the start, and the two success rates are printed side by side.
+
+The output is a run folder like `robo_rl.train`'s (config.yaml, checkpoints/, best_policy.pt,
+summary.json, learning_curve.png, tensorboard/), so that `robo_rl.evaluate`, `robo_rl.robustness` and
+`robo_rl.export` take the student as they take any run. Distillation takes minutes: an interrupted one is
+started again rather than resumed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+from omegaconf import DictConfig, OmegaConf
+from tqdm import tqdm
+
+from robo_rl.agents.distillation import AggregatedDataset, DistillationConfig, StudentRegression
+from robo_rl.agents.sac import SAC, SACConfig
+from robo_rl.checkpoint import (CHECKPOINT_FORMAT, CheckpointError, require_run_dir, save_best_policy,
+                                save_checkpoint)
+from robo_rl.cli import hydra_command
+from robo_rl.envs import env_spec, make_vector_env
+from robo_rl.evaluate import load_policy
+from robo_rl.evaluation import as_tensor, evaluate_policy
+from robo_rl.plotting import plot_learning_curve
+from robo_rl.train import curriculum_levels, git_commit, seed_everything, select_device
+
+
+def check_teacher(run: Any) -> str:
+    """`run` if it is a training run whose policy is a teacher (env.privileged_actor=true), else a
+    CheckpointError naming teacher= and what it must be."""
+    folder = require_run_dir(run, "teacher", need_policy=True)
+    saved = OmegaConf.load(Path(folder) / "config.yaml")
+    if not saved.env.get("privileged_actor", False):
+        raise CheckpointError(f"teacher={run} was not trained as a teacher (its env.privileged_actor is false): "
+                              "train one with env.privileged_actor=true")
+    return folder
+
+
+def teacher_difficulty(teacher_cfg: DictConfig, level: int) -> float | None:
+    """The randomization difficulty the teacher's run had reached at curriculum level `level` (None: no
+    curriculum, the env config's own)."""
+    levels = curriculum_levels(teacher_cfg)
+    return levels[min(level, len(levels) - 1)] if levels else None
+
+
+def env_at(env_cfg: DictConfig, difficulty: float | None, privileged_actor: bool) -> DictConfig:
+    """`env_cfg` with the teacher's or the student's observation and, where given, the difficulty."""
+    plain = OmegaConf.create(OmegaConf.to_container(env_cfg, resolve=True))
+    changes: dict[str, Any] = {"privileged_actor": privileged_actor}
+    if difficulty is not None:
+        changes["overrides"] = {"randomization": {"difficulty": float(difficulty)}}
+    return OmegaConf.merge(plain, changes)
+
+
+class Distiller:
+    """One distillation in `run_dir` from a composed config (configs/distill.yaml)."""
+
+    def __init__(self, cfg: DictConfig, run_dir: str | Path):
+        self.cfg, self.run_dir = cfg, Path(run_dir)
+        torch.set_num_threads(int(cfg.torch_threads))
+        self.device = select_device(cfg.device)
+        seed_everything(int(cfg.seed))
+        self.settings = DistillationConfig(**OmegaConf.to_container(cfg.distillation, resolve=True))
+        self.settings.validate()
+        state, teacher_cfg, self.teacher = load_policy(check_teacher(cfg.teacher), cfg.checkpoint, self.device)
+        self.teacher_path = state["path"]
+        level = int(state["counters"].get("curriculum_level", 0))
+        self.difficulty = (float(cfg.difficulty) if cfg.difficulty is not None
+                           else teacher_difficulty(teacher_cfg, level))
+        self.student_env_cfg = env_at(teacher_cfg.env, self.difficulty, privileged_actor=False)
+        teacher_env_cfg = env_at(teacher_cfg.env, self.difficulty, privileged_actor=True)
+        self.env = make_vector_env(self.student_env_cfg, int(cfg.num_envs), self.device,
+                                   threads=int(cfg.torch_threads), privileged=True)
+        if self.env.privileged_size != self.teacher.obs_dim:
+            raise CheckpointError(f"teacher={cfg.teacher} reads {self.teacher.obs_dim} inputs, its env's privileged "
+                                  f"observation now has {self.env.privileged_size} (trained by another robo-rl "
+                                  "version); train the teacher again")
+        self.eval_env = make_vector_env(self.student_env_cfg, int(cfg.eval.episodes), self.device)
+        self.teacher_eval_env = make_vector_env(teacher_env_cfg, int(cfg.eval.episodes), self.device)
+        self.spec = env_spec(self.env, teacher_cfg.env.id)
+        agent_cfg = dict(state["agent_config"], actor_average_rate=0.0, compile=False)
+        if cfg.student.actor_hidden is not None:
+            agent_cfg["actor_hidden"] = list(cfg.student.actor_hidden)
+        space = self.env.single_action_space
+        # a SAC agent whose actor is the student: evaluation, export and the suite load it like any run's
+        self.student = SAC(self.spec["observation_size"], space.low, space.high, SACConfig(**agent_cfg),
+                           critic_obs_dim=self.env.privileged_size, device=self.device)
+        self.regression = StudentRegression(self.student.actor, self.settings.lr)
+        self.dataset = AggregatedDataset(int(self.settings.dataset_capacity), self.spec["observation_size"],
+                                         self.spec["action_size"], self.device)
+        self.run_cfg = OmegaConf.merge(teacher_cfg, {
+            "env": self.student_env_cfg, "agent": agent_cfg, "seed": int(cfg.seed), "curriculum": {"levels": []},
+            "distill": {"teacher": str(cfg.teacher), "teacher_checkpoint": self.teacher_path,
+                        "difficulty": self.difficulty, **OmegaConf.to_container(cfg, resolve=True)}})
+        self.env_steps = self.updates = 0
+        self.wall_seconds = 0.0
+        self.history: list[dict[str, Any]] = []
+        self.writer = None
+        if cfg.logging.tensorboard:
+            from torch.utils.tensorboard import SummaryWriter
+
+            self.writer = SummaryWriter(str(self.run_dir / "tensorboard"))
+
+    def run(self) -> dict[str, Any]:
+        """Distill for `iterations`; returns the summary (also written to summary.json)."""
+        cfg = self.cfg
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        (self.run_dir / "config.yaml").write_text(OmegaConf.to_yaml(self.run_cfg))
+        start = time.perf_counter()
+        self.teacher_result = evaluate_policy(lambda o: self.teacher.act(o, deterministic=True),
+                                              self.teacher_eval_env, int(cfg.eval.seed), self.device)
+        self._evaluate(start)
+        obs, info = self.env.reset(seed=int(cfg.seed))
+        teacher_obs = info["privileged_obs"]
+        iterations = int(cfg.iterations)
+        bar = tqdm(range(iterations), desc="distill", unit="it", dynamic_ncols=True,
+                   disable=not cfg.logging.progress_bar)
+        for iteration in bar:
+            obs, teacher_obs = self._rollout(obs, teacher_obs, self.settings.teacher_share(iteration))
+            loss = self._fit()
+            if self.writer:
+                self.writer.add_scalar("distill/loss", loss, self.env_steps)
+            if (iteration + 1) % int(cfg.eval.interval_iterations) == 0 or iteration + 1 == iterations:
+                entry = self._evaluate(start)
+                bar.set_postfix(student=f"{100 * entry['success_rate']:.0f}%",
+                                teacher=f"{100 * self.teacher_result['success_rate']:.0f}%", loss=f"{loss:.4f}")
+        bar.close()
+        self.wall_seconds = time.perf_counter() - start
+        save_checkpoint(self.run_dir, self.env_steps, {**self._policy_state(), "history": self.history},
+                        keep=int(cfg.checkpoint_keep))
+        return self._finish()
+
+    @torch.no_grad()
+    def _rollout(self, obs: Any, teacher_obs: Any, teacher_share: float) -> tuple[Any, Any]:
+        """`rollout_steps` steps in every env, flown by the teacher with probability `teacher_share` per env
+        and step and by the student otherwise; every visited observation enters the dataset labelled with
+        the teacher's action."""
+        for _ in range(int(self.cfg.rollout_steps)):
+            obs_t, teacher_t = as_tensor(obs, self.device), as_tensor(teacher_obs, self.device)
+            target = self.teacher.act(teacher_t, deterministic=True)
+            self.dataset.add(obs_t, target)
+            action = self.student.act(obs_t, deterministic=True)
+            if teacher_share > 0:
+                flown_by_teacher = torch.rand(len(action), 1, device=self.device) < teacher_share
+                action = torch.where(flown_by_teacher, target, action)
+            obs, _, _, _, info = self.env.step(action if self.env.backend == "torch" else action.cpu().numpy())
+            teacher_obs = info["privileged_obs"]
+            self.env_steps += self.env.num_envs
+        return obs, teacher_obs
+
+    def _fit(self) -> float:
+        """`updates_per_iteration` regression steps on the aggregated data; the mean loss."""
+        losses = [self.regression.update(*self.dataset.sample(self.settings.batch_size))
+                  for _ in range(self.settings.updates_per_iteration)]
+        self.updates += len(losses)
+        return sum(losses) / len(losses)
+
+    def _evaluate(self, start: float) -> dict[str, Any]:
+        """The student on the fixed evaluation episodes; appended to the history, logged, kept if best."""
+        result = evaluate_policy(lambda o: self.student.act(o, deterministic=True), self.eval_env,
+                                 int(self.cfg.eval.seed), self.device)
+        self.wall_seconds = time.perf_counter() - start
+        entry = {"env_steps": self.env_steps, "updates": self.updates, "wall_seconds": self.wall_seconds,
+                 "difficulty": self.difficulty, "success_rate": result["success_rate"],
+                 "mean_return": result["mean_return"], "mean_length": result["mean_length"],
+                 "teacher_success_rate": self.teacher_result["success_rate"],
+                 "teacher_mean_return": self.teacher_result["mean_return"],
+                 "teacher_mean_length": self.teacher_result["mean_length"]}
+        self.history.append(entry)
+        if self.writer:
+            for key in ("success_rate", "mean_return", "mean_length", "teacher_success_rate"):
+                self.writer.add_scalar(f"eval/{key}", entry[key], self.env_steps)
+        best = max(self.history, key=lambda e: (e["success_rate"], e["mean_return"]))
+        if best is entry:
+            save_best_policy(self.run_dir, {**self._policy_state(), "evaluation": entry})
+        return entry
+
+    def _policy_state(self) -> dict[str, Any]:
+        """What evaluation and export read from a checkpoint (as `robo_rl.train` writes it)."""
+        from robo_rl.checkpoint import policy_probe
+
+        return {
+            "format": CHECKPOINT_FORMAT,
+            "config": OmegaConf.to_container(self.run_cfg, resolve=True),
+            "env_spec": self.spec,
+            "agent_config": dataclasses.asdict(self.student.config),
+            "critic_obs_dim": self.student.critic_obs_dim,
+            "agent": self.student.training_state(),
+            "policy_probe": policy_probe(self.student, self.spec["observation_size"]),
+            "counters": {"env_steps": self.env_steps, "updates": self.updates, "episodes": 0,
+                         "wall_seconds": self.wall_seconds, "intervention_steps": 0, "curriculum_level": 0},
+            "commit": git_commit(),
+            "device": str(self.device),
+        }
+
+    def _finish(self) -> dict[str, Any]:
+        if self.writer:
+            self.writer.close()
+        plot_learning_curve(self.history, self.run_dir / "learning_curve.png",
+                            title=f"{self.spec['id']} student of {Path(str(self.cfg.teacher)).name}")
+        summary = {"env_id": self.spec["id"], "seed": int(self.cfg.seed), "env_steps": self.env_steps,
+                   "updates": self.updates, "wall_seconds": self.wall_seconds, "teacher": str(self.cfg.teacher),
+                   "teacher_success_rate": self.teacher_result["success_rate"], "difficulty": self.difficulty,
+                   "final": self.history[-1], "history": self.history, "run_dir": str(self.run_dir)}
+        (self.run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
+        return summary
+
+
+@hydra_command(config_path="../configs", config_name="distill")
+def main(cfg: DictConfig) -> None:
+    """Hydra entry point: distill into Hydra's run directory and print the result."""
+    from hydra.core.hydra_config import HydraConfig
+
+    run_dir = HydraConfig.get().runtime.output_dir
+    summary = Distiller(cfg, run_dir).run()
+    best = max(summary["history"], key=lambda e: e["success_rate"])
+    print(f"student {run_dir}: {summary['env_steps']:,} env steps, {summary['updates']:,} updates, "
+          f"{summary['wall_seconds']:.1f} s; evaluation success {100 * summary['final']['success_rate']:.0f}% "
+          f"(best {100 * best['success_rate']:.0f}%), teacher {100 * summary['teacher_success_rate']:.0f}% on the "
+          f"same episodes at difficulty {summary['difficulty']}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,85 @@
+"""Teacher-student distillation: the student imitates a privileged teacher from its own observations and is a
+run that evaluation and export take like any other; a teacher is never exported."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+import torch
+from omegaconf import OmegaConf
+
+from robo_rl.agents.distillation import AggregatedDataset, DistillationConfig
+from robo_rl.checkpoint import load_checkpoint, policy_file
+
+PYTHON = sys.executable
+
+
+@pytest.fixture(scope="module")
+def teacher_run(tmp_path_factory):
+    """A briefly trained hover teacher (quick settings) whose actor reads the privileged observation."""
+    from robo_rl.train import Trainer
+    from tests.robo_rl.quick import quick_config
+
+    run = tmp_path_factory.mktemp("teacher")
+    cfg = quick_config("env.privileged_actor=true", "+env.overrides.state_history=2", "total_env_steps=24000",
+                       "eval.interval_env_steps=24000", "checkpoint.interval_env_steps=24000",
+                       "agent.actor_average_rate=0.0", "logging.tensorboard=false")  # as test_short_run_learns...
+    Trainer(cfg, run).run()
+    return run
+
+
+def _distill(teacher, out, *extra):
+    return subprocess.run([PYTHON, "-m", "robo_rl.distill", f"teacher={teacher}", f"hydra.run.dir={out}",
+                           "num_envs=64", "rollout_steps=50", "iterations=8", "eval.interval_iterations=4",
+                           "eval.episodes=20", "torch_threads=1", "logging.progress_bar=false",
+                           "distillation.batch_size=512", "distillation.updates_per_iteration=100",
+                           "distillation.teacher_iterations=2", *extra],
+                          capture_output=True, text=True, timeout=600)
+
+
+def test_the_teacher_share_falls_from_one_to_zero_and_the_dataset_keeps_the_newest_rows():
+    config = DistillationConfig(teacher_iterations=4)
+    assert [config.teacher_share(i) for i in range(6)] == [1.0, 0.75, 0.5, 0.25, 0.0, 0.0]
+    data = AggregatedDataset(5, 2, 1, torch.device("cpu"))
+    for start in (0, 3):
+        data.add(torch.arange(start, start + 3.0)[:, None].repeat(1, 2), torch.zeros(3, 1))
+    assert data.size == 5
+    assert sorted(data.obs[:, 0].tolist()) == [1.0, 2.0, 3.0, 4.0, 5.0]  # row 0 overwritten by row 5
+    with pytest.raises(ValueError, match="distillation.batch_size must be at least 1"):
+        DistillationConfig(batch_size=0).validate()
+
+
+def test_a_student_learns_the_teachers_flying_from_its_own_observations_and_evaluates_like_any_run(teacher_run, tmp_path):
+    out = tmp_path / "student"
+    done = _distill(teacher_run, out)
+    assert done.returncode == 0, done.stderr[-3000:]
+    summary = json.loads((out / "summary.json").read_text())
+    first, last = summary["history"][0], summary["history"][-1]
+    teacher_return = last["teacher_mean_return"]
+    # the untrained student falls sooner than the teacher; the distilled one closes most of the gap
+    assert teacher_return > first["mean_return"] + 10 and last["teacher_mean_length"] > first["mean_length"] + 15
+    assert last["mean_return"] - first["mean_return"] >= 0.75 * (teacher_return - first["mean_return"]), summary["history"]
+    assert last["mean_length"] >= 0.9 * last["teacher_mean_length"], summary["history"]
+    state = load_checkpoint(policy_file(out, "last"))
+    teacher_state = load_checkpoint(policy_file(teacher_run, "last"))
+    assert state["env_spec"]["observation_size"] < teacher_state["env_spec"]["observation_size"]
+    assert OmegaConf.create(state["config"]).env.privileged_actor is False
+    evaluated = subprocess.run([PYTHON, "-m", "robo_rl.evaluate", f"run={out}", "episodes=20"],
+                               capture_output=True, text=True, timeout=600)
+    assert evaluated.returncode == 0, evaluated.stderr[-2000:]
+
+
+def test_a_teacher_is_refused_by_export_and_a_non_teacher_by_distill_with_one_line(teacher_run, trained_run, tmp_path):
+    exported = subprocess.run([PYTHON, "-m", "robo_rl.export", f"run={teacher_run}", f"out={tmp_path / 'bundle'}"],
+                              capture_output=True, text=True, timeout=600)
+    assert exported.returncode == 2
+    assert exported.stderr.strip().splitlines() == [exported.stderr.strip()]
+    assert "is a teacher (env.privileged_actor=true)" in exported.stderr
+    assert not (tmp_path / "bundle").exists()
+    refused = _distill(trained_run, tmp_path / "student")
+    assert refused.returncode == 2
+    assert "was not trained as a teacher" in refused.stderr and len(refused.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "student").exists()
