@@ -41,6 +41,7 @@ OPTIONS: dict[str, dict[str, tuple[Any, Interval | None]]] = {
         "logging.log_interval_env_steps": (int, Interval(1, 10**12)), "logging.progress_bar": (bool, None),
         "logging.video": (bool, None), "intervention.kind": (str, None),
         "curriculum.levels": (tuple[float, ...], Interval(0.0, 1.0)), "curriculum.advance_at": (float, Interval(0.0, 1.0)),
+        "curriculum.patience": (int | None, Interval(1, 10**6)),
     },
     "evaluate": {
         "run": (str, None), "checkpoint": (str, None), "episodes": (int, Interval(1, 10**6)), "seed": (int, SEED),

@@ -266,14 +266,25 @@ class Trainer:
         return self.levels[self.level] if self.levels else None
 
     def _advance_curriculum(self, result: dict[str, Any]) -> bool:
-        """Move to the next curriculum level (new envs) if the evaluation at this one reached `advance_at`."""
+        """Move to the next curriculum level (new envs) if the evaluation at this one reached `advance_at`, or if
+        `patience` evaluations at this level brought no new best success rate."""
         if not self.levels or self.level + 1 >= len(self.levels):
             return False
-        if result["success_rate"] < float(self.cfg.curriculum.advance_at):
+        if result["success_rate"] < float(self.cfg.curriculum.advance_at) and not self._plateaued():
             return False
         self.level += 1
         self._make_envs()
         return True
+
+    def _plateaued(self) -> bool:
+        """Whether the last `curriculum.patience` evaluations at this level (from the history, so that a resumed
+        run counts on) all stayed below the level's best success rate before them."""
+        patience = self.cfg.curriculum.get("patience")
+        if patience is None:
+            return False
+        rates = [entry["success_rate"] for entry in self.history if entry.get("difficulty") == self.difficulty]
+        best = max(range(len(rates)), key=lambda i: rates[i]) if rates else 0  # the first of equal bests
+        return len(rates) - 1 - best >= int(patience)
 
     def _resume_point(self, run: Path) -> tuple[dict[str, Any] | None, DictConfig]:
         """The state a resumed run continues from and its config: the newest intact checkpoint (damaged newer

@@ -221,6 +221,23 @@ def test_a_curriculum_raises_the_difficulty_level_by_level_and_keeps_only_the_fi
         Trainer(_config("curriculum.levels=[0.5,0.2]"), tmp_path / "bad")
 
 
+def test_a_curriculum_moves_on_from_a_level_whose_success_stopped_rising(tmp_path):
+    """With `patience`, a level whose evaluations brought no new best success rate for that many evaluations
+    advances although advance_at (unreachable here) was never met; without it the run stays at level 0."""
+    trainer = Trainer(_config("curriculum.levels=[0.0,0.5,1.0]", "curriculum.advance_at=1.0",
+                              "curriculum.patience=2"), tmp_path)
+
+    def evaluated(rate: float) -> bool:
+        trainer.history.append({"difficulty": trainer.difficulty, "success_rate": rate})
+        return trainer._advance_curriculum(trainer.history[-1])
+
+    assert [evaluated(r) for r in (0.3, 0.5, 0.4, 0.5)] == [False, False, False, True]  # 0.5 twice: not a new best
+    assert trainer.level == 1 and trainer.difficulty == 0.5
+    assert [evaluated(r) for r in (0.2, 0.1)] == [False, False]  # counting starts afresh at the new level
+    trainer.cfg.curriculum.patience = None
+    assert not evaluated(0.0) and trainer.level == 1
+
+
 def test_a_checkpoint_whose_critic_saw_another_privileged_observation_is_refused_with_one_clear_error(trained_run, tmp_path):
     """A run trained by a robo-rl whose privileged observation had another size cannot resume (the critic's
     weights do not fit), and says so instead of torch's state_dict error."""
