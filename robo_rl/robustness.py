@@ -183,8 +183,10 @@ def _vehicle_overrides(vehicle: str, suite: Suite) -> dict[str, Any]:
         published = VEHICLES[vehicle]
         limits = {"firmware_thrust_max": published.firmware_thrust_max or 0.0,
                   "firmware_thrust_min": published.firmware_thrust_min or 0.0}
+    # difficulty 1: a run trained at a lower one (a distilled student records its teacher's) would otherwise
+    # have its latency buffer and the suite's wind scaled down with it
     return {"vehicle": vehicle, "vehicle_overrides": {}, **limits,
-            "randomization": {"enabled": True, "vehicle_parameters": False,
+            "randomization": {"enabled": True, "vehicle_parameters": False, "difficulty": 1.0,
                               "latency_steps": [0, max(suite.latency_steps)], "disturbance_force": suite.wind,
                               "disturbance_torque": 0.0}}
 

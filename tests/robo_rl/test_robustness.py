@@ -179,3 +179,21 @@ def test_named_vehicles_fly_with_their_firmware_limits_and_held_out_starts_can_b
     cfg.held_out.start_set = "gentle"
     with pytest.raises(ConfigError, match="held_out.start_set must be null or one of the start sets"):
         suite_from_config(cfg)
+
+
+def test_named_vehicle_cells_fly_full_latency_and_wind_for_a_run_trained_at_a_lower_difficulty():
+    """A run whose env config records difficulty 0.5 (a distilled student's) still gets latency-3 cells and the
+    suite's whole wind: the suite's overrides set difficulty 1 over the run's."""
+    from robo_rl.envs import _merge
+    from robo_rl.robustness import _vehicle_overrides
+    from sim.quadrotor.env import QuadrotorVectorEnv
+
+    cfg = OmegaConf.load(CONFIG)
+    cfg.run = "unused"
+    suite = suite_from_config(cfg)
+    run_overrides = {"randomization": {"difficulty": 0.5, "latency_steps": [0, 3]}}
+    env = QuadrotorVectorEnv("hover", 1, "mujoco_batch",
+                             config=_merge(run_overrides, _vehicle_overrides("crazyflie_rltools", suite)))
+    flown = env.batch.config.randomization  # the ranges as drawn
+    assert tuple(flown.latency_steps) == (0, 3)
+    assert flown.disturbance_force == suite.wind
