@@ -1,8 +1,8 @@
-"""Distill a privileged teacher into a deployable student: `python -m robo_rl.distill teacher=<run dir>`.
+"""Distill a teacher into a deployable student: `python -m robo_rl.distill teacher=<run dir>`.
 
-The teacher is a run trained with `env.privileged_actor=true` (its policy reads the drawn vehicle's
-parameters); the student is a policy of the same env that sees only what the vehicle measures, with the
-histories its env config gives it, fitted by DAgger (robo_rl.agents.distillation) in `num_envs` simulated
+The teacher is a run, typically trained with `env.privileged_actor=true` (its policy reads the drawn vehicle's
+parameters; any other run's policy reads the student's own observation); the student is a policy of the same
+env that sees only what the vehicle measures, with the histories its env config gives it, fitted by DAgger (robo_rl.agents.distillation) in `num_envs` simulated
 vehicles drawn from the teacher's distribution at the difficulty the teacher reached. Every
 `eval.interval_iterations` the student flies the fixed evaluation episodes; the teacher flew the same ones
 once at the start, and the two success rates are printed side by side.
@@ -38,14 +38,8 @@ from robo_rl.train import curriculum_levels, git_commit, seed_everything, select
 
 
 def check_teacher(run: Any) -> str:
-    """`run` if it is a training run whose policy is a teacher (env.privileged_actor=true), else a
-    CheckpointError naming teacher= and what it must be."""
-    folder = require_run_dir(run, "teacher", need_policy=True)
-    saved = OmegaConf.load(Path(folder) / "config.yaml")
-    if not saved.env.get("privileged_actor", False):
-        raise CheckpointError(f"teacher={run} was not trained as a teacher (its env.privileged_actor is false): "
-                              "train one with env.privileged_actor=true")
-    return folder
+    """`run` if it is a training run with a policy, else a CheckpointError naming teacher= and what it must be."""
+    return require_run_dir(run, "teacher", need_policy=True)
 
 
 def teacher_difficulty(teacher_cfg: DictConfig, level: int) -> float | None:
@@ -79,14 +73,18 @@ class Distiller:
         level = int(state["counters"].get("curriculum_level", 0))
         self.difficulty = (float(cfg.difficulty) if cfg.difficulty is not None
                            else teacher_difficulty(teacher_cfg, level))
+        # a privileged teacher reads the privileged observation, any other policy the student's own
+        self.privileged_teacher = bool(teacher_cfg.env.get("privileged_actor", False))
         self.student_env_cfg = env_at(teacher_cfg.env, self.difficulty, privileged_actor=False)
-        teacher_env_cfg = env_at(teacher_cfg.env, self.difficulty, privileged_actor=True)
+        teacher_env_cfg = env_at(teacher_cfg.env, self.difficulty, privileged_actor=self.privileged_teacher)
+        privileged = self.privileged_teacher or bool(teacher_cfg.env.get("privileged_observation", False))
         self.env = make_vector_env(self.student_env_cfg, int(cfg.num_envs), self.device,
-                                   threads=int(cfg.torch_threads), privileged=True)
-        if self.env.privileged_size != self.teacher.obs_dim:
-            raise CheckpointError(f"teacher={cfg.teacher} reads {self.teacher.obs_dim} inputs, its env's privileged "
-                                  f"observation now has {self.env.privileged_size} (trained by another robo-rl "
-                                  "version); train the teacher again")
+                                   threads=int(cfg.torch_threads), privileged=privileged)
+        teacher_inputs = self.env.privileged_size if self.privileged_teacher else self.env.single_observation_space.shape[0]
+        if teacher_inputs != self.teacher.obs_dim:
+            raise CheckpointError(f"teacher={cfg.teacher} reads {self.teacher.obs_dim} inputs, its env's observation "
+                                  f"now has {teacher_inputs} (trained by another robo-rl version); train the teacher "
+                                  "again")
         self.eval_env = make_vector_env(self.student_env_cfg, int(cfg.eval.episodes), self.device)
         self.teacher_eval_env = make_vector_env(teacher_env_cfg, int(cfg.eval.episodes), self.device)
         self.spec = env_spec(self.env, teacher_cfg.env.id)
@@ -96,7 +94,7 @@ class Distiller:
         space = self.env.single_action_space
         # a SAC agent whose actor is the student: evaluation, export and the suite load it like any run's
         self.student = SAC(self.spec["observation_size"], space.low, space.high, SACConfig(**agent_cfg),
-                           critic_obs_dim=self.env.privileged_size, device=self.device)
+                           critic_obs_dim=self.env.privileged_size if privileged else None, device=self.device)
         self.regression = StudentRegression(self.student.actor, self.settings.lr)
         self.dataset = AggregatedDataset(int(self.settings.dataset_capacity), self.spec["observation_size"],
                                          self.spec["action_size"], self.device)
@@ -123,7 +121,7 @@ class Distiller:
                                               self.teacher_eval_env, int(cfg.eval.seed), self.device)
         self._evaluate(start)
         obs, info = self.env.reset(seed=int(cfg.seed))
-        teacher_obs = info["privileged_obs"]
+        teacher_obs = info["privileged_obs"] if self.privileged_teacher else obs
         iterations = int(cfg.iterations)
         bar = tqdm(range(iterations), desc="distill", unit="it", dynamic_ncols=True,
                    disable=not cfg.logging.progress_bar)
@@ -156,7 +154,7 @@ class Distiller:
                 flown_by_teacher = torch.rand(len(action), 1, device=self.device) < teacher_share
                 action = torch.where(flown_by_teacher, target, action)
             obs, _, _, _, info = self.env.step(action if self.env.backend == "torch" else action.cpu().numpy())
-            teacher_obs = info["privileged_obs"]
+            teacher_obs = info["privileged_obs"] if self.privileged_teacher else obs
             self.env_steps += self.env.num_envs
         return obs, teacher_obs
 

@@ -1,5 +1,5 @@
 """Teacher-student distillation: the student imitates a privileged teacher from its own observations and is a
-run that evaluation and export take like any other; a teacher is never exported."""
+run that evaluation and export take like any other; a privileged teacher is never exported."""
 
 from __future__ import annotations
 
@@ -72,14 +72,15 @@ def test_a_student_learns_the_teachers_flying_from_its_own_observations_and_eval
     assert evaluated.returncode == 0, evaluated.stderr[-2000:]
 
 
-def test_a_teacher_is_refused_by_export_and_a_non_teacher_by_distill_with_one_line(teacher_run, trained_run, tmp_path):
+def test_a_teacher_is_refused_by_export_and_a_folder_without_a_run_by_distill_with_one_line(teacher_run, tmp_path):
     exported = subprocess.run([PYTHON, "-m", "robo_rl.export", f"run={teacher_run}", f"out={tmp_path / 'bundle'}"],
                               capture_output=True, text=True, timeout=600)
     assert exported.returncode == 2
     assert exported.stderr.strip().splitlines() == [exported.stderr.strip()]
     assert "is a teacher (env.privileged_actor=true)" in exported.stderr
     assert not (tmp_path / "bundle").exists()
-    refused = _distill(trained_run, tmp_path / "student")
+    (tmp_path / "empty").mkdir()
+    refused = _distill(tmp_path / "empty", tmp_path / "student")
     assert refused.returncode == 2
-    assert "was not trained as a teacher" in refused.stderr and len(refused.stderr.strip().splitlines()) == 1
+    assert "is not a training run directory" in refused.stderr and len(refused.stderr.strip().splitlines()) == 1
     assert not (tmp_path / "student").exists()
