@@ -15,7 +15,6 @@ started again rather than resumed.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import time
 from pathlib import Path
@@ -27,19 +26,23 @@ from tqdm import tqdm
 
 from robo_rl.agents.distillation import AggregatedDataset, DistillationConfig, StudentRegression
 from robo_rl.agents.sac import SAC, SACConfig
-from robo_rl.checkpoint import (CHECKPOINT_FORMAT, CheckpointError, require_run_dir, save_best_policy,
-                                save_checkpoint)
+from robo_rl.checkpoint import CheckpointError, policy_file, require_run_dir, save_best_policy, save_checkpoint
 from robo_rl.cli import hydra_command
 from robo_rl.envs import env_spec, make_vector_env
 from robo_rl.evaluate import load_policy
 from robo_rl.evaluation import as_tensor, evaluate_policy
 from robo_rl.plotting import plot_learning_curve
-from robo_rl.train import curriculum_levels, git_commit, seed_everything, select_device
+from robo_rl.train import curriculum_levels, policy_state, seed_everything, select_device
 
 
-def check_teacher(run: Any) -> str:
-    """`run` if it is a training run with a policy, else a CheckpointError naming teacher= and what it must be."""
-    return require_run_dir(run, "teacher", need_policy=True)
+def check_teacher(run: Any, checkpoint: str | None = "last") -> str:
+    """`run` if it is a training run holding the policy `checkpoint` names, else a CheckpointError naming what
+    is wrong."""
+    folder = require_run_dir(run, "teacher", need_policy=True)
+    path = policy_file(folder, checkpoint)
+    if not path.is_file():
+        raise CheckpointError(f"checkpoint={checkpoint} is not a file of teacher={run}: {path} does not exist")
+    return folder
 
 
 def teacher_difficulty(teacher_cfg: DictConfig, level: int) -> float | None:
@@ -68,7 +71,8 @@ class Distiller:
         seed_everything(int(cfg.seed))
         self.settings = DistillationConfig(**OmegaConf.to_container(cfg.distillation, resolve=True))
         self.settings.validate()
-        state, teacher_cfg, self.teacher = load_policy(check_teacher(cfg.teacher), cfg.checkpoint, self.device)
+        state, teacher_cfg, self.teacher = load_policy(check_teacher(cfg.teacher, cfg.checkpoint), cfg.checkpoint,
+                                                         self.device)
         self.teacher_path = state["path"]
         level = int(state["counters"].get("curriculum_level", 0))
         self.difficulty = (float(cfg.difficulty) if cfg.difficulty is not None
@@ -187,21 +191,9 @@ class Distiller:
 
     def _policy_state(self) -> dict[str, Any]:
         """What evaluation and export read from a checkpoint (as `robo_rl.train` writes it)."""
-        from robo_rl.checkpoint import policy_probe
-
-        return {
-            "format": CHECKPOINT_FORMAT,
-            "config": OmegaConf.to_container(self.run_cfg, resolve=True),
-            "env_spec": self.spec,
-            "agent_config": dataclasses.asdict(self.student.config),
-            "critic_obs_dim": self.student.critic_obs_dim,
-            "agent": self.student.training_state(),
-            "policy_probe": policy_probe(self.student, self.spec["observation_size"]),
-            "counters": {"env_steps": self.env_steps, "updates": self.updates, "episodes": 0,
-                         "wall_seconds": self.wall_seconds, "intervention_steps": 0, "curriculum_level": 0},
-            "commit": git_commit(),
-            "device": str(self.device),
-        }
+        return policy_state(self.run_cfg, self.spec, self.student, self.device, {
+            "env_steps": self.env_steps, "updates": self.updates, "episodes": 0, "wall_seconds": self.wall_seconds,
+            "intervention_steps": 0, "curriculum_level": 0})
 
     def _finish(self) -> dict[str, Any]:
         if self.writer:

@@ -135,7 +135,7 @@ def check_options(cfg: DictConfig, command: str, require_all: bool = True) -> No
         from robo_rl.distill import check_teacher
 
         try:
-            check_teacher(cfg.teacher)
+            check_teacher(cfg.teacher, cfg.checkpoint)
         except CheckpointError as error:
             raise ConfigError(str(error)) from None
         if cfg.student.actor_hidden is not None and (not cfg.student.actor_hidden

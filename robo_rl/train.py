@@ -172,6 +172,24 @@ def curriculum_levels(cfg: DictConfig) -> tuple[float, ...]:
     return levels
 
 
+def policy_state(cfg: DictConfig, spec: dict[str, Any], agent: SAC, device: torch.device,
+                 counters: dict[str, Any]) -> dict[str, Any]:
+    """A checkpoint's policy part, what evaluation, the suite and export read: the run's config, env spec,
+    agent and its probe actions, `counters`, source commit and device."""
+    return {
+        "format": CHECKPOINT_FORMAT,
+        "config": OmegaConf.to_container(cfg, resolve=True),
+        "env_spec": spec,
+        "agent_config": dataclasses.asdict(agent.config),
+        "critic_obs_dim": agent.critic_obs_dim,
+        "agent": agent.training_state(),
+        "policy_probe": policy_probe(agent, spec["observation_size"]),
+        "counters": counters,
+        "commit": git_commit(),
+        "device": str(device),
+    }
+
+
 class Trainer:
     """One training run in `run_dir` from a composed config (see configs/train.yaml).
 
@@ -486,20 +504,10 @@ class Trainer:
     # --------------------------------------------------------------- checkpoints
     def _policy_state(self) -> dict[str, Any]:
         """What evaluation and export need: config, env spec, agent, counters, source commit."""
-        return {
-            "format": CHECKPOINT_FORMAT,
-            "config": OmegaConf.to_container(self.cfg, resolve=True),
-            "env_spec": self.spec,
-            "agent_config": dataclasses.asdict(self.agent.config),
-            "critic_obs_dim": self.agent.critic_obs_dim,
-            "agent": self.agent.training_state(),
-            "policy_probe": policy_probe(self.agent, self.spec["observation_size"]),
-            "counters": {"env_steps": self.env_steps, "updates": self.updates, "episodes": self.episodes_done,
-                         "wall_seconds": self.wall_seconds, "intervention_steps": self.intervention_steps,
-                "curriculum_level": self.level},
-            "commit": git_commit(),
-            "device": str(self.device),
-        }
+        return policy_state(self.cfg, self.spec, self.agent, self.device, {
+            "env_steps": self.env_steps, "updates": self.updates, "episodes": self.episodes_done,
+            "wall_seconds": self.wall_seconds, "intervention_steps": self.intervention_steps,
+            "curriculum_level": self.level})
 
     def save(self) -> None:
         """Checkpoint everything needed to resume: a snapshot now, written atomically in the background
