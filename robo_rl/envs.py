@@ -21,7 +21,7 @@ def make_vector_env(env_cfg: Mapping[str, Any], num_envs: int, device: torch.dev
     for name, value in (("env.overrides", env_cfg.get("overrides")), ("overrides", overrides)):
         if value is not None and not isinstance(value, Mapping):
             raise ConfigError(f"{name} must be a mapping of the env's config fields, got {value!r}")
-    config = _merge(dict(env_cfg.get("overrides") or {}), dict(overrides or {}))
+    config = _merge(_own_vehicle_only(dict(env_cfg.get("overrides") or {}), overrides or {}), dict(overrides or {}))
     kwargs: dict[str, Any] = {"backend": env_cfg.get("backend", "torch"), "config": config}
     if privileged:
         kwargs["privileged"] = True
@@ -33,6 +33,19 @@ def make_vector_env(env_cfg: Mapping[str, Any], num_envs: int, device: torch.dev
     elif kwargs["backend"] == "mujoco_batch":
         kwargs["nthread"] = threads
     return gym.make_vec(env_cfg["id"], num_envs=num_envs, vectorization_mode="vector_entry_point", **kwargs)
+
+
+def _own_vehicle_only(base: dict, overrides: Mapping[str, Any]) -> dict:
+    """`base` (an env config's overrides) without its `vehicle_overrides` where `overrides` fly another named
+    vehicle: those numbers describe the vehicle the run was configured with (a user's identification, a family's
+    nominal vehicle), and merged key by key they would land on the other one."""
+    if "vehicle" not in overrides or "vehicle_overrides" not in base:
+        return base
+    from sim.quadrotor.config import DEFAULT_VEHICLE
+
+    if overrides["vehicle"] == base.get("vehicle", DEFAULT_VEHICLE):
+        return base
+    return {key: value for key, value in base.items() if key != "vehicle_overrides"}
 
 
 def check_env_config(env_cfg: Mapping[str, Any]) -> None:

@@ -173,15 +173,6 @@ def wind_forces(n: int, magnitude: float, seed: int) -> np.ndarray:
     return np.random.default_rng([seed, 1]).uniform(-magnitude, magnitude, (n, 3))
 
 
-def named_vehicle_env(env_cfg: DictConfig) -> DictConfig:
-    """The run's env config without its `vehicle_overrides`: the overrides given to make_vector_env merge into
-    the run's key by key, so an empty mapping there would leave the run's own (a family's lag-free nominal
-    vehicle) on every named vehicle."""
-    plain = OmegaConf.to_container(env_cfg, resolve=True)
-    (plain.get("overrides") or {}).pop("vehicle_overrides", None)
-    return OmegaConf.create(plain)
-
-
 def _vehicle_overrides(vehicle: str, suite: Suite) -> dict[str, Any]:
     """Env config overrides for a named vehicle's cells: its nominal physics as published (the run's own
     vehicle_overrides dropped), observation noise the run's; latency and wind are set per env at reset, the
@@ -228,8 +219,7 @@ def evaluate_cells(state: Mapping[str, Any], run_cfg: DictConfig, policy: Callab
     for cell in cells:
         by_vehicle.setdefault(cell.vehicle, []).append(cell)
     for vehicle, batch in by_vehicle.items():
-        env = make_vector_env(named_vehicle_env(run_cfg.env), n * len(batch), device,
-                              overrides=_vehicle_overrides(vehicle, suite))
+        env = make_vector_env(run_cfg.env, n * len(batch), device, overrides=_vehicle_overrides(vehicle, suite))
         try:
             check_compatible(dict(state), env_spec(env, run_cfg.env.id))
             starts = {name: start_states(env.config, suite.start_sets[name], n, suite.seed)

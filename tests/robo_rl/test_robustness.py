@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 from omegaconf import OmegaConf
 
 from robo_rl.envs import _merge
@@ -164,7 +165,7 @@ def test_specialists_dir_finds_one_run_per_vehicle_and_given_specialists_win(tra
 
 
 def test_named_vehicles_fly_with_their_firmware_limits_and_held_out_starts_can_be_chosen():
-    from robo_rl.robustness import _vehicle_overrides, named_vehicle_env
+    from robo_rl.robustness import _vehicle_overrides
     from sim.quadrotor.model import VEHICLES
 
     cfg = OmegaConf.load(CONFIG)
@@ -186,7 +187,7 @@ def test_named_vehicles_fly_with_their_firmware_limits_and_held_out_starts_can_b
 def test_named_vehicle_cells_fly_full_latency_and_wind_for_a_run_trained_at_a_lower_difficulty():
     """A run whose env config records difficulty 0.5 (a distilled student's) still gets latency-3 cells and the
     suite's whole wind: the suite's overrides set difficulty 1 over the run's."""
-    from robo_rl.robustness import _vehicle_overrides, named_vehicle_env
+    from robo_rl.robustness import _vehicle_overrides
     from sim.quadrotor.env import QuadrotorVectorEnv
 
     cfg = OmegaConf.load(CONFIG)
@@ -201,19 +202,24 @@ def test_named_vehicle_cells_fly_full_latency_and_wind_for_a_run_trained_at_a_lo
 
 
 def test_named_vehicles_fly_their_published_physics_even_where_the_run_overrode_its_own_vehicle():
-    """A run trained with vehicle_overrides (here lag-free rotors) must not carry them onto the named vehicles:
-    crazyflie_rltools keeps its identified 55 ms / 249 ms rotor constants."""
-    from robo_rl.robustness import _vehicle_overrides, named_vehicle_env
-    from sim.quadrotor.env import QuadrotorVectorEnv
+    """A run trained with vehicle_overrides (here lag-free rotors) must not carry them onto another named vehicle
+    (the suite's cells, evaluate's vehicle=): crazyflie_rltools keeps its identified rotor constants; the run's
+    own vehicle keeps them."""
+    from robo_rl.envs import make_vector_env
+    from robo_rl.robustness import _vehicle_overrides
 
     cfg = OmegaConf.load(CONFIG)
     cfg.run = "unused"
     suite = suite_from_config(cfg)
     run_env = OmegaConf.create({"id": "robo_rl/CrazyflieHover-v0", "backend": "mujoco_batch",
-                                "overrides": {"vehicle_overrides": {"motor_tau_rise": 0.0, "motor_tau_fall": 0.0}}})
-    config = _merge(dict(OmegaConf.to_container(named_vehicle_env(run_env).overrides)),
-                    _vehicle_overrides("crazyflie_rltools", suite))
-    env = QuadrotorVectorEnv("hover", 1, "mujoco_batch", config=config)
-    published = QuadrotorVectorEnv("hover", 1, "mujoco_batch", config={"vehicle": "crazyflie_rltools"}).batch.params
-    assert env.batch.params.motor_tau_rise == published.motor_tau_rise > 0.05
-    assert env.batch.params.motor_tau_fall == published.motor_tau_fall > 0.2
+                                "overrides": {"vehicle": "crazyflie_l2f_paper",
+                                              "vehicle_overrides": {"motor_tau_rise": 0.0, "motor_tau_fall": 0.0}}})
+    cpu = torch.device("cpu")
+    published = make_vector_env(OmegaConf.create({"id": "robo_rl/CrazyflieHover-v0", "backend": "mujoco_batch"}), 1,
+                                cpu, overrides={"vehicle": "crazyflie_rltools"}).batch.params
+    for given in (_vehicle_overrides("crazyflie_rltools", suite), {"vehicle": "crazyflie_rltools"}):
+        params = make_vector_env(run_env, 1, cpu, overrides=given).batch.params
+        assert params.motor_tau_rise == published.motor_tau_rise > 0.05
+        assert params.motor_tau_fall == published.motor_tau_fall > 0.2
+    own = make_vector_env(run_env, 1, cpu, overrides={"vehicle": "crazyflie_l2f_paper"}).batch.params
+    assert own.motor_tau_rise == own.motor_tau_fall == 0.0
