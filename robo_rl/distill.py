@@ -1,11 +1,13 @@
 """Distill a teacher into a deployable student: `python -m robo_rl.distill teacher=<run dir>`.
 
 The teacher is a run, typically trained with `env.privileged_actor=true` (its policy reads the drawn vehicle's
-parameters; any other run's policy reads the student's own observation); the student is a policy of the same
-env that sees only what the vehicle measures, with the histories its env config gives it, fitted by DAgger (robo_rl.agents.distillation) in `num_envs` simulated
-vehicles drawn from the teacher's distribution at the difficulty the teacher reached. Every
-`eval.interval_iterations` the student flies the fixed evaluation episodes; the teacher flew the same ones
-once at the start, and the two success rates are printed side by side.
+parameters; any other run's policy reads the student's own observation). A second teacher,
+`fast_rotor_teacher=<run>`, labels the vehicles whose rotors respond faster than `fast_rotor_tau`. The student
+is a policy of the same env that sees only what the vehicle measures, with the histories its env config gives
+it, fitted by DAgger (robo_rl.agents.distillation) in `num_envs` simulated vehicles drawn from the teacher's
+distribution at the difficulty the teacher reached. Every `eval.interval_iterations` the student flies the
+fixed evaluation episodes; the teachers flew the same ones once at the start, and the success rates are
+printed side by side.
 
 The output is a run folder like `robo_rl.train`'s (config.yaml, checkpoints/, best_policy.pt,
 summary.json, learning_curve.png, tensorboard/), so that `robo_rl.evaluate`, `robo_rl.robustness` and
@@ -20,6 +22,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 from omegaconf import DictConfig, OmegaConf
 from tqdm import tqdm
@@ -35,14 +38,33 @@ from robo_rl.plotting import plot_learning_curve
 from robo_rl.train import curriculum_levels, policy_state, seed_everything, select_device
 
 
-def check_teacher(run: Any, checkpoint: str | None = "last") -> str:
+def check_teacher(run: Any, checkpoint: str | None = "last", role: str = "teacher") -> str:
     """`run` if it is a training run holding the policy `checkpoint` names, else a CheckpointError naming what
-    is wrong."""
-    folder = require_run_dir(run, "teacher", need_policy=True)
+    is wrong (and the option, `role`, that gave it)."""
+    folder = require_run_dir(run, role, need_policy=True)
     path = policy_file(folder, checkpoint)
     if not path.is_file():
-        raise CheckpointError(f"checkpoint={checkpoint} is not a file of teacher={run}: {path} does not exist")
+        raise CheckpointError(f"checkpoint={checkpoint} is not a file of {role}={run}: {path} does not exist")
     return folder
+
+
+def check_fast_rotor_teacher(run: Any, checkpoint: str | None, teacher: Any) -> str:
+    """`run` if it can label fast-rotor vehicles for `teacher`'s student: a run holding `checkpoint` whose
+    policy reads the student's observation (the teacher's env, no privileged actor); else a CheckpointError."""
+    folder = check_teacher(run, checkpoint, role="fast_rotor_teacher")
+    own, theirs = (OmegaConf.load(Path(str(f)) / "config.yaml").env for f in (folder, teacher))
+    if own.get("privileged_actor", False):
+        raise CheckpointError(f"fast_rotor_teacher={run} was trained with env.privileged_actor=true; it must read "
+                              "the student's observation")
+    if own.id != theirs.id:
+        raise CheckpointError(f"fast_rotor_teacher={run} flies {own.id}, teacher={teacher} flies {theirs.id}")
+    return folder
+
+
+def fast_rotors(params: dict[str, Any], tau: float) -> np.ndarray:
+    """Which vehicles (rows of `info["params"]`) have rotors whose rise and fall time constants are both below
+    `tau` [s]."""
+    return (np.asarray(params["motor_tau_rise"]).reshape(-1) < tau) & (np.asarray(params["motor_tau_fall"]).reshape(-1) < tau)
 
 
 def teacher_difficulty(teacher_cfg: DictConfig, level: int) -> float | None:
@@ -92,6 +114,8 @@ class Distiller:
         self.eval_env = make_vector_env(self.student_env_cfg, int(cfg.eval.episodes), self.device)
         self.teacher_eval_env = make_vector_env(teacher_env_cfg, int(cfg.eval.episodes), self.device)
         self.spec = env_spec(self.env, teacher_cfg.env.id)
+        self.fast_teacher_path: str | None = None
+        self.fast_teacher = self._load_fast_rotor_teacher() if cfg.fast_rotor_teacher is not None else None
         agent_cfg = dict(state["agent_config"], actor_average_rate=0.0, compile=False)
         if cfg.student.actor_hidden is not None:
             agent_cfg["actor_hidden"] = list(cfg.student.actor_hidden)
@@ -105,6 +129,7 @@ class Distiller:
         self.run_cfg = OmegaConf.merge(teacher_cfg, {
             "env": self.student_env_cfg, "agent": agent_cfg, "seed": int(cfg.seed), "curriculum": {"levels": []},
             "distill": {"teacher": str(cfg.teacher), "teacher_checkpoint": self.teacher_path,
+                        "fast_rotor_teacher_checkpoint": self.fast_teacher_path,
                         "difficulty": self.difficulty, **OmegaConf.to_container(cfg, resolve=True)}})
         self.env_steps = self.updates = 0
         self.wall_seconds = 0.0
@@ -115,6 +140,18 @@ class Distiller:
 
             self.writer = SummaryWriter(str(self.run_dir / "tensorboard"))
 
+    def _load_fast_rotor_teacher(self) -> Any:
+        """The fast-rotor teacher's policy; it must read the student's observation."""
+        cfg = self.cfg
+        folder = check_fast_rotor_teacher(cfg.fast_rotor_teacher, cfg.fast_rotor_checkpoint, cfg.teacher)
+        state, _, policy = load_policy(folder, cfg.fast_rotor_checkpoint, self.device)
+        if policy.obs_dim != self.spec["observation_size"]:
+            raise CheckpointError(f"fast_rotor_teacher={cfg.fast_rotor_teacher} reads {policy.obs_dim} inputs, the "
+                                  f"student's observation has {self.spec['observation_size']} (another env "
+                                  "config's histories)")
+        self.fast_teacher_path = state["path"]
+        return policy
+
     def run(self) -> dict[str, Any]:
         """Distill for `iterations`; returns the summary (also written to summary.json)."""
         cfg = self.cfg
@@ -123,9 +160,14 @@ class Distiller:
         start = time.perf_counter()
         self.teacher_result = evaluate_policy(lambda o: self.teacher.act(o, deterministic=True),
                                               self.teacher_eval_env, int(cfg.eval.seed), self.device)
+        self.fast_teacher_result = None
+        if self.fast_teacher is not None:
+            self.fast_teacher_result = evaluate_policy(lambda o: self.fast_teacher.act(o, deterministic=True),
+                                                       self.eval_env, int(cfg.eval.seed), self.device)
         self._evaluate(start)
         obs, info = self.env.reset(seed=int(cfg.seed))
         teacher_obs = info["privileged_obs"] if self.privileged_teacher else obs
+        self._route(info)
         iterations = int(cfg.iterations)
         bar = tqdm(range(iterations), desc="distill", unit="it", dynamic_ncols=True,
                    disable=not cfg.logging.progress_bar)
@@ -148,10 +190,12 @@ class Distiller:
     def _rollout(self, obs: Any, teacher_obs: Any, teacher_share: float) -> tuple[Any, Any]:
         """`rollout_steps` steps in every env, flown by the teacher with probability `teacher_share` per env
         and step and by the student otherwise; every visited observation enters the dataset labelled with
-        the teacher's action."""
+        the action of the teacher of its vehicle."""
         for _ in range(int(self.cfg.rollout_steps)):
             obs_t, teacher_t = as_tensor(obs, self.device), as_tensor(teacher_obs, self.device)
             target = self.teacher.act(teacher_t, deterministic=True)
+            if self.fast_teacher is not None:
+                target = torch.where(self.fast_rows, self.fast_teacher.act(obs_t, deterministic=True), target)
             self.dataset.add(obs_t, target)
             action = self.student.act(obs_t, deterministic=True)
             if teacher_share > 0:
@@ -159,8 +203,16 @@ class Distiller:
                 action = torch.where(flown_by_teacher, target, action)
             obs, _, _, _, info = self.env.step(action if self.env.backend == "torch" else action.cpu().numpy())
             teacher_obs = info["privileged_obs"] if self.privileged_teacher else obs
+            self._route(info)
             self.env_steps += self.env.num_envs
         return obs, teacher_obs
+
+    def _route(self, info: dict[str, Any]) -> None:
+        """Which envs' vehicles the fast-rotor teacher labels, from the episode parameters that reset and
+        restarting steps report."""
+        if self.fast_teacher is not None and "params" in info:
+            rows = fast_rotors(info["params"], float(self.cfg.fast_rotor_tau))
+            self.fast_rows = torch.as_tensor(rows, device=self.device)[:, None]
 
     def _fit(self) -> float:
         """`updates_per_iteration` regression steps on the aggregated data; the mean loss."""
@@ -180,6 +232,8 @@ class Distiller:
                  "teacher_success_rate": self.teacher_result["success_rate"],
                  "teacher_mean_return": self.teacher_result["mean_return"],
                  "teacher_mean_length": self.teacher_result["mean_length"]}
+        if self.fast_teacher_result is not None:
+            entry["fast_rotor_teacher_success_rate"] = self.fast_teacher_result["success_rate"]
         self.history.append(entry)
         if self.writer:
             for key in ("success_rate", "mean_return", "mean_length", "teacher_success_rate"):
@@ -203,6 +257,7 @@ class Distiller:
         summary = {"env_id": self.spec["id"], "seed": int(self.cfg.seed), "env_steps": self.env_steps,
                    "updates": self.updates, "wall_seconds": self.wall_seconds, "teacher": str(self.cfg.teacher),
                    "teacher_success_rate": self.teacher_result["success_rate"], "difficulty": self.difficulty,
+                   "fast_rotor_teacher": None if self.fast_teacher is None else str(self.cfg.fast_rotor_teacher),
                    "final": self.history[-1], "history": self.history, "run_dir": str(self.run_dir)}
         (self.run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
         return summary
@@ -219,7 +274,9 @@ def main(cfg: DictConfig) -> None:
     print(f"student {run_dir}: {summary['env_steps']:,} env steps, {summary['updates']:,} updates, "
           f"{summary['wall_seconds']:.1f} s; evaluation success {100 * summary['final']['success_rate']:.0f}% "
           f"(best {100 * best['success_rate']:.0f}%), teacher {100 * summary['teacher_success_rate']:.0f}% on the "
-          f"same episodes at difficulty {summary['difficulty']}")
+          f"same episodes at difficulty {summary['difficulty']}"
+          + (f", fast-rotor teacher {100 * summary['history'][0]['fast_rotor_teacher_success_rate']:.0f}%"
+             if summary["fast_rotor_teacher"] else ""))
 
 
 if __name__ == "__main__":

@@ -1,5 +1,6 @@
 """Teacher-student distillation: the student imitates a privileged teacher from its own observations and is a
-run that evaluation and export take like any other; a privileged teacher is never exported."""
+run that evaluation and export take like any other; a fast-rotor teacher labels exactly the vehicles whose rotors
+respond fast; a privileged teacher is never exported."""
 
 from __future__ import annotations
 
@@ -52,10 +53,17 @@ def test_the_teacher_share_falls_from_one_to_zero_and_the_dataset_keeps_the_newe
         DistillationConfig(batch_size=0).validate()
 
 
-def test_a_student_learns_the_teachers_flying_from_its_own_observations_and_evaluates_like_any_run(teacher_run, tmp_path):
-    out = tmp_path / "student"
+@pytest.fixture(scope="module")
+def student_run(teacher_run, tmp_path_factory):
+    """The teacher's distilled student (a run that reads the student's observation)."""
+    out = tmp_path_factory.mktemp("distilled") / "student"
     done = _distill(teacher_run, out)
     assert done.returncode == 0, done.stderr[-3000:]
+    return out
+
+
+def test_a_student_learns_the_teachers_flying_from_its_own_observations_and_evaluates_like_any_run(teacher_run, student_run):
+    out = student_run
     summary = json.loads((out / "summary.json").read_text())
     first, last = summary["history"][0], summary["history"][-1]
     teacher_return = last["teacher_mean_return"]
@@ -86,4 +94,41 @@ def test_a_teacher_is_refused_by_export_and_a_folder_without_a_run_by_distill_wi
     assert not (tmp_path / "student").exists()
     missing = _distill(teacher_run, tmp_path / "student", f"checkpoint={tmp_path / 'nope.pt'}")
     assert missing.returncode == 2 and "is not a file of teacher=" in missing.stderr
+    assert not (tmp_path / "student").exists()
+
+
+def test_the_fast_rotor_teacher_labels_exactly_the_vehicles_whose_rotors_respond_faster_than_fast_rotor_tau(
+        teacher_run, student_run, tmp_path):
+    from hydra import compose, initialize_config_dir
+
+    from robo_rl.distill import Distiller, fast_rotors
+    from tests.robo_rl.quick import CONFIGS
+
+    params = {"motor_tau_rise": [0.01, 0.01, 0.05, 0.0], "motor_tau_fall": [0.01, 0.05, 0.01, 0.0]}
+    assert fast_rotors(params, 0.02).tolist() == [True, False, False, True]
+    with initialize_config_dir(config_dir=CONFIGS, version_base="1.3"):
+        cfg = compose(config_name="distill", overrides=[
+            f"teacher={teacher_run}", f"fast_rotor_teacher={student_run}", "fast_rotor_checkpoint=last",
+            "num_envs=64", "rollout_steps=1", "eval.episodes=4", "torch_threads=1", "logging.tensorboard=false"])
+    distiller = Distiller(cfg, tmp_path / "routed")
+    obs, info = distiller.env.reset(seed=3)
+    # the quick env's falling constants straddle their median: some vehicles go to each teacher
+    cfg.fast_rotor_tau = float(sorted(info["params"]["motor_tau_fall"].reshape(-1))[32])
+    distiller._route(info)
+    fast = distiller.fast_rows[:, 0]
+    assert 0 < int(fast.sum()) < 64
+    obs_t, privileged = torch.as_tensor(obs), torch.as_tensor(info["privileged_obs"])
+    distiller._rollout(obs, info["privileged_obs"], teacher_share=1.0)
+    labels = distiller.dataset.action[:64]
+    assert torch.allclose(labels[fast], distiller.fast_teacher.act(obs_t, deterministic=True)[fast])
+    assert torch.allclose(labels[~fast], distiller.teacher.act(privileged, deterministic=True)[~fast])
+    assert not torch.allclose(distiller.fast_teacher.act(obs_t, deterministic=True)[fast],
+                              distiller.teacher.act(privileged, deterministic=True)[fast])
+
+
+def test_a_privileged_fast_rotor_teacher_is_refused_with_one_line_before_any_folder(teacher_run, tmp_path):
+    refused = _distill(teacher_run, tmp_path / "student", f"fast_rotor_teacher={teacher_run}")
+    assert refused.returncode == 2, refused.stderr[-2000:]
+    assert "was trained with env.privileged_actor=true" in refused.stderr
+    assert len(refused.stderr.strip().splitlines()) == 1
     assert not (tmp_path / "student").exists()
