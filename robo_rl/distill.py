@@ -74,13 +74,24 @@ def teacher_difficulty(teacher_cfg: DictConfig, level: int) -> float | None:
     return levels[min(level, len(levels) - 1)] if levels else None
 
 
-def env_at(env_cfg: DictConfig, difficulty: float | None, privileged_actor: bool) -> DictConfig:
-    """`env_cfg` with the teacher's or the student's observation and, where given, the difficulty."""
+def env_at(env_cfg: DictConfig, difficulty: float | None, privileged_actor: bool,
+           overrides: Any = None) -> DictConfig:
+    """`env_cfg` with the teacher's or the student's observation, `overrides` merged into its own and, where
+    given, the difficulty."""
     plain = OmegaConf.create(OmegaConf.to_container(env_cfg, resolve=True))
-    changes: dict[str, Any] = {"privileged_actor": privileged_actor}
+    changes: dict[str, Any] = {"privileged_actor": privileged_actor,
+                               "overrides": OmegaConf.to_container(overrides, resolve=True) if overrides else {}}
     if difficulty is not None:
-        changes["overrides"] = {"randomization": {"difficulty": float(difficulty)}}
+        changes["overrides"] = OmegaConf.merge(changes["overrides"], {"randomization": {"difficulty": float(difficulty)}})
     return OmegaConf.merge(plain, changes)
+
+
+def check_env_overrides(teacher: Any, overrides: Any) -> None:
+    """ConfigError unless `overrides` make a valid config of the teacher run's env."""
+    from robo_rl.envs import check_env_config
+
+    env_cfg = env_at(OmegaConf.load(Path(str(teacher)) / "config.yaml").env, None, False, overrides)
+    check_env_config(OmegaConf.to_container(env_cfg, resolve=True))
 
 
 class Distiller:
@@ -101,8 +112,8 @@ class Distiller:
                            else teacher_difficulty(teacher_cfg, level))
         # a privileged teacher reads the privileged observation, any other policy the student's own
         self.privileged_teacher = bool(teacher_cfg.env.get("privileged_actor", False))
-        self.student_env_cfg = env_at(teacher_cfg.env, self.difficulty, privileged_actor=False)
-        teacher_env_cfg = env_at(teacher_cfg.env, self.difficulty, privileged_actor=self.privileged_teacher)
+        self.student_env_cfg = env_at(teacher_cfg.env, self.difficulty, False, cfg.env_overrides)
+        teacher_env_cfg = env_at(teacher_cfg.env, self.difficulty, self.privileged_teacher, cfg.env_overrides)
         privileged = self.privileged_teacher or bool(teacher_cfg.env.get("privileged_observation", False))
         self.env = make_vector_env(self.student_env_cfg, int(cfg.num_envs), self.device,
                                    threads=int(cfg.torch_threads), privileged=privileged)

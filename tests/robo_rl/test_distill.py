@@ -97,7 +97,7 @@ def test_a_teacher_is_refused_by_export_and_a_folder_without_a_run_by_distill_wi
     assert not (tmp_path / "student").exists()
 
 
-def test_the_fast_rotor_teacher_labels_exactly_the_vehicles_whose_rotors_respond_faster_than_fast_rotor_tau(
+def test_the_fast_rotor_teacher_labels_exactly_the_fast_rotor_vehicles_that_env_overrides_add(
         teacher_run, student_run, tmp_path):
     from hydra import compose, initialize_config_dir
 
@@ -106,14 +106,23 @@ def test_the_fast_rotor_teacher_labels_exactly_the_vehicles_whose_rotors_respond
 
     params = {"motor_tau_rise": [0.01, 0.01, 0.05, 0.0], "motor_tau_fall": [0.01, 0.05, 0.01, 0.0]}
     assert fast_rotors(params, 0.02).tolist() == [True, False, False, True]
-    with initialize_config_dir(config_dir=CONFIGS, version_base="1.3"):
-        cfg = compose(config_name="distill", overrides=[
-            f"teacher={teacher_run}", f"fast_rotor_teacher={student_run}", "fast_rotor_checkpoint=last",
-            "num_envs=64", "rollout_steps=1", "eval.episodes=4", "torch_threads=1", "logging.tensorboard=false"])
-    distiller = Distiller(cfg, tmp_path / "routed")
-    obs, info = distiller.env.reset(seed=3)
-    # the quick env's falling constants straddle their median: some vehicles go to each teacher
-    cfg.fast_rotor_tau = float(sorted(info["params"]["motor_tau_fall"].reshape(-1))[32])
+
+    def distiller(*extra):
+        with initialize_config_dir(config_dir=CONFIGS, version_base="1.3"):
+            cfg = compose(config_name="distill", overrides=[
+                f"teacher={teacher_run}", f"fast_rotor_teacher={student_run}", "fast_rotor_checkpoint=last",
+                "num_envs=64", "rollout_steps=1", "eval.episodes=4", "torch_threads=1", "logging.tensorboard=false",
+                *extra])
+        made = Distiller(cfg, tmp_path / "routed")
+        return made, *made.env.reset(seed=3)
+
+    # the teacher's vehicles (rotor constants 0.8-1.25x 55 / 249 ms) are all slow at fast_rotor_tau=0.02
+    plain, _, info = distiller()
+    plain._route(info)
+    assert not plain.fast_rows.any()
+    # env_overrides widen the student's vehicles to rotor constants scaled from 0: some go to each teacher
+    distiller, obs, info = distiller("env_overrides={randomization: {motor_tau_scale: [0.0, 1.0]}}")
+    assert list(distiller.student_env_cfg.overrides.randomization.motor_tau_scale) == [0.0, 1.0]
     distiller._route(info)
     fast = distiller.fast_rows[:, 0]
     assert 0 < int(fast.sum()) < 64
@@ -126,9 +135,12 @@ def test_the_fast_rotor_teacher_labels_exactly_the_vehicles_whose_rotors_respond
                               distiller.teacher.act(privileged, deterministic=True)[fast])
 
 
-def test_a_privileged_fast_rotor_teacher_is_refused_with_one_line_before_any_folder(teacher_run, tmp_path):
+def test_a_privileged_fast_rotor_teacher_and_invalid_env_overrides_are_refused_with_one_line_before_any_folder(teacher_run, tmp_path):
     refused = _distill(teacher_run, tmp_path / "student", f"fast_rotor_teacher={teacher_run}")
     assert refused.returncode == 2, refused.stderr[-2000:]
     assert "was trained with env.privileged_actor=true" in refused.stderr
     assert len(refused.stderr.strip().splitlines()) == 1
     assert not (tmp_path / "student").exists()
+    wrong = _distill(teacher_run, tmp_path / "student", "env_overrides={randomization: {motor_tau_scale: [1.0, 0.5]}}")
+    assert wrong.returncode == 2 and "motor_tau_scale must be a [low, high] range" in wrong.stderr
+    assert len(wrong.stderr.strip().splitlines()) == 1 and not (tmp_path / "student").exists()
