@@ -31,14 +31,32 @@ $(STAMP): pyproject.toml Makefile
 	$(PY) -m pip install --quiet --disable-pip-version-check -e ".[dev]"
 	@touch $(STAMP)
 
-# Main job: train the default Crazyflie hover task (configs/train.yaml) into outputs/train-<date>_<time>/
-# (checkpoints, best_policy.pt, TensorBoard logs, learning_curve.png, summary.json), then export its best
-# policy to <run>/export/ (policy.onnx, policy.json, c/). Extra Hydra overrides: ARGS="seed=1".
+# Main job: the Crazyflie-family hover policy (README, "One policy for the Crazyflie family") into
+# outputs/train-<date>_<time>/, exported to <run>/export/ (policy.onnx, policy.json, c/):
+#   1. two teachers side by side, one core each, in <run>/teachers/: the family (+experiment=hover_family:
+#      vehicles around crazyflie_l2f_paper, rotor lag up to 165/300 ms, 0-3 steps of latency, wind) and the same
+#      family without rotor lag (+experiment=hover_family_fast_rotors), which the first cannot fly;
+#   2. their student (python -m robo_rl.distill) in <run> itself (checkpoints, best_policy.pt, TensorBoard logs,
+#      learning_curve.png, summary.json), on vehicles whose rotor constants are scaled from 0: the vehicles with
+#      rotors under 20 ms are labelled by the fast-rotor teacher, the others by the family teacher.
+# SEED=1 for another training seed. The single-vehicle recipe (2-3 min): .venv/bin/python -m robo_rl.train
 TIMESTAMP := $(shell date +%Y-%m-%d_%H-%M-%S)
 RUN ?= outputs/train-$(TIMESTAMP)
+SEED ?= 0
+STUDENT_VEHICLES := 'env_overrides={randomization: {motor_tau_scale: [0.0, 1.0]}}'
 train: $(STAMP)
 	@$(MAKE) --no-print-directory system-deps STRICT=0  # without them the export skips its STM32F405 check
-	$(PY) -m robo_rl.train hydra.run.dir=$(RUN) $(ARGS)
+	@mkdir -p $(RUN)/teachers
+	@echo "training the fast-rotor teacher in the background: $(RUN)/teachers/fast_rotors.log"
+	@$(PY) -m robo_rl.train +experiment=hover_family_fast_rotors seed=$(SEED) torch_threads=1 \
+	    logging.progress_bar=false hydra.run.dir=$(RUN)/teachers/fast_rotors > $(RUN)/teachers/fast_rotors.log 2>&1 & \
+	  fast=$$!; trap 'kill $$fast 2>/dev/null' INT TERM; \
+	  $(PY) -m robo_rl.train +experiment=hover_family seed=$(SEED) torch_threads=1 \
+	    hydra.run.dir=$(RUN)/teachers/family || { kill $$fast 2>/dev/null; exit 1; }; \
+	  echo "waiting for the fast-rotor teacher"; \
+	  wait $$fast || { echo "the fast-rotor teacher failed: see $(RUN)/teachers/fast_rotors.log" >&2; exit 1; }
+	$(PY) -m robo_rl.distill teacher=$(RUN)/teachers/family fast_rotor_teacher=$(RUN)/teachers/fast_rotors \
+	  $(STUDENT_VEHICLES) difficulty=1.0 seed=$(SEED) hydra.run.dir=$(RUN)
 	$(PY) -m robo_rl.export run=$(RUN)
 
 # One hover policy per named vehicle (configs/experiment/specialist.yaml) into outputs/specialists/<vehicle>:
