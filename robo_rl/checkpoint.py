@@ -21,6 +21,7 @@ checkpoint to the newest intact one, with a warning naming each file it skipped.
 from __future__ import annotations
 
 import concurrent.futures
+import errno
 import hashlib
 import os
 import pickle
@@ -179,10 +180,17 @@ def write_atomically(final: Path, write: Callable[[BinaryIO], Any]) -> Path:
     (`.<name>.tmp`, which `remove_orphans` deletes after a kill), which is synced, renamed to `final`, and the
     directory synced, so that a kill or a power cut leaves the old file or the new one, never a torn one."""
     temporary = final.parent / f".{final.name}.tmp"
-    with open(temporary, "wb") as f:
-        write(f)
-        f.flush()
-        os.fsync(f.fileno())
+    try:
+        with open(temporary, "wb") as f:
+            write(f)
+            f.flush()
+            os.fsync(f.fileno())
+    except BaseException as error:
+        temporary.unlink(missing_ok=True)
+        if _disk_full(error):  # torch.save reports it as a RuntimeError about a zip position
+            raise OSError(errno.ENOSPC, "no space left on the device; nothing was written and the previous file, if "
+                          "any, is kept (free space, then resume)", str(final)) from error
+        raise
     os.replace(temporary, final)
     dir_fd = os.open(final.parent, os.O_RDONLY)
     try:
@@ -190,6 +198,17 @@ def write_atomically(final: Path, write: Callable[[BinaryIO], Any]) -> Path:
     finally:
         os.close(dir_fd)
     return final
+
+
+def _disk_full(error: BaseException | None) -> bool:
+    """Whether a full disk or an exhausted quota is behind `error` (its cause and context chain)."""
+    for _ in range(20):
+        if error is None:
+            return False
+        if isinstance(error, OSError) and error.errno in (errno.ENOSPC, errno.EDQUOT):
+            return True
+        error = error.__cause__ or error.__context__
+    return False
 
 
 def seal(state: Mapping[str, Any]) -> dict[str, Any]:

@@ -17,7 +17,7 @@ import pytest
 import torch
 
 from robo_rl.checkpoint import (CheckpointError, agent_from_checkpoint, content_digest, list_checkpoints,
-                                load_checkpoint, remove_orphans, seal)
+                                load_checkpoint, remove_orphans, seal, write_atomically)
 from robo_rl.evaluate import evaluate_run
 from robo_rl.export.bundle import export_bundle
 from robo_rl.train import ResumeError, Trainer
@@ -294,3 +294,34 @@ def test_a_folder_is_a_run_only_with_the_config_train_writes(trained_run, tmp_pa
     with pytest.raises(CheckpointError, match="holds no best_policy.pt and no checkpoint yet"):
         require_run_dir(started, need_policy=True)
     assert require_run_dir(trained_run, need_policy=True) == str(trained_run)
+
+
+def test_a_full_disk_while_saving_keeps_the_previous_file_removes_the_partial_one_and_reads_as_one_line(tmp_path):
+    """Seen on a full disk: torch.save reported ENOSPC as a RuntimeError about a zip position, which the CLI
+    printed as an internal error with a traceback, leaving the half-written temporary file."""
+    import errno
+
+    from robo_rl.checkpoint import save_atomically
+    from robo_rl.cli import is_user_error, one_line
+
+    final = tmp_path / "best_policy.pt"
+    save_atomically(final, {"weights": torch.ones(3)})
+    before = final.read_bytes()
+
+    def torch_on_a_full_disk(f):
+        f.write(b"partial")
+        try:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        except OSError:
+            raise RuntimeError("[enforce fail at inline_container.cc:672] . unexpected pos 14400 vs 14304")
+
+    with pytest.raises(OSError) as raised:
+        write_atomically(final, torch_on_a_full_disk)
+    assert raised.value.errno == errno.ENOSPC and raised.value.filename == str(final)
+    assert is_user_error(raised.value) and "no space left on the device" in one_line(raised.value)
+    assert str(final) in one_line(raised.value)
+    assert final.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["best_policy.pt"]  # no .best_policy.pt.tmp left
+    with pytest.raises(ValueError, match="not a disk"):  # any other failure passes through unchanged
+        write_atomically(final, lambda f: (_ for _ in ()).throw(ValueError("not a disk problem")))
+    assert final.read_bytes() == before and sorted(p.name for p in tmp_path.iterdir()) == ["best_policy.pt"]
