@@ -33,7 +33,7 @@ $(STAMP): pyproject.toml Makefile
 
 # Main job: the Crazyflie-family hover policy (README, "One policy for the Crazyflie family") into
 # outputs/train-<date>_<time>/, exported to <run>/export/ (policy.onnx, policy.json, c/):
-#   1. two teachers side by side, one core each, in <run>/teachers/: the family (+experiment=hover_family:
+#   1. two teachers side by side, one core each, in <run>/teachers/: the family (+experiment=hover_family, 2.5M env steps:
 #      vehicles around crazyflie_l2f_paper, rotor lag up to 165/300 ms, 0-3 steps of latency, wind) and the same
 #      family without rotor lag (+experiment=hover_family_fast_rotors), which the first cannot fly;
 #   2. their student (python -m robo_rl.distill) in <run> itself (checkpoints, best_policy.pt, TensorBoard logs,
@@ -55,7 +55,7 @@ train: $(STAMP)
 	    hydra.run.dir=$(RUN)/teachers/family || { kill $$fast 2>/dev/null; exit 1; }; \
 	  echo "waiting for the fast-rotor teacher"; \
 	  wait $$fast || { echo "the fast-rotor teacher failed: see $(RUN)/teachers/fast_rotors.log" >&2; exit 1; }
-	$(PY) -m robo_rl.distill teacher=$(RUN)/teachers/family fast_rotor_teacher=$(RUN)/teachers/fast_rotors \
+	$(PY) -m robo_rl.distill teacher=$(RUN)/teachers/family checkpoint=best fast_rotor_teacher=$(RUN)/teachers/fast_rotors \
 	  $(STUDENT_VEHICLES) difficulty=1.0 seed=$(SEED) hydra.run.dir=$(RUN)
 	$(PY) -m robo_rl.export run=$(RUN)
 
