@@ -58,6 +58,10 @@ def check_fast_rotor_teacher(run: Any, checkpoint: str | None, teacher: Any) -> 
                               "the student's observation")
     if own.id != theirs.id:
         raise CheckpointError(f"fast_rotor_teacher={run} flies {own.id}, teacher={teacher} flies {theirs.id}")
+    from sim.registration import QUADROTOR_ENV_IDS
+
+    if theirs.id not in QUADROTOR_ENV_IDS:  # only quadrotors have rotor time constants to route by
+        raise CheckpointError(f"fast_rotor_teacher= needs a quadrotor teacher; teacher={teacher} flies {theirs.id}")
     return folder
 
 
