@@ -148,7 +148,8 @@ def check_options(cfg: DictConfig, command: str, require_all: bool = True) -> No
             raise ConfigError(f"student.actor_hidden must be a list of positive layer widths, got "
                               f"{list(cfg.student.actor_hidden)}")
     if command == "export" and OmegaConf.select(cfg, "vehicle", default=None) is not None:
-        from robo_rl.export.bundle import ExportError, check_vehicle_name
+        from robo_rl.export.bundle import check_vehicle_name
+        from robo_rl.export.errors import ExportError
 
         try:
             check_vehicle_name(str(cfg.vehicle))

@@ -35,17 +35,15 @@ from omegaconf import OmegaConf
 from robo_rl.checkpoint import agent_from_checkpoint, check_compatible, load_checkpoint, policy_file
 from robo_rl.envs import env_spec, make_vector_env
 from robo_rl.export.c_generator import check_prefix, generate_c, generate_layout_header
+from robo_rl.export.errors import ExportError
+from robo_rl.export.kinematics import arm_kinematics, arm_task_config
 from robo_rl.export.policy_spec import DeterministicPolicy, PolicySpec
+from robo_rl_ros.core.bundle import BUNDLE_FORMAT  # the contract, defined where the robot reads it
 
-BUNDLE_FORMAT = "robo_rl.policy_bundle/1"
 TOLERANCE = 1e-5  # absolute, per action entry: ONNX Runtime and C against PyTorch
 C_SELF_TEST_PAIRS = 8
 RANDOM_TEST_VECTORS = 1000  # random observations each target must also reproduce
 BUNDLE_MARKER = ".robo_rl_bundle.json"  # written last into every bundle: its format and the files export wrote
-class ExportError(RuntimeError):
-    """The bundle could not be made, or a target disagrees with PyTorch."""
-
-
 def record_pairs(policy: DeterministicPolicy, env: Any, count: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
     """`count` (observation, action) pairs of the deterministic policy flying `env` (count envs, seeded):
     env i contributes its observation after 3 i steps, so the pairs span starts, recoveries and hover."""
@@ -196,8 +194,6 @@ def export_bundle(run: str | Path, checkpoint: str | None = "best", out: str | P
             (c_dir / name).write_text(text)
         env_description = env.description() if hasattr(env, "description") else {}
         if hasattr(env, "model") and hasattr(getattr(env, "config", None), "spec"):  # an arm: its kinematic chain
-            from robo_rl.export.kinematics import arm_kinematics, arm_task_config
-
             env_description = {"config": arm_task_config(env.config), **env_description,
                                "kinematics": arm_kinematics(env.model, env.config.spec)}
         if env_description.get("observation_layout"):
@@ -328,7 +324,8 @@ def _safe_action(choice: str | Sequence[float], env: Any, nominal: np.ndarray | 
 
 
 def _verify_c_on_host(c_dir: Path, prefix: str, vectors: tuple[np.ndarray, np.ndarray, np.ndarray]) -> dict[str, Any]:
-    from robo_rl.export.c_runtime import CompileError, CompiledPolicy, find_c_compiler
+    from robo_rl.export.c_runtime import CompiledPolicy, find_c_compiler
+    from robo_rl.export.errors import CompileError
 
     try:
         find_c_compiler()

@@ -19,17 +19,10 @@ from pathlib import Path
 
 import numpy as np
 
+from robo_rl.export.errors import CompileError, PolicyCheckError
+
 # ISO C99 without contraction: the generic kernel then sums exactly in source order
 HOST_CFLAGS = ("-std=c99", "-pedantic", "-O2", "-ffp-contract=off", "-Wall", "-Wextra", "-Werror", "-shared", "-fPIC")
-
-
-class CompileError(RuntimeError):
-    """The C compiler is missing or rejected the generated code."""
-
-
-class PolicyCheckError(ValueError):
-    """The compiled policy failed its self-test: changed weights, an unusable safe action, or recorded
-    pairs it no longer reproduces."""
 
 
 # policy_status_t of the generated C

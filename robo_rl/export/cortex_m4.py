@@ -19,13 +19,10 @@ from typing import Any
 import numpy as np
 
 from robo_rl.export.c_generator import c_float
+from robo_rl.export.errors import CortexM4Error
 
 HARNESS_DIR = Path(__file__).resolve().parents[2] / "firmware" / "cortex_m4"
 TOOLS = ("arm-none-eabi-gcc", "arm-none-eabi-size", "qemu-system-arm", "make")
-
-
-class CortexM4Error(RuntimeError):
-    """The toolchain is missing, the build failed, or the emulated run did not complete."""
 
 
 @dataclasses.dataclass

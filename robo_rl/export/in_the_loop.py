@@ -30,8 +30,9 @@ import torch
 import sim  # noqa: F401  (registers the env ids)
 from robo_rl.checkpoint import agent_from_checkpoint, load_checkpoint
 from robo_rl.cli import command, key_values
-from robo_rl.export.bundle import ExportError, check_vehicle_name, onnx_actions, read_manifest
+from robo_rl.export.bundle import check_vehicle_name, onnx_actions, read_manifest
 from robo_rl.export.c_runtime import CompiledPolicy
+from robo_rl.export.errors import ExportError
 
 Act = Callable[[np.ndarray], np.ndarray]
 MAX_LATENCY_STEPS = 10  # [control steps]; the training distribution reaches 3

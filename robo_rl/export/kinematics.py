@@ -9,7 +9,7 @@ from typing import Any
 
 import mujoco
 
-from robo_rl.export.bundle import ExportError
+from robo_rl.export.errors import ExportError
 
 
 def arm_kinematics(model: mujoco.MjModel, spec: Any) -> dict[str, Any]:

@@ -11,7 +11,8 @@ import sys
 import numpy as np
 import pytest
 
-from robo_rl.export.bundle import ExportError, read_manifest
+from robo_rl.export.bundle import read_manifest
+from robo_rl.export.errors import ExportError
 from robo_rl.export.in_the_loop import bundle_env, compare_targets, fly, plant_config
 from sim.quadrotor.model import VEHICLES
 

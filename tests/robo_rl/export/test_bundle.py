@@ -16,7 +16,8 @@ import torch
 
 from robo_rl.agents.sac import SAC
 from robo_rl.checkpoint import CheckpointError, load_checkpoint, policy_file, seal
-from robo_rl.export.bundle import BUNDLE_MARKER, ExportError, check_out_folder, export_bundle, onnx_actions
+from robo_rl.export.bundle import BUNDLE_MARKER, check_out_folder, export_bundle, onnx_actions
+from robo_rl.export.errors import ExportError
 from robo_rl.export.c_runtime import CompiledPolicy
 
 

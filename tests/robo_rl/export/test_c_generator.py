@@ -14,8 +14,9 @@ import torch
 from robo_rl.agents.networks import ACTIVATIONS, TanhGaussianActor
 from robo_rl.export.c_generator import ACTIVATION_C, c_constants, c_float, constants_checksum, generate_c
 from robo_rl.export.c_runtime import (STATUS_INVALID_INPUT, STATUS_INVALID_OUTPUT, STATUS_INVALID_WEIGHTS, STATUS_OK,
-                                      CompiledPolicy, PolicyCheckError)
+                                      CompiledPolicy)
 from robo_rl.export.cortex_m4 import verify_on_cortex_m4
+from robo_rl.export.errors import PolicyCheckError
 from robo_rl.export.policy_spec import DeterministicPolicy, PolicySpec
 
 TOLERANCE = 1e-5
