@@ -9,18 +9,16 @@ from __future__ import annotations
 
 import json
 import shutil
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from tests.fuzz.harness import ROOT, SEED, mutate, mutate_bytes
+from tests.fuzz.harness import SEED, mutate, mutate_bytes
 
-sys.path.insert(0, str(ROOT / "ros2_ws" / "src" / "robo_rl_ros"))
-from robo_rl_ros.core.bundle import load_bundle  # noqa: E402
-from robo_rl_ros.core.observation import VehicleState  # noqa: E402
-from robo_rl_ros.core.quadrotor import QuadrotorPolicyController, QuadrotorSettings  # noqa: E402
+from robo_rl_ros.core.bundle import load_bundle
+from robo_rl_ros.core.observation import VehicleState
+from robo_rl_ros.core.quadrotor import QuadrotorPolicyController, QuadrotorSettings
 
 MANIFEST_INPUTS = 2500
 ONNX_INPUTS = 150

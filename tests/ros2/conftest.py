@@ -1,16 +1,11 @@
 """Tests of the ROS 2 package. The core's tests run here, in the main .venv (numpy, onnxruntime, the
 simulator); those under runtime/ need rclpy and run in .venv-ros (make ros-test), not in this session."""
 
-import sys
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-PACKAGE = ROOT / "ros2_ws" / "src" / "robo_rl_ros"
 HOVER_BUNDLE = Path(__file__).resolve().parent / "data" / "hover_bundle"
-if str(PACKAGE) not in sys.path:
-    sys.path.insert(0, str(PACKAGE))
 
 collect_ignore = ["runtime"]
 
