@@ -16,7 +16,7 @@ ROS_STAMP := $(ROS_VENV)/.robo-rl-ros-installed
 ROS_PACKAGES := "ros-jazzy-rclpy[fastrtps]==7.1.6" ros-jazzy-std-msgs==5.3.6 ros-jazzy-std-srvs==5.3.6 \
   ros-jazzy-geometry-msgs==5.3.6 ros-jazzy-sensor-msgs==5.3.6 ros-jazzy-trajectory-msgs==5.3.6 \
   ros-jazzy-nav-msgs==5.3.6 ros-jazzy-rosgraph-msgs==2.0.3 colcon-common-extensions==0.3.0 \
-  cyclonedds==11.0.1 mcap-ros2-support==0.6.0 numpy==2.4.6 onnxruntime==1.31.1 mujoco==4.0.0 \
+  cyclonedds==11.0.1 mcap-ros2-support==0.6.0 numpy==2.4.6 onnx==1.23.2 onnxruntime==1.31.1 mujoco==4.0.0 \
   gymnasium==1.4.0 pytest==9.2.0 setuptools==79.0.1
 
 .PHONY: train test bench specialists venv clean system-deps ros-venv ros-test ros-system-deps

@@ -16,7 +16,7 @@ setup(
         (f"share/{PACKAGE}/launch", glob("launch/*.launch.py")),
         (f"share/{PACKAGE}/config", glob("config/*.yaml")),
     ],
-    install_requires=["setuptools", "numpy", "onnxruntime"],
+    install_requires=["setuptools", "numpy", "onnx", "onnxruntime"],
     zip_safe=True,
     maintainer="robo-rl maintainers",
     maintainer_email="robo-rl@example.com",

@@ -5,17 +5,18 @@ one ONNX Runtime call costs about 200 us (20 us when hot), the largest single pa
 graph as a dozen numpy calls costs about half of that. The node checks this executor against ONNX Runtime
 before trusting it (robo_rl_ros.core.inference), and graphs with other operators stay on ONNX Runtime.
 
-The ONNX file is a protobuf (onnx.proto); the reader below takes only what these graphs need: the nodes
+The file is read with onnx's own loader; the executor takes from it only what these graphs need: the nodes
 with their attributes, float32 initializers, and the graph's input and output names.
 """
 
 from __future__ import annotations
 
-import struct
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Any, Callable
 
 import numpy as np
+import onnx
+from onnx import helper, numpy_helper
 
 
 class UnsupportedGraph(ValueError):
@@ -23,7 +24,6 @@ class UnsupportedGraph(ValueError):
 
 
 Array = np.ndarray
-_FLOAT = 1  # TensorProto.DataType.FLOAT
 
 
 class NumpyGraph:
@@ -36,16 +36,15 @@ class NumpyGraph:
     """
 
     def __init__(self, path: str | Path):
-        model = dict(_group(_fields(Path(path).read_bytes())))
-        graph = dict(_group(_fields(_one(model, 7, "graph"))))
-        constants = dict(_tensor(t) for t in graph.get(5, []))
-        inputs = [name for name in map(_value_name, graph.get(11, [])) if name not in constants]
-        outputs = [_value_name(v) for v in graph.get(12, [])]
+        graph = _load(path).graph
+        constants = dict(_tensor(t) for t in graph.initializer)
+        inputs = [v.name for v in graph.input if v.name not in constants]
+        outputs = [v.name for v in graph.output]
         if len(inputs) != 1 or len(outputs) != 1:
             raise UnsupportedGraph(f"needs one input and one output, has {inputs} -> {outputs}")
         steps, value = [], inputs[0]
-        for node in graph.get(1, []):
-            step, value = _chain_step(dict(_group(_fields(node))), value, constants)
+        for node in graph.node:
+            step, value = _chain_step(node, value, constants)
             if step is not None:
                 steps.append(step)
         if value != outputs[0]:
@@ -62,13 +61,11 @@ class NumpyGraph:
 
 def float_initializers(path: str | Path) -> dict[str, Array]:
     """The graph's float32 initializers (the network's weights) by name; others are left out.
-    UnsupportedGraph if the file is not a protobuf this reader can walk."""
-    model = dict(_group(_fields(Path(path).read_bytes())))
-    graph = dict(_group(_fields(_one(model, 7, "graph"))))
+    UnsupportedGraph if onnx cannot load the file."""
     weights = {}
-    for data in graph.get(5, []):
+    for tensor in _load(path).graph.initializer:
         try:
-            name, values = _tensor(data)
+            name, values = _tensor(tensor)
         except UnsupportedGraph:  # not float32 in the file (an int shape, external data): not a weight here
             continue
         weights[name] = values
@@ -84,13 +81,12 @@ _CONSTANT_OPS: dict[str, Callable[..., Array]] = {
 }
 
 
-def _chain_step(node: dict[int, list], value: str, constants: dict[str, Array]) -> tuple[Step | None, str]:
+def _chain_step(node: onnx.NodeProto, value: str, constants: dict[str, Array]) -> tuple[Step | None, str]:
     """The step of one node on the chain's current `value`, and the chain's next value. A node on
     constants alone is computed here, adds its output to `constants` and is no step (None)."""
-    op = _string(_one(node, 4, "op_type"))
-    domain = _string(node[7][0]) if 7 in node else ""
-    inputs, outputs = [_string(v) for v in node.get(1, [])], [_string(v) for v in node.get(2, [])]
-    attributes = dict(_attribute(a) for a in node.get(5, []))
+    op, domain = node.op_type, node.domain
+    inputs, outputs = list(node.input), list(node.output)
+    attributes = dict(_attribute(a) for a in node.attribute)
     if domain not in ("", "ai.onnx") or len(outputs) != 1:
         raise UnsupportedGraph(f"operator {domain}.{op} with {len(outputs)} outputs")
     if all(name in constants for name in inputs) and op in _CONSTANT_OPS and not attributes:
@@ -163,97 +159,26 @@ def _layer_norm(scale: Array, bias: Array, epsilon: float) -> Callable[[Array], 
     return layer_norm
 
 
-# --- the protobuf wire format (https://protobuf.dev/programming-guides/encoding/) ---
-
-def _varint(data: bytes, pos: int) -> tuple[int, int]:
-    result, shift = 0, 0
-    while True:
-        if pos >= len(data):
-            raise UnsupportedGraph("truncated protobuf")
-        byte = data[pos]
-        pos += 1
-        result |= (byte & 0x7F) << shift
-        if byte < 0x80:
-            return result, pos
-        shift += 7
+def _load(path: str | Path) -> onnx.ModelProto:
+    """The ONNX model in `path` (weights in the file itself); UnsupportedGraph if onnx cannot load it."""
+    try:
+        return onnx.load(str(path), load_external_data=False)
+    except Exception as error:  # protobuf's DecodeError and onnx's own errors for a corrupt file
+        raise UnsupportedGraph(f"onnx cannot load {path}: {error}") from error
 
 
-def _fields(data: bytes) -> Iterator[tuple[int, int | bytes]]:
-    """(field number, value) of each field of a protobuf message: ints for varints, bytes otherwise."""
-    pos = 0
-    while pos < len(data):
-        key, pos = _varint(data, pos)
-        field, wire = key >> 3, key & 7
-        if wire == 0:
-            value, pos = _varint(data, pos)
-        elif wire in (1, 5):
-            size = 8 if wire == 1 else 4
-            value, pos = data[pos:pos + size], pos + size
-        elif wire == 2:
-            size, pos = _varint(data, pos)
-            value, pos = data[pos:pos + size], pos + size
-        else:
-            raise UnsupportedGraph(f"protobuf wire type {wire}")
-        yield field, value
+def _tensor(tensor: onnx.TensorProto) -> tuple[str, Array]:
+    """(name, values) of an initializer holding float32 values in the file."""
+    if tensor.data_type != onnx.TensorProto.FLOAT or tensor.data_location == onnx.TensorProto.EXTERNAL:
+        raise UnsupportedGraph(f"initializer {tensor.name!r} is not float32 stored in the file")
+    try:
+        return tensor.name, numpy_helper.to_array(tensor).astype(np.float32)
+    except Exception as error:  # values that do not fill the declared dims
+        raise UnsupportedGraph(f"initializer {tensor.name!r}: {error}") from error
 
 
-def _group(fields: Iterator[tuple[int, int | bytes]]) -> Iterator[tuple[int, list]]:
-    grouped: dict[int, list] = {}
-    for field, value in fields:
-        grouped.setdefault(field, []).append(value)
-    return iter(grouped.items())
-
-
-def _one(message: dict[int, list], field: int, what: str):
-    if field not in message:
-        raise UnsupportedGraph(f"no {what}")
-    return message[field][0]
-
-
-def _string(value: bytes) -> str:
-    return value.decode("utf-8")
-
-
-def _value_name(data: bytes) -> str:
-    """The name of a ValueInfoProto (a graph input or output)."""
-    return _string(_one(dict(_group(_fields(data))), 1, "name"))
-
-
-def _signed(value: int) -> int:
-    return value - (1 << 64) if value >= 1 << 63 else value
-
-
-def _tensor(data: bytes) -> tuple[str, Array]:
-    """(name, values) of a TensorProto holding float32 values."""
-    tensor = dict(_group(_fields(data)))
-    name = _string(_one(tensor, 8, "tensor name"))
-    if tensor.get(2, [_FLOAT])[0] != _FLOAT or 14 in tensor:
-        raise UnsupportedGraph(f"initializer {name!r} is not float32 stored in the file")
-    dims: list[int] = []
-    for value in tensor.get(1, []):
-        if isinstance(value, int):
-            dims.append(value)
-        else:  # packed
-            pos = 0
-            while pos < len(value):
-                dim, pos = _varint(value, pos)
-                dims.append(dim)
-    if 9 in tensor:
-        raw = tensor[9][0]
-    else:  # float_data: packed floats, or one fixed32 per value
-        raw = b"".join(tensor.get(4, []))
-    values = np.frombuffer(raw, dtype="<f4").astype(np.float32)
-    if values.size != int(np.prod(dims)):
-        raise UnsupportedGraph(f"initializer {name!r} has {values.size} values for dims {dims}")
-    return name, values.reshape(dims)
-
-
-def _attribute(data: bytes) -> tuple[str, float | int]:
-    """(name, value) of a float or int AttributeProto."""
-    attribute = dict(_group(_fields(data)))
-    name = _string(_one(attribute, 1, "attribute name"))
-    if 2 in attribute:
-        return name, struct.unpack("<f", attribute[2][0])[0]
-    if 3 in attribute:
-        return name, _signed(attribute[3][0])
-    raise UnsupportedGraph(f"attribute {name!r} is neither a float nor an int")
+def _attribute(attribute: onnx.AttributeProto) -> tuple[str, Any]:
+    """(name, value) of a float or int attribute."""
+    if attribute.type not in (onnx.AttributeProto.FLOAT, onnx.AttributeProto.INT):
+        raise UnsupportedGraph(f"attribute {attribute.name!r} is neither a float nor an int")
+    return attribute.name, helper.get_attribute_value(attribute)
