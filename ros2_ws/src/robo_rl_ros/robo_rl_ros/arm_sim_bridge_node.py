@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import numpy as np
 from geometry_msgs.msg import PoseStamped
-from rclpy.node import Node
 from rclpy.parameter import Parameter
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Bool, Float64MultiArray
@@ -34,8 +33,7 @@ from std_srvs.srv import Trigger
 
 from robo_rl_ros.messages import fill_pose, time_msg
 from robo_rl_ros.qos import COMMAND_QOS, SENSOR_QOS
-from robo_rl_ros.sim_common import (ClockPublisher, declare_parameters, load_sim_bundle, require_simulator,
-                                     sim_env_config)
+from robo_rl_ros.sim_common import SimulatedRobotNode
 from robo_rl_ros.spin import StartupError, run_node
 
 try:
@@ -46,26 +44,22 @@ else:
     SIMULATOR_MISSING = None
 
 
-class ArmSimBridgeNode(Node):
+class ArmSimBridgeNode(SimulatedRobotNode):
     """The simulated arm (parameters in config/sim_arm_bridge.yaml)."""
 
     def __init__(self) -> None:
-        super().__init__("arm_sim_bridge_node")
-        require_simulator("arm_sim_bridge_node", SIMULATOR_MISSING)
-        p = declare_parameters(self, {
-            "bundle_path": "", "randomization": False, "seed": 0, "frame_id": "world",
+        super().__init__("arm_sim_bridge_node", {
             "joint_states_topic": "/joint_states", "joint_state_order": Parameter.Type.STRING_ARRAY,
-            "object_pose_topic": "/cube/pose", "success_topic": "/pick_cube/success", "publish_clock": True,
+            "object_pose_topic": "/cube/pose", "success_topic": "/pick_cube/success",
             "controller_name": "arm_controller", "controller_joints": Parameter.Type.STRING_ARRAY,
             "gripper_controller_name": "gripper_controller", "state_rate_hz": 100.0,
             "kp": Parameter.Type.DOUBLE_ARRAY, "kd": Parameter.Type.DOUBLE_ARRAY, "wait_for_subscribers": 0,
-        })
-        bundle = load_sim_bundle("arm_sim_bridge_node", p["bundle_path"])
+        }, SIMULATOR_MISSING)
+        p, bundle = self.params, self.bundle
         if p["kp"] is None or p["kd"] is None:
             raise StartupError("arm_sim_bridge_node: parameters kp and kd (one per arm joint) are required")
         try:
-            self.sim = SimulatedArm(sim_env_config(bundle, p["randomization"]),
-                                    JointGains(tuple(p["kp"]), tuple(p["kd"])), p["seed"])
+            self.sim = SimulatedArm(self.env_config, JointGains(tuple(p["kp"]), tuple(p["kd"])), p["seed"])
         except ValueError as error:  # also sim.errors.ConfigError
             raise StartupError(f"arm_sim_bridge_node: {error}") from error
         names = list(self.sim.names)
@@ -80,18 +74,15 @@ class ArmSimBridgeNode(Node):
         self.substeps = int(round(1.0 / (p["state_rate_hz"] * self.sim.dt)))
         if self.substeps < 1 or abs(self.substeps * p["state_rate_hz"] * self.sim.dt - 1.0) > 1e-6:
             raise StartupError(f"state_rate_hz {p['state_rate_hz']} must divide the physics rate {1.0 / self.sim.dt:g} Hz")
-        self.params = p
         self._first_command: float | None = None
         self._paused = p["wait_for_subscribers"] > 0
         self._joint_pub = self.create_publisher(JointState, p["joint_states_topic"], SENSOR_QOS)
         self._cube_pub = self.create_publisher(PoseStamped, p["object_pose_topic"], SENSOR_QOS)
         self._success_pub = self.create_publisher(Bool, p["success_topic"], SENSOR_QOS)
-        self._clock_pub = ClockPublisher(self, p["publish_clock"])
         self.create_subscription(Float64MultiArray, f"/{p['controller_name']}/commands", self._on_arm, COMMAND_QOS)
         self.create_subscription(Float64MultiArray, f"/{p['gripper_controller_name']}/commands", self._on_gripper,
                                  COMMAND_QOS)
-        self.create_service(Trigger, "~/reset", self._on_reset)
-        self._timer = self.create_timer(self.sim.dt, self._step)
+        self.start(self.sim.dt)
         cube = self.sim.state().cube_position
         self.get_logger().info(f"simulating {bundle.env_id} (seed {p['seed']}, cube at {np.round(cube, 3).tolist()}), "
                                f"physics at {1.0 / self.sim.dt:g} Hz, state at {p['state_rate_hz']:g} Hz, "
@@ -152,7 +143,7 @@ class ArmSimBridgeNode(Node):
         fill_pose(cube.pose, state.cube_position, state.cube_quaternion)
         self._cube_pub.publish(cube)
         self._success_pub.publish(Bool(data=bool(state.success)))
-        self._clock_pub.publish(state.time)  # after the state: nodes on /clock wake up with it already there
+        self.clock.publish(state.time)  # after the state: nodes on /clock wake up with it already there
 
 
 def main(args: list[str] | None = None) -> int:

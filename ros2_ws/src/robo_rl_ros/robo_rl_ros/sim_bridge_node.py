@@ -27,7 +27,6 @@ from __future__ import annotations
 import numpy as np
 from geometry_msgs.msg import PoseStamped, Twist
 from nav_msgs.msg import Odometry
-from rclpy.node import Node
 from rclpy.parameter import Parameter
 from std_msgs.msg import Float32MultiArray
 from std_srvs.srv import Trigger
@@ -36,8 +35,7 @@ from robo_rl_ros.core.observation import VehicleState
 from robo_rl_ros.crazyswarm2_chain import BACKENDS, DEFAULT_BACKEND, Crazyswarm2Chain
 from robo_rl_ros.messages import fill_odometry, fill_pose, time_msg
 from robo_rl_ros.qos import COMMAND_QOS, SENSOR_QOS
-from robo_rl_ros.sim_common import (ClockPublisher, declare_parameters, load_sim_bundle, require_simulator,
-                                     sim_env_config)
+from robo_rl_ros.sim_common import SimulatedRobotNode
 from robo_rl_ros.spin import StartupError, run_node
 
 try:
@@ -50,24 +48,20 @@ else:
     SIMULATOR_MISSING = None
 
 
-class SimBridgeNode(Node):
+class SimBridgeNode(SimulatedRobotNode):
     """The simulated Crazyflie (parameters in config/sim_bridge.yaml)."""
 
     def __init__(self) -> None:
-        super().__init__("sim_bridge_node")
-        require_simulator("sim_bridge_node", SIMULATOR_MISSING)
-        p = declare_parameters(self, {
-            "bundle_path": "", "randomization": False, "seed": 0,
-            "initial_position": Parameter.Type.DOUBLE_ARRAY, "frame_id": "world", "child_frame_id": "cf231",
-            "pose_topic": "/cf231/pose", "odom_topic": "/cf231/odom", "publish_clock": True,
+        super().__init__("sim_bridge_node", {
+            "initial_position": Parameter.Type.DOUBLE_ARRAY, "child_frame_id": "cf231",
+            "pose_topic": "/cf231/pose", "odom_topic": "/cf231/odom",
             "cmd_vel_legacy_topic": "/cf231/cmd_vel_legacy", "motor_thrusts_topic": "/cf231/motor_thrusts",
             "command_timeout": 0.5, "onboard_rate_hz": 500.0, "scale_gains_to_inertia": True,
             "hold_until_first_command": True, "crazyswarm2_backend": DEFAULT_BACKEND,
-        })
+        }, SIMULATOR_MISSING)
+        p, bundle, env_config = self.params, self.bundle, self.env_config
         if p["crazyswarm2_backend"] not in BACKENDS:
             raise StartupError(f"crazyswarm2_backend must be one of {BACKENDS}, got {p['crazyswarm2_backend']!r}")
-        bundle = load_sim_bundle("sim_bridge_node", p["bundle_path"])
-        env_config = sim_env_config(bundle, p["randomization"])
         # the physics runs one 2 ms step per batch step, so the onboard controller runs at 500 Hz
         env_config["control_hz"] = p["onboard_rate_hz"]
         config = make_config(env_config.get("task", "hover"), env_config)
@@ -80,16 +74,13 @@ class SimBridgeNode(Node):
         self.onboard = OnboardAttitudeController(p["onboard_rate_hz"], scale)
         self.initial_position = (np.asarray(p["initial_position"], dtype=np.float64) if p["initial_position"]
                                  is not None else np.asarray(config.center, dtype=np.float64))
-        self.params = p
         self.dt = 1.0 / p["onboard_rate_hz"]
         self._reset()
         self._pose_pub = self.create_publisher(PoseStamped, p["pose_topic"], SENSOR_QOS)
         self._odom_pub = self.create_publisher(Odometry, p["odom_topic"], SENSOR_QOS)
-        self._clock_pub = ClockPublisher(self, p["publish_clock"])
         self.create_subscription(Twist, p["cmd_vel_legacy_topic"], self._on_legacy, COMMAND_QOS)
         self.create_subscription(Float32MultiArray, p["motor_thrusts_topic"], self._on_motors, COMMAND_QOS)
-        self.create_service(Trigger, "~/reset", self._on_reset)
-        self._timer = self.create_timer(self.dt, self._step)
+        self.start(self.dt)
         self.get_logger().info(f"simulating {config.vehicle} ({config.task}) at {bundle.control_hz:g} Hz, "
                                f"onboard controller at {p['onboard_rate_hz']:g} Hz, "
                                f"from {self.initial_position.tolist()}")
@@ -175,7 +166,7 @@ class SimBridgeNode(Node):
         odom.header.stamp, odom.header.frame_id = stamp, self.params["frame_id"]
         odom.child_frame_id = self.params["child_frame_id"]
         self._odom_pub.publish(fill_odometry(odom, state))
-        self._clock_pub.publish(self.sim_time)  # after the state: nodes on /clock wake up with it already there
+        self.clock.publish(self.sim_time)  # after the state: nodes on /clock wake up with it already there
 
 
 def main(args: list[str] | None = None) -> int:
