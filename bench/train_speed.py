@@ -30,13 +30,16 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from peers import machine_line, peer_python, write_results
+
+if TYPE_CHECKING:
+    from robo_rl.buffers import Batch
 
 ROOT = Path(__file__).resolve().parent
 sys.path.insert(0, str(ROOT.parent))  # robo_rl, imported where used (the SB3-only rows do not need it)
@@ -57,10 +60,12 @@ def rate(step: Callable[[], None], seconds: float) -> float:
     return count / (time.perf_counter() - start)
 
 
-def batch(n: int) -> dict[str, torch.Tensor]:
+def batch(n: int) -> Batch:
     """Random transitions of the hover task's sizes."""
-    return {"obs": torch.randn(n, OBS), "action": torch.rand(n, ACT), "reward": torch.randn(n),
-            "next_obs": torch.randn(n, OBS), "terminated": torch.zeros(n)}
+    from robo_rl.buffers import Batch
+
+    return Batch(obs=torch.randn(n, OBS), action=torch.rand(n, ACT), reward=torch.randn(n),
+                 next_obs=torch.randn(n, OBS), terminated=torch.zeros(n))
 
 
 def robo_rl_updates(hidden: tuple[int, int], serl_defaults: bool = False, compile: bool = True
@@ -118,17 +123,17 @@ def cleanrl_updates(hidden: tuple[int, int]) -> Callable[[float], float]:
     def update() -> None:
         alpha = log_alpha.exp().item()
         with torch.no_grad():
-            next_action, next_log_pi = actor.sample(data["next_obs"])
-            x = torch.cat([data["next_obs"], next_action], 1)
+            next_action, next_log_pi = actor.sample(data.next_obs)
+            x = torch.cat([data.next_obs, next_action], 1)
             target_q = torch.min(q1_target(x), q2_target(x)).view(-1) - alpha * next_log_pi
-            target = data["reward"] + 0.99 * (1 - data["terminated"]) * target_q
-        x = torch.cat([data["obs"], data["action"]], 1)
+            target = data.reward + 0.99 * (1 - data.terminated) * target_q
+        x = torch.cat([data.obs, data.action], 1)
         q_loss = F.mse_loss(q1(x).view(-1), target) + F.mse_loss(q2(x).view(-1), target)
         q_optimizer.zero_grad()
         q_loss.backward()
         q_optimizer.step()
-        action, log_pi = actor.sample(data["obs"])
-        x = torch.cat([data["obs"], action], 1)
+        action, log_pi = actor.sample(data.obs)
+        x = torch.cat([data.obs, action], 1)
         actor_loss = (alpha * log_pi - torch.min(q1(x), q2(x)).view(-1)).mean()
         actor_optimizer.zero_grad()
         actor_loss.backward()

@@ -12,7 +12,7 @@ episode and its target bootstraps).
 from __future__ import annotations
 
 import enum
-from typing import Any, Mapping
+from typing import Any, Mapping, NamedTuple, Sequence
 
 import torch
 
@@ -25,7 +25,50 @@ class Source(enum.IntEnum):
     INTERVENTION = 2
 
 
-FIELDS = ("obs", "action", "reward", "next_obs", "terminated", "source")
+class Batch(NamedTuple):
+    """Transitions as the SAC update reads them: tensors with one row per transition."""
+
+    obs: torch.Tensor  # (B, obs_dim)
+    action: torch.Tensor  # (B, action_dim)
+    reward: torch.Tensor  # (B,)
+    next_obs: torch.Tensor  # (B, obs_dim)
+    terminated: torch.Tensor  # (B,) 1.0 where the episode terminated (no bootstrap), else 0.0
+    source: torch.Tensor | None = None  # (B,) int8 `Source` of each row; None: all online
+    critic_obs: torch.Tensor | None = None  # (B, critic_obs_dim) privileged state for an asymmetric critic
+    next_critic_obs: torch.Tensor | None = None
+
+    @property
+    def rows(self) -> int:
+        """How many transitions."""
+        return int(self.reward.shape[0])
+
+    @property
+    def critic_input(self) -> torch.Tensor:
+        """What the critics see of the state: the privileged state where the batch has it, else obs."""
+        return self.obs if self.critic_obs is None else self.critic_obs
+
+    @property
+    def next_critic_input(self) -> torch.Tensor:
+        """`critic_input` of the next state."""
+        return self.next_obs if self.next_critic_obs is None else self.next_critic_obs
+
+    def map(self, function: Any) -> "Batch":
+        """This batch with `function` applied to every tensor (absent fields stay absent)."""
+        return Batch(*(None if value is None else function(value) for value in self))
+
+    def chunk(self, parts: int) -> list["Batch"]:
+        """`parts` consecutive minibatches of equal size (the last smaller if the rows do not divide)."""
+        pieces = [None if value is None else value.chunk(parts) for value in self]
+        return [Batch(*(None if p is None else p[i] for p in pieces)) for i in range(parts)]
+
+    @staticmethod
+    def cat(batches: Sequence["Batch"]) -> "Batch":
+        """The rows of `batches` (with the same fields present) one after another."""
+        fields = zip(*batches)
+        return Batch(*(None if values[0] is None else torch.cat(values) for values in fields))
+
+
+FIELDS = Batch._fields
 
 
 class ReplayBuffer:
@@ -84,12 +127,12 @@ class ReplayBuffer:
         self.position = (self.position + n) % self.capacity
         self.size = min(self.size + n, self.capacity)
 
-    def sample(self, n: int, generator: torch.Generator | None = None) -> dict[str, torch.Tensor]:
+    def sample(self, n: int, generator: torch.Generator | None = None) -> Batch:
         """n transitions drawn uniformly with replacement."""
         if self.size == 0:
             raise ValueError("cannot sample from an empty buffer")
         index = torch.randint(self.size, (n,), device=self.device, generator=generator)
-        return {k: v.index_select(0, index) for k, v in self.storage.items()}  # 3x faster than v[index] on a CPU
+        return Batch(**{k: v.index_select(0, index) for k, v in self.storage.items()})  # 3x faster than v[index] on a CPU
 
     def state_dict(self) -> dict[str, Any]:
         """The filled part of the storage and the write position, for checkpoints."""
@@ -125,7 +168,7 @@ class MixedReplay:
     def __len__(self) -> int:
         return len(self.online) + len(self.offline)
 
-    def sample(self, n: int, generator: torch.Generator | None = None) -> dict[str, torch.Tensor]:
+    def sample(self, n: int, generator: torch.Generator | None = None) -> Batch:
         """n transitions: round(n * offline_ratio) from the offline pool (if it has data), the rest online."""
         n_offline = round(n * self.offline_ratio) if len(self.offline) else 0
         if len(self.online) == 0:
@@ -137,7 +180,7 @@ class MixedReplay:
         online, offline = self.online.sample(n - n_offline, generator), self.offline.sample(n_offline, generator)
         # shuffled, so that every minibatch cut from the batch keeps the ratio in expectation
         order = torch.randperm(n, device=self.online.device, generator=generator)
-        return {k: torch.cat([online[k], offline[k]]).index_select(0, order) for k in online}
+        return Batch.cat([online, offline]).map(lambda value: value.index_select(0, order))
 
     def state_dict(self) -> dict[str, Any]:
         """Both pools, for checkpoints."""

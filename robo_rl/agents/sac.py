@@ -22,7 +22,7 @@ from torch.optim.adam import adam
 
 from robo_rl.agents import onednn_matmul
 from robo_rl.agents.networks import CriticEnsemble, TanhGaussianActor
-from robo_rl.buffers import Source
+from robo_rl.buffers import Batch, Source
 from sim.validation import Interval, at_least_zero, check_ranges, coerce, positive
 
 # Compile the whole update call as one graph up to this many critic steps per actor step (see SAC.__init__).
@@ -172,15 +172,13 @@ class SAC(nn.Module):
         if self.actor_average is not None:
             self.actor_average.load_state_dict(self.actor.state_dict())
 
-    def update(self, batch: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-        """One SAC update from a batch of `critic_updates_per_actor_update * batch_size` transitions.
-
-        batch: obs, action, reward, next_obs, terminated, and critic_obs/next_critic_obs for an asymmetric
-        critic. Time-limit truncations are not terminations: their targets bootstrap.
-        Returns detached scalar metrics.
+    def update(self, batch: Batch) -> dict[str, torch.Tensor]:
+        """One SAC update from a batch of `critic_updates_per_actor_update * batch_size` transitions (with
+        critic_obs/next_critic_obs for an asymmetric critic). Time-limit truncations are not terminations:
+        their targets bootstrap. Returns detached scalar metrics.
         """
         config = self.config
-        steps, size = config.critic_updates_per_actor_update, next(iter(batch.values())).shape[0]
+        steps, size = config.critic_updates_per_actor_update, batch.rows
         if size % steps:
             raise ValueError(f"batch of {size} does not split into {steps} equal minibatches")
         rows = size // steps
@@ -191,11 +189,10 @@ class SAC(nn.Module):
                  "critic_order": torch.rand(steps, config.num_critics, device=self.device)}
         return self._run("_update_with", batch, noise)
 
-    def _update_with(self, batch: Mapping[str, torch.Tensor], noise: Mapping[str, torch.Tensor]
-                     ) -> dict[str, torch.Tensor]:
+    def _update_with(self, batch: Batch, noise: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         """The update on given random draws: critic steps on consecutive minibatches, then one actor and
         temperature step on the last minibatch."""
-        *minibatches, last = _split(batch, self.config.critic_updates_per_actor_update)
+        *minibatches, last = batch.chunk(self.config.critic_updates_per_actor_update)
         for mb, next_noise, order in zip(minibatches, noise["next_action"], noise["critic_order"]):
             self._run("_critic_step", mb, next_noise, order)
         return self._run("_last_step", last, noise["next_action"][-1], noise["critic_order"][-1], noise["action"])
@@ -218,22 +215,21 @@ class SAC(nn.Module):
     # each step is a pure tensor program that torch.compile turns into one graph. Under no_grad, torch.func.grad
     # still differentiates inside while nothing else records autograd history.
     @torch.no_grad()
-    def _critic_step(self, mb: Mapping[str, torch.Tensor], next_noise: torch.Tensor, order: torch.Tensor
-                     ) -> dict[str, torch.Tensor]:
+    def _critic_step(self, mb: Batch, next_noise: torch.Tensor, order: torch.Tensor) -> dict[str, torch.Tensor]:
         """One critic step towards the soft Bellman target, then the Polyak update of the target critics."""
         config = self.config
         alpha = self.log_temperature.exp()
-        next_action, next_log_prob = self.actor.sample(mb["next_obs"], next_noise)
-        target_q = self.target_critic(mb.get("next_critic_obs", mb["next_obs"]), next_action)  # (E, B)
+        next_action, next_log_prob = self.actor.sample(mb.next_obs, next_noise)
+        target_q = self.target_critic(mb.next_critic_input, next_action)  # (E, B)
         if config.critic_subsample < config.num_critics:  # REDQ: the min over a random subset
             target_q = target_q[order.argsort()[: config.critic_subsample]]
         next_q = target_q.min(0).values
         if config.backup_entropy:
             next_q = next_q - alpha * next_log_prob
-        target = mb["reward"] + config.discount * (1.0 - mb["terminated"]) * next_q
+        target = mb.reward + config.discount * (1.0 - mb.terminated) * next_q
 
         def critic_loss_fn(params: dict[str, torch.Tensor]) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
-            q = functional_call(self.critic, params, (mb.get("critic_obs", mb["obs"]), mb["action"]))
+            q = functional_call(self.critic, params, (mb.critic_input, mb.action))
             loss = ((q - target) ** 2).mean(1).sum()  # each member's MSE, summed
             return loss, (loss, q)
 
@@ -243,22 +239,22 @@ class SAC(nn.Module):
         torch._foreach_lerp_(list(self.target_critic.parameters()), list(critic_params.values()), config.tau)
         return {"critic_loss": critic_loss / config.num_critics, "q_mean": q.mean()}
 
-    def _last_step(self, mb: Mapping[str, torch.Tensor], next_noise: torch.Tensor, order: torch.Tensor,
-                   noise: torch.Tensor) -> dict[str, torch.Tensor]:
+    def _last_step(self, mb: Batch, next_noise: torch.Tensor, order: torch.Tensor, noise: torch.Tensor
+                   ) -> dict[str, torch.Tensor]:
         """The last critic step, then the actor and temperature steps on the same minibatch."""
         return self._critic_step(mb, next_noise, order) | self._actor_step(mb, noise)
 
     @torch.no_grad()
-    def _actor_step(self, mb: Mapping[str, torch.Tensor], noise: torch.Tensor) -> dict[str, torch.Tensor]:
+    def _actor_step(self, mb: Batch, noise: torch.Tensor) -> dict[str, torch.Tensor]:
         """One actor step (ensemble-mean Q plus entropy, gradients reaching the actor only; plus filtered
         cloning if configured), the actor average's step, and one temperature step."""
         config = self.config
         alpha = self.log_temperature.exp()
-        critic_obs = mb.get("critic_obs", mb["obs"])
-        use_bc = config.bc_weight > 0 and "source" in mb
+        critic_obs = mb.critic_input
+        use_bc = config.bc_weight > 0 and mb.source is not None
 
         def actor_loss_fn(params: dict[str, torch.Tensor]) -> tuple[torch.Tensor, tuple[torch.Tensor, ...]]:
-            mean, log_std = functional_call(self.actor, params, (mb["obs"],))
+            mean, log_std = functional_call(self.actor, params, (mb.obs,))
             action, log_prob = self.actor.squash(mean, log_std, noise)
             actor_q = self.critic(critic_obs, action).mean(0)
             loss = (alpha * log_prob - actor_q).mean()
@@ -284,17 +280,16 @@ class SAC(nn.Module):
         _adam_step(self._adam_slots["temperature_optimizer"], [temperature_grad])
         return {"actor_loss": actor_loss, "entropy": entropy, "temperature": alpha, "bc_loss": bc_loss}
 
-    def _filtered_bc_loss(self, mb: Mapping[str, torch.Tensor], policy_q: torch.Tensor,
-                          mean_action: torch.Tensor) -> torch.Tensor:
+    def _filtered_bc_loss(self, mb: Batch, policy_q: torch.Tensor, mean_action: torch.Tensor) -> torch.Tensor:
         """Squared distance of the mean action to the demonstrated one, over the offline rows (demos and
         interventions) where the critics rate the demonstrated action above the policy's (the Q filter:
         once the policy is better, the demos stop pulling)."""
-        offline = mb["source"] != int(Source.ONLINE)
+        offline = mb.source != int(Source.ONLINE)
         if self.config.bc_q_filter:
-            demo_q = self.critic(mb.get("critic_obs", mb["obs"]), mb["action"]).mean(0)
+            demo_q = self.critic(mb.critic_input, mb.action).mean(0)
             offline = offline & (demo_q > policy_q.detach())
         keep = offline.float()
-        distance = ((mean_action - mb["action"]) ** 2).sum(-1)
+        distance = ((mean_action - mb.action) ** 2).sum(-1)
         return (keep * distance).sum() / keep.sum().clamp(min=1.0)
 
     @classmethod
@@ -321,11 +316,6 @@ class SAC(nn.Module):
         self.actor_optimizer.load_state_dict(state["actor_optimizer"])
         self.critic_optimizer.load_state_dict(state["critic_optimizer"])
         self.temperature_optimizer.load_state_dict(state["temperature_optimizer"])
-
-
-def _split(batch: Mapping[str, torch.Tensor], parts: int) -> list[dict[str, torch.Tensor]]:
-    chunks = {k: v.chunk(parts) for k, v in batch.items()}
-    return [{k: v[i] for k, v in chunks.items()} for i in range(parts)]
 
 
 class AdamSlots(NamedTuple):

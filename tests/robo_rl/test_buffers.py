@@ -33,16 +33,16 @@ def test_sampler_holds_the_offline_ratio(ratio):
     replay.add(Source.ONLINE, **_transitions(500, 0.0))
     replay.add(Source.DEMO, **_transitions(50, 1.0))
     batch = replay.sample(4000)
-    assert (batch["source"] == Source.DEMO).float().mean().item() == pytest.approx(ratio, abs=1e-9)
+    assert (batch.source == Source.DEMO).float().mean().item() == pytest.approx(ratio, abs=1e-9)
     # shuffled: the first and last quarter of the batch (future minibatches) both mix the sources
-    for part in (batch["source"][:1000], batch["source"][-1000:]):
+    for part in (batch.source[:1000], batch.source[-1000:]):
         assert (part == Source.DEMO).float().mean().item() == pytest.approx(ratio, abs=0.06)
 
 
 def test_without_offline_data_everything_is_online():
     replay = _mixed()
     replay.add(Source.ONLINE, **_transitions(20, 0.0))
-    assert (replay.sample(256)["source"] == Source.ONLINE).all()
+    assert (replay.sample(256).source == Source.ONLINE).all()
 
 
 def test_ring_buffer_overwrites_the_oldest_and_round_trips():

@@ -9,11 +9,12 @@ import torch
 from robo_rl.agents import onednn_matmul
 from robo_rl.agents.networks import ACTIVATIONS, CriticEnsemble, TanhGaussianActor
 from robo_rl.agents.sac import SAC, SACConfig
+from robo_rl.buffers import Batch, Source
 
 
-def _batch(n: int, obs_dim: int = 6) -> dict:
-    return dict(obs=torch.randn(n, obs_dim), action=torch.rand(n, 2), reward=torch.randn(n),
-                next_obs=torch.randn(n, obs_dim), terminated=torch.zeros(n))
+def _batch(n: int, obs_dim: int = 6) -> Batch:
+    return Batch(obs=torch.randn(n, obs_dim), action=torch.rand(n, 2), reward=torch.randn(n),
+                 next_obs=torch.randn(n, obs_dim), terminated=torch.zeros(n))
 
 
 def test_actor_samples_inside_the_action_box_with_finite_log_probs():
@@ -35,12 +36,10 @@ def test_terminal_transitions_do_not_bootstrap():
     agent = SAC(6, [0, 0], [1, 1], SACConfig(actor_hidden=(16,), critic_hidden=(16,), num_critics=2,
                                              critic_updates_per_actor_update=1, batch_size=64, critic_lr=3e-3,
                                              discount=0.9))
-    batch = _batch(64)
-    batch["reward"] = torch.ones(64)
-    batch["terminated"] = torch.ones(64)
+    batch = _batch(64)._replace(reward=torch.ones(64), terminated=torch.ones(64))
     for _ in range(400):
         agent.update(batch)
-    q = agent.critic(batch["obs"], batch["action"])
+    q = agent.critic(batch.obs, batch.action)
     assert q.mean().item() == pytest.approx(1.0, abs=0.15)  # Q = r, no discounted tail
 
 
@@ -92,25 +91,21 @@ def test_actor_average_follows_the_actor_at_its_rate_and_is_the_policy():
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 def test_update_on_cuda():
     agent = SAC(6, [0, 0], [1, 1], SACConfig(actor_hidden=(16,), critic_hidden=(16,), batch_size=8), device="cuda")
-    metrics = agent.update({k: v.cuda() for k, v in _batch(64).items()})
+    metrics = agent.update(_batch(64).map(lambda value: value.cuda()))
     assert metrics["critic_loss"].device.type == "cuda"
 
 
 def test_filtered_behaviour_cloning_pulls_towards_demonstrated_actions_on_offline_rows_only():
     """A one-step task whose best action is the demonstrated one: the cloning term moves the policy's mean
     action towards it faster than the critic alone; rows from online collection never carry the term."""
-    from robo_rl.buffers import Source
-
     best = torch.tensor([0.8, 0.2])
 
-    def batch(n: int = 128) -> dict:
+    def batch(n: int = 128) -> Batch:
         b = _batch(n)
-        b["action"][n // 2:] = best  # the demonstrated half
-        b["reward"] = -((b["action"] - best) ** 2).sum(1)
-        b["terminated"] = torch.ones(n)
-        b["source"] = torch.full((n,), int(Source.ONLINE), dtype=torch.int8)
-        b["source"][n // 2:] = int(Source.DEMO)
-        return b
+        b.action[n // 2:] = best  # the demonstrated half
+        source = torch.full((n,), int(Source.ONLINE), dtype=torch.int8)
+        source[n // 2:] = int(Source.DEMO)
+        return b._replace(reward=-((b.action - best) ** 2).sum(1), terminated=torch.ones(n), source=source)
 
     def after(bc_weight: float, updates: int = 20) -> tuple[float, dict]:
         torch.manual_seed(0)
@@ -128,7 +123,7 @@ def test_filtered_behaviour_cloning_pulls_towards_demonstrated_actions_on_offlin
     assert plain_metrics["bc_loss"].item() == 0.0 and cloned_metrics["bc_loss"].item() > 0.0
     assert cloned > 2 * max(plain, 0.0) and cloned > 0.02, (cloned, plain)
     online_only = batch()
-    online_only["source"][:] = int(Source.ONLINE)
+    online_only.source[:] = int(Source.ONLINE)
     agent = SAC(6, [0, 0], [1, 1], SACConfig(actor_hidden=(32,), critic_hidden=(32,), num_critics=2,
                                              critic_updates_per_actor_update=1, batch_size=128, bc_weight=1.0))
     assert agent.update(online_only)["bc_loss"].item() == 0.0
@@ -145,26 +140,23 @@ def _asymmetric_agent(**overrides) -> SAC:
     return SAC(6, [0, 0], [1, 1], config, critic_obs_dim=8)
 
 
-def _asymmetric_batch(n: int = 64) -> dict:
-    from robo_rl.buffers import Source
-
-    batch = _batch(n)
-    batch.update(critic_obs=torch.randn(n, 8), next_critic_obs=torch.randn(n, 8), terminated=(torch.rand(n) < 0.2).float(),
-                 source=torch.where(torch.rand(n) < 0.5, int(Source.DEMO), int(Source.ONLINE)).to(torch.int8))
-    return batch
+def _asymmetric_batch(n: int = 64) -> Batch:
+    return _batch(n)._replace(
+        critic_obs=torch.randn(n, 8), next_critic_obs=torch.randn(n, 8), terminated=(torch.rand(n) < 0.2).float(),
+        source=torch.where(torch.rand(n) < 0.5, int(Source.DEMO), int(Source.ONLINE)).to(torch.int8))
 
 
-def _reference_update(agent: SAC, batch: dict, noise: dict) -> None:
+def _reference_update(agent: SAC, batch: Batch, noise: dict) -> None:
     """The same update written the usual way, with autograd and each optimizer's own `step()`."""
     config = agent.config
-    minibatches = [{k: v.chunk(2)[i] for k, v in batch.items()} for i in range(2)]
+    minibatches = [Batch(*(v.chunk(2)[i] for v in batch)) for i in range(2)]
     alpha = agent.log_temperature.exp().detach()
     for mb, next_noise, order in zip(minibatches, noise["next_action"], noise["critic_order"]):
         with torch.no_grad():
-            next_action, next_log_prob = agent.actor.sample(mb["next_obs"], next_noise)
-            next_q = agent.target_critic(mb["next_critic_obs"], next_action)[order.argsort()[:2]].min(0).values
-            target = mb["reward"] + config.discount * (1 - mb["terminated"]) * (next_q - alpha * next_log_prob)
-        loss = ((agent.critic(mb["critic_obs"], mb["action"]) - target) ** 2).mean(1).sum()
+            next_action, next_log_prob = agent.actor.sample(mb.next_obs, next_noise)
+            next_q = agent.target_critic(mb.next_critic_obs, next_action)[order.argsort()[:2]].min(0).values
+            target = mb.reward + config.discount * (1 - mb.terminated) * (next_q - alpha * next_log_prob)
+        loss = ((agent.critic(mb.critic_obs, mb.action) - target) ** 2).mean(1).sum()
         agent.critic_optimizer.zero_grad()
         loss.backward()
         agent.critic_optimizer.step()
@@ -172,11 +164,11 @@ def _reference_update(agent: SAC, batch: dict, noise: dict) -> None:
             for target_p, p in zip(agent.target_critic.parameters(), agent.critic.parameters()):
                 target_p.lerp_(p, config.tau)
     agent.critic.requires_grad_(False)
-    action, log_prob = agent.actor.sample(mb["obs"], noise["action"])
-    actor_q = agent.critic(mb["critic_obs"], action).mean(0)
+    action, log_prob = agent.actor.sample(mb.obs, noise["action"])
+    actor_q = agent.critic(mb.critic_obs, action).mean(0)
     with torch.no_grad():
-        keep = ((mb["source"] != 0) & (agent.critic(mb["critic_obs"], mb["action"]).mean(0) > actor_q)).float()
-    bc = (keep * ((agent.actor.deterministic(mb["obs"]) - mb["action"]) ** 2).sum(-1)).sum() / keep.sum().clamp(min=1)
+        keep = ((mb.source != 0) & (agent.critic(mb.critic_obs, mb.action).mean(0) > actor_q)).float()
+    bc = (keep * ((agent.actor.deterministic(mb.obs) - mb.action) ** 2).sum(-1)).sum() / keep.sum().clamp(min=1)
     actor_loss = (alpha * log_prob - actor_q).mean() + config.bc_weight * actor_q.detach().abs().mean() * bc
     agent.actor_optimizer.zero_grad()
     actor_loss.backward()
