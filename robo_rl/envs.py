@@ -9,6 +9,7 @@ import torch
 
 import sim  # noqa: F401  (registers the robo_rl/* ids)
 from sim.errors import ConfigError
+from sim.registration import make_env_config
 
 
 def make_vector_env(env_cfg: Mapping[str, Any], num_envs: int, device: torch.device,
@@ -21,7 +22,8 @@ def make_vector_env(env_cfg: Mapping[str, Any], num_envs: int, device: torch.dev
     for name, value in (("env.overrides", env_cfg.get("overrides")), ("overrides", overrides)):
         if value is not None and not isinstance(value, Mapping):
             raise ConfigError(f"{name} must be a mapping of the env's config fields, got {value!r}")
-    config = _merge(_own_vehicle_only(dict(env_cfg.get("overrides") or {}), overrides or {}), dict(overrides or {}))
+    config = make_env_config(env_cfg["id"], _own_vehicle_only(dict(env_cfg.get("overrides") or {}), overrides or {}),
+                             dict(overrides or {}))
     kwargs: dict[str, Any] = {"backend": env_cfg.get("backend", "torch"), "config": config}
     if privileged:
         kwargs["privileged"] = True
@@ -51,21 +53,12 @@ def _own_vehicle_only(base: dict, overrides: Mapping[str, Any]) -> dict:
 def check_env_config(env_cfg: Mapping[str, Any]) -> None:
     """ConfigError unless env_cfg's id is known and its `overrides` make a valid config of that env (what
     building the env would check), without building it."""
-    from sim.arm.env import make_arm_config
-    from sim.quadrotor.config import make_config
-    from sim.registration import ARM_ENV_IDS, QUADROTOR_ENV_IDS
-
     env_id = env_cfg.get("id")
     check_env_id(env_id)
     overrides = env_cfg.get("overrides")
     if overrides is not None and not isinstance(overrides, Mapping):
         raise ConfigError(f"env.overrides must be a mapping of the env's config fields, got {overrides!r}")
-    overrides = dict(overrides or {})
-    if env_id in QUADROTOR_ENV_IDS:
-        make_config(QUADROTOR_ENV_IDS[env_id], overrides)
-    elif env_id in ARM_ENV_IDS:
-        task = ARM_ENV_IDS[env_id]
-        make_arm_config(**(task if isinstance(task, dict) else {"task": task}), config=overrides)
+    make_env_config(env_id, dict(overrides or {}))
 
 
 def check_env_id(env_id: Any) -> None:
@@ -88,10 +81,3 @@ def env_spec(env: Any, env_id: str) -> dict[str, Any]:
     }
 
 
-def _merge(base: dict, extra: Mapping[str, Any]) -> dict:
-    for key, value in extra.items():
-        if isinstance(value, Mapping) and isinstance(base.get(key), Mapping):
-            base[key] = _merge(dict(base[key]), value)
-        else:
-            base[key] = value
-    return base

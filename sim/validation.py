@@ -198,6 +198,25 @@ def coerce_fields(cls: type, values: Mapping[str, Any], name: str) -> dict[str, 
     return result
 
 
+def merge(target: Any, overrides: Mapping[str, Any], name: str = "config") -> Any:
+    """A copy of `target` (a config dataclass) with `overrides` applied, every env's one config merge: nested
+    mappings merge into nested dataclasses and into dict fields, every value is coerced to its field's type;
+    ConfigError naming `name`.key for an unknown key (with the valid ones) or a value of the wrong type."""
+    hints = typing.get_type_hints(type(target))
+    fields = [f.name for f in dataclasses.fields(target)]
+    updates = {}
+    for key, value in overrides.items():
+        if key not in fields:
+            raise ConfigError(f"unknown option {name}.{key}; valid options: {', '.join(fields)}")
+        current = getattr(target, key)
+        if dataclasses.is_dataclass(current) and isinstance(value, Mapping):
+            value = merge(current, value, f"{name}.{key}")
+        elif isinstance(current, dict) and isinstance(value, Mapping):
+            value = {**current, **dict(value)}
+        updates[key] = coerce(value, hints[key], f"{name}.{key}")
+    return dataclasses.replace(target, **updates)
+
+
 def check_ranges(config: Any, ranges: Mapping[str, Interval], pairs: Sequence[str] = (), name: str = "") -> None:
     """Raise ConfigError unless every number of `config` (a dataclass, walked through nested dataclasses,
     tuples and dicts) is finite and lies in `ranges[path]` where its dotted path has an entry. A path's

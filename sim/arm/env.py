@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import typing
 from typing import Any, Mapping
 
 import gymnasium as gym
@@ -35,7 +34,7 @@ from sim.arm.expert import expert_actions
 from sim.arm.robot import PANDA_LIKE, SO_ARM100_LIKE, ArmSpec
 from sim.errors import ConfigError
 from sim.observation import ObservationField, ObservationLayout
-from sim.validation import Interval, at_least_zero, check_ranges, coerce, positive
+from sim.validation import Interval, at_least_zero, check_ranges, coerce, merge, positive
 
 ARM_TASKS = ("reach", "pick_cube")
 HOME = PANDA_LIKE.home  # the Panda-class arm's start: tool about 0.49 m above the table, pointing down
@@ -157,34 +156,19 @@ ARM_RANGE_PAIRS = ("workspace", "cube_x", "cube_y", "reach_box", "randomization.
 
 def make_arm_config(task: str = "pick_cube", robot: str = "panda_like", config: ArmTaskConfig | Mapping | None = None,
                     **overrides: Any) -> ArmTaskConfig:
-    """The one place where an arm config is merged and checked: a full `ArmTaskConfig`, or the robot's task
-    defaults (`ROBOTS`) updated by overrides (nested dicts, as Hydra gives them: `gains` and
-    `randomization` start from their defaults, `spec` from the robot's); every field is coerced to its
-    annotated type and every number held to `ARM_RANGES` (the substeps check needs the model: `validate`)."""
+    """The one place where an arm config is made and checked: a full `ArmTaskConfig`, or the robot's task
+    defaults (`ROBOTS`), updated by overrides (nested dicts, as Hydra gives them) through the config merge
+    every env shares (`sim.validation.merge`); every number held to `ARM_RANGES` (the substeps check needs
+    the model: `validate`)."""
     if not isinstance(robot, str) or robot not in ROBOTS:
         raise ConfigError(f"unknown robot {robot!r}; known: {', '.join(ROBOTS)}")
     if isinstance(config, Mapping):
         overrides, config = {**config, **overrides}, None
     elif config is not None and not isinstance(config, ArmTaskConfig):
         raise ConfigError(f"config must be a mapping of ArmTaskConfig fields, got {type(config).__name__}")
-    unknown = set(overrides) - {f.name for f in dataclasses.fields(ArmTaskConfig)}
-    if unknown:
-        raise ConfigError(f"unknown arm task options {sorted(map(str, unknown))}")
-    if isinstance(overrides.get("randomization"), Mapping):
-        fields = {f.name for f in dataclasses.fields(ArmRandomization)}
-        if set(overrides["randomization"]) - fields:
-            raise ConfigError(f"unknown randomization options {sorted(map(str, set(overrides['randomization']) - fields))}")
-    if isinstance(overrides.get("spec"), Mapping):  # another robot: its MJCF and the names in it
-        overrides["spec"] = {**_fields_of(ROBOTS[robot].get("spec", PANDA_LIKE)), **overrides["spec"]}
-    hints = typing.get_type_hints(ArmTaskConfig)
-    updates = {key: coerce(value, hints[key], f"config.{key}") for key, value in overrides.items()}
-    result = dataclasses.replace(config or ArmTaskConfig(task=task, **ROBOTS[robot]), **updates)
+    result = merge(config or ArmTaskConfig(task=task, **ROBOTS[robot]), overrides)
     result.validate()
     return result
-
-
-def _fields_of(instance: Any) -> dict[str, Any]:
-    return {f.name: getattr(instance, f.name) for f in dataclasses.fields(instance)}
 
 
 def arm_layout() -> ObservationLayout:

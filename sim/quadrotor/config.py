@@ -9,12 +9,11 @@ field has its annotated type, every number is finite and inside `RANGES`.
 from __future__ import annotations
 
 import dataclasses
-import typing
 from typing import Any, Mapping
 
 from sim.errors import ConfigError
 from sim.quadrotor.model import DEFAULT_VEHICLE, VEHICLES, Vehicle, resolve_vehicle
-from sim.validation import Interval, at_least_zero, check_ranges, coerce, coerce_fields, positive
+from sim.validation import Interval, at_least_zero, check_ranges, coerce, coerce_fields, merge, positive
 
 TASKS = ("hover", "reach", "figure_eight")
 HOVER_VEHICLE = "crazyflie_l2f_paper"  # the vehicle the hover task's initial-state distribution was made for
@@ -182,7 +181,7 @@ def make_config(task: str = "hover", config: QuadrotorEnvConfig | Mapping[str, A
     (`sim.validation.coerce`), every number finite and inside `RANGES`, then the checks between fields.
     """
     if isinstance(config, QuadrotorEnvConfig):
-        result = _merge(config, overrides, "config")
+        result = merge(config, overrides)
     else:
         if config is not None and not isinstance(config, Mapping):
             raise ConfigError(f"config must be a mapping of QuadrotorEnvConfig fields, got {type(config).__name__}")
@@ -190,29 +189,11 @@ def make_config(task: str = "hover", config: QuadrotorEnvConfig | Mapping[str, A
         task = merged.pop("task", task)
         if not isinstance(task, str):
             raise ConfigError(f"config.task must be one of {', '.join(TASKS)}, got {task!r}")
-        result = _merge(default_config(task), merged, "config")
+        result = merge(default_config(task), merged)
     result = coerce(result, QuadrotorEnvConfig, "config")  # a config given whole is checked like overrides
     validate(result)
     result.vehicle_overrides = vehicle_overrides(result)  # as their types (lists from Hydra become tuples)
     return result
-
-
-def _merge(target: Any, overrides: Mapping[str, Any], path: str) -> Any:
-    """`target` (a config dataclass) with `overrides` applied: nested mappings merge into nested dataclasses
-    and dicts, every value is coerced to its field's type."""
-    hints = typing.get_type_hints(type(target))
-    fields = [f.name for f in dataclasses.fields(target)]
-    updates = {}
-    for key, value in overrides.items():
-        if key not in fields:
-            raise ConfigError(f"unknown option {path}.{key}; valid options: {', '.join(fields)}")
-        current = getattr(target, key)
-        if dataclasses.is_dataclass(current) and isinstance(value, Mapping):
-            value = _merge(current, value, f"{path}.{key}")
-        elif isinstance(current, dict) and isinstance(value, Mapping):
-            value = {**current, **dict(value)}
-        updates[key] = coerce(value, hints[key], f"{path}.{key}")
-    return dataclasses.replace(target, **updates)
 
 
 # What each number may be (closed ends unless marked open), by field path: wide enough for any experiment

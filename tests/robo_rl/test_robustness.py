@@ -13,7 +13,6 @@ import pytest
 import torch
 from omegaconf import OmegaConf
 
-from robo_rl.envs import _merge
 
 from robo_rl.robustness import start_states, suite_from_config
 from sim.errors import ConfigError
@@ -189,13 +188,15 @@ def test_named_vehicle_cells_fly_full_latency_and_wind_for_a_run_trained_at_a_lo
     suite's whole wind: the suite's overrides set difficulty 1 over the run's."""
     from robo_rl.robustness import _vehicle_overrides
     from sim.quadrotor.env import QuadrotorVectorEnv
+    from sim.registration import make_env_config
 
     cfg = OmegaConf.load(CONFIG)
     cfg.run = "unused"
     suite = suite_from_config(cfg)
     run_overrides = {"randomization": {"difficulty": 0.5, "latency_steps": [0, 3]}}
     env = QuadrotorVectorEnv("hover", 1, "mujoco_batch",
-                             config=_merge(run_overrides, _vehicle_overrides("crazyflie_rltools", suite)))
+                             config=make_env_config("robo_rl/CrazyflieHover-v0", run_overrides,
+                                                    _vehicle_overrides("crazyflie_rltools", suite)))
     flown = env.batch.config.randomization  # the ranges as drawn
     assert tuple(flown.latency_steps) == (0, 3)
     assert flown.disturbance_force == suite.wind

@@ -67,8 +67,12 @@ def test_config_overrides_arrive_as_dicts_from_hydra():
     env = ArmVectorEnv(num_envs=1, nthread=1, config={"task": "reach", "gains": {"translation_stiffness": 3000.0},
                                                       "spec": {"ee_site": "tcp"}})
     assert env.config.task == "reach" and env.config.gains.translation_stiffness == 3000.0
-    with pytest.raises(ConfigError, match="unknown arm task options"):
+    with pytest.raises(ConfigError, match=r"unknown option config.cube_colour; valid options: task, control_hz"):
         ArmVectorEnv(num_envs=1, config={"cube_colour": "red"})
+    with pytest.raises(ConfigError, match=r"unknown option config.randomization.gravity; valid options: enabled"):
+        ArmVectorEnv(num_envs=1, config={"randomization": {"gravity": 1.0}})
+    so_arm = ArmVectorEnv(num_envs=1, nthread=1, robot="so_arm100", config={"gains": {"null_damping": 0.1}})
+    assert so_arm.config.gains.translation_stiffness == 2000.0  # the robot's own gains, one of them overridden
     with pytest.raises(ConfigError, match="mujoco_batch"):
         ArmVectorEnv(num_envs=1, backend="torch")
 
