@@ -37,9 +37,9 @@ from sim.quadrotor import episode_starts
 from sim.quadrotor.config import make_config
 from sim.quadrotor.model import VEHICLES
 from sim.quadrotor.tasks import sample_initial_states
+from sim.registration import QUADROTOR_ENV_IDS
 
 STATE_FIELDS = ("position", "quaternion", "velocity", "angular_velocity")
-QUADROTOR_ENVS = "robo_rl/Crazyflie"  # the env ids whose config names a vehicle
 
 
 @dataclasses.dataclass(frozen=True)
@@ -144,9 +144,9 @@ def _held_out_start_set(name: Any, start_sets: Mapping[str, Any]) -> str | None:
 
 def check_quadrotor_env(env_id: Any, option: str) -> None:
     """ConfigError naming `option` unless `env_id` is a quadrotor env (the suite sets its vehicle)."""
-    if not str(env_id).startswith(QUADROTOR_ENVS):
-        raise ConfigError(f"{option}: the robustness suite flies quadrotors ({QUADROTOR_ENVS}* envs); this run's "
-                          f"env is {env_id}")
+    if env_id not in QUADROTOR_ENV_IDS:
+        raise ConfigError(f"{option}: the robustness suite flies quadrotors ({', '.join(QUADROTOR_ENV_IDS)}); this "
+                          f"run's env is {env_id}")
 
 
 def check_run(run: Any, option: str = "run") -> None:

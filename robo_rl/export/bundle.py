@@ -1,6 +1,7 @@
 """A run's policy as a deployable bundle: `policy.onnx`, `policy.json` and the generated C.
 
-`policy.json` is the contract with every target (ROS 2 node, firmware): the observation layout by named
+`policy.json` is the contract with every target (ROS 2 node, firmware): the kind of robot ("quadrotor" or
+"arm") and of task ("hover", "pick_cube", ...), the observation layout by named
 fields with units and normalization, the action layout, range and safe value, the control rate, the
 network's shape and activation, the env config and vehicle parameters it was trained on, the source run
 and commit, and (observation, action) pairs recorded from PyTorch on real rollouts that every target must
@@ -165,8 +166,9 @@ def export_bundle(run: str | Path, checkpoint: str | None = "best", out: str | P
     env = make_vector_env(run_cfg.env, pairs, torch.device("cpu"), threads=1)
     check_compatible(state, env_spec(env, run_cfg.env.id))
     agent = agent_from_checkpoint(state, torch.device("cpu"))
-    config = getattr(env, "config", None)
-    deployment = deployment_block(config, vehicle) if hasattr(config, "vehicle") else None
+    env_description = env.description()
+    quadrotor = env_description["robot"] == "quadrotor"
+    deployment = deployment_block(env.config, vehicle) if quadrotor else None
     if deployment is None and vehicle is not None:
         raise ExportError(f"vehicle={vehicle} applies to quadrotor runs; {run_cfg.env.id} flies no vehicle")
     nominal = None if deployment is None else np.full(4, deployment["hover_command"], dtype=np.float32)
@@ -192,8 +194,7 @@ def export_bundle(run: str | Path, checkpoint: str | None = "best", out: str | P
         c_pairs = list(zip(observations, actions))[:C_SELF_TEST_PAIRS]
         for name, text in generate_c(spec, c_pairs, prefix, TOLERANCE, description).items():
             (c_dir / name).write_text(text)
-        env_description = env.description() if hasattr(env, "description") else {}
-        if hasattr(env, "model") and hasattr(getattr(env, "config", None), "spec"):  # an arm: its kinematic chain
+        if env_description["robot"] == "arm":  # what a target needs of the arm: its kinematic chain
             env_description = {"config": arm_task_config(env.config), **env_description,
                                "kinematics": arm_kinematics(env.model, env.config.spec)}
         if env_description.get("observation_layout"):
@@ -385,6 +386,8 @@ def _manifest(state: dict[str, Any], description: dict[str, Any], spec: PolicySp
     return {
         "format": BUNDLE_FORMAT,
         "env_id": state["env_spec"]["id"],
+        "robot": description["robot"],  # what the targets read to tell the kinds apart, never env_id
+        "task": description["task"],
         "control_hz": description.get("control_hz", state["env_spec"].get("control_hz")),
         "observation": {
             "size": spec.obs_size,

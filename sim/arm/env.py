@@ -330,6 +330,11 @@ class ArmVectorEnv(VectorEnv):
         """Per simulation, how often MuJoCo found its positions, velocities or accelerations non-finite or huge."""
         return self.batch.warning[:, UNSTABLE_WARNINGS, 1].sum(axis=1)
 
+    def description(self) -> dict[str, Any]:
+        """What a deployment target needs to know about this env, JSON-ready: the kind of robot and task and the
+        control rate (export adds the config and the kinematic chain)."""
+        return {"robot": "arm", "task": self.config.task, "control_hz": self.config.control_hz}
+
     def expert_actions(self, obs: np.ndarray, noise: float = 0.0, rng: np.random.Generator | None = None) -> np.ndarray:
         """The scripted expert's actions (N, 4) for observations (N, obs) of this env (sim.arm.expert)."""
         return expert_actions(np.asarray(obs), self.layout, self.config.action_scale, self.config.task, noise, rng,

@@ -161,10 +161,12 @@ class QuadrotorVectorEnv(VectorEnv):
         self._np_dtype = np.float32
 
     def description(self) -> dict[str, Any]:
-        """What a deployment target needs to know about this env, JSON-ready: task config, the nominal
+        """What a deployment target needs to know about this env, JSON-ready: the kind of robot and task, the
+        task's config, the nominal
         vehicle's parameters, control rate, observation layout and the meaning of the action."""
         params = self.batch.params
         return {
+            "robot": "quadrotor",
             "task": self.config.task,
             "control_hz": self.config.control_hz,
             "config": jsonable(dataclasses.asdict(self.config)),

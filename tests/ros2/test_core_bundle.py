@@ -28,6 +28,7 @@ def test_freshly_exported_bundle_loads_and_reproduces_its_pairs(exported_bundle)
 
 def test_bundle_contents(hover_bundle):
     assert hover_bundle.control_hz == 100.0 and hover_bundle.is_quadrotor
+    assert (hover_bundle.robot, hover_bundle.task) == ("quadrotor", "hover")
     assert [f.name for f in hover_bundle.layout] == ["position_error", "rotation_matrix", "velocity_error",
                                                      "angular_velocity", "action_history"]
     assert hover_bundle.field("action_history").size == 32
@@ -316,3 +317,22 @@ def test_a_deployment_vehicle_no_multirotor_could_be_is_refused_at_start(tmp_pat
     _edit(bundle, lambda m: change(m["deployment"]))
     with pytest.raises(BundleError, match=message):
         _controller(bundle)
+
+
+def test_the_kinds_of_robot_and_task_come_from_policy_json_not_from_the_env_id(tmp_path):
+    """A target decides what it drives by policy.json's `robot`: an env id that looks like a quadrotor's does not
+    make an arm bundle one, a bundle without the entry is refused (exported before it was recorded)."""
+    from robo_rl_ros.core.quadrotor import QuadrotorPolicyController, QuadrotorSettings
+
+    bundle = _copy(tmp_path)
+    _edit(bundle, lambda m: m.update(robot="arm"))
+    arm = load_bundle(bundle)
+    assert arm.env_id.startswith("robo_rl/Crazyflie") and not arm.is_quadrotor
+    with pytest.raises(BundleError, match="robot 'arm' with 4 actions; this node flies robot 'quadrotor'"):
+        QuadrotorPolicyController(arm, QuadrotorSettings(target_position=(0.0, 0.0, 1.0)))
+    _edit(bundle, lambda m: m.pop("robot"))
+    with pytest.raises(BundleError, match="robot is None; allowed: 'quadrotor', 'arm'.*export it again"):
+        load_bundle(bundle)
+    _edit(bundle, lambda m: m.update(robot="quadrotor", task=""))
+    with pytest.raises(BundleError, match="task is ''"):
+        load_bundle(bundle)

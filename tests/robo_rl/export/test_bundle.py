@@ -25,6 +25,7 @@ def test_bundle_reproduces_the_pytorch_policy_in_every_target(trained_run, tmp_p
     out = export_bundle(trained_run, out=tmp_path / "bundle", pairs=12)
     manifest = json.loads((out / "policy.json").read_text())
     assert manifest["format"] == "robo_rl.policy_bundle/1" and manifest["env_id"] == "robo_rl/CrazyflieHover-v0"
+    assert (manifest["robot"], manifest["task"]) == ("quadrotor", "hover")
     assert manifest["control_hz"] == 100.0
     names = [field["name"] for field in manifest["observation"]["layout"]]
     assert names[:4] == ["position_error", "rotation_matrix", "velocity_error", "angular_velocity"]

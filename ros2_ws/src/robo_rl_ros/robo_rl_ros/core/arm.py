@@ -54,6 +54,8 @@ class ArmPolicyController:
     """A bundle's arm policy with observation assembly, differential IK, limits and a watchdog."""
 
     def __init__(self, bundle: PolicyBundle, settings: ArmSettings):
+        if bundle.robot != "arm":
+            raise BundleError(f"{bundle.directory}: policy.json has robot {bundle.robot!r}; this node drives robot 'arm'")
         if "kinematics" not in bundle.manifest:
             raise BundleError(f"{bundle.env_id} has no kinematics in policy.json (export it with robo-rl >= this version)")
         self.chain = KinematicChain(bundle.manifest["kinematics"])

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 BUNDLE_FORMAT = "robo_rl.policy_bundle/1"
+ROBOTS = ("quadrotor", "arm")  # policy.json `robot`: the kinds of robot a bundle drives
 MAX_CONTROL_HZ = 1000.0  # the Crazyflie's own stabilizer loop rate; no node ticks faster
 
 
@@ -43,6 +44,8 @@ class PolicyBundle:
 
     directory: Path
     env_id: str
+    robot: str  # one of ROBOTS
+    task: str  # the task it was trained on: "hover", "reach", "figure_eight", "pick_cube", ...
     control_hz: float
     observation_size: int
     layout: tuple[LayoutField, ...]
@@ -73,8 +76,8 @@ class PolicyBundle:
 
     @property
     def is_quadrotor(self) -> bool:
-        """Whether the bundle is a Crazyflie policy (four normalized motor thrusts)."""
-        return self.env_id.startswith("robo_rl/Crazyflie")
+        """Whether the bundle is a quadrotor policy (four normalized motor thrusts)."""
+        return self.robot == "quadrotor"
 
 
 def load_bundle(directory: str | Path) -> PolicyBundle:
@@ -110,6 +113,12 @@ def load_bundle(directory: str | Path) -> PolicyBundle:
 
 
 def _parse(directory: Path, manifest: dict[str, Any]) -> PolicyBundle:
+    robot, task = manifest.get("robot"), manifest.get("task")
+    if robot not in ROBOTS:
+        raise BundleError(f"policy.json: robot is {robot!r}; allowed: {', '.join(map(repr, ROBOTS))} (a bundle "
+                          "without it was exported before robo-rl recorded it: export it again)")
+    if not isinstance(task, str) or not task:
+        raise BundleError(f"policy.json: task is {task!r}; allowed: the name of the task the policy was trained on")
     observation, action = _mapping(manifest, "observation"), _mapping(manifest, "action")
     obs_size, act_size = int(observation["size"]), int(action["size"])
     layout = tuple(LayoutField(str(f["name"]), int(f["offset"]), int(f["size"]), str(f.get("unit", "")))
@@ -158,7 +167,8 @@ def _parse(directory: Path, manifest: dict[str, Any]) -> PolicyBundle:
     vehicle_parameters = _mapping(training, "vehicle_parameters", "training.", required=False)
     deployment = _mapping(manifest, "deployment", required=False)
     return PolicyBundle(
-        directory=directory, env_id=str(manifest["env_id"]), control_hz=control_hz, observation_size=obs_size,
+        directory=directory, env_id=str(manifest["env_id"]), robot=robot, task=task, control_hz=control_hz,
+        observation_size=obs_size,
         layout=layout, action_size=act_size, action_low=low, action_high=high, safe_action=safe,
         recorded_observations=recorded_obs, recorded_actions=recorded_act,
         env_config=dict(env_config), vehicle_parameters=dict(vehicle_parameters), manifest=manifest,

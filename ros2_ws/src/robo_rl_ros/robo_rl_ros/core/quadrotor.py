@@ -73,7 +73,8 @@ class QuadrotorPolicyController:
 
     def __init__(self, bundle: PolicyBundle, settings: QuadrotorSettings):
         if not bundle.is_quadrotor or bundle.action_size != 4:
-            raise BundleError(f"{bundle.env_id} is not a quadrotor policy with 4 motor thrusts")
+            raise BundleError(f"{bundle.directory}: policy.json has robot {bundle.robot!r} with {bundle.action_size} "
+                              "actions; this node flies robot 'quadrotor' with 4 motor thrusts")
         if settings.backend not in BACKENDS:
             raise ValueError(f"the crazyswarm2 backend must be one of {BACKENDS}, got {settings.backend!r}")
         self.bundle, self.settings = bundle, settings
