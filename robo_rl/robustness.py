@@ -36,7 +36,7 @@ from sim.errors import ConfigError
 from sim.quadrotor import episode_starts
 from sim.quadrotor.config import make_config
 from sim.quadrotor.model import VEHICLES
-from sim.quadrotor.tasks import sample_initial_states
+from sim.quadrotor.tasks import task_named
 from sim.registration import QUADROTOR_ENV_IDS
 
 STATE_FIELDS = ("position", "quaternion", "velocity", "angular_velocity")
@@ -164,7 +164,7 @@ def start_states(env_config: Any, start_set: Mapping[str, Any], n: int, seed: in
     u = episode_starts.uniforms(np, key, np.arange(n, dtype=np.int64), np.zeros(n, dtype=np.int64))
     slots = {name: u[offset : offset + size] for (name, size), offset
              in zip(episode_starts.UNIFORM_FIELDS, episode_starts.UNIFORM_OFFSETS.values())}
-    state = sample_initial_states(np, slots, config)  # feature-major (k, n)
+    state = task_named(config.task).initial_states(np, slots, config)  # feature-major (k, n)
     return {name: np.ascontiguousarray(value.T) for name, value in zip(STATE_FIELDS, state)}
 
 

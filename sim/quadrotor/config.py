@@ -1,6 +1,6 @@
-"""Configuration of the quadrotor tasks: defaults per task, overrides from nested dicts, validation.
+"""Configuration of the quadrotor tasks: the config's fields, overrides from nested dicts, validation.
 
-`default_config(task)` gives a task's defaults (MuJoCo Playground style); `make_config(task, **overrides)`
+`default_config(task)` gives a task's defaults (its task object's, sim.quadrotor.tasks); `make_config(task, **overrides)`
 applies overrides such as `{"randomization": {"mass_scale": [0.8, 1.2]}}` (what Hydra composes) and
 validates the result, raising one `ConfigError` that names the offending field and what it allows: every
 field has its annotated type, every number is finite and inside `RANGES`.
@@ -15,8 +15,6 @@ from sim.errors import ConfigError
 from sim.quadrotor.model import DEFAULT_VEHICLE, VEHICLES, Vehicle, resolve_vehicle
 from sim.validation import Interval, at_least_zero, check_ranges, coerce, coerce_fields, merge, positive
 
-TASKS = ("hover", "reach", "figure_eight")
-HOVER_VEHICLE = "crazyflie_l2f_paper"  # the vehicle the hover task's initial-state distribution was made for
 Range = tuple[float, float]
 
 
@@ -86,7 +84,7 @@ class InitialStateConfig:
 
 @dataclasses.dataclass
 class QuadrotorEnvConfig:
-    """Everything that defines a quadrotor task environment. See `default_config` for per-task values."""
+    """Everything that defines a quadrotor task environment. Each task's defaults: sim.quadrotor.tasks."""
 
     task: str = "hover"
     vehicle: str = DEFAULT_VEHICLE
@@ -129,48 +127,16 @@ class QuadrotorEnvConfig:
         return int(round(self.episode_seconds * self.control_hz))
 
 
-# RLtools' SAC hover reward shape: norms rather than squares for position and velocity, so the pull
-# towards the target stays constant down to millimetres (with learning-to-fly's squares, 0.1 m cost
-# 0.025 per step and trained policies settled 0.15 m off target), and a constant that keeps every
-# step alive worth more than any error inside the arena. The position weight is twice RLtools' for
-# the 0.1 m success radius. The hover task adds the proximity bump (see default_config).
-DEFAULT_REWARD_SCALES: dict[str, float] = {
-    "position": 0.0,  # |p - p_ref|^2 [m^2]
-    "distance": -2.0,  # |p - p_ref| [m]
-    "proximity": 0.0,  # exp(-|p - p_ref|^2 / success_radius^2): a bump, steepest at the success radius
-    "orientation": -0.5,  # 1 - cos(tilt)
-    "velocity": 0.0,  # |v - v_ref|^2 [m^2/s^2]
-    "speed": -0.1,  # |v - v_ref| [m/s]
-    "angular_velocity": 0.0,  # |omega|^2 [rad^2/s^2]
-    "action": -0.2,  # sum_i (a_i - a_hover)^2
-    "action_rate": 0.0,  # sum_i (a_i - a_i,prev)^2: reported, not rewarded by default
-    "alive": 1.1,  # per step survived
-    "termination": 0.0,  # on the step that terminates (ending the alive stream is the penalty)
-}
-
-
 def default_config(task: str = "hover") -> QuadrotorEnvConfig:
-    """The default configuration of one of `TASKS`."""
-    if task not in TASKS:
-        raise ConfigError(f"unknown quadrotor task {task!r}; known tasks: {', '.join(TASKS)}")
-    config = QuadrotorEnvConfig(task=task, reward_scales=dict(DEFAULT_REWARD_SCALES))
-    if task == "hover":
-        # learning-to-fly's initial states were drawn for its own vehicle (thrust-to-weight 2.25); with the
-        # RLtools model's 1.47 some 90-degree, 1 m/s starts cannot be caught inside the 0.6 m box
-        config.vehicle = HOVER_VEHICLE
-        # Without it, trained hover policies drifted as a whole to a steady offset at the success radius
-        # (every evaluation episode 0.11 m high at once, success 95% -> 3%); with it, success rose without
-        # such collapses on three of three seeds. Not tried on the other tasks.
-        config.reward_scales["proximity"] = 1.0
-    if task in ("reach", "figure_eight"):
-        config.initial_state = InitialStateConfig(0.05, 10.0, 0.1, 0.1, 0.0)
-    if task == "reach":
-        config.max_position_error = 1.5
-    if task == "figure_eight":
-        config.episode_seconds = 2 * config.figure_eight_period
-        config.success_radius = 0.15
-        config.success_window_seconds = config.figure_eight_period
-    return config
+    """The default configuration of a quadrotor task (a name in sim.quadrotor.tasks.TASKS)."""
+    return _task(task).default_config()
+
+
+def _task(name: str) -> Any:
+    """The task object called `name` (sim.quadrotor.tasks, which builds on this module: imported here)."""
+    from sim.quadrotor.tasks import task_named
+
+    return task_named(name)
 
 
 def make_config(task: str = "hover", config: QuadrotorEnvConfig | Mapping[str, Any] | None = None,
@@ -186,10 +152,7 @@ def make_config(task: str = "hover", config: QuadrotorEnvConfig | Mapping[str, A
         if config is not None and not isinstance(config, Mapping):
             raise ConfigError(f"config must be a mapping of QuadrotorEnvConfig fields, got {type(config).__name__}")
         merged = {**dict(config or {}), **overrides}
-        task = merged.pop("task", task)
-        if not isinstance(task, str):
-            raise ConfigError(f"config.task must be one of {', '.join(TASKS)}, got {task!r}")
-        result = merge(default_config(task), merged)
+        result = merge(default_config(merged.pop("task", task)), merged)
     result = coerce(result, QuadrotorEnvConfig, "config")  # a config given whole is checked like overrides
     validate(result)
     result.vehicle_overrides = vehicle_overrides(result)  # as their types (lists from Hydra become tuples)
@@ -262,13 +225,12 @@ VEHICLE_RANGES: dict[str, Interval] = {
 
 def validate(config: QuadrotorEnvConfig) -> None:
     """Raise ConfigError if any value of `config` is out of its valid domain (see `RANGES`)."""
-    if config.task not in TASKS:
-        raise ConfigError(f"unknown quadrotor task {config.task!r}; known tasks: {', '.join(TASKS)}")
+    terms = _task(config.task).term_names
     if config.vehicle not in VEHICLES:
         raise ConfigError(f"unknown vehicle {config.vehicle!r}; known vehicles: {', '.join(sorted(VEHICLES))}")
-    unknown = set(config.reward_scales) - set(DEFAULT_REWARD_SCALES)
+    unknown = set(config.reward_scales) - set(terms)
     if unknown:
-        raise ConfigError(f"unknown reward terms {sorted(unknown)}; terms: {', '.join(DEFAULT_REWARD_SCALES)}")
+        raise ConfigError(f"unknown reward terms {sorted(unknown)}; terms: {', '.join(terms)}")
     check_ranges(config, RANGES, RANGE_PAIRS, "config")
     overrides = vehicle_overrides(config)
     resolve_vehicle(dataclasses.replace(VEHICLES[config.vehicle], **overrides))  # physical sense first

@@ -26,7 +26,8 @@ from sim.quadrotor.physics import MujocoBatchPhysics, MujocoSinglePhysics, Torch
 from sim.quadrotor import episode_starts as starts
 from sim.quadrotor.randomization import EpisodeParams, at_difficulty, nominal_params
 from sim.quadrotor.rotations import quat_to_matrix
-from sim.quadrotor.tasks import reference
+from sim.kernel_expr import ArrayMath
+from sim.quadrotor.tasks import StepValues, task_named
 
 BACKENDS = ("mujoco", "mujoco_batch", "torch")
 PRIVILEGED_PARAMETERS = 22  # rows of episode parameters in a privileged observation (QuadrotorBatch._privileged)
@@ -103,6 +104,7 @@ class QuadrotorBatch:
         # the ranges as drawn at the configured difficulty (every path and the native step read these)
         config = dataclasses.replace(config, randomization=at_difficulty(config.randomization, self.params))
         self.config = config
+        self.task = task_named(config.task)
         substeps = config.control_dt / self.params.timestep
         if abs(substeps - round(substeps)) > 1e-6 or round(substeps) < 1:
             raise ConfigError(
@@ -131,7 +133,6 @@ class QuadrotorBatch:
             self.physics = TorchPhysics(self.params, num_envs, device, dtype)
         self.xp = self.physics.xp
         self._window_steps = int(round(config.success_window_seconds * config.control_hz))
-        self._cos_success_tilt = math.cos(math.radians(config.success_max_tilt_deg))
         self._scales = {k: float(v) for k, v in config.reward_scales.items() if v != 0.0}
         noise = config.randomization.observation_noise
         stds = np.repeat([noise.position, noise.orientation, noise.velocity, noise.angular_velocity], [3, 9, 3, 3])
@@ -437,43 +438,19 @@ class QuadrotorBatch:
         return torch.stack(action.unbind(1))  # a gather by columns: 4x faster than .T.contiguous() on a CPU
 
     def _evaluate(self, command: Any, noise: Any) -> StepResult:
-        xp, config = self.xp, self.config
+        xp, config, task, m = self.xp, self.config, self.task, ArrayMath(self.xp)
         pos, quat, vel, angvel = self.physics.state()
         rotation = quat_to_matrix(xp, quat)
-        ref_pos, ref_vel = reference(xp, config, self.targets, self.steps * config.control_dt)
-        pos_err = pos - ref_pos
-        vel_err = vel - ref_vel
-        dist2 = (pos_err * pos_err).sum(0)
-        speed2 = (vel * vel).sum(0)
-        rate2 = (angvel * angvel).sum(0)
-        uprightness = rotation[8]
-        vel_err2 = (vel_err * vel_err).sum(0)
-        terms = {
-            "position": dist2,
-            "distance": xp.sqrt(dist2),
-            "proximity": xp.exp(-dist2 / config.success_radius**2),
-            "orientation": 1.0 - uprightness,
-            "velocity": vel_err2,
-            "speed": xp.sqrt(vel_err2),
-            "angular_velocity": rate2,
-            "action": ((command - self._hover_command) ** 2).sum(0),
-            "action_rate": ((command - self.previous_action) ** 2).sum(0),
-            "alive": xp.ones_like(dist2),
-        }
+        pos_err, vel_err = self._errors(pos, vel, self.targets, self.steps)
+        values = StepValues(pos, vel, angvel, pos_err, vel_err, rotation[8], command, self.previous_action)
         finite = xp.isfinite(pos).all(0) & xp.isfinite(vel).all(0) & xp.isfinite(angvel).all(0)
-        terminated = (
-            ~finite
-            | (xp.abs(pos_err) > config.max_position_error).any(0)
-            | (pos[2] < config.min_altitude)
-            | (speed2 > config.max_speed**2)
-            | (rate2 > config.max_angular_speed**2)
-        )
-        terms["termination"] = terminated * 1.0
-        reward = xp.zeros_like(dist2)
+        terminated = ~finite | task.terminated(m, values, config)
+        terms = task.reward_terms(m, values, terminated, config, self._hover_command)
+        reward = xp.zeros_like(terms["alive"])
         for name, scale in self._scales.items():
             reward = reward + scale * terms[name]
         truncated = (self.steps >= config.episode_steps) & ~terminated
-        within = (dist2 < config.success_radius**2) & (uprightness > self._cos_success_tilt) & ~terminated
+        within = task.within_success(m, values, config) & ~terminated
         self.success_count = xp.where(within, self.success_count + 1.0, xp.zeros_like(self.success_count))
         is_success = (self.success_count >= max(self._window_steps, 1)) & ~terminated
         state = self._observed_state(pos_err, rotation, vel_err, angvel, noise)
@@ -482,6 +459,13 @@ class QuadrotorBatch:
         self.last_observed = state[STATE_HISTORY_FIELDS]
         obs = self._assemble(state, self.history, self.state_history)
         return StepResult(obs, reward, terminated, truncated, is_success, terms)
+
+    def _errors(self, pos: Any, vel: Any, targets: Any, steps: Any) -> tuple[Any, Any]:
+        """Position and velocity errors (3, n) to the task's reference at the episodes' times."""
+        xp = self.xp
+        ref_pos, ref_vel = self.task.reference(ArrayMath(xp), self.config, [targets[k] for k in range(3)],
+                                               steps * self.config.control_dt)
+        return pos - xp.stack(ref_pos, 0), vel - xp.stack(ref_vel, 0)
 
     # ------------------------------------------------------------ observation
     def observe(self, ids: np.ndarray | None = None, restart: bool = False) -> Any:
@@ -509,8 +493,8 @@ class QuadrotorBatch:
         if rows is not None:
             pos, quat, vel, angvel, targets = (x[:, rows] for x in (pos, quat, vel, angvel, targets))
             steps = steps[rows]
-        ref_pos, ref_vel = reference(xp, self.config, targets, steps * self.config.control_dt)
-        return pos - ref_pos, quat_to_matrix(xp, quat), vel - ref_vel, angvel
+        pos_err, vel_err = self._errors(pos, vel, targets, steps)
+        return pos_err, quat_to_matrix(xp, quat), vel_err, angvel
 
     def _observed_state(self, pos_err: Any, rotation: Any, vel_err: Any, angvel: Any, noise: Any) -> Any:
         """The state fields as observed, feature-major (18, n): `noise` standard normal (18, n) or None."""

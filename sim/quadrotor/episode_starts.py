@@ -17,7 +17,8 @@ import numpy as np
 from sim.quadrotor.config import QuadrotorEnvConfig
 from sim.quadrotor.model import QuadrotorParams
 from sim.quadrotor.randomization import EpisodeParams, sample_params
-from sim.quadrotor.tasks import sample_initial_states, sample_targets
+from sim.kernel_expr import ArrayMath
+from sim.quadrotor.tasks import task_named
 
 START_FIELDS: tuple[tuple[str, int], ...] = (
     ("position", 3), ("quaternion", 4), ("velocity", 3), ("angular_velocity", 3), ("target", 3),
@@ -117,8 +118,10 @@ def draw(xp: Any, key: Any, env: Any, episode: Any, nominal: QuadrotorParams, co
     u = uniforms(xp, key, env, episode)
     slots = {name: u[offset : offset + size] for (name, size), offset in zip(UNIFORM_FIELDS, UNIFORM_OFFSETS.values())}
     params = sample_params(xp, slots, nominal, config.randomization)
-    state = sample_initial_states(xp, slots, config)
+    task = task_named(config.task)
+    state = task.initial_states(xp, slots, config)
+    target = task.targets(ArrayMath(xp), [slots["target"][k : k + 1] for k in range(3)], config)
     values = dict(zip(("position", "quaternion", "velocity", "angular_velocity"), state),
-                  target=sample_targets(xp, slots, config), **params)
+                  target=xp.concatenate(target, 0), **params)
     return xp.concatenate([values[name] for name, _ in START_FIELDS], 0)
 

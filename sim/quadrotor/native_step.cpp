@@ -177,6 +177,16 @@ inline V inverse_norm(V norm2) {
   return 1.0f / vsqrt(norm2);
 }
 
+// What the task's reward terms, termination and success read of a state (sim.quadrotor.tasks.StepValues).
+struct StepRows {
+  V position[3], velocity[3], angular_velocity[3], position_error[3], velocity_error[3], uprightness,
+      command[4], previous_command[4];
+};
+
+// The task's functions, traced from its task object (sim.quadrotor.tasks; native_step.task_header):
+// task_reference, task_terminated, task_reward_terms, task_within_success.
+#include "native_step_task.h"
+
 struct Fields {  // the noise-free observation fields of a state (QuadrotorBatch._state_fields)
   V value[18];   // position error 3, rotation matrix 9 (row-major), velocity error 3, body rates 3
 };
@@ -184,14 +194,8 @@ struct Fields {  // the noise-free observation fields of a state (QuadrotorBatch
 inline Fields fields(const V pos[3], const V quat[4], const V vel[3], const V angvel[3], const V target[3],
                      V steps) {
   Fields f;
-  V ref_pos[3] = {target[0], target[1], target[2]}, ref_vel[3] = {splat(0.0f), splat(0.0f), splat(0.0f)};
-  if (FIGURE_EIGHT) {  // tasks.reference
-    const V phase = F8_OMEGA * (steps * CONTROL_DT);
-    ref_pos[0] += F8_AMPLITUDE * vsin(phase);
-    ref_pos[1] += 0.5f * F8_AMPLITUDE * vsin(2.0f * phase);
-    ref_vel[0] = F8_AMPLITUDE * F8_OMEGA * vcos(phase);
-    ref_vel[1] = F8_AMPLITUDE * F8_OMEGA * vcos(2.0f * phase);
-  }
+  V ref_pos[3], ref_vel[3];
+  task_reference(steps * CONTROL_DT, target, ref_pos, ref_vel);
   const V w = quat[0], x = quat[1], y = quat[2], z = quat[3];
   const V rotation[9] = {
       1.0f - 2.0f * (y * y + z * z), 2.0f * (x * y - w * z), 2.0f * (x * z + w * y),
@@ -237,6 +241,9 @@ struct Uniforms {  // episode_starts.uniforms of DRAWS episodes
 };
 
 inline DV between(double low, double high, DV u) { return low + (high - low) * u; }
+
+// task_targets, traced from the task object like native_step_task.h, in double precision
+#include "native_step_task_starts.h"
 
 inline DV tilt_angle(DV u) {  // rotations.tilt_angle
   const DV target = u * TILT_TARGET_SCALE;
@@ -294,7 +301,7 @@ void draw_starts(uint64_t key, const int64_t* env, const int64_t* episode, int c
       s[START_thrust_curve + k] = VARY && DRAW_THRUST_TO_WEIGHT ? curve * scale : curve;
     }
   }
-  // initial state (tasks.sample_initial_states) and target (tasks.sample_targets)
+  // initial state (QuadrotorTask.initial_states) and target (the task's targets: task_targets)
   const auto at_rest = u[U_at_rest] < HOVER_FRACTION;
   const DV z = 2.0 * u[U_tilt_axis] - 1.0, azimuth = TWO_PI * u[U_tilt_axis + 1];
   const DV radius = dsqrt(dmax(1.0 - z * z, 0.0)), half = tilt_angle(u[U_tilt_angle]) / 2.0;
@@ -305,7 +312,12 @@ void draw_starts(uint64_t key, const int64_t* env, const int64_t* episode, int c
     s[START_position + k] = at_rest ? dsplat(CENTER[k]) : CENTER[k] + (2.0 * u[U_position + k] - 1.0) * POSITION_RANGE;
     s[START_velocity + k] = at_rest ? dsplat(0.0) : (2.0 * u[U_velocity + k] - 1.0) * VELOCITY_RANGE;
     s[START_angular_velocity + k] = at_rest ? dsplat(0.0) : (2.0 * u[U_angular_velocity + k] - 1.0) * ANGULAR_VELOCITY_RANGE;
-    s[START_target + k] = REACH ? CENTER[k] + (2.0 * u[U_target + k] - 1.0) * REACH_RANGE[k] : dsplat(CENTER[k]);
+  }
+  {
+    const DV uniforms[3] = {u[U_target], u[U_target + 1], u[U_target + 2]};
+    DV target[3];
+    task_targets(uniforms, target);
+    for (int k = 0; k < 3; ++k) s[START_target + k] = target[k];
   }
   for (int l = 0; l < count; ++l)
     for (int j = 0; j < START_SIZE; ++j) rows[l][j] = s[j][l];
@@ -529,40 +541,31 @@ bool step_block(const Block& b, const Arrays& a, NextStarts& restarted) {
   const V pos[3] = {px, py, pz}, quat[4] = {qw, qx, qy, qz}, vel[3] = {vx, vy, vz}, angvel[3] = {wx, wy, wz};
   const V target[3] = {b.load(a.targets, 0), b.load(a.targets, 1), b.load(a.targets, 2)};
   const Fields f = fields(pos, quat, vel, angvel, target, steps);
-  const V* pos_err = &f.value[0];
-  const V* vel_err = &f.value[12];
-  const V dist2 = pos_err[0] * pos_err[0] + pos_err[1] * pos_err[1] + pos_err[2] * pos_err[2];
-  const V speed2 = vx * vx + vy * vy + vz * vz;
-  const V rate2 = wx * wx + wy * wy + wz * wz;
-  const V uprightness = f.value[11];
-  const V vel_err2 = vel_err[0] * vel_err[0] + vel_err[1] * vel_err[1] + vel_err[2] * vel_err[2];
-  V action_cost = splat(0.0f), action_rate = splat(0.0f);
+  StepRows values;
+  for (int j = 0; j < 3; ++j) {
+    values.position[j] = pos[j];
+    values.velocity[j] = vel[j];
+    values.angular_velocity[j] = angvel[j];
+    values.position_error[j] = f.value[j];
+    values.velocity_error[j] = f.value[12 + j];
+  }
+  values.uprightness = f.value[11];
   for (int r = 0; r < 4; ++r) {
-    const V from_hover = command[r] - HOVER_COMMAND, change = command[r] - b.load(a.previous_action, r);
-    action_cost += from_hover * from_hover;
-    action_rate += change * change;
+    values.command[r] = command[r];
+    values.previous_command[r] = b.load(a.previous_action, r);
   }
   const M all_finite = finite(px) & finite(py) & finite(pz) & finite(vx) & finite(vy) & finite(vz) &
                        finite(wx) & finite(wy) & finite(wz);
-  const M terminated = ~all_finite | (vabs(pos_err[0]) > MAX_POSITION_ERROR) | (vabs(pos_err[1]) > MAX_POSITION_ERROR)
-                       | (vabs(pos_err[2]) > MAX_POSITION_ERROR) | (pz < MIN_ALTITUDE) | (speed2 > MAX_SPEED2)
-                       | (rate2 > MAX_ANGULAR_SPEED2);
+  M task_ended, within;
+  task_terminated(values, task_ended);
+  const M terminated = ~all_finite | task_ended;
   V term[NUM_TERMS];
-  term[TERM_position] = dist2;
-  term[TERM_distance] = vsqrt(dist2);
-  term[TERM_proximity] = vexp(dist2 * (-1.0f / SUCCESS_RADIUS2));
-  term[TERM_orientation] = 1.0f - uprightness;
-  term[TERM_velocity] = vel_err2;
-  term[TERM_speed] = vsqrt(vel_err2);
-  term[TERM_angular_velocity] = rate2;
-  term[TERM_action] = action_cost;
-  term[TERM_action_rate] = action_rate;
-  term[TERM_alive] = splat(1.0f);
-  term[TERM_termination] = as_float(terminated);
+  task_reward_terms(values, terminated, term);
   for (int t = 0; t < NUM_TERMS; ++t) b.store(a.terms, t, term[t]);
   b.store(a.reward, 0, REWARD_SUM(term));
   const M truncated = (steps >= EPISODE_STEPS) & ~terminated;
-  const M within = (dist2 < SUCCESS_RADIUS2) & (uprightness > COS_SUCCESS_TILT) & ~terminated;
+  task_within_success(values, within);
+  within = within & ~terminated;
   const V successes = select(within, b.load(a.success_count, 0) + 1.0f, splat(0.0f));
   b.store_flag(a.terminated, terminated);
   b.store_flag(a.truncated, truncated);

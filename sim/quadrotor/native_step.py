@@ -26,9 +26,10 @@ from typing import TYPE_CHECKING, Iterator, Mapping
 import torch
 
 from sim.errors import ConfigError
+from sim.kernel_expr import CppMath, Expr
 from sim.quadrotor import episode_starts as starts
 from sim.quadrotor import rotations
-from sim.quadrotor.config import DEFAULT_REWARD_SCALES
+from sim.quadrotor.tasks import StepValues
 
 if TYPE_CHECKING:
     from sim.quadrotor.core import QuadrotorBatch, StepResult
@@ -45,7 +46,6 @@ ARGS = ("state", "rotor_speed", "history", "pending", "previous_action", "steps"
         "final_observation", "privileged", "final_privileged", "thrust_curve", "arm_scale", "state_history",
         "last_observed")
 PAD = 16  # elements added to each row of the kernel's feature-major arrays (see padded_rows)
-TERMS = tuple(DEFAULT_REWARD_SCALES)  # the reward-term rows of the kernel's `terms` output, in this order
 # the state the kernel updates in place: attributes of QuadrotorBatch and of its TorchPhysics ("buffer": "state")
 STATE_OF_BATCH = ("rotor_speed", "history", "pending", "previous_action", "steps", "success_count", "latency",
                   "thrust_scale", "decay_rise", "decay_fall", "targets", "episode", "thrust_curve", "state_history",
@@ -87,12 +87,18 @@ def _float(value: float) -> str:
     return f"{float(value)!r}f"
 
 
+def headers(batch: QuadrotorBatch) -> dict[str, str]:
+    """The generated headers the kernel includes, by file name: the configuration's constants, and the task's
+    functions traced from its task object in float (the step) and double precision (episode starts)."""
+    return {"native_step_config.h": header(batch), **task_headers(batch)}
+
+
 def header(batch: QuadrotorBatch) -> str:
     """The C++ header of `batch`'s constants: rotor model, vehicle, task bounds, reward scales, layout."""
     config, params, randomization = batch.config, batch.params, batch.config.randomization
     c0, c1, c2 = batch._thrust_curve
-    scales = batch._scales
-    unknown = set(scales) - set(TERMS)
+    scales, terms = batch._scales, batch.task.term_names
+    unknown = set(scales) - set(terms)
     if unknown:
         raise ConfigError(f"the native step has no reward terms {sorted(unknown)}")
     reward = " + ".join(f"{_float(scale)} * (t)[TERM_{name}]" for name, scale in scales.items()) or "0.0f"
@@ -111,15 +117,9 @@ def header(batch: QuadrotorBatch) -> str:
         "DISTURBANCE_TORQUE": _float(batch.disturbance_bounds[1]),
         "MAX_LATENCY": str(batch._max_latency), "ACTION_HISTORY": str(config.action_history),
         "STATE_HISTORY": str(config.state_history),
-        "FIGURE_EIGHT": str(int(config.task == "figure_eight")),
-        "F8_OMEGA": _float(2.0 * math.pi / config.figure_eight_period),
-        "F8_AMPLITUDE": _float(config.figure_eight_amplitude),
-        "MAX_POSITION_ERROR": _float(config.max_position_error), "MIN_ALTITUDE": _float(config.min_altitude),
-        "MAX_SPEED2": _float(config.max_speed**2), "MAX_ANGULAR_SPEED2": _float(config.max_angular_speed**2),
-        "SUCCESS_RADIUS2": _float(config.success_radius**2), "COS_SUCCESS_TILT": _float(batch._cos_success_tilt),
         "SUCCESS_WINDOW": _float(max(batch._window_steps, 1)), "EPISODE_STEPS": _float(config.episode_steps),
         "NOISE": str(int(batch._noise is not None)), "AUTORESET": str(int(batch.autoreset)),
-        "PRIVILEGED": str(int(batch.privileged)), "NUM_TERMS": str(len(TERMS)),
+        "PRIVILEGED": str(int(batch.privileged)), "NUM_TERMS": str(len(terms)),
         "REWARD_SUM(t)": f"({reward})",
     }
     for index, x in enumerate(params.rotor_positions[:, 0]):
@@ -127,7 +127,7 @@ def header(batch: QuadrotorBatch) -> str:
     for index, y in enumerate(params.rotor_positions[:, 1]):
         defines[f"ROTOR_Y{index}"] = _float(y)
     defines.update({f"ARG_{name}": str(index) for index, name in enumerate(ARGS)})
-    defines.update({f"TERM_{name}": str(index) for index, name in enumerate(TERMS)})
+    defines.update({f"TERM_{name}": str(index) for index, name in enumerate(terms)})
     defines.update({f"START_{name}": str(offset) for name, offset in starts.START_OFFSETS.items()})
     defines["START_SIZE"] = str(starts.START_SIZE)
     defines.update({f"U_{name}": str(offset) for name, offset in starts.UNIFORM_OFFSETS.items()})
@@ -137,13 +137,54 @@ def header(batch: QuadrotorBatch) -> str:
     lines += [f"#define {name} {value}" for name, value in defines.items()]
     lines.append(f"static const float NOISE_STD[18] = {{{', '.join(_float(v) for v in noise_std)}}};")
     vectors = {"NOMINAL_INERTIA": params.inertia, "NOMINAL_YAW": params.yaw_torque_coefficients,
-               "NOMINAL_CURVE": params.thrust_curve, "CENTER": config.center, "REACH_RANGE": config.reach_range}
+               "NOMINAL_CURVE": params.thrust_curve, "CENTER": config.center}
     lines += [f"static const double {name}[{len(v)}] = {{{', '.join(repr(float(x)) for x in v)}}};"
               for name, v in vectors.items()]
     # what the privileged observation divides by or subtracts (QuadrotorBatch._privileged), as float32
     lines.append(f"static const float INERTIA_F[3] = {{{', '.join(_float(v) for v in params.inertia)}}};")
     lines.append(f"static const float CURVE_F[3] = {{{', '.join(_float(v) for v in params.thrust_curve)}}};")
     return "\n".join(lines) + "\n"
+
+
+def task_headers(batch: QuadrotorBatch) -> dict[str, str]:
+    """The task's functions as C++, traced from `batch.task` (sim.kernel_expr): task_reference,
+    task_terminated, task_reward_terms and task_within_success on the step's float vectors (V, StepRows in
+    the kernel), and task_targets on the episode starts' double vectors (DV)."""
+    task, config = batch.task, batch.config
+
+    def rows(m: CppMath, name: str, count: int) -> list[Expr]:
+        return [m.input(f"{name}[{k}]") for k in range(count)]
+
+    m = CppMath("float")
+    position, velocity = task.reference(m, config, rows(m, "target", 3), m.input("t"))
+    functions = [m.function("inline void task_reference(V t, const V target[3], V position[3], V velocity[3])",
+                            [(f"position[{k}]", position[k]) for k in range(3)]
+                            + [(f"velocity[{k}]", velocity[k]) for k in range(3)])]
+
+    def step_values(m: CppMath) -> StepValues:
+        fields = ("position", "velocity", "angular_velocity", "position_error", "velocity_error")
+        return StepValues(*(rows(m, f"s.{name}", 3) for name in fields), m.input("s.uprightness"),
+                          rows(m, "s.command", 4), rows(m, "s.previous_command", 4))
+
+    m = CppMath("float")
+    functions.append(m.function("inline void task_terminated(const StepRows& s, M& terminated)",
+                                [("terminated", task.terminated(m, step_values(m), config))]))
+    m = CppMath("float")
+    terms = task.reward_terms(m, step_values(m), m.input("terminated"), config, batch._hover_command)
+    if tuple(terms) != task.term_names:
+        raise ConfigError(f"task {task.name}'s reward_terms gives {tuple(terms)}, its term_names are {task.term_names}")
+    functions.append(m.function("inline void task_reward_terms(const StepRows& s, M terminated, V term[NUM_TERMS])",
+                                [(f"term[TERM_{name}]", value) for name, value in terms.items()]))
+    m = CppMath("float")
+    functions.append(m.function("inline void task_within_success(const StepRows& s, M& within)",
+                                [("within", task.within_success(m, step_values(m), config))]))
+    m = CppMath("double")
+    target = task.targets(m, rows(m, "u", 3), config)
+    starts_function = m.function("inline void task_targets(const DV u[3], DV target[3])",
+                                 [(f"target[{k}]", target[k]) for k in range(3)])
+    note = f"// generated by sim/quadrotor/native_step.py from task {task.name!r} (sim.quadrotor.tasks)\n#pragma once\n"
+    return {"native_step_task.h": note + "\n\n".join(functions) + "\n",
+            "native_step_task_starts.h": note + starts_function + "\n"}
 
 
 def _start_constants(batch: QuadrotorBatch) -> dict[str, str]:
@@ -169,24 +210,27 @@ def _start_constants(batch: QuadrotorBatch) -> dict[str, str]:
     values["THRUST_MAX_D"] = params.thrust_max
     values["WEIGHT_TO_THRUST"] = params.gravity / (4.0 * params.thrust_max)  # as randomization._thrust_curve
     defines = {name: f"({float(value)!r})" for name, value in values.items()}
-    defines.update(RANDOMIZE=str(int(randomization.enabled)), REACH=str(int(config.task == "reach")),
+    defines.update(RANDOMIZE=str(int(randomization.enabled)),
                    VEHICLE_PARAMETERS=str(int(randomization.vehicle_parameters)),
                    INERTIA_FOLLOWS_MASS_AND_ARM=str(int(randomization.inertia_follows_mass_and_arm)),
                    DRAW_THRUST_TO_WEIGHT=str(int(ratio is not None)), NEWTON_STEPS=str(rotations.NEWTON_STEPS))
     return defines
 
 
-def build(header_text: str) -> Path:
-    """Compile the kernel for a header (once per content; concurrent builders are safe) and return the library."""
+def build(header_files: Mapping[str, str]) -> Path:
+    """Compile the kernel with its generated headers (file name -> text; once per content, concurrent
+    builders are safe) and return the library."""
     source = SOURCE.read_text()
-    key = hashlib.sha256("\0".join([source, header_text, COMPILER, *FLAGS, _cpu_signature()]).encode()).hexdigest()[:24]
+    texts = [text for name in sorted(header_files) for text in (name, header_files[name])]
+    key = hashlib.sha256("\0".join([source, *texts, COMPILER, *FLAGS, _cpu_signature()]).encode()).hexdigest()[:24]
     library = cache_dir() / f"quadrotor_step_{key}.so"
     if library.exists():
         return library
     library.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=library.parent) as tmp:
         (Path(tmp) / "native_step.cpp").write_text(source)
-        (Path(tmp) / "native_step_config.h").write_text(header_text)
+        for name, text in header_files.items():
+            (Path(tmp) / name).write_text(text)
         built = Path(tmp) / library.name
         command = [COMPILER, *FLAGS, "native_step.cpp", "-o", str(built), "-lmvec"]
         process = subprocess.run(command, cwd=tmp, capture_output=True, text=True)
@@ -227,24 +271,23 @@ def row_stride(value: torch.Tensor) -> int:
 
 
 class TermRows(Mapping[str, torch.Tensor]):
-    """The reward terms of one step, name -> (N,) values: a column of the kernel's `terms` output, (N, terms)
-    (a view, made when looked up: most steps nobody reads them, and 11 views cost more than the rest of
-    the result)."""
+    """The reward terms of one step, name -> (N,) values: a column of the kernel's `terms` output, (N, terms),
+    whose columns are the task's `term_names` (a view, made when looked up: most steps nobody reads them,
+    and 11 views cost more than the rest of the result)."""
 
-    def __init__(self, terms: torch.Tensor):
-        self._terms = terms
+    def __init__(self, terms: torch.Tensor, rows: Mapping[str, int]):
+        self._terms, self._rows = terms, rows
 
     def __getitem__(self, name: str) -> torch.Tensor:
-        return self._terms[:, _TERM_ROWS[name]]
+        return self._terms[:, self._rows[name]]
 
     def __iter__(self) -> Iterator[str]:
-        return iter(TERMS)
+        return iter(self._rows)
 
     def __len__(self) -> int:
-        return len(TERMS)
+        return len(self._rows)
 
 
-_TERM_ROWS = {name: index for index, name in enumerate(TERMS)}
 # How many tensors and storage objects refer to a storage (torch's own counter, not public API; where a torch
 # build lacks it, NativeStep allocates every step's outputs anew).
 _STORAGE_USE_COUNT = getattr(torch._C, "_storage_Use_Count", None)
@@ -258,7 +301,7 @@ class NativeStep:
             raise ConfigError("the native quadrotor step needs float32 tensors on a CPU and a C++ compiler "
                               f"({COMPILER}); got {batch.physics.dtype} on {batch.physics.device}")
         self.batch = batch
-        self._function = ctypes.CDLL(str(build(header(batch)))).quadrotor_step
+        self._function = ctypes.CDLL(str(build(headers(batch)))).quadrotor_step
         self._function.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(ctypes.c_int64), ctypes.c_int64,
                                    ctypes.c_int]
         self._function.restype = ctypes.c_int
@@ -286,7 +329,8 @@ class NativeStep:
         # The float outputs are consecutive rows of one `padded_rows` array per step (one allocation),
         # allocated as its transpose (N, rows), the env-major view every output is returned as.
         size, extra = batch.layout.size, batch.privileged_size if batch.privileged else 0
-        outputs = [("observation", size), ("terms", len(TERMS)), ("reward", 1)]
+        self._term_rows = {name: index for index, name in enumerate(batch.task.term_names)}
+        outputs = [("observation", size), ("terms", len(self._term_rows)), ("reward", 1)]
         if batch.autoreset:
             outputs.append(("final_observation", size))
             if batch.privileged:
@@ -375,7 +419,7 @@ class NativeStep:
         outputs = dict(zip(self._output_names, out.split_with_sizes(self._output_sizes, 1)))  # one call: the cheapest
         terminated, truncated, is_success, ended = flags.unbind(0)
         result = StepResult(outputs["observation"], outputs["reward"].select(1, 0), terminated, truncated, is_success,
-                            TermRows(outputs["terms"]), any_done=status == 2, ended=ended)
+                            TermRows(outputs["terms"], self._term_rows), any_done=status == 2, ended=ended)
         if batch.autoreset:
             result.final_observation = outputs["final_observation"]
             if batch.privileged:
