@@ -323,23 +323,9 @@ void draw_starts(uint64_t key, const int64_t* env, const int64_t* episode, int c
     for (int j = 0; j < START_SIZE; ++j) rows[l][j] = s[j][l];
 }
 
-struct Arrays {
-  Rows state, rotor_speed, history, pending, previous_action, steps, success_count, thrust_scale, thrust_curve,
-      decay_rise, decay_fall, targets, mass, inertia, yaw_coefficients, force, torque, arm_scale, state_history,
-      last_observed, noise, final_noise,
-      observation, reward, terms, final_observation, privileged, final_privileged;
-  int64_t* latency;
-  int64_t* episode;  // index of each env's current episode
-  double* current_start;  // each env's current start, env-major: START_SIZE float64 from env * start_stride
-  int64_t start_stride;
-  double* next_start;     // each env's next start, drawn ahead (see NextStarts), env-major like current_start
-  int64_t next_stride;
-  int64_t* next_episode;  // the episode whose start next_start holds, per env
-  int64_t* next_key;      // the seed's key the next starts were drawn with, and whether they were
-  uint64_t start_key;
-  const float* action;
-  bool *terminated, *truncated, *is_success, *ended;
-};
+// The kernel's arguments by name (Arrays) and their unpacking from the pointer array (unpack), generated from
+// native_step.ARGUMENTS
+#include "native_step_arguments.h"
 
 // The noise-free fields of a state plus observation noise: rows 0-17 of an observation
 // (QuadrotorBatch._observed_state; its history rows are written where the histories are shifted). The
@@ -445,7 +431,7 @@ struct NextStarts {
   }
   void flush(const Arrays& a) {
     double* rows[DRAWS];
-    for (int l = 0; l < count; ++l) rows[l] = a.next_start + env[l] * a.next_stride;
+    for (int l = 0; l < count; ++l) rows[l] = a.next_start + env[l] * a.next_start_stride;
     draw_starts(a.start_key, env, episode, count, rows);
     for (int l = 0; l < count; ++l) a.next_episode[env[l]] = episode[l];
     count = 0;
@@ -601,8 +587,8 @@ bool step_block(const Block& b, const Arrays& a, NextStarts& restarted) {
   // final observations are written (without this, the copy cost as much as the draw it replaces).
   for (int64_t l = 0; l < b.count; ++l) {
     if (!done[l]) continue;
-    const char* next = (const char*)(a.next_start + (b.first + l) * a.next_stride);
-    const char* current = (const char*)(a.current_start + (b.first + l) * a.start_stride);
+    const char* next = (const char*)(a.next_start + (b.first + l) * a.next_start_stride);
+    const char* current = (const char*)(a.current_start + (b.first + l) * a.current_start_stride);
     for (int offset = 0; offset < START_SIZE * 8 + 64; offset += 64) {
       __builtin_prefetch(next + offset, 0, 3);
       __builtin_prefetch(current + offset, 1, 3);
@@ -623,8 +609,8 @@ bool step_block(const Block& b, const Arrays& a, NextStarts& restarted) {
     if (!done[l]) continue;
     const int64_t env = b.first + l;
     const int64_t episode = ++a.episode[env];
-    double* start = a.current_start + env * a.start_stride;
-    const double* next = a.next_start + env * a.next_stride;
+    double* start = a.current_start + env * a.current_start_stride;
+    const double* next = a.next_start + env * a.next_start_stride;
     if (a.next_episode[env] == episode) for (int j = 0; j < START_SIZE; ++j) start[j] = next[j];
     else draw_starts(a.start_key, &env, &episode, 1, &start);  // reset from Python since the last draw ahead
     restarted.add(a, env);
@@ -697,50 +683,7 @@ extern "C" int quadrotor_step(void* const* pointers, const int64_t* strides, int
 #pragma omp simd reduction(| : non_finite)
   for (int64_t i = 0; i < 4 * n; ++i) non_finite |= !(action[i] - action[i] == 0.0f);  // NaN for NaN and inf
   if (non_finite) return 1;
-  auto rows = [&](int arg) { return Rows{(float*)pointers[arg], strides[arg]}; };
-  Arrays a;
-  a.state = rows(ARG_state);
-  a.rotor_speed = rows(ARG_rotor_speed);
-  a.history = rows(ARG_history);
-  a.pending = rows(ARG_pending);
-  a.previous_action = rows(ARG_previous_action);
-  a.steps = rows(ARG_steps);
-  a.success_count = rows(ARG_success_count);
-  a.thrust_scale = rows(ARG_thrust_scale);
-  a.thrust_curve = rows(ARG_thrust_curve);
-  a.arm_scale = rows(ARG_arm_scale);
-  a.state_history = rows(ARG_state_history);
-  a.last_observed = rows(ARG_last_observed);
-  a.decay_rise = rows(ARG_decay_rise);
-  a.decay_fall = rows(ARG_decay_fall);
-  a.targets = rows(ARG_targets);
-  a.mass = rows(ARG_mass);
-  a.inertia = rows(ARG_inertia);
-  a.yaw_coefficients = rows(ARG_yaw_coefficients);
-  a.force = rows(ARG_force);
-  a.torque = rows(ARG_torque);
-  a.episode = (int64_t*)pointers[ARG_episode];
-  a.current_start = (double*)pointers[ARG_current_start];
-  a.start_stride = strides[ARG_current_start];
-  a.next_start = (double*)pointers[ARG_next_start];
-  a.next_stride = strides[ARG_next_start];
-  a.next_episode = (int64_t*)pointers[ARG_next_episode];
-  a.next_key = (int64_t*)pointers[ARG_next_key];
-  a.start_key = (uint64_t)*(const int64_t*)pointers[ARG_start_key];
-  a.noise = rows(ARG_noise);
-  a.final_noise = rows(ARG_final_noise);
-  a.observation = rows(ARG_observation);
-  a.reward = rows(ARG_reward);
-  a.terms = rows(ARG_terms);
-  a.final_observation = rows(ARG_final_observation);
-  a.privileged = rows(ARG_privileged);
-  a.final_privileged = rows(ARG_final_privileged);
-  a.latency = (int64_t*)pointers[ARG_latency];
-  a.action = action;
-  a.terminated = (bool*)pointers[ARG_terminated];
-  a.truncated = (bool*)pointers[ARG_truncated];
-  a.is_success = (bool*)pointers[ARG_is_success];
-  a.ended = (bool*)pointers[ARG_ended];
+  const Arrays a = unpack(pointers, strides);
   if (AUTORESET && (!a.next_key[1] || (uint64_t)a.next_key[0] != a.start_key)) {  // first step, or reseeded
 #pragma omp parallel for num_threads(threads) schedule(static)
     for (int64_t first = 0; first < n; first += DRAWS) {
