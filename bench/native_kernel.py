@@ -45,8 +45,8 @@ def kernel_call(num_envs: int, march: str, source: Path | None = None) -> tuple[
                for i in range(8)]
     for i in range(300):
         env.step(actions[i % 8])
-    step, batch = env.batch._native, env.batch
-    outputs = step(actions[0], batch._noise.step_offset(batch.rng))  # the arrays the kernel's pointers keep
+    step, batch = env.batch.native, env.batch
+    outputs = step(actions[0], batch.noise.step_offset(batch.rng))  # the arrays the kernel's pointers keep
     function, pointers, strides = step._function, step._pointers, step._strides
     return (env, outputs, actions[0]), lambda threads: function(pointers, strides, num_envs, threads)
 

@@ -17,7 +17,7 @@ The price is a higher chance of a repeat: 1/span for any two steps of an env (1/
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 import torch
@@ -36,21 +36,28 @@ class NoiseTable:
         num_envs: N.
         span: number of distinct offsets (table width is N + span); by default `default_span(N)`.
         device, dtype: torch placement; None for numpy float64 arrays.
+        allocate_rows: lays out the torch table (shape -> an uninitialized tensor, e.g. in the native step's
+            kernel layout); None: a contiguous tensor.
     """
 
     def __init__(self, features: int, num_envs: int, span: int | None = None,
-                 device: torch.device | str | None = None, dtype: torch.dtype = torch.float32):
+                 device: torch.device | str | None = None, dtype: torch.dtype = torch.float32,
+                 allocate_rows: Callable[..., torch.Tensor] | None = None):
         self.features, self.num_envs = features, num_envs
         self.span = default_span(num_envs) if span is None else span
         if self.span < 2:
             raise ValueError(f"a noise table needs a span of at least 2 offsets, got {self.span}")
-        self.device, self.dtype = device, dtype
+        self.device, self.dtype, self.allocate_rows = device, dtype, allocate_rows
         self.table: Any = None
 
     def seed(self, rng: np.random.Generator) -> None:
         """Redraw the table from `rng`."""
         table = rng.standard_normal((self.features, self.num_envs + self.span))
-        self.table = table if self.device is None else torch.as_tensor(table, device=self.device, dtype=self.dtype)
+        if self.device is None:
+            self.table = table
+            return
+        tensor = torch.as_tensor(table, device=self.device, dtype=self.dtype)
+        self.table = tensor if self.allocate_rows is None else self.allocate_rows(*tensor.shape).copy_(tensor)
 
     def window_offset(self, rng: np.random.Generator) -> int:
         """The random offset of `window`."""

@@ -19,6 +19,7 @@ import torch
 from sim.errors import ConfigError
 from sim.noise import NoiseTable
 from sim.quadrotor import motor, native_step
+from sim.quadrotor.arrays import ArrayBackend
 from sim.quadrotor.config import QuadrotorEnvConfig, vehicle_from_config
 from sim.quadrotor.model import QuadrotorParams, load_model
 from sim.quadrotor.observation import STATE_HISTORY_FIELDS, STATE_HISTORY_SIZE, quadrotor_layout
@@ -30,6 +31,22 @@ from sim.kernel_expr import ArrayMath
 from sim.quadrotor.tasks import StepValues, task_named
 
 BACKENDS = ("mujoco", "mujoco_batch", "torch")
+
+
+@dataclasses.dataclass(frozen=True)
+class StepConstants:
+    """The numbers a control step is compiled with (Python floats, not arrays: constants of the torch path's
+    compiled transition and of the native step's generated header)."""
+
+    thrust_curve: tuple[float, float, float]  # the nominal command-to-thrust curve's coefficients
+    hover_command: float  # the nominal vehicle's hover thrust, a fraction of thrust_max
+    hover_rotor_speed: float
+    command_max: float  # what the motors get for an action, as the flight firmware limits it (motor.command_limits)
+    command_cutoff: float
+    reward_scales: dict[str, float]  # the nonzero ones
+    success_window_steps: int
+    max_latency: int  # control steps of action latency the batch can hold
+    disturbance_bounds: tuple[float, float]  # what the privileged observation divides disturbances by
 PRIVILEGED_PARAMETERS = 22  # rows of episode parameters in a privileged observation (QuadrotorBatch._privileged)
 
 
@@ -97,10 +114,8 @@ class QuadrotorBatch:
         self.num_envs = num_envs
         self.model = load_model(vehicle_from_config(config))
         self.params = QuadrotorParams.from_model(self.model)
-        # what the privileged observation divides disturbances by: the bounds at full difficulty, so that its
-        # meaning does not change as a curriculum raises the difficulty
-        self.disturbance_bounds = (max(config.randomization.disturbance_force, 1e-12),
-                                   max(config.randomization.disturbance_torque, 1e-12))
+        disturbance_bounds = (max(config.randomization.disturbance_force, 1e-12),
+                              max(config.randomization.disturbance_torque, 1e-12))
         # the ranges as drawn at the configured difficulty (every path and the native step read these)
         config = dataclasses.replace(config, randomization=at_difficulty(config.randomization, self.params))
         self.config = config
@@ -112,16 +127,25 @@ class QuadrotorBatch:
             )
         self.substeps = int(round(substeps))
         self.layout = quadrotor_layout(config.action_history, config.state_history)
-        # Python floats, not arrays: constants of the (compiled, on the torch path) transition.
-        self._thrust_curve = tuple(float(c) for c in self.params.thrust_curve)
-        self._hover_command = float(self.params.hover_command)
-        self._hover_rotor_speed = float(self.params.hover_rotor_speed)
-        # What the motors get for an action, as the flight firmware limits it (config.firmware_thrust_*)
-        self._command_max, self._command_cutoff = motor.command_limits(
+        command_max, command_cutoff = motor.command_limits(
             float(self.params.thrust_max), config.firmware_thrust_max, config.firmware_thrust_min)
-        if self._command_max <= self._hover_command:  # the firmware's clamp leaves no thrust to climb with
+        self.constants = StepConstants(
+            thrust_curve=tuple(float(c) for c in self.params.thrust_curve),
+            hover_command=float(self.params.hover_command), hover_rotor_speed=float(self.params.hover_rotor_speed),
+            command_max=command_max, command_cutoff=command_cutoff,
+            reward_scales={k: float(v) for k, v in config.reward_scales.items() if v != 0.0},
+            success_window_steps=int(round(config.success_window_seconds * config.control_hz)),
+            max_latency=int(config.randomization.latency_steps[1]) if config.randomization.enabled else 0,
+            # the bounds at full difficulty, so that the privileged observation's meaning does not change as a
+            # curriculum raises the difficulty
+            disturbance_bounds=disturbance_bounds)
+        if command_max <= self.constants.hover_command:  # the firmware's clamp leaves no thrust to climb with
             raise ConfigError(f"config.firmware_thrust_max={config.firmware_thrust_max:g} N cannot hover this vehicle "
-                              f"(it needs more than {self._hover_command * float(self.params.thrust_max):.4g} N per motor)")
+                              f"(it needs more than {self.constants.hover_command * float(self.params.thrust_max):.4g} N "
+                              "per motor)")
+        self.compile = self._compile_mode(compile, backend, device, dtype)
+        # the native step reads the arrays the batch keeps in place: they are made in its kernel's layout
+        allocate_rows = native_step.row_allocator(device, dtype) if self.compile == "native" else None
         if backend == "mujoco":
             self.physics: Any = MujocoSinglePhysics(self.model)
         elif backend == "mujoco_batch":
@@ -130,54 +154,27 @@ class QuadrotorBatch:
             contacts = config.min_altitude <= self.params.reach
             self.physics = MujocoBatchPhysics(self.model, num_envs, nthread, contacts=contacts)
         else:
-            self.physics = TorchPhysics(self.params, num_envs, device, dtype)
+            self.physics = TorchPhysics(self.params, num_envs, device, dtype, allocate_rows)
         self.xp = self.physics.xp
-        self._window_steps = int(round(config.success_window_seconds * config.control_hz))
-        self._scales = {k: float(v) for k, v in config.reward_scales.items() if v != 0.0}
-        noise = config.randomization.observation_noise
-        stds = np.repeat([noise.position, noise.orientation, noise.velocity, noise.angular_velocity], [3, 9, 3, 3])
-        self._noise_std, self._noise = None, None
-        if config.randomization.enabled and stds.any():
-            self._noise_std = self._array(stds[:, None])
-            if self.xp is torch:
-                self._noise = NoiseTable(18, num_envs, device=self.physics.device, dtype=self.physics.dtype)
-            else:
-                self._noise = NoiseTable(18, num_envs)
-        self.episode = self._index_array(np.full(num_envs, -1))  # index of each env's current episode
-        self._env_ids = self._arange(num_envs)
+        self.arrays = ArrayBackend(self.xp, device if self.xp is torch else None, dtype, allocate_rows)
+        self.noise, self.noise_std = self._observation_noise(allocate_rows)
+        self.episode = self.arrays.index(np.full(num_envs, -1))  # index of each env's current episode
+        self._env_ids = self.arrays.arange(num_envs)
         self._has_reset = False
         self.seed(seed)
-        self._max_latency = int(config.randomization.latency_steps[1]) if config.randomization.enabled else 0
         # every env's current start, env-major (N, START_SIZE) float64 (params_info reads it): the native
         # step writes a restarted env's start as one contiguous row (feature-major, that is ~37 scattered
         # cache lines per restart, and the step ran 1.2x slower at 8192 envs)
         zeros = np.zeros((num_envs, 3))
         current = starts.pack(nominal_params(self.params, num_envs), zeros,
                               np.tile([1.0, 0.0, 0.0, 0.0], (num_envs, 1)), zeros, zeros, zeros)
-        self._current_starts = self._float64(current)
+        self.current_starts = self.arrays.float64(current)
         self._params_views: tuple[Any, dict[str, np.ndarray]] = (None, {})  # params_info's arrays, by array
-        # Per-env task state, feature-major like the physics state: (components, N).
-        n, hover = num_envs, self.params.hover_command
-        self.targets = self._array(np.zeros((3, n)))
-        self.steps = self._array(np.zeros(n))  # control steps since reset, as float for xp arithmetic
-        self.rotor_speed = self._array(np.full((4, n), self.params.hover_rotor_speed))
-        self.history = self._array(np.full((4 * config.action_history, n), hover))  # newest first
-        self.pending = self._array(np.full((self._max_latency + 1, 4, n), hover))  # commands, newest first
-        self.previous_action = self._array(np.full((4, n), hover))
-        # the observed velocity errors and body rates of past steps, newest first, and of the last observation
-        self.state_history = self._array(np.zeros((STATE_HISTORY_SIZE * config.state_history, n)))
-        self.last_observed = self._array(np.zeros((STATE_HISTORY_SIZE, n)))
-        self.success_count = self._array(np.zeros(n))
-        self.latency = self._index_array(np.zeros(n, dtype=np.int64))
-        self.thrust_scale = self._array(np.ones((4, n)))
-        self.thrust_curve = self._array(np.tile(self.params.thrust_curve[:, None], (1, n)))  # the plant's, per env
-        self.decay_rise = self._array(np.ones(n))
-        self.decay_fall = self._array(np.ones(n))
-        self.compile = self._compile_mode(compile)
-        self._native: native_step.NativeStep | None = None
+        self._allocate_task_state()
+        self.native: native_step.NativeStep | None = None
         if self.compile == "native":
             try:
-                self._native = native_step.NativeStep(self)
+                self.native = native_step.NativeStep(self)
             except native_step.BuildError as error:
                 if compile == "native":
                     raise
@@ -187,48 +184,59 @@ class QuadrotorBatch:
             # One fused loop over vehicles per control step (seconds to compile the first time).
             self._transition = torch.compile(self._transition, dynamic=False)
 
-    def _compile_mode(self, compile: bool | str) -> str | None:
+    def _observation_noise(self, allocate_rows: Any) -> tuple[NoiseTable | None, Any]:
+        """The noise table and per-field standard deviations (18, 1) of the observation, or (None, None)."""
+        noise = self.config.randomization.observation_noise
+        stds = np.repeat([noise.position, noise.orientation, noise.velocity, noise.angular_velocity], [3, 9, 3, 3])
+        if not (self.config.randomization.enabled and stds.any()):
+            return None, None
+        if self.xp is torch:
+            table = NoiseTable(18, self.num_envs, device=self.physics.device, dtype=self.physics.dtype,
+                               allocate_rows=allocate_rows)
+        else:
+            table = NoiseTable(18, self.num_envs)
+        return table, self.arrays.array(stds[:, None])
+
+    def _allocate_task_state(self) -> None:
+        """The per-env task state, feature-major like the physics state: (components, N)."""
+        n, hover, config, array = self.num_envs, self.params.hover_command, self.config, self.arrays.array
+        self.targets = array(np.zeros((3, n)))
+        self.steps = array(np.zeros(n))  # control steps since reset, as float for xp arithmetic
+        self.rotor_speed = array(np.full((4, n), self.params.hover_rotor_speed))
+        self.history = array(np.full((4 * config.action_history, n), hover))  # newest first
+        self.pending = array(np.full((self.constants.max_latency + 1, 4, n), hover))  # commands, newest first
+        self.previous_action = array(np.full((4, n), hover))
+        # the observed velocity errors and body rates of past steps, newest first, and of the last observation
+        self.state_history = array(np.zeros((STATE_HISTORY_SIZE * config.state_history, n)))
+        self.last_observed = array(np.zeros((STATE_HISTORY_SIZE, n)))
+        self.success_count = array(np.zeros(n))
+        self.latency = self.arrays.index(np.zeros(n, dtype=np.int64))
+        self.thrust_scale = array(np.ones((4, n)))
+        self.thrust_curve = array(np.tile(self.params.thrust_curve[:, None], (1, n)))  # the plant's, per env
+        self.decay_rise = array(np.ones(n))
+        self.decay_fall = array(np.ones(n))
+
+    @staticmethod
+    def _compile_mode(compile: bool | str, backend: str, device: str | torch.device, dtype: torch.dtype) -> str | None:
         """"native", "inductor" or None (eager) for the `compile` argument ("native" where it cannot run
         is refused by `NativeStep`)."""
         if compile not in (False, True, "native", "inductor"):
             raise ConfigError(f"compile must be true, false, 'native' or 'inductor', got {compile!r}")
-        if compile is False or self.xp is not torch:
+        if compile is False or backend != "torch":
             return None
         if compile is True:
-            return "native" if native_step.available(self.physics.device, self.physics.dtype) else "inductor"
+            return "native" if native_step.available(device, dtype) else "inductor"
         return compile
 
     def seed(self, seed: int | None) -> None:
         """Reseed the episode starts (and count episodes from 0 again) and the observation noise."""
         self.rng = np.random.default_rng(seed)
-        self._seed_key = int(self.rng.integers(0, 2**63 - 1))
+        self.seed_key = int(self.rng.integers(0, 2**63 - 1))
         # the key as the step's kernels read it: a tensor, so that a new seed recompiles nothing
-        self._start_key = self._index_array([self._seed_key]) if self.xp is torch else self._seed_key
+        self.start_key = self.arrays.index([self.seed_key]) if self.xp is torch else self.seed_key
         self.episode[...] = -1
-        if self._noise is not None:
-            self._noise.seed(self.rng)
-
-    # ----------------------------------------------------------------- arrays
-    def _array(self, value: np.ndarray) -> Any:
-        if self.xp is torch:
-            return torch.as_tensor(value, device=self.physics.device, dtype=self.physics.dtype)
-        return np.array(value, dtype=np.float64)
-
-    def _float64(self, value: np.ndarray) -> Any:
-        """A float64 array of the backend (on the torch path on its device): episode starts keep float64."""
-        if self.xp is torch:
-            return torch.as_tensor(value, device=self.physics.device, dtype=torch.float64)
-        return np.array(value, dtype=np.float64)
-
-    def _index_array(self, value: Any) -> Any:
-        if self.xp is torch:
-            return torch.as_tensor(value, device=self.physics.device, dtype=torch.long)
-        return np.array(value, dtype=np.int64)
-
-    def _arange(self, n: int) -> Any:
-        if self.xp is torch:
-            return torch.arange(n, device=self.physics.device)
-        return np.arange(n)
+        if self.noise is not None:
+            self.noise.seed(self.rng)
 
     # ------------------------------------------------------------------ reset
     def reset(self, ids: np.ndarray | None = None, options: Mapping[str, Any] | None = None) -> Any:
@@ -247,10 +255,10 @@ class QuadrotorBatch:
         if unknown:
             raise ConfigError(f"unknown reset options {sorted(unknown)}; valid: initial_state, target, params")
         self._has_reset = True
-        columns = self._index_array(ids)
+        columns = self.arrays.index(ids)
         self.episode[columns] += 1
         episodes = np.asarray(self.episode[columns].cpu() if self.xp is torch else self.episode[columns])
-        start = starts.draw(np, self._seed_key, ids, episodes, self.params, self.config).T.copy()  # rows (n, START_SIZE)
+        start = starts.draw(np, self.seed_key, ids, episodes, self.params, self.config).T.copy()  # rows (n, START_SIZE)
         if "initial_state" in options:
             for name, value in zip(starts.START_FIELDS[:4], _explicit_state(options["initial_state"], n, self.config.center)):
                 starts.field(start, name[0])[:] = value
@@ -258,7 +266,7 @@ class QuadrotorBatch:
             starts.field(start, "target")[:] = np.broadcast_to(np.asarray(options["target"], dtype=np.float64), (n, 3))
         if "params" in options:
             self._set_params(start, options["params"])
-        self._current_starts[columns] = self._float64(start)
+        self.current_starts[columns] = self.arrays.float64(start)
         params = starts.params_view(start)
         pos, quat, vel, angvel, targets = (starts.field(start, name) for name, _ in starts.START_FIELDS[:5])
         self.physics.set_params(ids, params)
@@ -270,7 +278,7 @@ class QuadrotorBatch:
             (self.steps, np.zeros(n)),
             (self.rotor_speed, np.full((n, 4), self.params.hover_rotor_speed)),
             (self.history, np.full((n, 4 * self.config.action_history), hover)),
-            (self.pending, np.full((n, self._max_latency + 1, 4), hover)),
+            (self.pending, np.full((n, self.constants.max_latency + 1, 4), hover)),
             (self.previous_action, np.full((n, 4), hover)),
             (self.success_count, np.zeros(n)),
             (self.latency, params.latency_steps),
@@ -280,7 +288,7 @@ class QuadrotorBatch:
             (self.decay_fall, fall),
         ):
             value = np.moveaxis(np.asarray(value), 0, -1)
-            array[..., columns] = self._array(value).to(array.dtype) if self.xp is torch else value
+            array[..., columns] = self.arrays.array(value).to(array.dtype) if self.xp is torch else value
         return self.observe(None if n == self.num_envs else ids, restart=True)
 
     def _set_params(self, start: np.ndarray, params: Mapping[str, Any]) -> None:
@@ -298,8 +306,8 @@ class QuadrotorBatch:
             if not np.isfinite(value).all():
                 raise ConfigError(f"reset params[{name!r}] must be finite")
             if name == "latency_steps" and not (np.all(value == np.round(value)) and value.min() >= 0
-                                                and value.max() <= self._max_latency):
-                raise ConfigError(f"reset params['latency_steps'] must be whole steps in [0, {self._max_latency}] "
+                                                and value.max() <= self.constants.max_latency):
+                raise ConfigError(f"reset params['latency_steps'] must be whole steps in [0, {self.constants.max_latency}] "
                                   "(randomization.latency_steps bounds the batch's latency)")
             starts.field(start, name)[:] = value
 
@@ -311,18 +319,18 @@ class QuadrotorBatch:
         """Advance all envs one control step with normalized thrust commands (N, 4) in [0, 1]."""
         if self.autoreset and not self._has_reset:
             raise RuntimeError("call reset() before the first step")
-        action = self._check_action(action, finite=self._native is None)  # the native step checks its own
+        action = self._check_action(action, finite=self.native is None)  # the native step checks its own
         noise = final_noise = None
-        if self._native is not None:  # reads the noise table's windows itself, from their offset
-            if self._noise is not None:
-                offset = (self._noise.step_offset if self.autoreset else self._noise.window_offset)(self.rng)
-                return self._native(action, offset)
-            return self._native(action, None)
-        if self._noise is not None:
+        if self.native is not None:  # reads the noise table's windows itself, from their offset
+            if self.noise is not None:
+                offset = (self.noise.step_offset if self.autoreset else self.noise.window_offset)(self.rng)
+                return self.native(action, offset)
+            return self.native(action, None)
+        if self.noise is not None:
             if self.autoreset:
-                noise, final_noise = self._noise.step_windows(self.rng)
+                noise, final_noise = self.noise.step_windows(self.rng)
             else:
-                noise = self._noise.window(self.rng)
+                noise = self.noise.window(self.rng)
         return self._transition(self._feature_major(action), noise, final_noise)
 
     def _transition(self, action: Any, noise: Any, final_noise: Any = None) -> StepResult:
@@ -330,14 +338,14 @@ class QuadrotorBatch:
         `final_noise` is the noise of the ended episodes' last observations."""
         # No host synchronization in here: on the torch path this whole method is one compiled kernel.
         xp = self.xp
-        command = motor.motor_command(xp, action, self._command_max, self._command_cutoff)
+        command = motor.motor_command(xp, action, self.constants.command_max, self.constants.command_cutoff)
         applied = command
-        if self._max_latency:
+        if self.constants.max_latency:
             self.pending = xp.concatenate([command[None], self.pending[:-1]], 0)
             applied = self.pending[0]
-            for lag in range(1, self._max_latency + 1):
+            for lag in range(1, self.constants.max_latency + 1):
                 applied = xp.where(self.latency == lag, self.pending[lag], applied)
-        setpoint = motor.rotor_speed_setpoint(xp, applied, self._thrust_curve)
+        setpoint = motor.rotor_speed_setpoint(xp, applied, self.constants.thrust_curve)
         thrust, self.rotor_speed = motor.rotor_thrust_substeps(
             xp, self.rotor_speed, setpoint, self.decay_rise, self.decay_fall, self.substeps, self.thrust_curve,
             self.thrust_scale,
@@ -360,10 +368,10 @@ class QuadrotorBatch:
     def _autoreset(self, done: Any, noise: Any) -> Any:
         """Restart the envs where `done` from their next episodes' starts, as elementwise selects (no host
         synchronization, fused into the compiled step); returns every env's observation after it."""
-        physics, hover = self.physics, self._hover_command
-        fresh = starts.draw(torch, self._start_key, self._env_ids, self.episode + 1, self.params, self.config)
+        physics, hover = self.physics, self.constants.hover_command
+        fresh = starts.draw(torch, self.start_key, self._env_ids, self.episode + 1, self.params, self.config)
         self.episode = torch.where(done, self.episode + 1, self.episode)
-        self._current_starts = torch.where(done[:, None], fresh.T.contiguous(), self._current_starts)  # env-major
+        self.current_starts = torch.where(done[:, None], fresh.T.contiguous(), self.current_starts)  # env-major
         decays = fresh.clone()  # the motor time constants as the batch holds them: per-substep decay factors
         rise, fall = motor.lag_factors(torch, self.params.timestep, starts.field(fresh, "motor_tau_rise", 0),
                                        starts.field(fresh, "motor_tau_fall", 0))
@@ -394,7 +402,7 @@ class QuadrotorBatch:
         zero = torch.zeros_like(self.steps)
         self.steps = restart(zero, self.steps)
         self.success_count = restart(zero, self.success_count)
-        self.rotor_speed = restart(torch.full_like(self.rotor_speed, self._hover_rotor_speed), self.rotor_speed)
+        self.rotor_speed = restart(torch.full_like(self.rotor_speed, self.constants.hover_rotor_speed), self.rotor_speed)
         if self.config.action_history:  # (an empty history keeps its strides: no recompilation)
             self.history = restart(torch.full_like(self.history, hover), self.history)
         self.pending = restart(torch.full_like(self.pending, hover), self.pending)
@@ -445,14 +453,14 @@ class QuadrotorBatch:
         values = StepValues(pos, vel, angvel, pos_err, vel_err, rotation[8], command, self.previous_action)
         finite = xp.isfinite(pos).all(0) & xp.isfinite(vel).all(0) & xp.isfinite(angvel).all(0)
         terminated = ~finite | task.terminated(m, values, config)
-        terms = task.reward_terms(m, values, terminated, config, self._hover_command)
+        terms = task.reward_terms(m, values, terminated, config, self.constants.hover_command)
         reward = xp.zeros_like(terms["alive"])
-        for name, scale in self._scales.items():
+        for name, scale in self.constants.reward_scales.items():
             reward = reward + scale * terms[name]
         truncated = (self.steps >= config.episode_steps) & ~terminated
         within = task.within_success(m, values, config) & ~terminated
         self.success_count = xp.where(within, self.success_count + 1.0, xp.zeros_like(self.success_count))
-        is_success = (self.success_count >= max(self._window_steps, 1)) & ~terminated
+        is_success = (self.success_count >= max(self.constants.success_window_steps, 1)) & ~terminated
         state = self._observed_state(pos_err, rotation, vel_err, angvel, noise)
         if self.config.state_history:  # the last observation's values enter the history
             self.state_history = xp.concatenate([self.last_observed, self.state_history[:-STATE_HISTORY_SIZE]], 0)
@@ -472,7 +480,7 @@ class QuadrotorBatch:
         """Observations (N, obs_dim) of the current state, or only of envs `ids` (len(ids), obs_dim). With
         `restart` (an episode's first observation), the state history starts over from it."""
         rows = self._rows(ids)
-        noise = None if self._noise is None else self._noise.rows(self.rng, rows)
+        noise = None if self.noise is None else self.noise.rows(self.rng, rows)
         state = self._observed_state(*self._state_fields(rows), noise)
         if restart:
             observed = state[STATE_HISTORY_FIELDS]
@@ -482,7 +490,7 @@ class QuadrotorBatch:
         return self._assemble(state, self.history[:, rows], self.state_history[:, rows])
 
     def _rows(self, ids: np.ndarray | None) -> Any:
-        return self._arange(self.num_envs) if ids is None else self._index_array(ids)
+        return self.arrays.arange(self.num_envs) if ids is None else self.arrays.index(ids)
 
     def _state_fields(self, rows: Any) -> tuple[Any, Any, Any, Any]:
         """Noise-free position error, rotation entries, velocity error and body rates (k, n) of envs `rows`
@@ -499,7 +507,7 @@ class QuadrotorBatch:
     def _observed_state(self, pos_err: Any, rotation: Any, vel_err: Any, angvel: Any, noise: Any) -> Any:
         """The state fields as observed, feature-major (18, n): `noise` standard normal (18, n) or None."""
         state = self.xp.concatenate([pos_err, rotation, vel_err, angvel], 0)
-        return state if noise is None else state + noise * self._noise_std
+        return state if noise is None else state + noise * self.noise_std
 
     def _assemble(self, state: Any, history: Any, state_history: Any) -> Any:
         """Observations (n, obs_dim), a transposed view of a feature-major array: the observed state, the action
@@ -523,7 +531,7 @@ class QuadrotorBatch:
         fractions of the nominal maximum thrust (less the nominal's), the rotors' decay per control step when
         speeding up and slowing down, disturbance force and torque as fractions of their configured bounds,
         latency in control steps."""
-        return self._privileged(None if ids is None else self._index_array(ids))
+        return self._privileged(None if ids is None else self.arrays.index(ids))
 
     def _privileged(self, rows: Any) -> Any:
         """`privileged_observation` of envs `rows` (all if None); on the torch path without host
@@ -540,7 +548,7 @@ class QuadrotorBatch:
             arm, yaw = physics.arm_scale[None], physics.yaw_coefficients[:1]
             latency = latency.to(mass.dtype)
         else:
-            p = starts.params_view(self._current_starts)
+            p = starts.params_view(self.current_starts)
             mass, inertia, force, torque = p.mass[None], p.inertia.T, p.disturbance_force.T, p.disturbance_torque.T
             arm, yaw = p.arm_scale[None], p.yaw_torque_coefficients.T[:1]
             latency = latency.astype(np.float64)
@@ -557,8 +565,8 @@ class QuadrotorBatch:
                                      for k in range(3)], 0)
         hidden = [
             mass / nominal.mass - 1.0, thrust_scale - 1.0,
-            force / self.disturbance_bounds[0],
-            torque / self.disturbance_bounds[1],
+            force / self.constants.disturbance_bounds[0],
+            torque / self.constants.disturbance_bounds[1],
             latency[None],
             inertia_rows - 1.0, arm - 1.0, yaw / float(nominal.yaw_torque_coefficients[0]) - 1.0, curve_rows,
             rise_per_step, fall_per_step,
@@ -570,12 +578,12 @@ class QuadrotorBatch:
 
         With copy=False the arrays are the live ones, overwritten when episodes restart.
         """
-        if self._params_views[0] is not self._current_starts:  # live views, made once per array
-            current = self._current_starts if self.xp is np else self._current_starts.cpu().numpy()
+        if self._params_views[0] is not self.current_starts:  # live views, made once per array
+            current = self.current_starts if self.xp is np else self.current_starts.cpu().numpy()
             views = dict(starts.params_view(current).as_dict(), target=starts.field(current, "target"))
-            self._params_views = (self._current_starts, views)
+            self._params_views = (self.current_starts, views)
         info = self._params_views[1]
-        if self.xp is torch and self._current_starts.device.type != "cpu":
+        if self.xp is torch and self.current_starts.device.type != "cpu":
             self._params_views = (None, {})  # copies from the device: made again next time
         return {k: v.copy() for k, v in info.items()} if copy else dict(info)
 

@@ -13,6 +13,7 @@ content under `cache_dir()`) to straight-line code. `QuadrotorBatch._transition`
 from __future__ import annotations
 
 import ctypes
+import functools
 import hashlib
 import math
 import os
@@ -21,7 +22,7 @@ import shutil
 import subprocess
 import tempfile
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterator, Mapping
+from typing import TYPE_CHECKING, Callable, Iterator, Mapping
 
 import torch
 
@@ -61,11 +62,13 @@ ARGUMENTS: tuple[tuple[str, str], ...] = (
 )
 ARGS = tuple(name for name, _ in ARGUMENTS)
 PAD = 16  # elements added to each row of the kernel's feature-major arrays (see padded_rows)
-# the state the kernel updates in place: attributes of QuadrotorBatch and of its TorchPhysics ("buffer": "state")
-STATE_OF_BATCH = ("rotor_speed", "history", "pending", "previous_action", "steps", "success_count", "latency",
-                  "thrust_scale", "decay_rise", "decay_fall", "targets", "episode", "thrust_curve", "state_history",
-                  "last_observed")
+# the state the kernel keeps across steps (updated in place, the key read only): public attributes of
+# QuadrotorBatch and of its TorchPhysics, named as the kernel's arguments except where STATE_ARGUMENTS says
+STATE_OF_BATCH = ("current_starts", "start_key", "rotor_speed", "history", "pending", "previous_action", "steps",
+                  "success_count", "latency", "thrust_scale", "decay_rise", "decay_fall", "targets", "episode",
+                  "thrust_curve", "state_history", "last_observed")
 STATE_OF_PHYSICS = ("buffer", "mass", "inertia", "yaw_coefficients", "force", "torque", "arm_scale")
+STATE_ARGUMENTS = {"buffer": "state", "current_starts": "current_start"}  # the kernel's names where they differ
 
 
 class BuildError(RuntimeError):
@@ -132,29 +135,29 @@ def arguments_header() -> str:
 def header(batch: QuadrotorBatch) -> str:
     """The C++ header of `batch`'s constants: rotor model, vehicle, task bounds, reward scales, layout."""
     config, params, randomization = batch.config, batch.params, batch.config.randomization
-    c0, c1, c2 = batch._thrust_curve
-    scales, terms = batch._scales, batch.task.term_names
+    c0, c1, c2 = batch.constants.thrust_curve
+    scales, terms = batch.constants.reward_scales, batch.task.term_names
     unknown = set(scales) - set(terms)
     if unknown:
         raise ConfigError(f"the native step has no reward terms {sorted(unknown)}")
     reward = " + ".join(f"{_float(scale)} * (t)[TERM_{name}]" for name, scale in scales.items()) or "0.0f"
-    noise_std = [0.0] * 18 if batch._noise_std is None else [float(v) for v in batch._noise_std.flatten().tolist()]
+    noise_std = [0.0] * 18 if batch.noise_std is None else [float(v) for v in batch.noise_std.flatten().tolist()]
     defines: dict[str, str] = {
         "SUBSTEPS": str(batch.substeps), "TIMESTEP": _float(params.timestep),
         "GRAVITY": _float(params.gravity),  # (read by kernel sources before TIMESTEP_GRAVITY: bench/native_kernel.py --sources)
         "TIMESTEP_GRAVITY": _float(params.timestep * params.gravity),
         "CONTROL_DT": _float(config.control_dt),
         "THRUST_C0": _float(c0), "THRUST_C1": _float(c1), "THRUST_C2": _float(c2), "THRUST_SUM": _float(c0 + c1 + c2),
-        "HOVER_COMMAND": _float(batch._hover_command), "HOVER_ROTOR_SPEED": _float(batch._hover_rotor_speed),
-        "COMMAND_MAX": _float(batch._command_max), "COMMAND_CUTOFF": _float(batch._command_cutoff),
+        "HOVER_COMMAND": _float(batch.constants.hover_command), "HOVER_ROTOR_SPEED": _float(batch.constants.hover_rotor_speed),
+        "COMMAND_MAX": _float(batch.constants.command_max), "COMMAND_CUTOFF": _float(batch.constants.command_cutoff),
         "NOMINAL_MASS": _float(params.mass), "NOMINAL_YAW0": _float(params.yaw_torque_coefficients[0]),
         "NOMINAL_THRUST_MAX": _float(params.thrust_max),
-        "DISTURBANCE_FORCE": _float(batch.disturbance_bounds[0]),
-        "DISTURBANCE_TORQUE": _float(batch.disturbance_bounds[1]),
-        "MAX_LATENCY": str(batch._max_latency), "ACTION_HISTORY": str(config.action_history),
+        "DISTURBANCE_FORCE": _float(batch.constants.disturbance_bounds[0]),
+        "DISTURBANCE_TORQUE": _float(batch.constants.disturbance_bounds[1]),
+        "MAX_LATENCY": str(batch.constants.max_latency), "ACTION_HISTORY": str(config.action_history),
         "STATE_HISTORY": str(config.state_history),
-        "SUCCESS_WINDOW": _float(max(batch._window_steps, 1)), "EPISODE_STEPS": _float(config.episode_steps),
-        "NOISE": str(int(batch._noise is not None)), "AUTORESET": str(int(batch.autoreset)),
+        "SUCCESS_WINDOW": _float(max(batch.constants.success_window_steps, 1)), "EPISODE_STEPS": _float(config.episode_steps),
+        "NOISE": str(int(batch.noise is not None)), "AUTORESET": str(int(batch.autoreset)),
         "PRIVILEGED": str(int(batch.privileged)), "NUM_TERMS": str(len(terms)),
         "REWARD_SUM(t)": f"({reward})",
     }
@@ -205,7 +208,7 @@ def task_headers(batch: QuadrotorBatch) -> dict[str, str]:
     functions.append(m.function("inline void task_terminated(const StepRows& s, M& terminated)",
                                 [("terminated", task.terminated(m, step_values(m), config))]))
     m = CppMath("float")
-    terms = task.reward_terms(m, step_values(m), m.input("terminated"), config, batch._hover_command)
+    terms = task.reward_terms(m, step_values(m), m.input("terminated"), config, batch.constants.hover_command)
     if tuple(terms) != task.term_names:
         raise ConfigError(f"task {task.name}'s reward_terms gives {tuple(terms)}, its term_names are {task.term_names}")
     functions.append(m.function("inline void task_reward_terms(const StepRows& s, M terminated, V term[NUM_TERMS])",
@@ -288,20 +291,21 @@ def padded_rows(*shape: int, device: torch.device | str, dtype: torch.dtype) -> 
     return torch.empty_strided(shape, strides, device=device, dtype=dtype)
 
 
-def kernel_layout(value: torch.Tensor) -> torch.Tensor:
-    """`value` if the kernel can use it as it is (unit stride along the envs, rows evenly spaced and not a
-    multiple of 1024 elements apart), else a copy in padded rows."""
-    if value.stride(-1) == 1 and (value.dim() == 1 or (
-            value.stride(-2) % 1024 != 0
-            and all(value.stride(i) == value.size(i + 1) * value.stride(i + 1) for i in range(value.dim() - 2)))):
-        return value
-    copy = padded_rows(*value.shape, device=value.device, dtype=value.dtype)
-    copy.copy_(value)
-    return copy
+def row_allocator(device: torch.device | str, dtype: torch.dtype) -> Callable[..., torch.Tensor]:
+    """`padded_rows` on `device` in `dtype`: how a batch stepped by the native kernel allocates its arrays."""
+    return functools.partial(padded_rows, device=device, dtype=dtype)
+
+
+def in_kernel_layout(value: torch.Tensor) -> bool:
+    """Whether the kernel can read `value` as it is: unit stride along the envs, rows evenly spaced and not a
+    multiple of 1024 elements apart."""
+    return value.stride(-1) == 1 and (value.dim() == 1 or (
+        value.stride(-2) % 1024 != 0
+        and all(value.stride(i) == value.size(i + 1) * value.stride(i + 1) for i in range(value.dim() - 2))))
 
 
 def row_stride(value: torch.Tensor) -> int:
-    """Elements between consecutive rows of a feature-major array laid out by `kernel_layout`."""
+    """Elements between consecutive rows of a feature-major array in kernel layout."""
     return value.stride(-2) if value.dim() > 1 else 0
 
 
@@ -344,12 +348,11 @@ class NativeStep:
         self._strides = (ctypes.c_int64 * len(ARGS))()
         # (owner, attribute, argument): the arrays the kernel keeps across steps, updated in place (the
         # noise table and the seed's key are read only, and replaced by reseeding)
-        self._state = [(batch, name, name) for name in STATE_OF_BATCH]
-        self._state += [(batch.physics, name, "state" if name == "buffer" else name) for name in STATE_OF_PHYSICS]
-        self._state += [(batch, "_current_starts", "current_start"), (batch, "_start_key", "start_key")]
-        if batch._noise is not None:
-            self._state.append((batch._noise, "table", "noise_table"))
-        self._laid_out: dict[str, torch.Tensor] = {}  # the arrays last seen, in kernel layout
+        self._state = [(batch, name, STATE_ARGUMENTS.get(name, name)) for name in STATE_OF_BATCH]
+        self._state += [(batch.physics, name, STATE_ARGUMENTS.get(name, name)) for name in STATE_OF_PHYSICS]
+        if batch.noise is not None:
+            self._state.append((batch.noise, "table", "noise_table"))
+        self._bound: dict[str, torch.Tensor] = {}  # the arrays last bound, by argument
         self._noise_base = 0  # address of the noise table's first element
         self._index = {name: index for index, name in enumerate(ARGS)}
         # The kernel's own cache of each env's next episode start, drawn ahead (NextStarts in the kernel):
@@ -408,14 +411,16 @@ class NativeStep:
         self._strides[index] = 0 if value is None else row_stride(value)
 
     def _bind_state(self) -> None:
-        """Bind the arrays the kernel keeps across steps, each re-homed into kernel layout when it is new
-        (only then: in-place updates keep a tensor's address)."""
+        """Bind the arrays the kernel keeps across steps where one is new (the kernel updates them in place, so
+        that happens only when the batch replaces one: a reseeded noise table or key). The batch allocates
+        them in kernel layout (`row_allocator`)."""
         for owner, attribute, argument in self._state:
             value = getattr(owner, attribute)
-            if value is not None and value is not self._laid_out.get(argument):
-                value = kernel_layout(value)
-                setattr(owner, attribute, value)
-                self._laid_out[argument] = value
+            if value is not None and value is not self._bound.get(argument):
+                if not in_kernel_layout(value):
+                    raise RuntimeError(f"{type(owner).__name__}.{attribute} is not in the native step's layout: "
+                                       "allocate it with native_step.row_allocator")
+                self._bound[argument] = value
                 if argument in self._index:
                     self._bind(argument, value)
                 elif argument == "noise_table":  # the kernel's `noise` and `final_noise` are its columns (__call__)

@@ -12,7 +12,7 @@ tasks terminate below `min_altitude`, before contact).
 from __future__ import annotations
 
 import copy
-from typing import Any, NamedTuple
+from typing import Any, Callable, NamedTuple
 
 import mujoco
 import mujoco.batch
@@ -168,7 +168,9 @@ class TorchPhysics:
     xp = torch
 
     def __init__(self, params: QuadrotorParams, num_envs: int, device: str | torch.device = "cpu",
-                 dtype: torch.dtype = torch.float32):
+                 dtype: torch.dtype = torch.float32, allocate_rows: Callable[..., torch.Tensor] | None = None):
+        """`allocate_rows` lays out the state and parameter arrays (shape -> an uninitialized tensor, e.g. in
+        the native step's kernel layout); None: contiguous tensors."""
         self.num_envs = num_envs
         self.device = torch.device(device)
         self.dtype = dtype
@@ -177,14 +179,19 @@ class TorchPhysics:
         self.rotor_x = tuple(float(x) for x in params.rotor_positions[:, 0])
         self.rotor_y = tuple(float(y) for y in params.rotor_positions[:, 1])
         kw = dict(device=self.device, dtype=dtype)
-        self.buffer = torch.zeros(13, num_envs, **kw)  # position 3, quaternion 4, velocity 3, angular velocity 3
-        self.buffer[3] = 1.0
-        self.mass = torch.full((num_envs,), params.mass, **kw)
-        self.inertia = torch.as_tensor(params.inertia, **kw)[:, None].repeat(1, num_envs)
-        self.yaw_coefficients = torch.as_tensor(params.yaw_torque_coefficients, **kw)[:, None].repeat(1, num_envs)
-        self.force = torch.zeros(3, num_envs, **kw)
-        self.torque = torch.zeros(3, num_envs, **kw)
-        self.arm_scale = torch.ones(num_envs, **kw)
+
+        def rows(value: torch.Tensor) -> torch.Tensor:
+            return value if allocate_rows is None else allocate_rows(*value.shape).copy_(value)
+
+        buffer = torch.zeros(13, num_envs, **kw)  # position 3, quaternion 4, velocity 3, angular velocity 3
+        buffer[3] = 1.0
+        self.buffer = rows(buffer)
+        self.mass = rows(torch.full((num_envs,), params.mass, **kw))
+        self.inertia = rows(torch.as_tensor(params.inertia, **kw)[:, None].repeat(1, num_envs))
+        self.yaw_coefficients = rows(torch.as_tensor(params.yaw_torque_coefficients, **kw)[:, None].repeat(1, num_envs))
+        self.force = rows(torch.zeros(3, num_envs, **kw))
+        self.torque = rows(torch.zeros(3, num_envs, **kw))
+        self.arm_scale = rows(torch.ones(num_envs, **kw))
 
     def _tensor(self, value: Any) -> torch.Tensor:
         return torch.as_tensor(np.asarray(value), device=self.device, dtype=self.dtype)

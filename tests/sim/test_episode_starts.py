@@ -64,7 +64,7 @@ def test_restarted_episodes_continue_each_envs_sequence():
         batch.step(action)
     episodes = batch.episode.numpy()
     current = batch.params_info()
-    expected = starts.draw(np, batch._seed_key, np.arange(6), episodes, batch.params, batch.config)
+    expected = starts.draw(np, batch.seed_key, np.arange(6), episodes, batch.params, batch.config)
     np.testing.assert_allclose(current["mass"], starts.field(expected, "mass", 0), rtol=1e-12)
     batch.seed(3)
     batch.reset()

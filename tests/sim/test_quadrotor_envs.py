@@ -139,7 +139,7 @@ def test_native_step_reproduces_the_eager_step_with_noise_and_a_partial_block(ta
         return made
 
     native, eager = batch("native"), batch(False)
-    assert native.compile == "native" and native._native is not None
+    assert native.compile == "native" and native.native is not None
     rng = np.random.default_rng(1)
     restarts = 0
     reset_from_python = np.arange(1, 37, 2)
@@ -234,7 +234,7 @@ def test_a_kernel_that_does_not_build_falls_back_to_torch_compile_only_when_not_
     monkeypatch.setattr(native_step, "build", fail)
     with pytest.warns(RuntimeWarning, match="no compiler today"):
         fallback = QuadrotorBatch(make_config("hover"), 2, "torch", compile=True)
-    assert fallback.compile == "inductor" and fallback._native is None
+    assert fallback.compile == "inductor" and fallback.native is None
     with pytest.raises(native_step.BuildError, match="no compiler today"):
         QuadrotorBatch(make_config("hover"), 2, "torch", compile="native")
 

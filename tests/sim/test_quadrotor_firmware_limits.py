@@ -59,7 +59,7 @@ def test_native_step_applies_the_same_limits_as_the_eager_step():
         return made
 
     native, eager = batch("native"), batch(False)
-    assert native._native is not None
+    assert native.native is not None
     rng = np.random.default_rng(2)
     for _ in range(40):
         # around hover, with commands beyond the clamp and under the cutoff on every step
