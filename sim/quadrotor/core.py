@@ -9,7 +9,6 @@ the torch batch share the same task semantics; only `physics` differs.
 from __future__ import annotations
 
 import dataclasses
-import math
 import warnings
 from typing import Any, Mapping
 
@@ -20,7 +19,9 @@ from sim.errors import ConfigError
 from sim.noise import NoiseTable
 from sim.quadrotor import motor, native_step
 from sim.quadrotor.arrays import ArrayBackend
-from sim.quadrotor.config import QuadrotorEnvConfig, vehicle_from_config
+from sim.quadrotor.autoreset import InStepRestart
+from sim.quadrotor.privileged import PrivilegedObservation
+from sim.quadrotor.config import QuadrotorEnvConfig, RandomizationConfig, vehicle_from_config
 from sim.quadrotor.model import QuadrotorParams, load_model
 from sim.quadrotor.observation import STATE_HISTORY_FIELDS, STATE_HISTORY_SIZE, quadrotor_layout
 from sim.quadrotor.physics import MujocoBatchPhysics, MujocoSinglePhysics, TorchPhysics
@@ -47,7 +48,6 @@ class StepConstants:
     success_window_steps: int
     max_latency: int  # control steps of action latency the batch can hold
     disturbance_bounds: tuple[float, float]  # what the privileged observation divides disturbances by
-PRIVILEGED_PARAMETERS = 22  # rows of episode parameters in a privileged observation (QuadrotorBatch._privileged)
 
 
 @dataclasses.dataclass
@@ -82,7 +82,7 @@ class StepResult:
         return self.ended if self.ended is not None else self.terminated | self.truncated
 
 
-class QuadrotorBatch:
+class QuadrotorBatch(InStepRestart, PrivilegedObservation):
     """N quadrotor episodes of one task on one physics backend ("mujoco", "mujoco_batch" or "torch").
 
     The start of each episode is a function of the seed, the env and the episode's index
@@ -101,24 +101,17 @@ class QuadrotorBatch:
                  nthread: int = 0, device: str | torch.device = "cpu", dtype: torch.dtype = torch.float32,
                  seed: int | None = None, compile: bool | str = False, autoreset: bool = False,
                  privileged: bool = False):
-        if backend not in BACKENDS:
-            raise ConfigError(f"unknown backend {backend!r}; known backends: {', '.join(BACKENDS)}")
-        if backend == "mujoco" and num_envs != 1:
-            raise ConfigError("the single MuJoCo backend runs exactly one env")
-        if num_envs < 1:
-            raise ConfigError(f"num_envs must be >= 1, got {num_envs}")
-        if autoreset and backend != "torch":
-            raise ConfigError("autoreset inside the step is implemented for the torch backend only")
+        _check_arguments(backend, num_envs, autoreset)
         self.autoreset = autoreset
         self.privileged = privileged
         self.num_envs = num_envs
         self.model = load_model(vehicle_from_config(config))
         self.params = QuadrotorParams.from_model(self.model)
-        disturbance_bounds = (max(config.randomization.disturbance_force, 1e-12),
-                              max(config.randomization.disturbance_torque, 1e-12))
+        full = config.randomization
         # the ranges as drawn at the configured difficulty (every path and the native step read these)
         config = dataclasses.replace(config, randomization=at_difficulty(config.randomization, self.params))
         self.config = config
+        self.constants = step_constants(config, self.params, full)
         self.task = task_named(config.task)
         substeps = config.control_dt / self.params.timestep
         if abs(substeps - round(substeps)) > 1e-6 or round(substeps) < 1:
@@ -127,22 +120,6 @@ class QuadrotorBatch:
             )
         self.substeps = int(round(substeps))
         self.layout = quadrotor_layout(config.action_history, config.state_history)
-        command_max, command_cutoff = motor.command_limits(
-            float(self.params.thrust_max), config.firmware_thrust_max, config.firmware_thrust_min)
-        self.constants = StepConstants(
-            thrust_curve=tuple(float(c) for c in self.params.thrust_curve),
-            hover_command=float(self.params.hover_command), hover_rotor_speed=float(self.params.hover_rotor_speed),
-            command_max=command_max, command_cutoff=command_cutoff,
-            reward_scales={k: float(v) for k, v in config.reward_scales.items() if v != 0.0},
-            success_window_steps=int(round(config.success_window_seconds * config.control_hz)),
-            max_latency=int(config.randomization.latency_steps[1]) if config.randomization.enabled else 0,
-            # the bounds at full difficulty, so that the privileged observation's meaning does not change as a
-            # curriculum raises the difficulty
-            disturbance_bounds=disturbance_bounds)
-        if command_max <= self.constants.hover_command:  # the firmware's clamp leaves no thrust to climb with
-            raise ConfigError(f"config.firmware_thrust_max={config.firmware_thrust_max:g} N cannot hover this vehicle "
-                              f"(it needs more than {self.constants.hover_command * float(self.params.thrust_max):.4g} N "
-                              "per motor)")
         self.compile = self._compile_mode(compile, backend, device, dtype)
         # the native step reads the arrays the batch keeps in place: they are made in its kernel's layout
         allocate_rows = native_step.row_allocator(device, dtype) if self.compile == "native" else None
@@ -365,56 +342,6 @@ class QuadrotorBatch:
                 result.privileged_observation = self._privileged(None)
         return result
 
-    def _autoreset(self, done: Any, noise: Any) -> Any:
-        """Restart the envs where `done` from their next episodes' starts, as elementwise selects (no host
-        synchronization, fused into the compiled step); returns every env's observation after it."""
-        physics, hover = self.physics, self.constants.hover_command
-        fresh = starts.draw(torch, self.start_key, self._env_ids, self.episode + 1, self.params, self.config)
-        self.episode = torch.where(done, self.episode + 1, self.episode)
-        self.current_starts = torch.where(done[:, None], fresh.T.contiguous(), self.current_starts)  # env-major
-        decays = fresh.clone()  # the motor time constants as the batch holds them: per-substep decay factors
-        rise, fall = motor.lag_factors(torch, self.params.timestep, starts.field(fresh, "motor_tau_rise", 0),
-                                       starts.field(fresh, "motor_tau_fall", 0))
-        starts.field(decays, "motor_tau_rise", 0)[...] = rise
-        starts.field(decays, "motor_tau_fall", 0)[...] = fall
-        decays = decays.to(physics.dtype)
-
-        def start(name: str) -> Any:
-            return starts.field(decays, name, feature_axis=0)
-
-        def restart(fresh: Any, current: Any) -> Any:
-            return torch.where(done, fresh, current)
-
-        state = torch.cat([start(name) for name, _ in starts.START_FIELDS[:4]], 0)
-        physics.buffer = restart(state, physics.buffer)
-        self.targets = restart(start("target"), self.targets)
-        physics.mass = restart(start("mass"), physics.mass)
-        physics.inertia = restart(start("inertia"), physics.inertia)
-        physics.yaw_coefficients = restart(start("yaw_torque_coefficients"), physics.yaw_coefficients)
-        physics.force = restart(start("disturbance_force"), physics.force)
-        physics.torque = restart(start("disturbance_torque"), physics.torque)
-        self.thrust_scale = restart(start("thrust_scale"), self.thrust_scale)
-        self.thrust_curve = restart(start("thrust_curve"), self.thrust_curve)
-        physics.arm_scale = restart(start("arm_scale"), physics.arm_scale)
-        self.decay_rise = restart(start("motor_tau_rise"), self.decay_rise)
-        self.decay_fall = restart(start("motor_tau_fall"), self.decay_fall)
-        self.latency = restart(start("latency_steps").to(self.latency.dtype), self.latency)
-        zero = torch.zeros_like(self.steps)
-        self.steps = restart(zero, self.steps)
-        self.success_count = restart(zero, self.success_count)
-        self.rotor_speed = restart(torch.full_like(self.rotor_speed, self.constants.hover_rotor_speed), self.rotor_speed)
-        if self.config.action_history:  # (an empty history keeps its strides: no recompilation)
-            self.history = restart(torch.full_like(self.history, hover), self.history)
-        self.pending = restart(torch.full_like(self.pending, hover), self.pending)
-        self.previous_action = restart(torch.full_like(self.previous_action, hover), self.previous_action)
-        state = self._observed_state(*self._state_fields(None), noise)
-        observed = state[STATE_HISTORY_FIELDS]
-        self.last_observed = observed
-        if self.config.state_history:
-            fresh = torch.cat([observed] * self.config.state_history, 0)
-            self.state_history = torch.where(done, fresh, self.state_history)
-        return self._assemble(state, self.history, self.state_history)
-
     def _check_action(self, action: Any, finite: bool = True) -> Any:
         """Actions (N, 4) as an array of the backend, validated: shape and (with `finite`) finite values."""
         if self.xp is np:
@@ -519,73 +446,38 @@ class QuadrotorBatch:
             parts.append(state_history)
         return self.xp.concatenate(parts, 0).T if len(parts) > 1 else state.T
 
-    @property
-    def privileged_size(self) -> int:
-        """Length of `privileged_observation` rows."""
-        return self.layout.size + 4 + PRIVILEGED_PARAMETERS
+def _check_arguments(backend: str, num_envs: int, autoreset: bool) -> None:
+    """ConfigError unless the backend is known and can run `num_envs` envs (with `autoreset`)."""
+    if backend not in BACKENDS:
+        raise ConfigError(f"unknown backend {backend!r}; known backends: {', '.join(BACKENDS)}")
+    if backend == "mujoco" and num_envs != 1:
+        raise ConfigError("the single MuJoCo backend runs exactly one env")
+    if num_envs < 1:
+        raise ConfigError(f"num_envs must be >= 1, got {num_envs}")
+    if autoreset and backend != "torch":
+        raise ConfigError("autoreset inside the step is implemented for the torch backend only")
 
-    def privileged_observation(self, ids: np.ndarray | None = None) -> Any:
-        """What an asymmetric critic may see, (n, privileged_size): the observation without noise (its
-        histories as observed), the rotor speeds, and the episode's parameters, each near 0 for the nominal vehicle: mass, inertia,
-        per-rotor thrust, arm length and yaw torque as relative errors, the thrust curve's coefficients as
-        fractions of the nominal maximum thrust (less the nominal's), the rotors' decay per control step when
-        speeding up and slowing down, disturbance force and torque as fractions of their configured bounds,
-        latency in control steps."""
-        return self._privileged(None if ids is None else self.arrays.index(ids))
 
-    def _privileged(self, rows: Any) -> Any:
-        """`privileged_observation` of envs `rows` (all if None); on the torch path without host
-        synchronization, so that it fuses into the compiled step. The native step's write_privileged writes
-        the same rows."""
-        xp, nominal = self.xp, self.params
-        fields = [*self._state_fields(rows)]
-        history, rotor_speed, thrust_scale, latency = self.history, self.rotor_speed, self.thrust_scale, self.latency
-        curve, rise, fall = self.thrust_curve, self.decay_rise[None], self.decay_fall[None]
-        state_history = self.state_history
-        if xp is torch:  # the episode parameters as the physics holds them, feature-major
-            physics = self.physics
-            mass, inertia, force, torque = physics.mass[None], physics.inertia, physics.force, physics.torque
-            arm, yaw = physics.arm_scale[None], physics.yaw_coefficients[:1]
-            latency = latency.to(mass.dtype)
-        else:
-            p = starts.params_view(self.current_starts)
-            mass, inertia, force, torque = p.mass[None], p.inertia.T, p.disturbance_force.T, p.disturbance_torque.T
-            arm, yaw = p.arm_scale[None], p.yaw_torque_coefficients.T[:1]
-            latency = latency.astype(np.float64)
-        if rows is not None:
-            history, state_history, rotor_speed, thrust_scale, mass, inertia, force, torque, arm, yaw, curve, rise, fall = (
-                x[:, rows] for x in (history, state_history, rotor_speed, thrust_scale, mass, inertia, force, torque, arm,
-                                     yaw, curve, rise, fall))
-            latency = latency[rows]
-        rise_per_step, fall_per_step = rise, fall
-        for _ in range(self.substeps - 1):
-            rise_per_step, fall_per_step = rise_per_step * rise, fall_per_step * fall
-        inertia_rows = xp.concatenate([inertia[k : k + 1] / float(nominal.inertia[k]) for k in range(3)], 0)
-        curve_rows = xp.concatenate([(curve[k : k + 1] - float(nominal.thrust_curve[k])) / nominal.thrust_max
-                                     for k in range(3)], 0)
-        hidden = [
-            mass / nominal.mass - 1.0, thrust_scale - 1.0,
-            force / self.constants.disturbance_bounds[0],
-            torque / self.constants.disturbance_bounds[1],
-            latency[None],
-            inertia_rows - 1.0, arm - 1.0, yaw / float(nominal.yaw_torque_coefficients[0]) - 1.0, curve_rows,
-            rise_per_step, fall_per_step,
-        ]
-        return xp.concatenate([*fields, history, state_history, rotor_speed, *hidden], 0).T
-
-    def params_info(self, copy: bool = True) -> dict[str, np.ndarray]:
-        """Every env's current episode parameters and target as numpy arrays (N, ...), for `info["params"]`.
-
-        With copy=False the arrays are the live ones, overwritten when episodes restart.
-        """
-        if self._params_views[0] is not self.current_starts:  # live views, made once per array
-            current = self.current_starts if self.xp is np else self.current_starts.cpu().numpy()
-            views = dict(starts.params_view(current).as_dict(), target=starts.field(current, "target"))
-            self._params_views = (self.current_starts, views)
-        info = self._params_views[1]
-        if self.xp is torch and self.current_starts.device.type != "cpu":
-            self._params_views = (None, {})  # copies from the device: made again next time
-        return {k: v.copy() for k, v in info.items()} if copy else dict(info)
+def step_constants(config: QuadrotorEnvConfig, params: QuadrotorParams, full: RandomizationConfig) -> StepConstants:
+    """The constants of `config`'s control step (its randomization at the drawn difficulty; `full` at difficulty
+    1) for the nominal vehicle `params`; ConfigError if the flight firmware's thrust clamp leaves no thrust to
+    hover with."""
+    randomization = config.randomization
+    command_max, command_cutoff = motor.command_limits(float(params.thrust_max), config.firmware_thrust_max,
+                                                       config.firmware_thrust_min)
+    hover_command = float(params.hover_command)
+    if command_max <= hover_command:
+        raise ConfigError(f"config.firmware_thrust_max={config.firmware_thrust_max:g} N cannot hover this vehicle "
+                          f"(it needs more than {hover_command * float(params.thrust_max):.4g} N per motor)")
+    return StepConstants(
+        thrust_curve=tuple(float(c) for c in params.thrust_curve), hover_command=hover_command,
+        hover_rotor_speed=float(params.hover_rotor_speed), command_max=command_max, command_cutoff=command_cutoff,
+        reward_scales={k: float(v) for k, v in config.reward_scales.items() if v != 0.0},
+        success_window_steps=int(round(config.success_window_seconds * config.control_hz)),
+        max_latency=int(randomization.latency_steps[1]) if randomization.enabled else 0,
+        # the bounds at full difficulty, so that the privileged observation's meaning does not change as a
+        # curriculum raises the difficulty
+        disturbance_bounds=(max(full.disturbance_force, 1e-12), max(full.disturbance_torque, 1e-12)))
 
 
 def _explicit_state(state: Mapping[str, Any], n: int, center: Any) -> tuple[np.ndarray, ...]:

@@ -134,7 +134,7 @@ def arguments_header() -> str:
 
 def header(batch: QuadrotorBatch) -> str:
     """The C++ header of `batch`'s constants: rotor model, vehicle, task bounds, reward scales, layout."""
-    config, params, randomization = batch.config, batch.params, batch.config.randomization
+    config, params = batch.config, batch.params
     c0, c1, c2 = batch.constants.thrust_curve
     scales, terms = batch.constants.reward_scales, batch.task.term_names
     unknown = set(scales) - set(terms)
