@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.robo-rl-installed
 TORCH ?= torch==2.13.0
 
-# ROS 2 (issue 6): a second environment with Jazzy's rclpy and message wheels from PyPI (they install a
+# ROS 2: a second environment with Jazzy's rclpy and message wheels from PyPI (they install a
 # .pth that re-executes every Python started there, so they stay out of .venv), colcon, cyclonedds and
 # MCAP for the tests, and the simulator (torch, MuJoCo) for the sim bridge, which is a ROS node.
 ROS_VENV ?= .venv-ros

@@ -1,4 +1,4 @@
-"""Robot arms in MuJoCo for manipulation tasks (issue 5, in progress): models, their specifications and a
+"""Robot arms in MuJoCo for manipulation tasks: models, their specifications and a
 batched Cartesian impedance controller."""
 
 from sim.arm.robot import PANDA_LIKE, ArmSpec, load_arm

@@ -94,7 +94,7 @@ def test_flipped_bytes_truncation_and_edits_are_refused(trained_run, tmp_path):
     newest = list_checkpoints(trained_run)[-1]
     data = newest.read_bytes()
     rng = np.random.default_rng(0)
-    for trial in range(20):  # 4,000 flipped bytes anywhere (issue 30 resumed from such a file with exit 0)
+    for trial in range(20):  # 4,000 flipped bytes anywhere (a resume once went on from such a file with exit 0)
         damaged = bytearray(data)
         for index in rng.choice(len(data), 4000, replace=False):
             damaged[index] ^= 0xFF

@@ -93,7 +93,7 @@ def test_onnx_shape_mismatch(tmp_path):
         OnnxPolicy(load_bundle(bundle))
 
 
-# --- bad bundles the node must refuse at start (issue 30, item 12) ---
+# --- bad bundles the node must refuse at start ---
 
 def _scale_weights(path, factor):
     """Every weight matrix of the bundle's policy.onnx multiplied by `factor` (NaN: all NaN)."""

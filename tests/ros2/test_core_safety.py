@@ -102,7 +102,7 @@ def test_pose_differentiator_recovers_velocity_and_rates():
     assert not estimator.update(1.0, position, matrix_to_quat(rotation))  # a gap: no estimate from it
 
 
-# --- never a non-finite command (issue 30, item 12) ---
+# --- never a non-finite command ---
 
 @pytest.mark.parametrize("rates", [(1e200, 1e200, 1e200), (0.0, 0.0, 1e308), (1e30, 0.0, 0.0), (40.0, 0.0, 0.0)])
 def test_body_rates_beyond_the_training_stop_instead_of_a_nan_or_a_crash(hover_bundle, rates):

@@ -1,5 +1,5 @@
 """Every numeric field of every env's config: NaN, Inf, a huge value and a wrong type are refused with one
-ConfigError naming the field (issue 30, item 13), and valid configs keep working."""
+ConfigError naming the field, and valid configs keep working."""
 
 from __future__ import annotations
 

@@ -21,7 +21,7 @@ CF21 = {"firmware_thrust_max": 0.12, "firmware_thrust_min": 0.012817578393224994
 
 
 def test_command_limits_are_the_firmware_limits_as_fractions_of_thrust_max():
-    # the learning-to-fly vehicle (0.149 N per rotor) flown on a stock CF2.1: 81% and 8.6%, as issue 30 measured
+    # the learning-to-fly vehicle (0.149 N per rotor) flown on a stock CF2.1: 81% and 8.6%
     largest, cutoff = motor.command_limits(0.149, **CF21)
     assert largest == pytest.approx(0.12 / 0.149) and cutoff == pytest.approx(0.012817578393224994 / 0.149)
     assert motor.command_limits(0.11, 0.12, 0.0) == (1.0, 0.0)  # the firmware gives this vehicle its full range

@@ -137,7 +137,7 @@ def test_export_never_deletes_what_it_did_not_create(trained_run, tmp_path):
     (notes / "todo.txt").write_text("a user's file")
     (tmp_path / "file").write_text("not a folder")
     before = _digest(tmp_path)
-    # issue 30: out=<run> wiped the run, out=<parent> every sibling run; a folder of the user's is the same case
+    # once, out=<run> wiped the run and out=<parent> every sibling run; a folder of the user's is the same case
     for out in (run, runs, notes):
         with pytest.raises(ExportError, match=f"out={out} is a folder that export did not write"):
             export_bundle(run, out=out, pairs=8)

@@ -136,7 +136,7 @@ def overflowing_observations(count: int, seed: int) -> np.ndarray:
 
 @pytest.mark.parametrize("activation", sorted(ACTIVATIONS))
 def test_a_finite_input_that_overflows_inside_the_network_is_invalid_output(activation, tmp_path):
-    """Item 6 of issue 30: where PyTorch's action is NaN or Inf, the C's status is INVALID_OUTPUT (with the
+    """Where PyTorch's action is NaN or Inf, the C's status is INVALID_OUTPUT (with the
     safe action), never OK; where the C says OK, PyTorch agrees. The ReLU that turned NaN into 0 returned OK
     with a finite action for 9 of these 200 observations where PyTorch gives NaN."""
     policy, spec = make_policy(activation)

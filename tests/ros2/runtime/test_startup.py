@@ -39,7 +39,7 @@ def _assert_one_error(node: NodeProcess, message: str) -> None:
 
 
 def _bad_bundle(tmp_path, kind: str):
-    """A copy of the hover bundle with one defect the node must refuse at start (issue 30, item 12)."""
+    """A copy of the hover bundle with one defect the node must refuse at start."""
     from robo_rl_ros.core.onnx_numpy import float_initializers
 
     bundle = tmp_path / kind
