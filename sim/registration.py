@@ -6,11 +6,9 @@ from typing import Any, Mapping
 
 import gymnasium as gym
 
-QUADROTOR_ENV_IDS = {
-    "robo_rl/CrazyflieHover-v0": "hover",
-    "robo_rl/CrazyflieReach-v0": "reach",
-    "robo_rl/CrazyflieFigureEight-v0": "figure_eight",
-}
+from sim.quadrotor.tasks import TASKS
+
+QUADROTOR_ENV_IDS = {task.env_id: name for name, task in TASKS.items()}  # one per task module
 
 
 ARM_ENV_IDS = {

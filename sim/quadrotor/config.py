@@ -109,6 +109,11 @@ class QuadrotorEnvConfig:
     max_speed: float = 10.0  # [m/s] terminate beyond: diverging
     max_angular_speed: float = 35.0  # [rad/s] terminate beyond: diverging
     min_altitude: float = 0.05  # [m] terminate below: crash
+    # A floor the vehicle can stand on: its centre of mass is held at or above this height [m] (the MJCF's frame
+    # standing on z = 0: 0.006), its velocity and body rates stopped where it touches; None: no floor, as in
+    # free flight (the tasks end before the vehicle can reach the ground). The MuJoCo paths collide with the
+    # MJCF's floor instead.
+    floor_height: float | None = None
     # The flight firmware's per-motor thrust limits [N], to train and evaluate as the vehicle flies: commands
     # above firmware_thrust_max / thrust_max are clamped and those below firmware_thrust_min / thrust_max turn
     # the motor off (motor.command_limits). 0 leaves a limit out. A Crazyflie 2.1 with battery compensation
@@ -203,6 +208,7 @@ RANGES: dict[str, Interval] = {
     "max_speed": positive(1000.0, "m/s"),
     "max_angular_speed": positive(1000.0, "rad/s"),
     "min_altitude": Interval(-100.0, 100.0, unit="m"),
+    "floor_height": Interval(0.0, 1.0, unit="m"),
     "firmware_thrust_max": at_least_zero(100.0, "N"),
     "firmware_thrust_min": at_least_zero(100.0, "N"),
 }
@@ -225,7 +231,8 @@ VEHICLE_RANGES: dict[str, Interval] = {
 
 def validate(config: QuadrotorEnvConfig) -> None:
     """Raise ConfigError if any value of `config` is out of its valid domain (see `RANGES`)."""
-    terms = _task(config.task).term_names
+    task = _task(config.task)
+    terms = task.term_names
     if config.vehicle not in VEHICLES:
         raise ConfigError(f"unknown vehicle {config.vehicle!r}; known vehicles: {', '.join(sorted(VEHICLES))}")
     unknown = set(config.reward_scales) - set(terms)
@@ -241,6 +248,7 @@ def validate(config: QuadrotorEnvConfig) -> None:
     if config.firmware_thrust_max > 0 and not config.firmware_thrust_min < config.firmware_thrust_max:
         raise ConfigError(f"config.firmware_thrust_min must lie below firmware_thrust_max={config.firmware_thrust_max:g} N, "
                           f"got {config.firmware_thrust_min:g}")
+    task.validate(config)
     if config.episode_steps < 1:
         raise ConfigError(f"config.episode_seconds must last at least one control step (1/control_hz), "
                           f"got {config.episode_seconds:g}")

@@ -128,10 +128,10 @@ class QuadrotorBatch(InStepRestart, PrivilegedObservation):
         elif backend == "mujoco_batch":
             # Episodes end below min_altitude; if no geom can reach the floor before that, contacts
             # cannot occur during an episode and their detection is skipped (the torch path has none).
-            contacts = config.min_altitude <= self.params.reach
+            contacts = config.min_altitude <= self.params.reach or config.floor_height is not None
             self.physics = MujocoBatchPhysics(self.model, num_envs, nthread, contacts=contacts)
         else:
-            self.physics = TorchPhysics(self.params, num_envs, device, dtype, allocate_rows)
+            self.physics = TorchPhysics(self.params, num_envs, device, dtype, allocate_rows, config.floor_height)
         self.xp = self.physics.xp
         self.arrays = ArrayBackend(self.xp, device if self.xp is torch else None, dtype, allocate_rows)
         self.noise, self.noise_std = self._observation_noise(allocate_rows)

@@ -518,6 +518,18 @@ bool step_block(const Block& b, const Arrays& a, NextStarts& restarted) {
     const V n2 = qw * ey - qx * ez + qy * c + qz * ex;
     qz = qw * ez + qx * ey - qy * ex + qz * c;
     qw = nw; qx = n1; qy = n2;
+    if (FLOOR) {  // physics.floor_contact: held at the floor height, not moving down, sliding or turning
+      const M below = pz < FLOOR_HEIGHT;
+      if (any(below)) {
+        pz = select(below, splat(FLOOR_HEIGHT), pz);
+        vz = select(below & (vz < 0.0f), splat(0.0f), vz);
+        vx = select(below, splat(0.0f), vx);
+        vy = select(below, splat(0.0f), vy);
+        wx = select(below, splat(0.0f), wx);
+        wy = select(below, splat(0.0f), wy);
+        wz = select(below, splat(0.0f), wz);
+      }
+    }
   }
   for (int r = 0; r < 4; ++r) b.store(a.rotor_speed, r, setpoint[r] + offset[r]);
 

@@ -156,6 +156,8 @@ def header(batch: QuadrotorBatch) -> str:
         "DISTURBANCE_TORQUE": _float(batch.constants.disturbance_bounds[1]),
         "MAX_LATENCY": str(batch.constants.max_latency), "ACTION_HISTORY": str(config.action_history),
         "STATE_HISTORY": str(config.state_history),
+        "FLOOR": str(int(config.floor_height is not None)),
+        "FLOOR_HEIGHT": _float(config.floor_height or 0.0),
         "SUCCESS_WINDOW": _float(max(batch.constants.success_window_steps, 1)), "EPISODE_STEPS": _float(config.episode_steps),
         "NOISE": str(int(batch.noise is not None)), "AUTORESET": str(int(batch.autoreset)),
         "PRIVILEGED": str(int(batch.privileged)), "NUM_TERMS": str(len(terms)),

@@ -168,10 +168,12 @@ class TorchPhysics:
     xp = torch
 
     def __init__(self, params: QuadrotorParams, num_envs: int, device: str | torch.device = "cpu",
-                 dtype: torch.dtype = torch.float32, allocate_rows: Callable[..., torch.Tensor] | None = None):
+                 dtype: torch.dtype = torch.float32, allocate_rows: Callable[..., torch.Tensor] | None = None,
+                 floor_height: float | None = None):
         """`allocate_rows` lays out the state and parameter arrays (shape -> an uninitialized tensor, e.g. in
-        the native step's kernel layout); None: contiguous tensors."""
+        the native step's kernel layout); None: contiguous tensors. `floor_height`: see `floor_contact`."""
         self.num_envs = num_envs
+        self.floor_height = floor_height
         self.device = torch.device(device)
         self.dtype = dtype
         self.timestep = params.timestep
@@ -221,6 +223,8 @@ class TorchPhysics:
                 state, tuple(thrust[k].unbind(0)), constants, tuple(self.yaw_coefficients.unbind(0)),
                 self.rotor_x, self.rotor_y, self.arm_scale, tuple(self.torque.unbind(0)), self.timestep,
             )
+            if self.floor_height is not None:
+                state = floor_contact(state, self.floor_height)
         self.buffer = torch.stack(state, 0)
 
     def state(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -230,6 +234,21 @@ class TorchPhysics:
 
 
 Scalars = tuple[torch.Tensor, ...]
+
+
+def floor_contact(state: Scalars, floor_height: float) -> Scalars:
+    """The state after a substep where a vehicle's centre of mass went below `floor_height` (the height at which
+    it stands on the floor): held at that height, not moving down, not sliding and not turning (the native step
+    does the same at the end of each substep). The vehicle leaves the floor when its thrust lifts it."""
+    px, py, pz, qw, qx, qy, qz, vx, vy, vz, wx, wy, wz = state
+    below = pz < floor_height
+    zero = torch.zeros_like(pz)
+
+    def stopped(value: torch.Tensor) -> torch.Tensor:
+        return torch.where(below, zero, value)
+
+    return (px, py, torch.where(below, zero + floor_height, pz), qw, qx, qy, qz, stopped(vx), stopped(vy),
+            torch.where(below & (vz < 0), zero, vz), stopped(wx), stopped(wy), stopped(wz))
 
 
 class SubstepConstants(NamedTuple):

@@ -122,9 +122,9 @@ AVX2 = "avx2" in Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").exis
 
 
 @pytest.mark.parametrize("task, autoreset, march", [
-    ("figure_eight", False, "native"), ("hover", True, "native"),
+    ("figure_eight", False, "native"), ("hover", True, "native"), ("takeoff_land", True, "native"),
     pytest.param("hover", True, "x86-64-v3", marks=pytest.mark.skipif(not AVX2, reason="needs an AVX2 CPU")),
-], ids=["figure_eight", "hover", "hover_built_for_avx2"])
+], ids=["figure_eight", "hover", "takeoff_land", "hover_built_for_avx2"])
 def test_native_step_reproduces_the_eager_step_with_noise_and_a_partial_block(task, autoreset, march, monkeypatch):
     """The generated C++ step against the eager torch step, observation noise on, 37 envs (blocks of 16
     or 8 and a partial one): every output and the state after each step, over steps with restarts, a

@@ -47,6 +47,7 @@ class QuadrotorTask:
     """
 
     name: ClassVar[str]
+    env_id: ClassVar[str]  # the gymnasium id it is registered under
     # RLtools' SAC hover reward shape: norms rather than squares for position and velocity, so the pull
     # towards the target stays constant down to millimetres (with learning-to-fly's squares, 0.1 m cost
     # 0.025 per step and trained policies settled 0.15 m off target), and a constant that keeps every
@@ -74,6 +75,9 @@ class QuadrotorTask:
     def default_config(self) -> QuadrotorEnvConfig:
         """This task's default configuration."""
         return QuadrotorEnvConfig(task=self.name, reward_scales=dict(self.reward_scales))
+
+    def validate(self, config: QuadrotorEnvConfig) -> None:
+        """ConfigError if `config` lacks what this task needs (the shared checks are config.validate's)."""
 
     # ------------------------------------------------------------- targets
     def targets(self, m: Any, u: Rows, config: QuadrotorEnvConfig) -> list[Any]:

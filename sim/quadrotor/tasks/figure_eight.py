@@ -16,6 +16,7 @@ class FigureEight(QuadrotorTask):
     `figure_eight_period`)."""
 
     name = "figure_eight"
+    env_id = "robo_rl/CrazyflieFigureEight-v0"
 
     def default_config(self) -> QuadrotorEnvConfig:
         """Figure-eight's defaults: gentle starts, two laps, success held for a whole lap within 0.15 m."""

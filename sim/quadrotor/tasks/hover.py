@@ -15,6 +15,7 @@ class Hover(QuadrotorTask):
     """Fly to the centre and stay within the success radius."""
 
     name = "hover"
+    env_id = "robo_rl/CrazyflieHover-v0"
     # Without the proximity bump, trained hover policies drifted as a whole to a steady offset at the success
     # radius (every evaluation episode 0.11 m high at once, success 95% -> 3%); with it, success rose without
     # such collapses on three of three seeds.

@@ -16,6 +16,7 @@ class Reach(QuadrotorTask):
     """Fly to a point drawn per episode around the centre."""
 
     name = "reach"
+    env_id = "robo_rl/CrazyflieReach-v0"
 
     def default_config(self) -> QuadrotorEnvConfig:
         """Reach's defaults: gentle starts, and a box wide enough for the farthest target."""
