@@ -5,9 +5,8 @@ the action is a tool displacement (dx, dy, dz) in [-1, 1] scaled by `action_scal
 step plus a gripper command in [-1, 1] (-1 open, +1 closed); the target is clipped to `workspace`, the
 tool points down. Observation (named fields, `layout`): tool position, tool velocity, gripper opening,
 cube position, cube minus tool, goal minus tool (the goal is the reach point, or the lift height above the
-cube's start). Rewards, a dict of named terms times scales: `reach` exp(-20 |goal - tool|) (reach task)
-or `approach` 0.3 (1 - tanh(3 |cube - tool|)) and SERL's `lift` 0.7 clip(lift / lift_height, 0, 1) (dense
-pick), and `success` 1 on success (the sparse reward). Success: the tool within 2 cm of the reach point;
+cube's start). The task (`sim.arm.tasks`, one module each) draws the goal and gives the named reward terms
+(`info["reward_terms"]`), their scales and success: reach, the tool within 2 cm of the reach point; pick-cube,
 the cube `lift_height` above its start. Episodes truncate at `episode_seconds`; one terminates only if
 its simulation blew up (MuJoCo's non-finite state warnings; `info["diverged"]`).
 Same-step autoreset as the quadrotor envs (`info["final_obs"]`, `info["_final_obs"]`).
@@ -30,13 +29,12 @@ import numpy as np
 from gymnasium.vector import AutoresetMode, VectorEnv
 
 from sim.arm.controller import BatchedImpedanceController, ImpedanceGains, load_impedance_arm
-from sim.arm.expert import expert_actions
+from sim.arm.tasks import arm_task_named
 from sim.arm.robot import PANDA_LIKE, SO_ARM100_LIKE, ArmSpec
 from sim.errors import ConfigError
 from sim.observation import ObservationField, ObservationLayout
 from sim.validation import Interval, at_least_zero, check_ranges, coerce, merge, positive
 
-ARM_TASKS = ("reach", "pick_cube")
 HOME = PANDA_LIKE.home  # the Panda-class arm's start: tool about 0.49 m above the table, pointing down
 
 
@@ -113,8 +111,7 @@ class ArmTaskConfig:
         """Raise ConfigError naming the first bad field: its type, a non-finite number, one outside
         `ARM_RANGES`, or (given the model's physics `timestep`) substeps that do not make a control step."""
         coerce(self, ArmTaskConfig, "config")
-        if self.task not in ARM_TASKS:
-            raise ConfigError(f"unknown arm task {self.task!r}; known: {', '.join(ARM_TASKS)}")
+        arm_task_named(self.task)  # ConfigError naming the known tasks
         check_ranges(self, ARM_RANGES, ARM_RANGE_PAIRS, "config")
         if timestep is not None and abs(self.substeps * timestep * self.control_hz - 1.0) > 1e-6:
             raise ConfigError(f"substeps={self.substeps} of {timestep} s do not make one {self.control_hz} Hz control step")
@@ -197,6 +194,7 @@ class ArmVectorEnv(VectorEnv):
         self.model = load_impedance_arm(config.spec, config.gains)
         config.validate(self.model.opt.timestep)
         self.config, self.num_envs = config, num_envs
+        self.task = arm_task_named(config.task)
         self.batch = mujoco.batch.Batch(self.model, num_envs, nthread, persistent=True)
         self.controller = BatchedImpedanceController(self.batch, self.model, config.spec, config.gains)
         self._qpos, self._qvel = self.batch.bind("qpos"), self.batch.bind("qvel")
@@ -259,11 +257,7 @@ class ArmVectorEnv(VectorEnv):
         tool, _ = self.controller.tool_pose()
         self.target[ids] = tool[ids]
         self.cube_start[ids] = cube
-        if config.task == "reach":
-            box = np.array(config.reach_box).T
-            self.goal[ids] = self._rng.uniform(box[0], box[1], (n, 3))
-        else:
-            self.goal[ids] = cube + (0.0, 0.0, config.lift_height)
+        self.goal[ids] = self.task.goals(self._rng, cube, config)
         self.steps[ids] = 0
         self._pending[:, ids] = (0.0, 0.0, 0.0, -1.0)  # before the first action: stay, gripper open
 
@@ -336,9 +330,12 @@ class ArmVectorEnv(VectorEnv):
         return {"robot": "arm", "task": self.config.task, "control_hz": self.config.control_hz}
 
     def expert_actions(self, obs: np.ndarray, noise: float = 0.0, rng: np.random.Generator | None = None) -> np.ndarray:
-        """The scripted expert's actions (N, 4) for observations (N, obs) of this env (sim.arm.expert)."""
-        return expert_actions(np.asarray(obs), self.layout, self.config.action_scale, self.config.task, noise, rng,
-                              cube_half_size=self.params["cube_half_size"])
+        """The task's scripted expert's actions (N, 4) for observations (N, obs) of this env, with Gaussian `noise`
+        (std) on the tool displacement."""
+        actions = self.task.expert(np.asarray(obs), self.layout, self.config.action_scale, self.params["cube_half_size"])
+        if noise > 0:
+            actions[:, :3] += (rng or np.random.default_rng()).normal(0.0, noise, (len(actions), 3))
+        return np.clip(actions, -1.0, 1.0)
 
     def render_frame(self, index: int = 0, width: int = 480, height: int = 360) -> np.ndarray:
         """An RGB image (height, width, 3) of simulation `index` from a fixed camera (MuJoCo's offscreen
@@ -368,25 +365,8 @@ class ArmVectorEnv(VectorEnv):
         return np.concatenate([tool, velocity, opening, cube, cube - tool, self.goal - tool], axis=1).astype(np.float32)
 
     def _reward(self, obs: np.ndarray) -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]]:
-        s = self.layout.slices()
-        config = self.config
-        if config.task == "reach":
-            distance = np.linalg.norm(obs[:, s["goal_minus_tool"]], axis=1)
-            success = distance < config.success_radius
-            terms = {"reach": np.exp(-20.0 * distance), "success": success * 1.0}
-        else:
-            lift = obs[:, s["cube_position"]][:, 2] - self.cube_start[:, 2]
-            success = lift >= config.lift_height
-            # SERL's approach term is 0.3 exp(-20 d): below 1e-4 where our tool starts (0.47 m from the cube),
-            # so a tanh keeps a gradient towards the cube over the whole workspace (robosuite-style shaping)
-            approach = 0.3 * (1.0 - np.tanh(3.0 * np.linalg.norm(obs[:, s["cube_minus_tool"]], axis=1)))
-            terms = {"approach": approach, "lift": 0.7 * np.clip(lift / config.lift_height, 0.0, 1.0),
-                     "success": success * 1.0}
-        if config.dense:
-            reward = sum(v for k, v in terms.items() if k != "success")
-        else:
-            reward = terms["success"]
-        return np.asarray(reward, dtype=np.float64), success, terms
+        terms, success = self.task.terms(obs, self.layout, self.cube_start, self.config)
+        return self.task.reward(terms, success, self.config.dense), success, terms
 
 
 class ArmEnv(gym.Env):

@@ -34,7 +34,7 @@ COMPOSE_INPUTS = {"train": 14, "evaluate": 8}
 VALUES = ("nan", "inf", "-inf", "1e400", "-1", "0", "1", "2.5", "1e30", "abc", "[1,2", "{a: 1}", "null", "true",
           "[]", "{}", "[nan, 1]", "[0, 1]", "'quoted'", "${nope}", "???", "-9223372036854775809", "[[1]]", "cuda:7",
           "mujoco_batch", "auto")
-GROUPS = {"train": {"env": ["hover", "reach", "figure_eight", "arm_reach", "pick_cube", "so_arm100_reach", "nope"],
+GROUPS = {"train": {"env": ["hover", "reach", "figure_eight", "takeoff_land", "arm_reach", "pick_cube", "so_arm100_reach", "nope"],
                     "agent": ["sac", "sac_arm", "sac_quadrotor", "nope"], "intervention": ["none", "scripted"],
                     "buffer": ["default"]},
           "evaluate": {}}

@@ -70,7 +70,7 @@ class ArmPolicyController:
         try:
             self.action_scale = float(task["action_scale"])
             self.workspace = np.array(task["workspace"], dtype=np.float64).T  # (2, 3)
-            self.task = str(task.get("task", "reach"))
+            self.task = bundle.task  # policy.json's task: what the goal is (a point, or the lift above the cube)
             self.lift_height = float(task["lift_height"]) if self.task == "pick_cube" else 0.0
         except (KeyError, TypeError, ValueError) as error:
             raise BundleError("policy.json training.env_config lacks the arm task's action_scale and workspace: "
