@@ -439,9 +439,31 @@ struct NextStarts {
 };
 
 // One control step of the block's envs; returns whether an episode ended in it.
-bool step_block(const Block& b, const Arrays& a, NextStarts& restarted) {
-  // ---- command, latency, rotor model
-  V command[4], applied[4];
+// A block's rotor model over one control step (motor.rotor_thrust_substeps): the commands, and per rotor its
+// speed setpoint, offset from it and decay per substep, the thrust curve expanded around the setpoint
+// (thrust = lift0 + e (lift1 + lift2 e) for the speed's offset e) and the reaction yaw coefficient.
+struct Rotors {
+  V command[4], setpoint[4], offset[4], decay[4], lift0[4], lift1[4], lift2[4], yaw[4];
+};
+
+// A block's rigid-body state.
+struct Body {
+  V px, py, pz, qw, qx, qy, qz, vx, vy, vz, wx, wy, wz;
+};
+
+// What the step's evaluation found for a block (QuadrotorBatch._evaluate).
+struct Outcome {
+  Fields f;  // the noise-free observation fields after the step
+  V target[3], steps, successes;
+  M terminated, truncated, done;  // done: terminated | truncated, off past the last env
+};
+
+#define ALWAYS_INLINE inline __attribute__((always_inline))
+
+// The commands of a block through the action latency and into the rotor model.
+ALWAYS_INLINE void rotor_model(const Block& b, const Arrays& a, Rotors& rt) {
+  V applied[4];
+  V* command = rt.command;
   load_commands(b, a.action, command);
   for (int r = 0; r < 4; ++r) applied[r] = command[r];
   if (MAX_LATENCY > 0) {
@@ -458,21 +480,22 @@ bool step_block(const Block& b, const Arrays& a, NextStarts& restarted) {
   const V rise = b.load(a.decay_rise, 0), fall = b.load(a.decay_fall, 0);
   // the thrust curve expanded around the setpoint: thrust = lift0 + e (lift1 + lift2 e) for the speed's
   // offset e from it (motor.rotor_thrust_substeps)
-  V setpoint[4], offset[4], decay[4], lift0[4], lift1[4], lift2[4], yaw[4];
   const V c0 = b.load(a.thrust_curve, 0), c1 = b.load(a.thrust_curve, 1), c2 = b.load(a.thrust_curve, 2);
   for (int r = 0; r < 4; ++r) {
-    setpoint[r] = speed_setpoint(applied[r]);
+    rt.setpoint[r] = speed_setpoint(applied[r]);
     const V speed = b.load(a.rotor_speed, r), scale = b.load(a.thrust_scale, r);
-    decay[r] = select(setpoint[r] >= speed, rise, fall);
-    offset[r] = speed - setpoint[r];
-    lift0[r] = scale * (c0 + setpoint[r] * (c1 + c2 * setpoint[r]));
-    lift1[r] = scale * (c1 + (2.0f * c2) * setpoint[r]);
-    lift2[r] = scale * c2;
-    yaw[r] = b.load(a.yaw_coefficients, r);
+    rt.decay[r] = select(rt.setpoint[r] >= speed, rise, fall);
+    rt.offset[r] = speed - rt.setpoint[r];
+    rt.lift0[r] = scale * (c0 + rt.setpoint[r] * (c1 + c2 * rt.setpoint[r]));
+    rt.lift1[r] = scale * (c1 + (2.0f * c2) * rt.setpoint[r]);
+    rt.lift2[r] = scale * c2;
+    rt.yaw[r] = b.load(a.yaw_coefficients, r);
   }
+}
 
-  // ---- rigid body: SUBSTEPS of MuJoCo's Euler step (physics.free_body_substep, in its order of
-  // operations; its factors fixed over the control step are physics.SubstepConstants)
+// SUBSTEPS of MuJoCo's Euler step (physics.free_body_substep, in its order of operations; its factors fixed
+// over the control step are physics.SubstepConstants), with the floor where there is one.
+ALWAYS_INLINE void advance_body(const Block& b, const Arrays& a, Rotors& rt, Body& body) {
   V px = b.load(a.state, 0), py = b.load(a.state, 1), pz = b.load(a.state, 2);
   V qw = b.load(a.state, 3), qx = b.load(a.state, 4), qy = b.load(a.state, 5), qz = b.load(a.state, 6);
   V vx = b.load(a.state, 7), vy = b.load(a.state, 8), vz = b.load(a.state, 9);
@@ -489,8 +512,8 @@ bool step_block(const Block& b, const Arrays& a, NextStarts& restarted) {
   for (int k = 0; k < SUBSTEPS; ++k) {
     V thrust[4];
     for (int r = 0; r < 4; ++r) {
-      thrust[r] = lift0[r] + offset[r] * (lift1[r] + lift2[r] * offset[r]);
-      offset[r] = offset[r] * decay[r];
+      thrust[r] = rt.lift0[r] + rt.offset[r] * (rt.lift1[r] + rt.lift2[r] * rt.offset[r]);
+      rt.offset[r] = rt.offset[r] * rt.decay[r];
     }
     const V r00 = 1.0f - 2.0f * (qy * qy + qz * qz), r01 = 2.0f * (qx * qy - qw * qz), r02 = 2.0f * (qx * qz + qw * qy);
     const V r10 = 2.0f * (qx * qy + qw * qz), r11 = 1.0f - 2.0f * (qx * qx + qz * qz), r12 = 2.0f * (qy * qz - qw * qx);
@@ -500,7 +523,7 @@ bool step_block(const Block& b, const Arrays& a, NextStarts& restarted) {
                  + r00 * tx + r10 * ty + r20 * tz;
     const V by = -(arm * (thrust[0] * ROTOR_X0 + thrust[1] * ROTOR_X1 + thrust[2] * ROTOR_X2 + thrust[3] * ROTOR_X3))
                  + r01 * tx + r11 * ty + r21 * tz;
-    const V bz = thrust[0] * yaw[0] + thrust[1] * yaw[1] + thrust[2] * yaw[2] + thrust[3] * yaw[3]
+    const V bz = thrust[0] * rt.yaw[0] + thrust[1] * rt.yaw[1] + thrust[2] * rt.yaw[2] + thrust[3] * rt.yaw[3]
                  + r02 * tx + r12 * ty + r22 * tz;
     const V lift = total * h_over_mass;
     vx = vx + (r02 * lift + dvx); vy = vy + (r12 * lift + dvy); vz = vz + (r22 * lift + dvz);
@@ -531,14 +554,20 @@ bool step_block(const Block& b, const Arrays& a, NextStarts& restarted) {
       }
     }
   }
-  for (int r = 0; r < 4; ++r) b.store(a.rotor_speed, r, setpoint[r] + offset[r]);
+  body = Body{px, py, pz, qw, qx, qy, qz, vx, vy, vz, wx, wy, wz};
+}
 
-  const V steps = b.load(a.steps, 0) + 1.0f;
-
-  // ---- reward terms, termination, success (QuadrotorBatch._evaluate)
+// Reward terms, termination, success and the flags of a block after its step.
+ALWAYS_INLINE Outcome evaluate_block(const Block& b, const Arrays& a, const Rotors& rt, const Body& body) {
+  const V px = body.px, py = body.py, pz = body.pz, vx = body.vx, vy = body.vy, vz = body.vz;
+  const V wx = body.wx, wy = body.wy, wz = body.wz, qw = body.qw, qx = body.qx, qy = body.qy, qz = body.qz;
+  const V* command = rt.command;
+  Outcome o;
+  o.steps = b.load(a.steps, 0) + 1.0f;
   const V pos[3] = {px, py, pz}, quat[4] = {qw, qx, qy, qz}, vel[3] = {vx, vy, vz}, angvel[3] = {wx, wy, wz};
-  const V target[3] = {b.load(a.targets, 0), b.load(a.targets, 1), b.load(a.targets, 2)};
-  const Fields f = fields(pos, quat, vel, angvel, target, steps);
+  for (int j = 0; j < 3; ++j) o.target[j] = b.load(a.targets, j);
+  o.f = fields(pos, quat, vel, angvel, o.target, o.steps);
+  const Fields& f = o.f;
   StepRows values;
   for (int j = 0; j < 3; ++j) {
     values.position[j] = pos[j];
@@ -557,44 +586,88 @@ bool step_block(const Block& b, const Arrays& a, NextStarts& restarted) {
   M task_ended, within;
   task_terminated(values, task_ended);
   const M terminated = ~all_finite | task_ended;
+  o.terminated = terminated;
   V term[NUM_TERMS];
   task_reward_terms(values, terminated, term);
   for (int t = 0; t < NUM_TERMS; ++t) b.store(a.terms, t, term[t]);
   b.store(a.reward, 0, REWARD_SUM(term));
-  const M truncated = (steps >= EPISODE_STEPS) & ~terminated;
+  o.truncated = (o.steps >= EPISODE_STEPS) & ~terminated;
   task_within_success(values, within);
   within = within & ~terminated;
-  const V successes = select(within, b.load(a.success_count, 0) + 1.0f, splat(0.0f));
+  o.successes = select(within, b.load(a.success_count, 0) + 1.0f, splat(0.0f));
   b.store_flag(a.terminated, terminated);
-  b.store_flag(a.truncated, truncated);
-  b.store_flag(a.is_success, (successes >= SUCCESS_WINDOW) & ~terminated);
+  b.store_flag(a.truncated, o.truncated);
+  b.store_flag(a.is_success, (o.successes >= SUCCESS_WINDOW) & ~terminated);
 
-  M done = terminated | truncated;
-  for (int64_t l = b.count; l < LANES; ++l) done[l] = 0;  // the lanes past the last env
-  b.store_flag(a.ended, done);
-  const bool ended = any(done);
-  if (!AUTORESET || !ended) {  // no restart in this block: the state after the step is the new state
-    shift_history(b, a, command);
-    for (int j = 0; j < 3; ++j) {
-      b.store(a.state, j, pos[j]);
-      b.store(a.state, 7 + j, vel[j]);
-      b.store(a.state, 10 + j, angvel[j]);
-    }
-    for (int j = 0; j < 4; ++j) b.store(a.state, 3 + j, quat[j]);
-    b.store(a.steps, 0, steps);
-    b.store(a.success_count, 0, successes);
-    for (int r = 0; r < 4; ++r) b.store(a.previous_action, r, command[r]);
-    V observed[STATE_ROWS];
-    write_fields(b, a.observation, f, a.noise, observed);
-    if (STATE_HISTORY) shift_state_history(b, a, a.observation, true);
-    for (int j = 0; j < STATE_ROWS; ++j) b.store(a.last_observed, j, observed[j]);
-    if (AUTORESET && PRIVILEGED) write_privileged(b, a, a.privileged, f, a.observation);
-    return ended;
+  o.done = terminated | o.truncated;
+  for (int64_t l = b.count; l < LANES; ++l) o.done[l] = 0;  // the lanes past the last env
+  b.store_flag(a.ended, o.done);
+  return o;
+}
+
+// A block where no episode restarts: the state after the step is the new state.
+ALWAYS_INLINE void store_continuing(const Block& b, const Arrays& a, const Rotors& rt, const Body& body,
+                                    const Outcome& o) {
+  const V pos[3] = {body.px, body.py, body.pz}, quat[4] = {body.qw, body.qx, body.qy, body.qz};
+  const V vel[3] = {body.vx, body.vy, body.vz}, angvel[3] = {body.wx, body.wy, body.wz};
+  const V* command = rt.command;
+  const V steps = o.steps, successes = o.successes;
+  const Fields& f = o.f;
+  shift_history(b, a, command);
+  for (int j = 0; j < 3; ++j) {
+    b.store(a.state, j, pos[j]);
+    b.store(a.state, 7 + j, vel[j]);
+    b.store(a.state, 10 + j, angvel[j]);
   }
+  for (int j = 0; j < 4; ++j) b.store(a.state, 3 + j, quat[j]);
+  b.store(a.steps, 0, steps);
+  b.store(a.success_count, 0, successes);
+  for (int r = 0; r < 4; ++r) b.store(a.previous_action, r, command[r]);
+  V observed[STATE_ROWS];
+  write_fields(b, a.observation, f, a.noise, observed);
+  if (STATE_HISTORY) shift_state_history(b, a, a.observation, true);
+  for (int j = 0; j < STATE_ROWS; ++j) b.store(a.last_observed, j, observed[j]);
+  if (AUTORESET && PRIVILEGED) write_privileged(b, a, a.privileged, f, a.observation);
+}
 
-  // ---- some episode of this block ended: its final observations, then restart it from the next
-  // episode's start (QuadrotorBatch._autoreset)
-  // (Rows of the final observations of envs that did not finish are unspecified: whole-block stores.)
+// A restarted env's episode parameters into the batch's rows, from its start (rows the step has just read, so
+// in L1).
+ALWAYS_INLINE void write_start_params(const Arrays& a, int64_t env, const double* start) {
+  const auto put = [env](const Rows& rows, int feature, double value) {
+    rows.data[feature * rows.stride + env] = (float)value;
+  };
+  put(a.mass, 0, start[START_mass]);
+  for (int j = 0; j < 3; ++j) {
+    put(a.inertia, j, start[START_inertia + j]);
+    put(a.force, j, start[START_disturbance_force + j]);
+    put(a.torque, j, start[START_disturbance_torque + j]);
+  }
+  for (int r = 0; r < 4; ++r) {
+    put(a.yaw_coefficients, r, start[START_yaw_torque_coefficients + r]);
+    put(a.thrust_scale, r, start[START_thrust_scale + r]);
+    put(a.rotor_speed, r, HOVER_ROTOR_SPEED);
+  }
+  for (int j = 0; j < 3; ++j) put(a.thrust_curve, j, start[START_thrust_curve + j]);
+  put(a.arm_scale, 0, start[START_arm_scale]);
+  // the batch holds the motor time constants as per-substep decay factors (motor.lag_factors)
+  put(a.decay_rise, 0, exp(-TIMESTEP_D / fmax(start[START_motor_tau_rise], 1e-9)));
+  put(a.decay_fall, 0, exp(-TIMESTEP_D / fmax(start[START_motor_tau_fall], 1e-9)));
+  // starts hold latency as a float; the batch as an integer, truncated like torch's .to(long)
+  a.latency[env] = (int64_t)(float)start[START_latency_steps];
+}
+
+// A block where some episode ended: its final observations, then the restart of those envs from their next
+// episodes' starts (QuadrotorBatch._autoreset). (Rows of the final observations of envs that did not finish
+// are unspecified: whole-block stores.)
+ALWAYS_INLINE void restart_block(const Block& b, const Arrays& a, const Rotors& rt, const Body& body,
+                                 const Outcome& o, NextStarts& restarted) {
+  const V pos[3] = {body.px, body.py, body.pz}, quat[4] = {body.qw, body.qx, body.qy, body.qz};
+  const V vel[3] = {body.vx, body.vy, body.vz}, angvel[3] = {body.wx, body.wy, body.wz};
+  const V* command = rt.command;
+  const V* target = o.target;
+  const V steps = o.steps, successes = o.successes;
+  const M done = o.done;
+  const Fields& f = o.f;
   // The restarted envs' starts, drawn an episode ago, are likely out of cache by now: fetched while the
   // final observations are written (without this, the copy cost as much as the draw it replaces).
   for (int64_t l = 0; l < b.count; ++l) {
@@ -626,27 +699,7 @@ bool step_block(const Block& b, const Arrays& a, NextStarts& restarted) {
     if (a.next_episode[env] == episode) for (int j = 0; j < START_SIZE; ++j) start[j] = next[j];
     else draw_starts(a.start_key, &env, &episode, 1, &start);  // reset from Python since the last draw ahead
     restarted.add(a, env);
-    const auto put = [env](const Rows& rows, int feature, double value) {
-      rows.data[feature * rows.stride + env] = (float)value;
-    };
-    put(a.mass, 0, start[START_mass]);
-    for (int j = 0; j < 3; ++j) {
-      put(a.inertia, j, start[START_inertia + j]);
-      put(a.force, j, start[START_disturbance_force + j]);
-      put(a.torque, j, start[START_disturbance_torque + j]);
-    }
-    for (int r = 0; r < 4; ++r) {
-      put(a.yaw_coefficients, r, start[START_yaw_torque_coefficients + r]);
-      put(a.thrust_scale, r, start[START_thrust_scale + r]);
-      put(a.rotor_speed, r, HOVER_ROTOR_SPEED);
-    }
-    for (int j = 0; j < 3; ++j) put(a.thrust_curve, j, start[START_thrust_curve + j]);
-    put(a.arm_scale, 0, start[START_arm_scale]);
-    // the batch holds the motor time constants as per-substep decay factors (motor.lag_factors)
-    put(a.decay_rise, 0, exp(-TIMESTEP_D / fmax(start[START_motor_tau_rise], 1e-9)));
-    put(a.decay_fall, 0, exp(-TIMESTEP_D / fmax(start[START_motor_tau_fall], 1e-9)));
-    // starts hold latency as a float; the batch as an integer, truncated like torch's .to(long)
-    a.latency[env] = (int64_t)(float)start[START_latency_steps];
+    write_start_params(a, env, start);
     for (int j = 0; j < 13; ++j) drawn[j * LANES + l] = (float)start[START_position + j];
     for (int j = 0; j < 3; ++j) drawn[(13 + j) * LANES + l] = (float)start[START_target + j];
   }
@@ -681,6 +734,22 @@ bool step_block(const Block& b, const Arrays& a, NextStarts& restarted) {
   }
   for (int j = 0; j < STATE_ROWS; ++j) b.store(a.last_observed, j, observed[j]);
   if (PRIVILEGED) write_privileged(b, a, a.privileged, g, a.observation);
+}
+
+// One control step of a block; returns whether some episode ended in it.
+bool step_block(const Block& b, const Arrays& a, NextStarts& restarted) {
+  Rotors rt;
+  rotor_model(b, a, rt);
+  Body body;
+  advance_body(b, a, rt, body);
+  for (int r = 0; r < 4; ++r) b.store(a.rotor_speed, r, rt.setpoint[r] + rt.offset[r]);
+  const Outcome o = evaluate_block(b, a, rt, body);
+  const bool ended = any(o.done);
+  if (!AUTORESET || !ended) {
+    store_continuing(b, a, rt, body, o);
+    return ended;
+  }
+  restart_block(b, a, rt, body, o, restarted);
   return true;
 }
 
