@@ -5,8 +5,9 @@ state as feature-major arrays: position (3, N) world, quaternion (4, N) wxyz bod
 velocity (3, N) world, angular velocity (3, N) body (MuJoCo's free-joint conventions). Feature-major
 (component axis first) lets every per-vehicle operation run as a contiguous loop over vehicles. The torch backend integrates the
 same equations as MuJoCo's semi-implicit Euler for a free body whose inertial frame is its body frame,
-so the paths agree to rounding (see tests/sim/test_quadrotor_paths.py); it has no ground contact (the
-tasks terminate below `min_altitude`, before contact).
+so the paths agree to rounding (see tests/sim/test_quadrotor_paths.py); instead of contacts it has at most a
+floor (`floor_contact`, for tasks that stand on the ground; the flying tasks terminate below `min_altitude`,
+before contact).
 """
 
 from __future__ import annotations
