@@ -24,27 +24,35 @@ class ArrayMath:
         self.xp = xp
 
     def sin(self, x: Any) -> Any:
+        """Sine, elementwise."""
         return self.xp.sin(x)
 
     def cos(self, x: Any) -> Any:
+        """Cosine, elementwise."""
         return self.xp.cos(x)
 
     def exp(self, x: Any) -> Any:
+        """Exponential, elementwise."""
         return self.xp.exp(x)
 
     def sqrt(self, x: Any) -> Any:
+        """Square root, elementwise."""
         return self.xp.sqrt(x)
 
     def abs(self, x: Any) -> Any:
+        """Absolute value, elementwise."""
         return self.xp.abs(x)
 
     def where(self, mask: Any, yes: Any, no: Any) -> Any:
+        """`yes` where `mask` holds, else `no`."""
         return self.xp.where(mask, yes, no)
 
     def zeros_like(self, x: Any) -> Any:
+        """Zeros shaped like `x`."""
         return self.xp.zeros_like(x)
 
     def ones_like(self, x: Any) -> Any:
+        """Ones shaped like `x`."""
         return self.xp.ones_like(x)
 
     def as_float(self, mask: Any) -> Any:
@@ -93,28 +101,36 @@ class CppMath:
         return self._new(f"{self._prefix}{function}({_code(self, x)})")
 
     def sin(self, x: Any) -> "Expr":
+        """Sine, elementwise."""
         return self._call("sin", x)
 
     def cos(self, x: Any) -> "Expr":
+        """Cosine, elementwise."""
         return self._call("cos", x)
 
     def exp(self, x: Any) -> "Expr":
+        """Exponential, elementwise."""
         return self._call("exp", x)
 
     def sqrt(self, x: Any) -> "Expr":
+        """Square root, elementwise."""
         return self._call("sqrt", x)
 
     def abs(self, x: Any) -> "Expr":
+        """Absolute value, elementwise."""
         return self._call("abs", x)
 
     def where(self, mask: "Expr", yes: Any, no: Any) -> "Expr":
+        """`yes` where `mask` holds, else `no` (numbers in every lane)."""
         yes, no = (value if isinstance(value, Expr) else self.splat(value) for value in (yes, no))
         return self._new(f"({mask.code} ? {yes.code} : {no.code})")
 
     def zeros_like(self, x: "Expr") -> "Expr":
+        """Zeros shaped like `x`."""
         return self.splat(0.0)
 
     def ones_like(self, x: "Expr") -> "Expr":
+        """Ones shaped like `x`."""
         return self.splat(1.0)
 
     def as_float(self, mask: "Expr") -> "Expr":
