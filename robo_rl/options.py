@@ -96,6 +96,12 @@ def check_options(cfg: DictConfig, command: str, require_all: bool = True) -> No
     """Raise ConfigError naming the first option of `command` (a key of OPTIONS) that is missing (removed with
     `~option`; `require_all=False` for an older run's recorded config), of the wrong type or outside its range,
     an env id or intervention kind that does not exist, or an `agent` group that SACConfig refuses."""
+    # an env group's training budget (configs/README.md) first: train's total_env_steps defaults to it
+    budget = OmegaConf.select(cfg, "env.total_env_steps", default=None)
+    if command == "train" and budget is not None:
+        value = coerce(budget, int, "env.total_env_steps")
+        if value not in STEPS:
+            raise ConfigError(f"env.total_env_steps must lie in {STEPS}, got {number(value)}")
     for path, (annotation, allowed) in OPTIONS.get(command, {}).items():
         if OmegaConf.select(cfg, path, default="<absent>", throw_on_missing=False) == "<absent>":
             if require_all:

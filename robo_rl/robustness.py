@@ -144,7 +144,7 @@ def _held_out_start_set(name: Any, start_sets: Mapping[str, Any]) -> str | None:
 
 def check_quadrotor_env(env_id: Any, option: str) -> None:
     """ConfigError naming `option` unless `env_id` is a quadrotor env (the suite sets its vehicle)."""
-    if env_id not in QUADROTOR_ENV_IDS:
+    if not isinstance(env_id, str) or env_id not in QUADROTOR_ENV_IDS:
         raise ConfigError(f"{option}: the robustness suite flies quadrotors ({', '.join(QUADROTOR_ENV_IDS)}); this "
                           f"run's env is {env_id}")
 

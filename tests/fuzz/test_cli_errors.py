@@ -129,6 +129,9 @@ def test_one_line_folds_multiline_messages():
     (["env.id=robo_rl/Nope-v0"], "env.id must be one of robo_rl/ArmPickCube-v0"),
     (["intervention.kind=bogus"], "intervention.kind must be one of none, scripted, got 'bogus'"),
     (["agent.critic_updates_per_actor_update=1000000000000"], r"critic_updates_per_actor_update must lie in \[1, 1024\]"),
+    # an env group's training budget, even where total_env_steps is given and the budget goes unread
+    (["env=takeoff_land", "env.total_env_steps=-5", "total_env_steps=100"], r"env.total_env_steps must lie in \[0, "),
+    (["env=takeoff_land", "env.total_env_steps=abc"], "env.total_env_steps must be an integer, got 'abc'"),
 ])
 def test_train_options_are_checked_once_composed(overrides, message):
     with initialize_config_dir(config_dir=CONFIGS, version_base="1.3"):

@@ -224,3 +224,12 @@ def test_named_vehicles_fly_their_published_physics_even_where_the_run_overrode_
         assert params.motor_tau_fall == published.motor_tau_fall > 0.2
     own = make_vector_env(run_env, 1, cpu, overrides={"vehicle": "crazyflie_l2f_paper"}).batch.params
     assert own.motor_tau_rise == own.motor_tau_fall == 0.0
+
+
+@pytest.mark.parametrize("env_id", [["robo_rl/CrazyflieHover-v0"], {"id": 1}, None, "robo_rl/ArmReach-v0"])
+def test_a_run_whose_env_id_is_no_quadrotor_id_is_refused_with_one_line(env_id):
+    """An edited config.yaml may hold any YAML value as env.id: a list or mapping must not escape as a TypeError."""
+    from robo_rl.robustness import check_quadrotor_env
+
+    with pytest.raises(ConfigError, match="run=x: the robustness suite flies quadrotors"):
+        check_quadrotor_env(env_id, "run=x")

@@ -4,6 +4,7 @@ clock on /clock, `~/reset` and the stepping timer)."""
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from typing import Any
 
 from rclpy.node import Node
@@ -32,7 +33,7 @@ class ClockPublisher:
             self._pub.publish(Clock(clock=time_msg(seconds)))
 
 
-class SimulatedRobotNode(Node):
+class SimulatedRobotNode(Node, ABC):
     """A robo-rl simulator as a ROS 2 robot: the start both bridges share.
 
     Declares `COMMON_PARAMETERS` and the bridge's own (`parameters`: name -> default or type) into
@@ -65,8 +66,10 @@ class SimulatedRobotNode(Node):
         self.create_service(Trigger, "~/reset", self._on_reset)
         self._timer = self.create_timer(period, self._step)
 
+    @abstractmethod
     def _on_reset(self, request: Trigger.Request, response: Trigger.Response) -> Trigger.Response:
-        raise NotImplementedError
+        """Restart the simulation (the `~/reset` service)."""
 
+    @abstractmethod
     def _step(self) -> None:
-        raise NotImplementedError
+        """Advance the simulation one timer period and publish what is due."""
