@@ -6,6 +6,7 @@ from typing import Any, Mapping
 
 import gymnasium as gym
 import torch
+from omegaconf import OmegaConf
 
 import sim  # noqa: F401  (registers the robo_rl/* ids)
 from sim.errors import ConfigError
@@ -35,6 +36,16 @@ def make_vector_env(env_cfg: Mapping[str, Any], num_envs: int, device: torch.dev
     elif kwargs["backend"] == "mujoco_batch":
         kwargs["nthread"] = threads
     return gym.make_vec(env_cfg["id"], num_envs=num_envs, vectorization_mode="vector_entry_point", **kwargs)
+
+
+def env_config_at(env_cfg: Mapping[str, Any], difficulty: float | None) -> Mapping[str, Any]:
+    """The env group `env_cfg` with its randomization at `difficulty` (a curriculum level); None: unchanged."""
+    if difficulty is None:
+        return env_cfg
+    plain = OmegaConf.to_container(env_cfg, resolve=True) if OmegaConf.is_config(env_cfg) else dict(env_cfg)
+    overrides = dict(plain.get("overrides") or {})
+    overrides["randomization"] = {**dict(overrides.get("randomization") or {}), "difficulty": difficulty}
+    return {**plain, "overrides": overrides}
 
 
 def _own_vehicle_only(base: dict, overrides: Mapping[str, Any]) -> dict:

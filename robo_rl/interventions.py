@@ -91,7 +91,8 @@ INTERVENTION_KINDS = ("none", "scripted")  # what the intervention group's `kind
 
 
 def make_intervener(cfg: Any, env: Any) -> ScriptedIntervener | None:
-    """The intervener of an `intervention` config group for `env` (None for kind "none")."""
+    """The intervener of an `intervention` config group (a DictConfig or plain mapping) for `env` (None for
+    kind "none")."""
     kind = cfg.get("kind", "none")
     if kind == "none":
         return None
@@ -99,6 +100,7 @@ def make_intervener(cfg: Any, env: Any) -> ScriptedIntervener | None:
         raise ValueError(f"unknown intervention kind {kind!r}; known: {', '.join(INTERVENTION_KINDS)}")
     if not hasattr(env, "expert_actions"):
         raise ValueError(f"intervention=scripted needs an env with a scripted expert; {type(env).__name__} has none")
-    return ScriptedIntervener(env.expert_actions, env.num_envs, patience=int(cfg.patience),
-                              duration=int(cfg.duration), budget=float(cfg.budget),
-                              until_env_steps=None if cfg.get("until_env_steps") is None else int(cfg.until_env_steps))
+    until = cfg.get("until_env_steps")
+    return ScriptedIntervener(env.expert_actions, env.num_envs, patience=int(cfg["patience"]),
+                              duration=int(cfg["duration"]), budget=float(cfg["budget"]),
+                              until_env_steps=None if until is None else int(until))

@@ -119,6 +119,10 @@ def check_options(cfg: DictConfig, command: str, require_all: bool = True) -> No
         raise ConfigError(f"privileged_critic must be true, false or auto, got {cfg.privileged_critic!r}")
     if command == "train" and "agent" in cfg:
         check_agent(OmegaConf.to_container(cfg.agent, resolve=True))
+    if command == "train" and "runner" in cfg:
+        from robo_rl.distributed.cluster import check_runner
+
+        check_runner(OmegaConf.to_container(cfg.runner, resolve=True))
     if command == "train" and "curriculum" in cfg:
         from robo_rl.train import curriculum_levels
 

@@ -39,21 +39,23 @@ from tqdm import tqdm
 from robo_rl.agents.sac import SAC, SACConfig
 from robo_rl.allocator import keep_freed_memory
 from robo_rl.buffers import MixedReplay, ReplayBuffer, Source
+from robo_rl.collector import CollectedStep, Collector
 from robo_rl.checkpoint import (CHECKPOINT_FORMAT, CheckpointError, CheckpointWriter, check_compatible,
                                  check_policy_probe, detached_copy, list_checkpoints, load_checkpoint, policy_probe,
                                  remove_orphans, require_run_dir, save_best_policy, write_atomically)
 from robo_rl.cli import hydra_command
 from robo_rl.datasets import load_transitions
-from robo_rl.envs import env_spec, make_vector_env
-from robo_rl.evaluation import acting_threads, as_tensor, env_uses_torch, evaluate_policy
-from robo_rl.interventions import make_intervener
+from robo_rl.envs import env_config_at, env_spec, make_vector_env
+from robo_rl.evaluation import evaluate_policy
+from robo_rl.interventions import ScriptedIntervener, make_intervener
 from robo_rl.options import check_options
 from robo_rl.plotting import plot_learning_curve
 from sim.errors import ConfigError
 
 # What a resumed run may take from the command that resumes it; every other option stays the run's own.
 RESUME_OPTIONS = ("total_env_steps", "device", "torch_threads", "logging.progress_bar", "checkpoint.keep",
-                  "checkpoint.interval_env_steps")
+                  "checkpoint.interval_env_steps", "runner", "runner.address", "runner.num_actors",
+                  "runner.actor_threads")
 
 
 class ResumeError(ValueError):
@@ -214,10 +216,10 @@ class Trainer:
         torch.set_num_threads(int(cfg.torch_threads))
         self.device = select_device(cfg.device)
         seed_everything(int(cfg.seed))
-        threads = int(cfg.torch_threads)
         self.privileged = privileged_critic(cfg)
         self.levels = curriculum_levels(cfg)
         self.level = int(resume_state["counters"].get("curriculum_level", 0)) if resume_state is not None else 0
+        self.intervener: ScriptedIntervener | None = None
         self._make_envs()
         self.spec = env_spec(self.env, cfg.env.id)
         critic_obs_dim = int(self.env.privileged_size) if self.privileged else None
@@ -232,10 +234,12 @@ class Trainer:
         self.replay = MixedReplay(ReplayBuffer(capacity, obs_dim, act_dim, critic_obs_dim, device=self.device),
                                   ReplayBuffer(capacity, obs_dim, act_dim, critic_obs_dim, device=self.device),
                                   float(cfg.buffer.offline_ratio))
-        self.intervener = make_intervener(cfg.intervention, self.env)
         self.env_steps = self.updates = 0
         self.intervention_steps = 0
         self.episodes_done = 0
+        self.metrics: dict[str, torch.Tensor] = {}  # the last update's
+        self.recent_returns: list[float] = []  # episodes finished since the last training log
+        self.recent_intervention_rates: list[float] = []
         self.wall_seconds = 0.0  # accumulated over resumes
         self.history: list[dict[str, Any]] = []
         if resume_state is not None:
@@ -264,19 +268,22 @@ class Trainer:
             self.writer = SummaryWriter(str(self.run_dir / "tensorboard"))
 
     def _make_envs(self) -> None:
-        """The training and evaluation envs at the current curriculum level (closing any earlier ones)."""
+        """The training and evaluation envs at the current curriculum level (closing any earlier ones), and the
+        collector stepping the training envs (its intervener's counters carried over)."""
         cfg, threads = self.cfg, int(self.cfg.torch_threads)
         for old in (getattr(self, "env", None), getattr(self, "eval_env", None)):
             if old is not None:
                 old.close()
-        env_cfg = cfg.env
-        if self.levels:
-            plain = OmegaConf.create(OmegaConf.to_container(cfg.env, resolve=True))  # not struct: may gain the key
-            env_cfg = OmegaConf.merge(plain, {"overrides": {"randomization": {"difficulty": self.difficulty}}})
+        env_cfg = env_config_at(cfg.env, self.difficulty)
         self.env = make_vector_env(env_cfg, int(cfg.num_envs), self.device, threads=threads, privileged=self.privileged)
         if self.privileged and not hasattr(self.env, "privileged_size"):
             raise ValueError(f"privileged_critic=true, but {cfg.env.id} provides no privileged observation")
         self.eval_env = make_vector_env(env_cfg, int(cfg.eval.episodes), self.device, threads=threads)
+        counters = self.intervener.state_dict() if self.intervener is not None else None
+        self.intervener = make_intervener(cfg.intervention, self.env)  # its expert flies this env
+        if self.intervener is not None and counters is not None:
+            self.intervener.load_state_dict(counters)
+        self.collector = Collector(self.env, self.device, self.privileged, self.intervener)
 
     @property
     def difficulty(self) -> float | None:
@@ -354,112 +361,61 @@ class Trainer:
         return self.finish()
 
     def _train(self) -> None:
-        cfg, env, agent = self.cfg, self.env, self.agent
-        n = env.num_envs
+        cfg, agent = self.cfg, self.agent
         total = int(cfg.total_env_steps)
-        batch_size = agent.config.batch_size * agent.config.critic_updates_per_actor_update
-        on_torch = env_uses_torch(env)
-        low = as_tensor(env.single_action_space.low, self.device)
-        high = as_tensor(env.single_action_space.high, self.device)
         next_eval = self._next_multiple(cfg.eval.interval_env_steps)
         next_checkpoint = self._next_multiple(cfg.checkpoint.interval_env_steps)
         next_log = self._next_multiple(cfg.logging.log_interval_env_steps)
-        episode_return = torch.zeros(n, device=self.device)
-        episode_interventions, episode_length = np.zeros(n), np.zeros(n)
-        recent_returns: list[float] = []
-        recent_intervention_rates: list[float] = []
-        metrics: dict[str, torch.Tensor] = {}
-        obs, critic_obs = self._first_observations()
-        bar = tqdm(total=total, initial=self.env_steps, unit="step", unit_scale=True, dynamic_ncols=True,
-                   disable=not cfg.logging.progress_bar, desc="train")
+        self.collector.reset(int(cfg.seed) + self.env_steps)
+        bar = self._progress_bar(total)
         start = time.perf_counter() - self.wall_seconds
         if not self.history:  # the untrained policy: where the learning curve starts
             self._keep_if_best(self._evaluate_at(start))
         while self.env_steps < total:
             # Collect one step in every env: uniform random actions first, then the stochastic policy.
-            if self.env_steps < cfg.learning_starts:
-                action = low + (high - low) * torch.rand(n, low.numel(), device=self.device)
-            else:
-                with acting_threads(env):
-                    action = agent.act(obs)
-            intervened = None
-            if self.intervener is not None:  # who acts is decided on the host, per env
-                applied, intervened = self.intervener(obs.cpu().numpy(), action.cpu().numpy(), self.env_steps)
-                action = as_tensor(applied, self.device)
-            next_obs, reward, terminated, truncated, info = env.step(action if on_torch else action.cpu().numpy())
-            next_obs, reward = as_tensor(next_obs, self.device), as_tensor(reward, self.device)
-            terminated = as_tensor(terminated, self.device)
-            done = terminated.bool() | as_tensor(truncated, self.device).bool()
-            final_obs = self._final_rows(info, "final_obs", next_obs)
-            extra = {}
-            if self.privileged:  # the asymmetric critic's view of the same transition
-                next_critic_obs = as_tensor(info["privileged_obs"], self.device)
-                extra = {"critic_obs": critic_obs,
-                         "next_critic_obs": self._final_rows(info, "final_privileged_obs", next_critic_obs)}
-                critic_obs = next_critic_obs
-            transitions = dict(obs=obs, action=action, reward=reward, next_obs=final_obs, terminated=terminated, **extra)
-            if intervened is None or not intervened.any():
-                self.replay.add(Source.ONLINE, **transitions)
-            else:
-                rows = torch.as_tensor(intervened, device=self.device)
-                for source, keep in ((Source.ONLINE, ~rows), (Source.INTERVENTION, rows)):
-                    if keep.any():
-                        self.replay.add(source, **{k: v[keep] for k, v in transitions.items()})
-            episode_return += reward
-            done_np = done.cpu().numpy()
-            if self.intervener is not None:
-                self.intervener.observe(reward.cpu().numpy(), done_np)
-                episode_interventions += intervened
-                self.intervention_steps += int(intervened.sum())
-            episode_length += 1
-            if done_np.any():
-                recent_returns.extend(episode_return[done].tolist())
-                recent_intervention_rates.extend((episode_interventions / episode_length)[done_np].tolist())
-                episode_interventions[done_np], episode_length[done_np] = 0, 0
-                self.episodes_done += int(done.sum())
-                episode_return = torch.where(done, torch.zeros_like(episode_return), episode_return)
-            obs = next_obs
-            self.env_steps += n
-            bar.update(n)
+            self._store(self.collector.step(None if self.env_steps < cfg.learning_starts else agent.act, self.env_steps))
+            bar.update(self.collector.num_envs)
 
             # Learn.
             if self.env_steps >= cfg.learning_starts:
                 for _ in range(int(cfg.updates_per_iteration)):
-                    metrics = agent.update(self.replay.sample(batch_size))
-                    self.updates += 1
+                    self._update()
 
             if self.env_steps >= next_log:
                 next_log = self._next_multiple(cfg.logging.log_interval_env_steps)
-                self._log_training(metrics, recent_returns, recent_intervention_rates, time.perf_counter() - start)
-                recent_returns, recent_intervention_rates = [], []
+                self._log_training(time.perf_counter() - start)
             if self.env_steps >= next_eval or self.env_steps >= total:
                 next_eval = self._next_multiple(cfg.eval.interval_env_steps)
                 result = self._evaluate_at(start)
                 self._keep_if_best(result)
                 bar.set_postfix(success=f"{100 * result['success_rate']:.0f}%", ret=f"{result['mean_return']:.0f}")
                 if self._advance_curriculum(result):  # the episodes under way end; new ones start harder
-                    env = self.env
-                    obs, critic_obs = self._first_observations()
-                    episode_return.zero_()
-                    episode_interventions[:], episode_length[:] = 0, 0
+                    self.collector.reset(int(cfg.seed) + self.env_steps)
             if self.env_steps >= next_checkpoint or self.env_steps >= total:
                 next_checkpoint = self._next_multiple(cfg.checkpoint.interval_env_steps)
                 self.wall_seconds = time.perf_counter() - start
                 self.save()
         bar.close()
 
-    def _first_observations(self) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """Reset the training envs: their observations and, with a privileged critic, its observations."""
-        obs, reset_info = self.env.reset(seed=int(self.cfg.seed) + self.env_steps)
-        critic_obs = as_tensor(reset_info["privileged_obs"], self.device) if self.privileged else None
-        return as_tensor(obs, self.device), critic_obs
+    def _progress_bar(self, total: int) -> tqdm:
+        return tqdm(total=total, initial=self.env_steps, unit="step", unit_scale=True, dynamic_ncols=True,
+                    disable=not self.cfg.logging.progress_bar, desc="train")
 
-    def _final_rows(self, info: dict[str, Any], key: str, current: torch.Tensor) -> torch.Tensor:
-        """`current` with the rows of envs whose episode just ended replaced by info[key] (their last state)."""
-        if "_final_obs" not in info:
-            return current
-        ended = torch.as_tensor(info["_final_obs"], device=self.device)
-        return torch.where(ended[:, None], as_tensor(info[key], self.device), current)
+    def _store(self, collected: CollectedStep) -> None:
+        """Put collected transitions into the replay buffers by source and count them."""
+        for source, transitions in collected.tagged:
+            self.replay.add(source, **transitions)
+        self.recent_returns.extend(collected.finished_returns)
+        self.recent_intervention_rates.extend(collected.finished_intervention_rates)
+        self.episodes_done += len(collected.finished_returns)
+        self.intervention_steps += collected.intervention_steps
+        self.env_steps += collected.env_steps
+
+    def _update(self) -> None:
+        """One agent.update call on a batch drawn from the replay buffers."""
+        batch_size = self.agent.config.batch_size * self.agent.config.critic_updates_per_actor_update
+        self.metrics = self.agent.update(self.replay.sample(batch_size))
+        self.updates += 1
 
     def _next_multiple(self, interval: int) -> int:
         interval = int(interval)
@@ -476,25 +432,32 @@ class Trainer:
         """Deterministic policy on the fixed evaluation episodes; appended to the history and logged."""
         result = evaluate_policy(lambda o: self.agent.act(o, deterministic=True), self.eval_env,
                                  int(self.cfg.eval.seed), self.device)
-        entry = {"env_steps": self.env_steps, "updates": self.updates, "wall_seconds": self.wall_seconds,
-                 "intervention_steps": self.intervention_steps, "difficulty": self.difficulty,
-                 "success_rate": result["success_rate"], "mean_return": result["mean_return"],
-                 "mean_length": result["mean_length"]}
+        return self._record_evaluation(result, {"env_steps": self.env_steps, "updates": self.updates,
+                                                "intervention_steps": self.intervention_steps,
+                                                "difficulty": self.difficulty})
+
+    def _record_evaluation(self, result: dict[str, Any], counters: dict[str, Any]) -> dict[str, Any]:
+        """The history entry of an evaluation `result` of the policy at `counters` (env_steps, updates,
+        intervention_steps, difficulty), appended and logged."""
+        entry = {**counters, "wall_seconds": self.wall_seconds, "success_rate": result["success_rate"],
+                 "mean_return": result["mean_return"], "mean_length": result["mean_length"]}
         self.history.append(entry)
         if self.writer:
             for key in ("success_rate", "mean_return", "mean_length"):
-                self.writer.add_scalar(f"eval/{key}", entry[key], self.env_steps)
+                self.writer.add_scalar(f"eval/{key}", entry[key], entry["env_steps"])
         return entry
 
-    def _log_training(self, metrics: dict[str, torch.Tensor], returns: list[float], intervention_rates: list[float],
-                      elapsed: float) -> None:
+    def _log_training(self, elapsed: float) -> None:
+        """TensorBoard scalars of the training so far; the episode statistics since the last call are consumed."""
+        returns, intervention_rates = self.recent_returns, self.recent_intervention_rates
+        self.recent_returns, self.recent_intervention_rates = [], []
         if not self.writer:
             return
-        for key, value in metrics.items():
+        for key, value in self.metrics.items():
             self.writer.add_scalar(f"train/{key}", float(value), self.env_steps)
         if returns:
             self.writer.add_scalar("train/episode_return", float(np.mean(returns)), self.env_steps)
-        if self.intervener is not None:
+        if self.cfg.intervention.get("kind", "none") != "none":
             if intervention_rates:  # share of each finished episode's steps flown by the intervener
                 self.writer.add_scalar("train/episode_intervention_rate", float(np.mean(intervention_rates)), self.env_steps)
             self.writer.add_scalar("train/intervention_steps", self.intervention_steps, self.env_steps)
@@ -516,8 +479,9 @@ class Trainer:
                  "history": detached_copy(self.history), "rng": rng_states()}
         self.checkpoints.submit(self.env_steps, state)
 
-    def _keep_if_best(self, result: dict[str, Any]) -> None:
-        """Save the policy as the run's best if no earlier evaluation beat it (success rate, then return)."""
+    def _keep_if_best(self, result: dict[str, Any], policy: dict[str, Any] | None = None) -> None:
+        """Save the evaluated policy (`policy`, a `_policy_state()` taken when it was evaluated; None: the
+        agent now) as the run's best if no earlier evaluation beat it (success rate, then return)."""
         def rank(entry: dict[str, Any]) -> tuple[float, float]:
             return entry["success_rate"], entry["mean_return"]
 
@@ -526,7 +490,7 @@ class Trainer:
             return
         if all(rank(result) > rank(other) for other in self.history
                if other is not result and other.get("difficulty") == final):
-            save_best_policy(self.run_dir, {**self._policy_state(), "evaluation": result})
+            save_best_policy(self.run_dir, {**(policy or self._policy_state()), "evaluation": result})
 
     def _restore(self, state: dict[str, Any]) -> None:
         check_compatible(state, self.spec)
@@ -584,13 +548,29 @@ class Trainer:
         return summary
 
 
+def runner_kind(cfg: DictConfig, overrides: Sequence[str]) -> str:
+    """Which runner trains: the command's, or for `resume=` the run's own unless the command names one
+    (a run may continue on the other runner: the actors hold no state)."""
+    if cfg.get("resume") and "runner" not in override_keys(overrides):
+        try:
+            saved = OmegaConf.load(Path(cfg.resume) / "config.yaml")
+        except Exception:  # noqa: BLE001 (no readable record: the Trainer reports the run's state)
+            return "local"
+        return str(OmegaConf.select(saved, "runner.kind", default="local"))
+    return str(cfg.runner.kind)
+
+
 @hydra_command(config_path="../configs", config_name="train")
 def main(cfg: DictConfig) -> None:
     """Hydra entry point: train in Hydra's run directory and print where everything went."""
     hydra_cfg = hydra.core.hydra_config.HydraConfig.get()
     run_dir = hydra_cfg.runtime.output_dir
     keep_freed_memory()
-    summary = Trainer(cfg, run_dir, overrides=list(hydra_cfg.overrides.task)).run()
+    overrides = list(hydra_cfg.overrides.task)
+    trainer = Trainer
+    if runner_kind(cfg, overrides) == "ray":
+        from robo_rl.distributed.learner import RayTrainer as trainer
+    summary = trainer(cfg, run_dir, overrides=overrides).run()
     final = summary["final"] or {}
     print(f"run {run_dir}: {summary['env_steps']:,} env steps, {summary['updates']:,} updates, "
           f"{summary['wall_seconds']:.1f} s; evaluation success {100 * final.get('success_rate', 0):.0f}%, "

@@ -91,6 +91,15 @@ AGENT_RANGES: dict[str, Interval] = {
 }
 
 
+def policy_network(obs_dim: int, action_low: Any, action_high: Any, config: SACConfig) -> TanhGaussianActor:
+    """The actor network SAC trains for this observation size, action bounds and config: what a process
+    that only acts (a Ray actor, an evaluator) builds to load the trained actor's weights into."""
+    low = torch.as_tensor(action_low, dtype=torch.float32).flatten()
+    high = torch.as_tensor(action_high, dtype=torch.float32).flatten()
+    return TanhGaussianActor(obs_dim, low.numel(), config.actor_hidden, config.activation, low, high,
+                             config.actor_layer_norm)
+
+
 class SAC(nn.Module):
     """The agent: actor, critic ensemble and its target, log-temperature, and their optimizers.
 
@@ -112,8 +121,7 @@ class SAC(nn.Module):
         self.obs_dim, self.action_dim = obs_dim, low.numel()
         self.critic_obs_dim = critic_obs_dim or obs_dim
         self.target_entropy = config.target_entropy if config.target_entropy is not None else -self.action_dim / 2
-        self.actor = TanhGaussianActor(obs_dim, self.action_dim, config.actor_hidden, config.activation, low, high,
-                                       config.actor_layer_norm)
+        self.actor = policy_network(obs_dim, low, high, config)
         self.critic = CriticEnsemble(self.critic_obs_dim, self.action_dim, config.critic_hidden, config.activation,
                                      config.num_critics, config.critic_layer_norm)
         self.target_critic = copy.deepcopy(self.critic).requires_grad_(False)

@@ -1,0 +1,96 @@
+"""The Ray cluster a `runner=ray` run uses: its options checked before any work, then joined or started."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import socket
+from typing import Any, Iterator, Mapping
+
+from sim.errors import ConfigError
+from sim.validation import Interval, coerce, number
+
+RUNNER_KINDS = ("local", "ray")
+CONNECT_TIMEOUT_S = 10.0
+SECONDS = Interval(0.1, 7 * 24 * 3600.0)
+# runner=ray option -> (annotation, allowed interval of a number or None)
+RAY_OPTIONS: dict[str, tuple[Any, Interval | None]] = {
+    "address": (str | None, None), "num_actors": (int, Interval(1, 4096)), "envs_per_actor": (int, Interval(1, 2**20)),
+    "actor_threads": (int, Interval(1, 1024)), "evaluator_threads": (int, Interval(1, 1024)),
+    "steps_per_chunk": (int, Interval(1, 10**6)), "chunks_in_flight": (int, Interval(1, 64)),
+    "weight_sync_updates": (int, Interval(1, 10**9)), "chunk_timeout_s": (float, SECONDS),
+    "start_timeout_s": (float, SECONDS), "max_actor_restarts": (int, Interval(0, 10**6)),
+}
+
+
+class ClusterError(RuntimeError):
+    """The Ray cluster cannot be reached or cannot hold the run's actors."""
+
+
+def check_runner(runner: Mapping[str, Any]) -> None:
+    """ConfigError naming the first `runner` option that is missing, of the wrong type or out of range."""
+    kind = runner.get("kind")
+    if kind not in RUNNER_KINDS:
+        raise ConfigError(f"runner.kind must be one of {', '.join(RUNNER_KINDS)}, got {kind!r}")
+    if kind != "ray":
+        return
+    for name, (annotation, allowed) in RAY_OPTIONS.items():
+        if name not in runner:
+            raise ConfigError(f"option runner.{name} of runner=ray is missing; it must be given")
+        value = coerce(runner[name], annotation, f"runner.{name}")
+        if allowed is not None and value is not None and value not in allowed:
+            raise ConfigError(f"runner.{name} must lie in {allowed}, got {number(value)}")
+    if runner["address"] not in (None, "auto"):  # before the run folder is made: nothing is left of a typo
+        check_reachable(str(runner["address"]))
+
+
+def required_cpus(runner: Mapping[str, Any]) -> int:
+    """The CPUs the run's Ray actors reserve: every experience actor's threads and the evaluator's."""
+    return int(runner["num_actors"]) * int(runner["actor_threads"]) + int(runner["evaluator_threads"])
+
+
+def check_reachable(address: str, timeout_s: float = CONNECT_TIMEOUT_S) -> None:
+    """ClusterError unless something accepts connections at `address` (host:port, a Ray head's GCS) within
+    `timeout_s`: Ray itself retries an unreachable address for minutes."""
+    host, _, port = address.rpartition(":")
+    if not host or not port.isdigit():
+        raise ClusterError(f"runner.address must be null, auto or host:port, got {address!r}")
+    try:
+        socket.create_connection((host, int(port)), timeout=timeout_s).close()
+    except OSError as error:
+        raise ClusterError(f"runner.address={address}: nothing answers there within {timeout_s:g} s ({error}); start a "
+                           "head with `ray start --head`, or give runner.address=null for one on this machine") from None
+
+
+@contextlib.contextmanager
+def ray_cluster(runner: Mapping[str, Any]) -> Iterator[None]:
+    """Connected to the cluster at runner.address for the block (null: a cluster on this machine for this
+    run, with at least the CPUs the actors reserve). ClusterError if it cannot be reached or has too few CPUs
+    for the actors (they would wait for them forever). A process already connected (ray.init before) keeps
+    its connection."""
+    import ray
+
+    address = runner.get("address")
+    needed = required_cpus(runner)
+    connected_here = not ray.is_initialized()
+    if connected_here:
+        options: dict[str, Any] = {"logging_level": logging.WARNING, "include_dashboard": False}
+        if address is None:  # "local": a new cluster even where one runs already
+            options["num_cpus"] = max(os.cpu_count() or 1, needed)
+        try:
+            ray.init(address="local" if address is None else address, **options)
+        except (ConnectionError, RuntimeError, ValueError) as error:
+            first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+            raise ClusterError(f"runner.address={address}: no Ray cluster to join there ({first}); start one with "
+                               "`ray start --head`, or give runner.address=null for one on this machine") from None
+    try:
+        cpus = ray.cluster_resources().get("CPU", 0)
+        if cpus < needed:
+            raise ClusterError(f"runner=ray: the Ray cluster at {address or 'this machine'} has {number(cpus)} CPUs, and "
+                               f"{runner['num_actors']} actors x {runner['actor_threads']} actor_threads + "
+                               f"{runner['evaluator_threads']} evaluator_threads reserve {needed}; lower them or add nodes")
+        yield
+    finally:
+        if connected_here:
+            ray.shutdown()

@@ -1,0 +1,310 @@
+"""The learner of a `runner=ray` run: robo_rl.train's Trainer fed by Ray actors instead of its own env.
+
+Data flows one way. Each experience actor has up to `runner.chunks_in_flight` collect requests queued
+(the bound on data the learner has not taken: when the learner falls behind, the actors wait); each batch
+it returns goes into the replay buffers with its source tags, and the learner then runs the updates the
+local runner would have run for that many env steps (`updates_per_iteration` per `num_envs` env steps
+after `learning_starts`), so the update-to-data ratio does not depend on how fast the actors are. Every
+`runner.weight_sync_updates` updates the actor's weights go into Ray's object store once, and every later
+request carries the reference. Evaluations run in their own actor on a snapshot of the policy, while
+training goes on; checkpoints are the local runner's, written by this process.
+
+Faults. Every wait has a deadline. An actor whose process dies (Ray restarts it: `max_restarts=-1`), or
+that sends nothing for `runner.chunk_timeout_s` (killed and restarted), is logged and asked again: it
+starts new episodes with a new seed and the newest weights, and the run goes on; after
+`runner.max_actor_restarts` failures the run stops with an error naming the last one. The actors hold no
+state worth saving: a learner that is killed is continued with `resume=<run>`, which starts new actors.
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import logging
+import time
+from typing import Any
+
+import torch
+from omegaconf import OmegaConf
+
+from robo_rl.buffers import Source
+from robo_rl.checkpoint import detached_copy
+from robo_rl.distributed.actors import CollectRequest, EnvSettings, ExperienceActor, PolicyEvaluator, Weights
+from robo_rl.distributed.cluster import ClusterError, ray_cluster
+from robo_rl.envs import env_config_at, make_vector_env
+from robo_rl.train import Trainer
+
+log = logging.getLogger(__name__)
+
+
+class ActorFailure(RuntimeError):
+    """The run's actors failed more often than runner.max_actor_restarts allows."""
+
+
+class RayTrainer(Trainer):
+    """A Trainer whose experience comes from `runner.num_actors` Ray actors (see the module docstring)."""
+
+    def _make_envs(self) -> None:
+        """One env, built once: the learner steps none, it reads the spec, action space, nominal action and
+        privileged size from it. The actors build theirs at each curriculum level."""
+        if getattr(self, "env", None) is None:
+            self.env = make_vector_env(env_config_at(self.cfg.env, self.difficulty), 1, self.device,
+                                       threads=1, privileged=self.privileged)
+            if self.privileged and not hasattr(self.env, "privileged_size"):
+                raise ValueError(f"privileged_critic=true, but {self.cfg.env.id} provides no privileged observation")
+
+    def _train(self) -> None:
+        with ray_cluster(self.cfg.runner):
+            self._run_on_cluster()
+
+    # ------------------------------------------------------------------ main loop
+    def _run_on_cluster(self) -> None:
+        cfg, runner = self.cfg, self.cfg.runner
+        total = int(cfg.total_env_steps)
+        next_checkpoint = self._next_multiple(cfg.checkpoint.interval_env_steps)
+        next_log = self._next_multiple(cfg.logging.log_interval_env_steps)
+        next_eval = self._next_multiple(cfg.eval.interval_env_steps)
+        self.actor_restarts = 0
+        self._publish_weights()
+        self.pool = _ActorPool(self._settings(), runner, int(cfg.eval.episodes), int(cfg.eval.seed))
+        self.evaluations: collections.deque[tuple[Any, dict[str, Any], dict[str, Any]]] = collections.deque()
+        bar = self._progress_bar(total)
+        start = time.perf_counter() - self.wall_seconds
+        try:
+            if not self.history:  # the untrained policy: where the learning curve starts
+                self._submit_evaluation()
+            for index in range(self.pool.size):
+                self._fill_queue(index)
+            while self.env_steps < total:
+                index, chunk = self.pool.next_chunk()
+                if chunk is None:  # the actor failed and was restarted: ask its new incarnation
+                    self._count_restart()
+                    self._fill_queue(index)
+                    continue
+                if self.env_steps + chunk["env_steps"] < total:  # keep the queue full while it is needed
+                    self.pool.submit(index, self._request(index))
+                self._store_chunk(chunk)
+                bar.update(chunk["env_steps"])
+                due = self._updates_due()
+                while self.updates < due:
+                    self._update()
+                    if self.updates % int(runner.weight_sync_updates) == 0:
+                        self._publish_weights()
+                self._take_evaluations(start, bar, wait=False)
+                if self.env_steps >= next_log:
+                    next_log = self._next_multiple(cfg.logging.log_interval_env_steps)
+                    self._log_training(time.perf_counter() - start)
+                    self._log_actors()
+                if self.env_steps >= next_eval or self.env_steps >= total:
+                    next_eval = self._next_multiple(cfg.eval.interval_env_steps)
+                    self._submit_evaluation()
+                if self.env_steps >= next_checkpoint or self.env_steps >= total:
+                    next_checkpoint = self._next_multiple(cfg.checkpoint.interval_env_steps)
+                    self._take_evaluations(start, bar, wait=self.env_steps >= total)  # the last one is in the run's record
+                    self.wall_seconds = time.perf_counter() - start
+                    self.save()
+            self._take_evaluations(start, bar, wait=True)
+        finally:
+            self.pool.close()
+            bar.close()
+
+    def _settings(self) -> EnvSettings:
+        cfg = self.cfg
+        plain = lambda node: OmegaConf.to_container(node, resolve=True)  # noqa: E731
+        return EnvSettings(env=plain(cfg.env), agent=plain(cfg.agent), intervention=plain(cfg.intervention),
+                           spec=self.spec, privileged=self.privileged, seed=int(cfg.seed),
+                           num_actors=int(cfg.runner.num_actors))
+
+    def _fill_queue(self, index: int) -> None:
+        for _ in range(int(self.cfg.runner.chunks_in_flight)):
+            self.pool.submit(index, self._request(index))
+
+    def _request(self, index: int) -> CollectRequest:
+        return CollectRequest(weights=self.weights, random_actions=self.env_steps < int(self.cfg.learning_starts),
+                              difficulty=self.difficulty, generation=self.pool.generation[index])
+
+    def _updates_due(self) -> int:
+        cfg = self.cfg
+        return updates_due(self.env_steps, int(cfg.num_envs), int(cfg.learning_starts), int(cfg.updates_per_iteration))
+
+    def _store_chunk(self, chunk: dict[str, Any]) -> None:
+        """Put an actor's batch into the replay buffers by source and count it."""
+        for source, transitions in chunk["tagged"]:
+            # Ray hands over read-only views of its object store; the buffers copy them in any case
+            self.replay.add(Source(source), **{key: torch.from_numpy(value.copy()) for key, value in transitions.items()})
+        self.recent_returns.extend(chunk["returns"])
+        self.recent_intervention_rates.extend(chunk["intervention_rates"])
+        self.episodes_done += len(chunk["returns"])
+        self.intervention_steps += int(chunk["intervention_steps"])
+        self.env_steps += int(chunk["env_steps"])
+        self.weights_lag = self.weights.version - int(chunk["weights_version"])
+
+    def _publish_weights(self) -> None:
+        """The actor's weights into Ray's object store, once for every actor that asks next."""
+        import ray
+
+        state = {key: value.detach().cpu() for key, value in self.agent.actor.state_dict().items()}
+        version = getattr(self, "weights", Weights(-1, [None])).version + 1
+        self.weights = Weights(version, [ray.put(state)])
+
+    def _count_restart(self) -> None:
+        self.actor_restarts += 1
+        if self.actor_restarts > int(self.cfg.runner.max_actor_restarts):
+            raise ActorFailure(f"runner=ray: {self.actor_restarts} actor failures, more than runner.max_actor_restarts="
+                               f"{self.cfg.runner.max_actor_restarts}; the last: {self.pool.last_failure}")
+
+    # ------------------------------------------------------------ evaluation, logs
+    def _submit_evaluation(self) -> None:
+        """Evaluate the policy as it is now, in the evaluator, while training goes on."""
+        import ray
+
+        state = {key: value.detach().cpu() for key, value in self.agent.policy_actor.state_dict().items()}
+        counters = {"env_steps": self.env_steps, "updates": self.updates, "intervention_steps": self.intervention_steps,
+                    "difficulty": self.difficulty}
+        ref = self.pool.evaluator.evaluate.remote(Weights(self.env_steps, [ray.put(state)]), self.difficulty)
+        self.evaluations.append((ref, counters, detached_copy(self._policy_state())))
+
+    def _take_evaluations(self, start: float, bar: Any, wait: bool) -> None:
+        """Record the evaluations that finished (all of them if `wait`), in the order they were asked for."""
+        import ray
+
+        while self.evaluations:
+            ref, counters, policy = self.evaluations[0]
+            ready, _ = ray.wait([ref], timeout=float(self.cfg.runner.chunk_timeout_s) if wait else 0)
+            if not ready:
+                if wait:
+                    raise ClusterError(f"runner=ray: the evaluator returned nothing within runner.chunk_timeout_s="
+                                       f"{self.cfg.runner.chunk_timeout_s} s")
+                return
+            self.evaluations.popleft()
+            try:
+                result = ray.get(ref)
+            except ray.exceptions.RayError as error:  # the evaluator died: Ray restarts it; this one is lost
+                log.warning("the evaluation at %d env steps was lost (%s); the next one runs on a restarted evaluator",
+                            counters["env_steps"], _first_line(error))
+                self._count_restart()
+                continue
+            entry = self._record_evaluation(result, counters)
+            entry["wall_seconds"] = self.wall_seconds = time.perf_counter() - start
+            self._keep_if_best(entry, policy)
+            bar.set_postfix(success=f"{100 * entry['success_rate']:.0f}%", ret=f"{entry['mean_return']:.0f}")
+            if entry["difficulty"] == self.difficulty:  # an evaluation of an earlier level moves nothing on
+                self._advance_curriculum(entry)
+
+    def finish(self) -> dict[str, Any]:
+        """The local runner's summary, plus how often actors failed and were restarted."""
+        summary = super().finish()
+        summary["actor_restarts"] = getattr(self, "actor_restarts", 0)
+        (self.run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
+        return summary
+
+    def _log_actors(self) -> None:
+        if not self.writer:
+            return
+        self.writer.add_scalar("ray/actor_restarts", self.actor_restarts, self.env_steps)
+        self.writer.add_scalar("ray/weights_lag", getattr(self, "weights_lag", 0), self.env_steps)
+        self.writer.add_scalar("ray/queued_batches", self.pool.queued(), self.env_steps)
+
+
+def updates_due(env_steps: int, num_envs: int, learning_starts: int, updates_per_iteration: int) -> int:
+    """The agent updates the local runner has run after `env_steps`: `updates_per_iteration` after each
+    batched step of `num_envs` envs that ends at or after `learning_starts` env steps."""
+    iterations = env_steps // num_envs - max(-(-learning_starts // num_envs), 1) + 1
+    return updates_per_iteration * max(iterations, 0)
+
+
+class _ActorPool:
+    """The run's Ray actors and the collect requests queued to them, waited on with deadlines."""
+
+    def __init__(self, settings: EnvSettings, runner: Any, eval_episodes: int, eval_seed: int):
+        import ray
+
+        self.runner = runner
+        self.size = int(runner.num_actors)
+        threads = int(runner.actor_threads)
+        remote = ray.remote(ExperienceActor).options(num_cpus=threads, max_restarts=-1, max_task_retries=0)
+        self.actors = [remote.remote(settings, index, int(runner.envs_per_actor), int(runner.steps_per_chunk), threads)
+                       for index in range(self.size)]
+        evaluator = ray.remote(PolicyEvaluator).options(num_cpus=int(runner.evaluator_threads), max_restarts=-1,
+                                                        max_task_retries=0)
+        self.evaluator = evaluator.remote(settings, eval_episodes, eval_seed, int(runner.evaluator_threads))
+        self.generation = [0] * self.size
+        self.started = [False] * self.size       # whether the current incarnation has sent a batch
+        self.restarted_at = [time.monotonic()] * self.size
+        # ref -> (actor, generation, request, submitted at)
+        self.pending: dict[Any, tuple[int, int, CollectRequest, float]] = {}
+        self.last_failure = ""
+
+    def submit(self, index: int, request: CollectRequest) -> None:
+        """Queue a collect request to actor `index`."""
+        ref = self.actors[index].collect.remote(request)
+        self.pending[ref] = (index, self.generation[index], request, time.monotonic())
+
+    def queued(self) -> int:
+        """Collect requests not yet taken."""
+        return len(self.pending)
+
+    def next_chunk(self) -> tuple[int, dict[str, Any] | None]:
+        """The next batch any actor sent: (actor, batch), or (actor, None) where that actor failed (it is then
+        restarted, its other queued requests dropped, and the caller asks it again)."""
+        import ray
+
+        while True:
+            deadline = min(self._deadline(ref) for ref in self.pending)
+            ready, _ = ray.wait(list(self.pending), num_returns=1, timeout=max(deadline - time.monotonic(), 0.0))
+            if ready:
+                ref = ready[0]
+                index, generation, request, _ = self.pending.pop(ref)
+                try:
+                    chunk = ray.get(ref)
+                except ray.exceptions.RayError as error:
+                    if generation != self.generation[index]:
+                        continue  # a request to an incarnation already known to have failed
+                    if isinstance(error, ray.exceptions.ActorUnavailableError) and not self.started[index] \
+                            and time.monotonic() < self.restarted_at[index] + float(self.runner.start_timeout_s):
+                        time.sleep(0.2)  # still restarting after a failure already counted: ask again
+                        self.submit(index, request)
+                        continue
+                    return index, self._failed(index, f"actor {index} failed ({_first_line(error)}); Ray restarts it")
+                if generation != self.generation[index]:
+                    continue
+                if not self.started[index]:
+                    log.info("actor %d (generation %d) runs in process %d on %s", index, generation, chunk["pid"],
+                             chunk["node"])
+                    self.started[index] = True
+                return index, chunk
+            late = min(self.pending, key=self._deadline)
+            if self._deadline(late) > time.monotonic():
+                continue
+            index = self.pending[late][0]
+            limit = self.runner.chunk_timeout_s if self.started[index] else self.runner.start_timeout_s
+            ray.kill(self.actors[index], no_restart=False)
+            return index, self._failed(index, f"actor {index} sent nothing for {limit} s; restarting it")
+
+    def _deadline(self, ref: Any) -> float:
+        index, _, _, submitted = self.pending[ref]
+        limit = self.runner.chunk_timeout_s if self.started[index] else self.runner.start_timeout_s
+        return submitted + float(limit)
+
+    def _failed(self, index: int, why: str) -> None:
+        log.warning(why)
+        self.last_failure = why
+        self.generation[index] += 1
+        self.started[index] = False
+        self.restarted_at[index] = time.monotonic()
+        for ref in [ref for ref, pending in self.pending.items() if pending[0] == index]:
+            del self.pending[ref]  # the failed incarnation's queue; the caller refills it
+        return None
+
+    def close(self) -> None:
+        import ray
+
+        for actor in [*self.actors, self.evaluator]:
+            if actor is not None:
+                ray.kill(actor, no_restart=True)
+
+
+def _first_line(error: BaseException) -> str:
+    text = str(error).strip()
+    return text.splitlines()[0][:300] if text else type(error).__name__
+

@@ -1,0 +1,179 @@
+"""`runner=ray` on a real Ray cluster: a head and a second node process on this machine (ray.cluster_utils),
+the learner a real `python -m robo_rl.train` process, actor and learner killed with SIGKILL."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from robo_rl.buffers import Source
+from robo_rl.checkpoint import list_checkpoints
+from robo_rl.distributed.learner import updates_due
+from tests.robo_rl.quick import QUICK
+
+REPO = Path(__file__).resolve().parents[2]
+TIMEOUT = 300  # s, for any one wait: several times what each run takes here
+RAY = ["runner=ray", "runner.num_actors=2", "runner.envs_per_actor=16", "runner.steps_per_chunk=8",
+       "runner.weight_sync_updates=20"]
+ACTOR_STARTED = re.compile(r"actor (\d+) \(generation (\d+)\) runs in process (\d+)")
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    """Three CPUs on two node processes: the two actors and the evaluator, spread over both."""
+    from ray.cluster_utils import Cluster
+
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False})
+    cluster.add_node(num_cpus=2)
+    yield cluster
+    cluster.shutdown()
+
+
+def _train(run: Path, *args: str) -> subprocess.Popen:
+    """`python -m robo_rl.train` with the quick recipe on Ray and `args` (only `args` for a resume)."""
+    log = open(run.parent / f"{run.name}.out", "ab")
+    recipe = [] if any(arg.startswith("resume=") for arg in args) else [*QUICK, *RAY, f"hydra.run.dir={run}"]
+    command = [sys.executable, "-m", "robo_rl.train", *recipe, *args]
+    return subprocess.Popen(command, cwd=REPO, stdout=log, stderr=subprocess.STDOUT)
+
+
+def _wait_for(condition, what: str, process: subprocess.Popen | None = None) -> None:
+    deadline = time.monotonic() + TIMEOUT
+    while not condition():
+        if process is not None and process.poll() is not None:
+            raise AssertionError(f"the learner exited ({process.returncode}) before {what}")
+        if time.monotonic() > deadline:
+            raise AssertionError(f"no {what} within {TIMEOUT} s")
+        time.sleep(0.2)
+
+
+def _actor_processes(run: Path) -> list[tuple[int, int, int]]:
+    """(actor, generation, pid) of every actor incarnation the learner has logged."""
+    log = run / "train.log"
+    text = log.read_text() if log.is_file() else ""
+    return [tuple(int(g) for g in match.groups()) for match in ACTOR_STARTED.finditer(text)]
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return Path(f"/proc/{pid}/status").is_file() and "zombie" not in Path(f"/proc/{pid}/status").read_text()
+
+
+def test_a_run_on_two_nodes_learns_and_replaces_an_actor_killed_mid_run(cluster, tmp_path):
+    run = tmp_path / "run"
+    total = 24000
+    learner = _train(run, f"runner.address={cluster.address}", f"total_env_steps={total}",
+                     "eval.interval_env_steps=6000", "checkpoint.interval_env_steps=6000", "agent.actor_average_rate=0.0")
+    try:
+        _wait_for(lambda: len(list_checkpoints(run)) >= 1, "first checkpoint", learner)
+        victim = next(pid for actor, _, pid in _actor_processes(run) if actor == 0)
+        os.kill(victim, signal.SIGKILL)
+        assert learner.wait(TIMEOUT) == 0, (tmp_path / "run.out").read_text()[-3000:]
+    finally:
+        learner.kill()
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["actor_restarts"] >= 1
+    # actor 0 came back in a new process and sent batches again
+    incarnations = [(generation, pid) for actor, generation, pid in _actor_processes(run) if actor == 0]
+    assert len(incarnations) >= 2 and incarnations[-1][1] != victim, incarnations
+    # the local runner's update-to-data ratio, whichever actor sent what
+    assert summary["env_steps"] >= total
+    assert summary["updates"] == updates_due(summary["env_steps"], 16, 2000, 2)
+    before, after = summary["history"][0], summary["history"][-1]
+    assert before["env_steps"] == 0 and after["env_steps"] >= total
+    # the quick recipe's bar on the local runner (tests/robo_rl/test_train.py): it stays up measurably longer
+    assert after["mean_return"] > before["mean_return"] + 15.0, summary["history"]
+    assert after["mean_length"] > before["mean_length"], summary["history"]
+    assert (run / "best_policy.pt").is_file() and (run / "learning_curve.png").is_file()
+
+
+def test_a_killed_learner_resumes_from_its_checkpoint_with_new_actors(cluster, tmp_path):
+    run = tmp_path / "run"
+    total = 12000
+    args = [f"runner.address={cluster.address}", f"total_env_steps={total}", "eval.interval_env_steps=4000",
+            "checkpoint.interval_env_steps=4000"]
+    learner = _train(run, *args)
+    try:
+        _wait_for(lambda: len(list_checkpoints(run)) >= 1, "first checkpoint", learner)
+        learner.send_signal(signal.SIGKILL)
+        learner.wait(TIMEOUT)
+    finally:
+        learner.kill()
+    first = [pid for _, _, pid in _actor_processes(run)]
+    # the actors belonged to the killed learner: Ray ends them, nothing keeps collecting for nobody
+    _wait_for(lambda: not any(_alive(pid) for pid in first), "end of the dead learner's actors")
+    resumed = _train(run, f"resume={run}")
+    try:
+        assert resumed.wait(TIMEOUT) == 0, (tmp_path / "run.out").read_text()[-3000:]
+    finally:
+        resumed.kill()
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["env_steps"] >= total
+    assert summary["history"][0]["env_steps"] == 0  # the history from before the kill is the run's own
+    second = [pid for _, _, pid in _actor_processes(run)][len(first):]
+    assert second and not set(second) & set(first)
+
+
+def test_actors_send_intervention_transitions_tagged_as_such(cluster):
+    import ray
+    import torch
+
+    from robo_rl.agents.sac import SACConfig, policy_network
+    from robo_rl.distributed.actors import CollectRequest, EnvSettings, ExperienceActor, Weights
+    from robo_rl.envs import env_spec, make_vector_env
+
+    env_cfg = {"id": "robo_rl/ArmReach-v0", "backend": "mujoco_batch", "overrides": {}}
+    env = make_vector_env(env_cfg, 1, torch.device("cpu"))
+    spec = env_spec(env, env_cfg["id"])
+    agent = {"actor_hidden": [16, 16], "critic_hidden": [16, 16], "compile": False}
+    intervention = {"kind": "scripted", "patience": 1, "duration": 5, "budget": 0.5, "until_env_steps": None}
+    ray.init(address=cluster.address)
+    try:
+        policy = policy_network(spec["observation_size"], spec["action_low"], spec["action_high"], SACConfig(**agent))
+        weights = Weights(0, [ray.put(policy.state_dict())])
+        actor = ray.remote(ExperienceActor).options(num_cpus=1).remote(
+            EnvSettings(env=env_cfg, agent=agent, intervention=intervention, spec=spec, privileged=False, seed=0,
+                        num_actors=1), 0, 8, 40, 1)
+        chunk = ray.get(actor.collect.remote(CollectRequest(weights, False, None, 0)), timeout=TIMEOUT)
+    finally:
+        ray.shutdown()
+    by_source = {Source(source): transitions for source, transitions in chunk["tagged"]}
+    assert set(by_source) == {Source.ONLINE, Source.INTERVENTION}
+    rows = {source: len(t["reward"]) for source, t in by_source.items()}
+    assert sum(rows.values()) == chunk["env_steps"] == 8 * 40
+    assert rows[Source.INTERVENTION] == chunk["intervention_steps"] > 0
+    for transitions in by_source.values():
+        assert all(np.isfinite(value).all() for value in transitions.values())
+
+
+@pytest.mark.parametrize("env_steps,num_envs,starts,per_iteration", [
+    (0, 16, 2000, 2), (1999, 16, 2000, 2), (2000, 16, 2000, 2), (24000, 16, 2000, 2), (5000, 32, 0, 3), (33, 32, 1, 1)])
+def test_updates_due_matches_the_local_loop(env_steps, num_envs, starts, per_iteration):
+    steps = updates = 0
+    while steps + num_envs <= env_steps:  # robo_rl.train.Trainer._train's loop
+        steps += num_envs
+        if steps >= starts:
+            updates += per_iteration
+    assert updates_due(env_steps, num_envs, starts, per_iteration) == updates
+
+
+def test_an_address_where_no_cluster_answers_is_one_line_and_no_run_folder(tmp_path):
+    run = tmp_path / "run"
+    done = subprocess.run([sys.executable, "-m", "robo_rl.train", *QUICK, *RAY, "runner.address=127.0.0.1:1",
+                           f"hydra.run.dir={run}"], cwd=REPO, capture_output=True, text=True, timeout=TIMEOUT)
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines() == [done.stderr.strip()]
+    assert "runner.address=127.0.0.1:1" in done.stderr and "ray start --head" in done.stderr
+    assert not run.exists()
