@@ -66,7 +66,7 @@ class RayTrainer(Trainer):
         next_eval = self._next_multiple(cfg.eval.interval_env_steps)
         self.actor_restarts = 0
         self._publish_weights()
-        self.pool = _ActorPool(self._settings(), runner, int(cfg.eval.episodes), int(cfg.eval.seed))
+        self.pool = ActorPool(self._settings(), runner, int(cfg.eval.episodes), int(cfg.eval.seed))
         self.evaluations: collections.deque[tuple[Any, dict[str, Any], dict[str, Any]]] = collections.deque()
         bar = self._progress_bar(total)
         start = time.perf_counter() - self.wall_seconds
@@ -213,7 +213,7 @@ def updates_due(env_steps: int, num_envs: int, learning_starts: int, updates_per
     return updates_per_iteration * max(iterations, 0)
 
 
-class _ActorPool:
+class ActorPool:
     """The run's Ray actors and the collect requests queued to them, waited on with deadlines."""
 
     def __init__(self, settings: EnvSettings, runner: Any, eval_episodes: int, eval_seed: int):

@@ -126,6 +126,20 @@ def test_a_killed_learner_resumes_from_its_checkpoint_with_new_actors(cluster, t
     assert second and not set(second) & set(first)
 
 
+def test_a_sweep_places_each_job_on_the_cluster_and_keeps_hydras_sweep_directory(cluster, tmp_path):
+    sweep = tmp_path / "sweep"
+    done = subprocess.run([sys.executable, "-m", "robo_rl.train", "-m", "seed=0,1", "hydra/launcher=ray_cluster",
+                           f"hydra.launcher.ray.init.address={cluster.address}", *QUICK, "total_env_steps=2400",
+                           "eval.episodes=4", f"hydra.sweep.dir={sweep}", "hydra.sweep.subdir=seed_${seed}"],
+                          cwd=REPO, capture_output=True, text=True, timeout=TIMEOUT)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "Ray Launcher is launching 2 jobs" in done.stdout + done.stderr
+    for seed in (0, 1):
+        summary = json.loads((sweep / f"seed_{seed}" / "summary.json").read_text())
+        assert summary["seed"] == seed and summary["env_steps"] >= 2400
+    assert (sweep / "multirun.yaml").is_file()
+
+
 def test_actors_send_intervention_transitions_tagged_as_such(cluster):
     import ray
     import torch
