@@ -17,7 +17,7 @@ import torch
 
 from robo_rl.agents.sac import SACConfig, policy_network
 from robo_rl.buffers import Source
-from robo_rl.collector import Collector
+from robo_rl.collector import CollectedStep, Collector
 from robo_rl.envs import env_config_at, make_vector_env
 from robo_rl.evaluation import evaluate_policy
 from robo_rl.interventions import make_intervener
@@ -99,32 +99,18 @@ class ExperienceActor(_PolicyHolder):
         return os.getpid()
 
     def collect(self, request: CollectRequest) -> dict[str, Any]:
-        """Step every env `steps` times and return the transitions by source as numpy arrays, with the finished
-        episodes' statistics: {"tagged": [(source, {field: array})], "returns", "intervention_rates",
-        "intervention_steps", "env_steps", "weights_version", "seconds", "pid", "node"}."""
+        """Step every env `steps` times with the request's policy and return the steps as one batch (`batch_of`)."""
         start = time.perf_counter()
         if self.collector is None or request.difficulty != self.difficulty:
             self._start(request)
         self.follow(request.weights)
         policy = None if request.random_actions else (lambda obs: self.policy.sample(obs)[0])
-        parts: dict[Source, list[dict[str, torch.Tensor]]] = {}
-        returns: list[float] = []
-        rates: list[float] = []
-        interventions = 0
         with torch.no_grad():
+            steps = []
             for _ in range(self.steps):
-                step = self.collector.step(policy, self.env_steps)
-                for source, transitions in step.tagged:
-                    parts.setdefault(source, []).append(transitions)
-                returns += step.finished_returns
-                rates += step.finished_intervention_rates
-                interventions += step.intervention_steps
-                self.env_steps += step.env_steps
-        tagged = [(int(source), {key: torch.cat([p[key] for p in chunks]).cpu().numpy() for key in chunks[0]})
-                  for source, chunks in parts.items()]
-        return {"tagged": tagged, "returns": returns, "intervention_rates": rates, "intervention_steps": interventions,
-                "env_steps": self.steps * self.num_envs, "weights_version": self.version,
-                "seconds": time.perf_counter() - start, "pid": os.getpid(), "node": socket.gethostname()}
+                steps.append(self.collector.step(policy, self.env_steps))
+                self.env_steps += steps[-1].env_steps
+        return batch_of(steps, self.version, time.perf_counter() - start)
 
     def _start(self, request: CollectRequest) -> None:
         """Build the env at the request's difficulty and start its episodes, seeded by (seed, index, generation)."""
@@ -141,6 +127,23 @@ class ExperienceActor(_PolicyHolder):
         torch.manual_seed(seed)
         self.collector.reset(seed)
         self.difficulty = request.difficulty
+
+
+def batch_of(steps: list[CollectedStep], weights_version: int, seconds: float = 0.0) -> dict[str, Any]:
+    """Collected steps as one batch for the learner: {"tagged": [(source number, {field: array (rows, ...)})],
+    "returns", "intervention_rates" (of the episodes that ended), "intervention_steps", "env_steps",
+    "weights_version" (of the policy that acted), "seconds" (collecting), "pid", "node" (who sent it)}."""
+    parts: dict[Source, list[dict[str, torch.Tensor]]] = {}
+    for step in steps:
+        for source, transitions in step.tagged:
+            parts.setdefault(source, []).append(transitions)
+    tagged = [(int(source), {key: torch.cat([p[key] for p in chunks]).cpu().numpy() for key in chunks[0]})
+              for source, chunks in parts.items()]
+    return {"tagged": tagged, "returns": [r for step in steps for r in step.finished_returns],
+            "intervention_rates": [r for step in steps for r in step.finished_intervention_rates],
+            "intervention_steps": sum(step.intervention_steps for step in steps),
+            "env_steps": sum(step.env_steps for step in steps), "weights_version": weights_version,
+            "seconds": seconds, "pid": os.getpid(), "node": socket.gethostname()}
 
 
 class PolicyEvaluator(_PolicyHolder):

@@ -16,11 +16,12 @@ CONNECT_TIMEOUT_S = 10.0
 SECONDS = Interval(0.1, 7 * 24 * 3600.0)
 # runner=ray option -> (annotation, allowed interval of a number or None)
 RAY_OPTIONS: dict[str, tuple[Any, Interval | None]] = {
-    "address": (str | None, None), "num_actors": (int, Interval(1, 4096)), "envs_per_actor": (int, Interval(1, 2**20)),
+    "address": (str | None, None), "num_actors": (int, Interval(0, 4096)), "envs_per_actor": (int, Interval(1, 2**20)),
     "actor_threads": (int, Interval(1, 1024)), "evaluator_threads": (int, Interval(1, 1024)),
     "steps_per_chunk": (int, Interval(1, 10**6)), "chunks_in_flight": (int, Interval(1, 64)),
     "weight_sync_updates": (int, Interval(1, 10**9)), "chunk_timeout_s": (float, SECONDS),
     "start_timeout_s": (float, SECONDS), "max_actor_restarts": (int, Interval(0, 10**6)),
+    "inbox": (str | None, None), "inbox_batches": (int, Interval(1, 10**6)),
 }
 
 
@@ -41,8 +42,16 @@ def check_runner(runner: Mapping[str, Any]) -> None:
         value = coerce(runner[name], annotation, f"runner.{name}")
         if allowed is not None and value is not None and value not in allowed:
             raise ConfigError(f"runner.{name} must lie in {allowed}, got {number(value)}")
+    if int(runner["num_actors"]) == 0 and runner["inbox"] is None:
+        raise ConfigError("runner.num_actors=0 needs runner.inbox (a name): with neither, nothing would collect")
     if runner["address"] not in (None, "auto"):  # before the run folder is made: nothing is left of a typo
         check_reachable(str(runner["address"]))
+
+
+def first_line(error: BaseException) -> str:
+    """An error's message in one line, for logs."""
+    text = str(error).strip()
+    return text.splitlines()[0][:300] if text else type(error).__name__
 
 
 def required_cpus(runner: Mapping[str, Any]) -> int:
@@ -81,9 +90,11 @@ def ray_cluster(runner: Mapping[str, Any]) -> Iterator[None]:
         try:
             ray.init(address="local" if address is None else address, **options)
         except (ConnectionError, RuntimeError, ValueError) as error:
-            first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-            raise ClusterError(f"runner.address={address}: no Ray cluster to join there ({first}); start one with "
-                               "`ray start --head`, or give runner.address=null for one on this machine") from None
+            hint = ("; a cluster from `ray start` checks Ray's authentication token: set RAY_AUTH_MODE=token (and the "
+                    "same ~/.ray/auth_token) here too" if os.environ.get("RAY_AUTH_MODE") != "token" else "")
+            raise ClusterError(f"runner.address={address}: no Ray cluster to join there ({first_line(error)}){hint}; "
+                               "start one with `ray start --head`, or give runner.address=null for one on this "
+                               "machine") from None
     try:
         cpus = ray.cluster_resources().get("CPU", 0)
         if cpus < needed:

@@ -24,17 +24,20 @@ import logging
 import time
 from typing import Any
 
+import numpy as np
 import torch
 from omegaconf import OmegaConf
 
 from robo_rl.buffers import Source
 from robo_rl.checkpoint import detached_copy
 from robo_rl.distributed.actors import CollectRequest, EnvSettings, ExperienceActor, PolicyEvaluator, Weights
-from robo_rl.distributed.cluster import ClusterError, ray_cluster
+from robo_rl.distributed.cluster import ClusterError, first_line, ray_cluster
+from robo_rl.distributed.inbox import NAMESPACE, Inbox
 from robo_rl.envs import env_config_at, make_vector_env
 from robo_rl.train import Trainer
 
 log = logging.getLogger(__name__)
+INBOX_WAIT_S = 1.0  # how long one request to the inbox waits for a batch before the learner looks again
 
 
 class ActorFailure(RuntimeError):
@@ -64,9 +67,10 @@ class RayTrainer(Trainer):
         next_checkpoint = self._next_multiple(cfg.checkpoint.interval_env_steps)
         next_log = self._next_multiple(cfg.logging.log_interval_env_steps)
         next_eval = self._next_multiple(cfg.eval.interval_env_steps)
-        self.actor_restarts = 0
-        self._publish_weights()
+        self.actor_restarts = self.refused_batches = 0
+        self.refusals: set[tuple[str, str]] = set()  # (sender, problem) already logged
         self.pool = ActorPool(self._settings(), runner, int(cfg.eval.episodes), int(cfg.eval.seed))
+        self._publish_weights()
         self.evaluations: collections.deque[tuple[Any, dict[str, Any], dict[str, Any]]] = collections.deque()
         bar = self._progress_bar(total)
         start = time.perf_counter() - self.wall_seconds
@@ -81,8 +85,10 @@ class RayTrainer(Trainer):
                     self._count_restart()
                     self._fill_queue(index)
                     continue
-                if self.env_steps + chunk["env_steps"] < total:  # keep the queue full while it is needed
+                if index >= 0 and self.env_steps + chunk["env_steps"] < total:  # keep the queue full while needed
                     self.pool.submit(index, self._request(index))
+                if index < 0 and not self._acceptable(chunk):
+                    continue
                 self._store_chunk(chunk)
                 bar.update(chunk["env_steps"])
                 due = self._updates_due()
@@ -127,6 +133,19 @@ class RayTrainer(Trainer):
         cfg = self.cfg
         return updates_due(self.env_steps, int(cfg.num_envs), int(cfg.learning_starts), int(cfg.updates_per_iteration))
 
+    def _acceptable(self, chunk: dict[str, Any]) -> bool:
+        """Whether an external actor's batch fits the replay buffers; if not, it is dropped, said in the log
+        (once per sender and problem) and counted: one bad sender does not stop the run."""
+        problem = batch_problem(chunk, self.replay.online.shapes)
+        if problem is None:
+            return True
+        self.refused_batches += 1
+        sender = f"process {chunk.get('pid', '?')} on {chunk.get('node', '?')}" if isinstance(chunk, dict) else "?"
+        if (sender, problem) not in self.refusals:
+            self.refusals.add((sender, problem))
+            log.warning("refused a batch from the external actor %s: %s", sender, problem)
+        return False
+
     def _store_chunk(self, chunk: dict[str, Any]) -> None:
         """Put an actor's batch into the replay buffers by source and count it."""
         for source, transitions in chunk["tagged"]:
@@ -146,6 +165,7 @@ class RayTrainer(Trainer):
         state = {key: value.detach().cpu() for key, value in self.agent.actor.state_dict().items()}
         version = getattr(self, "weights", Weights(-1, [None])).version + 1
         self.weights = Weights(version, [ray.put(state)])
+        self.pool.publish(self.weights)
 
     def _count_restart(self) -> None:
         self.actor_restarts += 1
@@ -181,7 +201,7 @@ class RayTrainer(Trainer):
                 result = ray.get(ref)
             except ray.exceptions.RayError as error:  # the evaluator died: Ray restarts it; this one is lost
                 log.warning("the evaluation at %d env steps was lost (%s); the next one runs on a restarted evaluator",
-                            counters["env_steps"], _first_line(error))
+                            counters["env_steps"], first_line(error))
                 self._count_restart()
                 continue
             entry = self._record_evaluation(result, counters)
@@ -195,6 +215,7 @@ class RayTrainer(Trainer):
         """The local runner's summary, plus how often actors failed and were restarted."""
         summary = super().finish()
         summary["actor_restarts"] = getattr(self, "actor_restarts", 0)
+        summary["refused_batches"] = getattr(self, "refused_batches", 0)  # from external actors
         (self.run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
         return summary
 
@@ -204,6 +225,36 @@ class RayTrainer(Trainer):
         self.writer.add_scalar("ray/actor_restarts", self.actor_restarts, self.env_steps)
         self.writer.add_scalar("ray/weights_lag", getattr(self, "weights_lag", 0), self.env_steps)
         self.writer.add_scalar("ray/queued_batches", self.pool.queued(), self.env_steps)
+
+
+def batch_problem(batch: Any, shapes: dict[str, tuple[int, ...]]) -> str | None:
+    """What makes `batch` unfit for replay buffers with these field shapes (robo_rl.buffers.ReplayBuffer.shapes),
+    in one line, or None if it fits (see robo_rl.distributed.actors.batch_of for the format)."""
+    if not isinstance(batch, dict) or not isinstance(batch.get("tagged"), list):
+        return "not a batch (a dict with a 'tagged' list)"
+    rows = 0
+    for entry in batch["tagged"]:
+        if not isinstance(entry, (tuple, list)) or len(entry) != 2 or entry[0] not in {int(s) for s in Source} \
+                or not isinstance(entry[1], dict):
+            return f"each tagged entry must be (source in {[int(s) for s in Source]}, {{field: array}})"
+        transitions = entry[1]
+        if set(transitions) != set(shapes):
+            return f"fields {sorted(transitions)}, the learner stores {sorted(shapes)}"
+        n = None
+        for key, shape in shapes.items():
+            value = np.asarray(transitions[key])
+            if value.shape[1:] != tuple(shape) or (n is not None and len(value) != n):
+                return f"{key} has shape {value.shape}, the learner stores (rows, {', '.join(map(str, shape))})"
+            if not np.isfinite(value.astype(np.float64)).all():
+                return f"{key} holds non-finite values"
+            n = len(value)
+        rows += n or 0
+    for key in ("returns", "intervention_rates", "intervention_steps", "env_steps"):
+        if key not in batch:
+            return f"no {key!r}"
+    if int(batch["env_steps"]) != rows:
+        return f"env_steps {batch['env_steps']} but {rows} transitions"
+    return None
 
 
 def updates_due(env_steps: int, num_envs: int, learning_starts: int, updates_per_iteration: int) -> int:
@@ -228,6 +279,14 @@ class ActorPool:
         evaluator = ray.remote(PolicyEvaluator).options(num_cpus=int(runner.evaluator_threads), max_restarts=-1,
                                                         max_task_retries=0)
         self.evaluator = evaluator.remote(settings, eval_episodes, eval_seed, int(runner.evaluator_threads))
+        self.inbox: Any = None  # batches from actors this run did not start (robo_rl.distributed.inbox)
+        self.inbox_ref: Any = None
+        self.from_inbox: collections.deque[dict[str, Any]] = collections.deque()
+        self.senders: set[tuple[str, int]] = set()
+        if runner.inbox is not None:
+            inbox = ray.remote(Inbox).options(name=str(runner.inbox), namespace=NAMESPACE, num_cpus=0, max_restarts=0)
+            self.inbox = inbox.remote(int(runner.inbox_batches))
+            self.inbox_ref = self.inbox.take.remote(INBOX_WAIT_S)
         self.generation = [0] * self.size
         self.started = [False] * self.size       # whether the current incarnation has sent a batch
         self.restarted_at = [time.monotonic()] * self.size
@@ -246,12 +305,19 @@ class ActorPool:
 
     def next_chunk(self) -> tuple[int, dict[str, Any] | None]:
         """The next batch any actor sent: (actor, batch), or (actor, None) where that actor failed (it is then
-        restarted, its other queued requests dropped, and the caller asks it again)."""
+        restarted, its other queued requests dropped, and the caller asks it again); actor -1 for a batch from
+        the inbox."""
         import ray
 
         while True:
-            deadline = min(self._deadline(ref) for ref in self.pending)
-            ready, _ = ray.wait(list(self.pending), num_returns=1, timeout=max(deadline - time.monotonic(), 0.0))
+            if self.from_inbox:
+                return -1, self.from_inbox.popleft()
+            deadline = min((self._deadline(ref) for ref in self.pending), default=time.monotonic() + INBOX_WAIT_S)
+            waiting = list(self.pending) + ([self.inbox_ref] if self.inbox_ref is not None else [])
+            ready, _ = ray.wait(waiting, num_returns=1, timeout=max(deadline - time.monotonic(), 0.0))
+            if ready and ready[0] is self.inbox_ref:
+                self._take_inbox()
+                continue
             if ready:
                 ref = ready[0]
                 index, generation, request, _ = self.pending.pop(ref)
@@ -265,7 +331,7 @@ class ActorPool:
                         time.sleep(0.2)  # still restarting after a failure already counted: ask again
                         self.submit(index, request)
                         continue
-                    return index, self._failed(index, f"actor {index} failed ({_first_line(error)}); Ray restarts it")
+                    return index, self._failed(index, f"actor {index} failed ({first_line(error)}); Ray restarts it")
                 if generation != self.generation[index]:
                     continue
                 if not self.started[index]:
@@ -273,6 +339,8 @@ class ActorPool:
                              chunk["node"])
                     self.started[index] = True
                 return index, chunk
+            if not self.pending:
+                continue  # only the inbox, and nothing in it yet
             late = min(self.pending, key=self._deadline)
             if self._deadline(late) > time.monotonic():
                 continue
@@ -280,6 +348,23 @@ class ActorPool:
             limit = self.runner.chunk_timeout_s if self.started[index] else self.runner.start_timeout_s
             ray.kill(self.actors[index], no_restart=False)
             return index, self._failed(index, f"actor {index} sent nothing for {limit} s; restarting it")
+
+    def _take_inbox(self) -> None:
+        """Keep the inbox's batches and ask it for the next ones (the learner's own inbox failing is fatal)."""
+        import ray
+
+        for batch in ray.get(self.inbox_ref):
+            sender = (str(batch.get("node")), int(batch.get("pid", -1)))
+            if sender not in self.senders:
+                log.info("an external actor, process %d on %s, sent its first batch to the inbox", sender[1], sender[0])
+                self.senders.add(sender)
+            self.from_inbox.append(batch)
+        self.inbox_ref = self.inbox.take.remote(INBOX_WAIT_S)
+
+    def publish(self, weights: Weights) -> None:
+        """Make `weights` what external actors take next (the pool's own actors get them with each request)."""
+        if self.inbox is not None:
+            self.inbox.publish.remote(weights)
 
     def _deadline(self, ref: Any) -> float:
         index, _, _, submitted = self.pending[ref]
@@ -299,12 +384,7 @@ class ActorPool:
     def close(self) -> None:
         import ray
 
-        for actor in [*self.actors, self.evaluator]:
+        for actor in [*self.actors, self.evaluator, self.inbox]:
             if actor is not None:
                 ray.kill(actor, no_restart=True)
-
-
-def _first_line(error: BaseException) -> str:
-    text = str(error).strip()
-    return text.splitlines()[0][:300] if text else type(error).__name__
 

@@ -126,6 +126,73 @@ def test_a_killed_learner_resumes_from_its_checkpoint_with_new_actors(cluster, t
     assert second and not set(second) & set(first)
 
 
+def test_an_external_actor_feeds_the_learner_through_its_inbox_and_rejoins_a_resumed_learner(cluster, tmp_path):
+    """What a robot's actor node does (robo_rl.distributed.link): collect with the newest weights, send batches,
+    notice at once that the learner is gone, and carry on with the learner that resumes the run."""
+    import torch
+
+    from robo_rl.agents.sac import SACConfig, policy_network
+    from robo_rl.collector import Collector
+    from robo_rl.distributed.actors import batch_of
+    from robo_rl.distributed.link import LearnerLink
+    from robo_rl.envs import make_vector_env
+    from tests.robo_rl.quick import quick_config
+
+    run, total = tmp_path / "run", 8000
+    learner = _train(run, f"runner.address={cluster.address}", "runner.num_actors=0", "runner.inbox=test_inbox",
+                     "privileged_critic=false",  # a robot has no privileged state to send
+                     f"total_env_steps={total}", "learning_starts=1000", "eval.interval_env_steps=4000",
+                     "checkpoint.interval_env_steps=2000")
+    cfg = quick_config()
+    env = make_vector_env(cfg.env, 16, torch.device("cpu"), threads=1)
+    collector = Collector(env, torch.device("cpu"))
+    collector.reset(7)
+    space = env.single_action_space
+    policy = policy_network(env.single_observation_space.shape[0], space.low, space.high,
+                            SACConfig(**{k: cfg.agent[k] for k in ("actor_hidden", "activation", "actor_layer_norm")}))
+    link = LearnerLink(cluster.address, "test_inbox", timeout_s=1.0, retry_s=0.2).start()
+    sent = 0
+
+    def send_while(condition, what: str, process: subprocess.Popen | None) -> None:
+        def step() -> bool:
+            nonlocal sent
+            if condition():
+                return True
+            newest = link.weights()
+            if newest is not None:
+                policy.load_state_dict(newest[1])
+            act = None if newest is None else (lambda obs: policy.sample(obs)[0])
+            with torch.no_grad():
+                link.send(batch_of([collector.step(act, sent) for _ in range(8)], -1 if newest is None else newest[0]))
+            sent += 8 * 16
+            time.sleep(0.05)
+            return False
+        _wait_for(step, what, process)
+
+    try:
+        send_while(lambda: len(list_checkpoints(run)) >= 1, "first checkpoint", learner)
+        _wait_for(lambda: link.weights() is not None and link.weights()[0] > 0, "weights after updates")  # published
+        assert link.connected
+        learner.send_signal(signal.SIGKILL)
+        killed = time.monotonic()
+        learner.wait(TIMEOUT)
+        _wait_for(lambda: not link.connected, "link noticing the learner is gone")
+        assert time.monotonic() - killed < 1.0  # the actor stops acting on stale weights within a second
+        learner = _train(run, f"resume={run}")
+        send_while(lambda: learner.poll() is not None, "the resumed run's end", None)
+        assert learner.returncode == 0, (tmp_path / "run.out").read_text()[-3000:]
+    finally:
+        learner.kill()
+        link.close()
+        import ray
+
+        ray.shutdown()
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["env_steps"] >= total and summary["updates"] == updates_due(summary["env_steps"], 16, 1000, 2)
+    log = (run / "train.log").read_text()
+    assert log.count("sent its first batch to the inbox") >= 2  # once to each learner
+
+
 def test_a_sweep_places_each_job_on_the_cluster_and_keeps_hydras_sweep_directory(cluster, tmp_path):
     sweep = tmp_path / "sweep"
     done = subprocess.run([sys.executable, "-m", "robo_rl.train", "-m", "seed=0,1", "hydra/launcher=ray_cluster",
@@ -191,3 +258,58 @@ def test_an_address_where_no_cluster_answers_is_one_line_and_no_run_folder(tmp_p
     assert done.stderr.strip().splitlines() == [done.stderr.strip()]
     assert "runner.address=127.0.0.1:1" in done.stderr and "ray start --head" in done.stderr
     assert not run.exists()
+
+
+def _batch(rows: int = 4, obs: int = 3, act: int = 2, source: Source = Source.ONLINE) -> dict:
+    fields = {"obs": np.zeros((rows, obs)), "action": np.zeros((rows, act)), "reward": np.zeros(rows),
+              "next_obs": np.zeros((rows, obs)), "terminated": np.zeros(rows)}
+    return {"tagged": [(int(source), fields)], "returns": [], "intervention_rates": [], "intervention_steps": 0,
+            "env_steps": rows}
+
+
+@pytest.mark.parametrize("damage,problem", [
+    (lambda b: b.update(tagged="x"), "not a batch"),
+    (lambda b: b["tagged"].__setitem__(0, (9, b["tagged"][0][1])), "each tagged entry"),
+    (lambda b: b["tagged"][0][1].pop("reward"), "fields"),
+    (lambda b: b["tagged"][0][1].__setitem__("obs", np.zeros((4, 5))), "obs has shape"),
+    (lambda b: b["tagged"][0][1]["reward"].__setitem__(1, np.nan), "reward holds non-finite"),
+    (lambda b: b.update(env_steps=7), "env_steps 7 but 4 transitions"),
+    (lambda b: b.pop("returns"), "no 'returns'"),
+])
+def test_a_batch_that_does_not_fit_the_buffers_is_named_not_stored(damage, problem):
+    from robo_rl.buffers import ReplayBuffer
+    from robo_rl.distributed.learner import batch_problem
+
+    shapes = ReplayBuffer(10, 3, 2).shapes
+    assert batch_problem(_batch(), shapes) is None
+    batch = _batch()
+    damage(batch)
+    assert problem in batch_problem(batch, shapes)
+
+
+def test_the_inbox_is_bounded_and_hands_out_only_newer_weights():
+    import asyncio
+
+    from robo_rl.distributed.actors import Weights
+    from robo_rl.distributed.inbox import Inbox
+
+    async def scenario() -> None:
+        inbox = Inbox(capacity=2)
+        assert await inbox.take(0.01) == []  # waits at most its deadline
+        assert [await inbox.put(_batch()) for _ in range(3)] == [True, True, False]  # full: refused, not queued
+        assert len(await inbox.take(0.01)) == 2 and (await inbox.stats())["refused"] == 1
+        assert await inbox.latest(-1) is None
+        await inbox.publish(Weights(3, [None]))
+        assert (await inbox.latest(2)).version == 3 and await inbox.latest(3) is None
+
+    asyncio.run(scenario())
+
+
+def test_the_link_queues_a_bounded_number_of_batches_while_the_learner_is_away():
+    from robo_rl.distributed.link import LearnerLink
+
+    link = LearnerLink("127.0.0.1:1", "nobody", max_queued=3)  # never started: nothing is sent
+    for _ in range(5):
+        link.send(_batch())
+    assert len(link.queue) == 3 and link.dropped == 2
+    assert not link.connected and link.weights() is None

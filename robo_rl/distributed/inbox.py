@@ -1,0 +1,64 @@
+"""The learner's inbox for actors it did not start: a robot's actor node, or any process that joins the Ray
+cluster, sends batches of tagged transitions and takes the newest weights (robo_rl.distributed.link).
+
+The learner creates it as a named Ray actor (`runner.inbox`, in the NAMESPACE namespace) that it owns: it
+ends with the learner, which is how a sender learns that the learner is gone. It holds at most `capacity`
+batches: a full inbox refuses a batch (the sender keeps it and sends it again later), so a learner that falls
+behind bounds memory instead of growing a queue.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+from typing import Any
+
+from robo_rl.distributed.actors import Weights
+
+NAMESPACE = "robo_rl"
+
+
+class Inbox:
+    """Batches from external actors, and the weights the learner published for them (an async Ray actor:
+    `take` waits for a batch while `put` calls go on)."""
+
+    def __init__(self, capacity: int):
+        self.capacity = capacity
+        self.batches: collections.deque[dict[str, Any]] = collections.deque()
+        self.arrived = asyncio.Event()
+        self.weights: Weights | None = None
+        self.refused = 0
+
+    async def put(self, batch: dict[str, Any]) -> bool:
+        """Queue a batch; False (and nothing queued) while the inbox is full."""
+        if len(self.batches) >= self.capacity:
+            self.refused += 1
+            return False
+        self.batches.append(batch)
+        self.arrived.set()
+        return True
+
+    async def take(self, wait_s: float) -> list[dict[str, Any]]:
+        """Every queued batch, after waiting up to `wait_s` for one if there is none."""
+        if not self.batches:
+            try:
+                await asyncio.wait_for(self.arrived.wait(), wait_s)
+            except asyncio.TimeoutError:
+                pass
+        batches, self.batches = list(self.batches), collections.deque()
+        self.arrived.clear()
+        return batches
+
+    async def publish(self, weights: Weights) -> None:
+        """Make `weights` the newest (the learner calls this when it publishes weights to its own actors)."""
+        self.weights = weights
+
+    async def latest(self, version: int) -> Weights | None:
+        """The newest weights if they are newer than `version`, else None."""
+        if self.weights is None or self.weights.version <= version:
+            return None
+        return self.weights
+
+    async def stats(self) -> dict[str, int]:
+        """Queued batches and batches refused because the inbox was full."""
+        return {"queued": len(self.batches), "refused": self.refused}
