@@ -13,9 +13,36 @@ import asyncio
 import collections
 from typing import Any
 
+import numpy as np
+import torch
+from torch import nn
+
+from robo_rl.agents.networks import TanhGaussianActor
 from robo_rl.distributed.actors import Weights
+from robo_rl_ros.core.exploration import ARRAYS_FORMAT
 
 NAMESPACE = "robo_rl"
+
+
+def actor_arrays(actor: TanhGaussianActor, activation: str) -> dict[str, Any]:
+    """The actor as plain numpy arrays, what the inbox hands external actors (robo_rl_ros.core.exploration
+    runs it without torch): hidden layers (with LayerNorm parameters if any), mean and log-std heads,
+    log-std bounds, action scaling."""
+    def array(tensor: torch.Tensor) -> np.ndarray:
+        return tensor.detach().cpu().numpy().astype(np.float32).copy()
+
+    modules = list(actor.trunk)
+    linears = [m for m in modules if isinstance(m, nn.Linear)]
+    norms = [m for m in modules if isinstance(m, nn.LayerNorm)]
+    layers = [{"weight": array(linear.weight), "bias": array(linear.bias),
+               "norm_weight": array(norms[i].weight) if norms else None,
+               "norm_bias": array(norms[i].bias) if norms else None} for i, linear in enumerate(linears)]
+    return {"format": ARRAYS_FORMAT, "activation": activation, "layers": layers,
+            "mean": {"weight": array(actor.mean.weight), "bias": array(actor.mean.bias)},
+            "log_std": {"weight": array(actor.log_std.weight), "bias": array(actor.log_std.bias)},
+            "log_std_bounds": [actor.LOG_STD_MIN, actor.LOG_STD_MAX],
+            "layer_norm_eps": norms[0].eps if norms else 1e-5,
+            "action_scale": array(actor.action_scale), "action_bias": array(actor.action_bias)}
 
 
 class Inbox:
@@ -50,7 +77,8 @@ class Inbox:
         return batches
 
     async def publish(self, weights: Weights) -> None:
-        """Make `weights` the newest (the learner calls this when it publishes weights to its own actors)."""
+        """Make `weights` (a reference to `actor_arrays`) the newest (the learner calls this when it publishes
+        weights to its own actors)."""
         self.weights = weights
 
     async def latest(self, version: int) -> Weights | None:

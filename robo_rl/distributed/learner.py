@@ -32,7 +32,7 @@ from robo_rl.buffers import Source
 from robo_rl.checkpoint import detached_copy
 from robo_rl.distributed.actors import CollectRequest, EnvSettings, ExperienceActor, PolicyEvaluator, Weights
 from robo_rl.distributed.cluster import ClusterError, first_line, ray_cluster
-from robo_rl.distributed.inbox import NAMESPACE, Inbox
+from robo_rl.distributed.inbox import NAMESPACE, Inbox, actor_arrays
 from robo_rl.envs import env_config_at, make_vector_env
 from robo_rl.train import Trainer
 
@@ -165,7 +165,9 @@ class RayTrainer(Trainer):
         state = {key: value.detach().cpu() for key, value in self.agent.actor.state_dict().items()}
         version = getattr(self, "weights", Weights(-1, [None])).version + 1
         self.weights = Weights(version, [ray.put(state)])
-        self.pool.publish(self.weights)
+        if self.pool.inbox is not None:  # external actors get arrays: they need no torch
+            arrays = actor_arrays(self.agent.actor, self.agent.config.activation)
+            self.pool.publish(Weights(version, [ray.put(arrays)]))
 
     def _count_restart(self) -> None:
         self.actor_restarts += 1

@@ -74,7 +74,8 @@ class LearnerLink:
             self.queue.append(batch)
 
     def weights(self) -> tuple[int, dict[str, Any]] | None:
-        """(version, actor state dict) of the newest weights received, or None before the first."""
+        """(version, actor arrays) of the newest weights received, or None before the first; the arrays
+        load into robo_rl_ros.core.exploration.GaussianActor."""
         with self._lock:
             return None if self._weights is None else (self.version, self._weights)
 

@@ -131,9 +131,9 @@ def test_an_external_actor_feeds_the_learner_through_its_inbox_and_rejoins_a_res
     notice at once that the learner is gone, and carry on with the learner that resumes the run."""
     import torch
 
-    from robo_rl.agents.sac import SACConfig, policy_network
     from robo_rl.collector import Collector
     from robo_rl.distributed.actors import batch_of
+    from robo_rl_ros.core.exploration import GaussianActor
     from robo_rl.distributed.link import LearnerLink
     from robo_rl.envs import make_vector_env
     from tests.robo_rl.quick import quick_config
@@ -147,9 +147,7 @@ def test_an_external_actor_feeds_the_learner_through_its_inbox_and_rejoins_a_res
     env = make_vector_env(cfg.env, 16, torch.device("cpu"), threads=1)
     collector = Collector(env, torch.device("cpu"))
     collector.reset(7)
-    space = env.single_action_space
-    policy = policy_network(env.single_observation_space.shape[0], space.low, space.high,
-                            SACConfig(**{k: cfg.agent[k] for k in ("actor_hidden", "activation", "actor_layer_norm")}))
+    rng = np.random.default_rng(0)
     link = LearnerLink(cluster.address, "test_inbox", timeout_s=1.0, retry_s=0.2).start()
     sent = 0
 
@@ -158,10 +156,10 @@ def test_an_external_actor_feeds_the_learner_through_its_inbox_and_rejoins_a_res
             nonlocal sent
             if condition():
                 return True
-            newest = link.weights()
-            if newest is not None:
-                policy.load_state_dict(newest[1])
-            act = None if newest is None else (lambda obs: policy.sample(obs)[0])
+            newest = link.weights()  # the actor as arrays, run in numpy as on a robot computer
+            policy = None if newest is None else GaussianActor(newest[1])
+            act = None if policy is None else (lambda obs: torch.as_tensor(
+                policy.sample(obs.numpy(), rng.standard_normal((len(obs), policy.action_size))), dtype=torch.float32))
             with torch.no_grad():
                 link.send(batch_of([collector.step(act, sent) for _ in range(8)], -1 if newest is None else newest[0]))
             sent += 8 * 16
