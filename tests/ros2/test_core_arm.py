@@ -120,3 +120,27 @@ def test_pick_goal_is_the_lift_goal_above_the_cube_start():
     controller.update_object(cube + 0.05)
     controller.tick(0.0)
     np.testing.assert_allclose(controller.goal, cube + (0.0, 0.0, bundle.env_config["lift_height"]))
+
+
+def test_an_action_from_another_source_goes_through_the_same_filter_and_ik(arm_bundle):
+    """What a robot-side actor does (an exploring policy, a teleoperator): its action, not the bundle's
+    policy's, moves the tool, clipped to the action range; a non-finite one becomes the safe action."""
+    def controller_at_home() -> tuple[ArmPolicyController, np.ndarray]:
+        controller = ArmPolicyController(arm_bundle, ArmSettings(goal=(0.5, 0.0, 0.2), max_joint_speed=10.0))
+        q = np.array(HOME)
+        controller.update_joint_state(0.0, [*controller.chain.joints, "finger_left"], [*q, 0.04], None)
+        controller.update_object(np.array([0.5, 0.0, 0.02]))
+        return controller, controller.chain.forward(q)[0]
+
+    controller, tool = controller_at_home()
+    result = controller.tick(0.0, act=lambda obs: np.array([3.0, 0.0, -0.5, 1.0]))
+    np.testing.assert_allclose(result.action, [1.0, 0.0, -0.5, 1.0])  # clipped to the action range
+    expected = np.clip(tool + controller.action_scale * result.action[:3], *controller.workspace)
+    moved = controller.chain.forward(result.joint_command)[0]
+    np.testing.assert_allclose(moved, expected, atol=5e-3)  # one damped Gauss-Newton step of a full-scale action
+    assert np.linalg.norm(moved - expected) < 0.2 * np.linalg.norm(expected - tool)
+    assert result.gripper_command == pytest.approx(controller.gripper_low)  # +1 closes
+    controller, _ = controller_at_home()
+    unsafe = controller.tick(0.0, act=lambda obs: np.array([np.nan, 0.0, 0.0, 0.0]))
+    np.testing.assert_array_equal(unsafe.action, arm_bundle.safe_action)
+    assert np.all(np.isfinite(unsafe.joint_command))

@@ -15,6 +15,7 @@ command; it moves again on the first tick with a good state.
 from __future__ import annotations
 
 import dataclasses
+from typing import Callable
 
 import numpy as np
 
@@ -48,6 +49,7 @@ class ArmTickResult:
     joint_command: np.ndarray | None  # positions in the bundle's joint order (None before any state)
     gripper_command: float | None  # opening per finger [m]
     observation: np.ndarray | None
+    action: np.ndarray | None = None  # the action applied (after the safety filter), None while holding
 
 
 class ArmPolicyController:
@@ -134,8 +136,10 @@ class ArmPolicyController:
         obs[s["goal_minus_tool"]] = self.goal - tool
         return obs.astype(np.float32)
 
-    def tick(self, now: float) -> ArmTickResult:
-        """Decide this tick's joint and gripper commands."""
+    def tick(self, now: float, act: Callable[[np.ndarray], np.ndarray] | None = None) -> ArmTickResult:
+        """Decide this tick's joint and gripper commands from the bundle's policy or, if given, from `act`
+        (observation -> action in the policy's action space: a learner's exploring actor, a teleoperator),
+        through the same safety filter, IK and limits."""
         reason = self._invalid or ("" if self.watchdog.is_fresh(now) else
                                    f"joint state is {self.watchdog.age(now) * 1e3:.0f} ms old")
         if not reason and not np.all(np.isfinite(self.object_position)):
@@ -152,7 +156,7 @@ class ArmPolicyController:
             self._orientation = self.chain.forward(q)[1] if self._orientation is None else self._orientation
         self._moving = True
         obs = self.observation(q, self._qdot, self._opening)
-        action = self.action_filter(self.policy(obs)).action
+        action = self.action_filter((act or self.policy)(obs)).action
         tool, rotation, jacobian = self.chain.forward(q)
         target = np.clip(tool + self.action_scale * action[:3], self.workspace[0], self.workspace[1])
         orientation_error = self.settings.orientation_gain * _rotation_error(self._orientation, rotation)
@@ -163,7 +167,7 @@ class ArmPolicyController:
         step = self.settings.max_joint_speed * self.dt
         self._command = np.clip(desired, self._command - step, self._command + step)
         self._gripper = self.gripper_high + (self.gripper_low - self.gripper_high) * 0.5 * (action[3] + 1.0)
-        return ArmTickResult(True, "", self._command.copy(), self._gripper, obs)
+        return ArmTickResult(True, "", self._command.copy(), self._gripper, obs, action)
 
 
 def _rotation_error(target: np.ndarray, current: np.ndarray) -> np.ndarray:
