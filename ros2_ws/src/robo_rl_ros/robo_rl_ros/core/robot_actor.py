@@ -1,0 +1,148 @@
+"""A robot as an actor of a `runner=ray` run (HIL-SERL's real-world loop), independent of ROS.
+
+Each control tick the arm acts through the policy node's own path (robo_rl_ros.core.arm: observation,
+safety filter, IK, limits) with the learner's newest actor sampling exploratory actions
+(core.exploration), unless a person intervenes: then their action is applied and the transition is tagged
+an intervention. The reward is sparse, from a success detector (HIL-SERL's real-robot reward): 1 and the
+episode's end at the first tick the detector says success, 0 otherwise; an episode is also cut after
+`episode_steps`. Completed transitions go to the learner through a LearnerLink, in batches of
+`steps_per_batch` and at each episode's end.
+
+When the learner does not answer (`link.connected` false) the robot stops commanding at that tick, and the
+episode under way is dropped (no transition spans the pause); once the learner answers again, a new
+episode starts after a reset. The same happens while the arm controller holds (a stale or bad joint state).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import socket
+from typing import Any, Callable
+
+import numpy as np
+
+from robo_rl_ros.core.arm import ArmPolicyController, ArmTickResult
+from robo_rl_ros.core.exploration import ActorArraysError, GaussianActor
+
+ONLINE, INTERVENTION = 0, 2  # robo_rl.buffers.Source: who acted in a transition
+
+
+@dataclasses.dataclass(frozen=True)
+class ActorSettings:
+    """What a deployment chooses (node parameters)."""
+
+    episode_steps: int                 # an episode is cut after this many ticks
+    steps_per_batch: int = 32          # transitions per batch sent to the learner
+    seed: int = 0                      # of the exploration noise
+
+
+class RobotActor:
+    """One robot collecting for a learner (see the module docstring).
+
+    Args:
+        controller: the arm controller (observation, filter, IK) of the node's bundle.
+        link: a robo_rl.distributed.link.LearnerLink (or anything with `connected`, `weights()`, `send`).
+        settings: ActorSettings.
+    """
+
+    def __init__(self, controller: ArmPolicyController, link: Any, settings: ActorSettings):
+        self.controller, self.link, self.settings = controller, link, settings
+        self.rng = np.random.default_rng(settings.seed)
+        self.policy: GaussianActor | None = None
+        self.version = -1
+        self.needs_reset = True   # the robot must be put back to a start before the next episode
+        self.steps = 0            # ticks of the episode under way
+        self.episode_return = 0.0
+        self.episode_interventions = 0
+        self._previous: tuple[np.ndarray, np.ndarray, bool] | None = None  # (obs, action, intervened)
+        self._rows: list[tuple[np.ndarray, np.ndarray, float, np.ndarray, bool, bool]] = []
+        self._finished: list[tuple[float, float]] = []  # (return, intervention rate) of ended episodes
+        self.sent_batches = self.dropped_episodes = 0
+        self.reason = "no episode started"
+
+    def begin_episode(self) -> None:
+        """The robot is at a start (the node reset it): the next tick begins an episode."""
+        self.needs_reset, self.steps, self.episode_return, self.episode_interventions = False, 0, 0.0, 0
+        self._previous = None
+
+    def tick(self, now: float, intervention: np.ndarray | None, success: bool) -> ArmTickResult:
+        """One control tick: `intervention` is the person's action (None: the learner's actor acts),
+        `success` the detector's verdict on the current state. A result that is not `moving` commands
+        nothing (the node publishes nothing)."""
+        why_not = self._follow_learner()
+        if why_not:
+            return self._hold(why_not)
+        if self.needs_reset:
+            return self._hold("waiting for a reset")
+        act: Callable[[np.ndarray], np.ndarray]
+        if intervention is not None:
+            act = lambda obs: np.asarray(intervention, dtype=np.float64)  # noqa: E731
+        else:
+            act = lambda obs: self.policy.sample(obs, self.rng.standard_normal(self.policy.action_size))  # noqa: E731
+        result = self.controller.tick(now, act=act)
+        if not result.moving:
+            self._drop_episode(result.reason)
+            return result
+        if self._previous is not None:
+            self._record(result.observation, success)
+        if self.needs_reset:  # that transition ended the episode: this tick's command is not part of it
+            return dataclasses.replace(result, moving=False, reason="episode over; waiting for a reset")
+        self._previous = (result.observation, result.action, intervention is not None)
+        self.steps += 1
+        self.episode_interventions += intervention is not None
+        return result
+
+    # ------------------------------------------------------------------ episodes and batches
+    def _follow_learner(self) -> str:
+        """Load the learner's newest actor if it changed; why the robot cannot act now ("" if it can)."""
+        newest = self.link.weights() if self.link.connected else None
+        if newest is None:
+            return f"the learner does not answer ({getattr(self.link, 'why_lost', '')}); not commanding"
+        if newest[0] != self.version:
+            try:
+                self.policy = GaussianActor(newest[1])
+            except ActorArraysError as error:  # keep acting with the last good one, if any
+                if self.policy is None:
+                    return f"the learner's actor cannot run here: {error}"
+            self.version = newest[0]
+        return ""
+
+    def _hold(self, reason: str) -> ArmTickResult:
+        self._drop_episode(reason)
+        self.reason = reason
+        return ArmTickResult(False, reason, None, None, None)
+
+    def _drop_episode(self, reason: str) -> None:
+        """End the episode under way without its last transitions' successors: it restarts after a reset."""
+        if self._previous is not None or self.steps:
+            self.dropped_episodes += 1
+        self._previous, self.needs_reset, self.reason = None, True, reason
+
+    def _record(self, next_obs: np.ndarray, success: bool) -> None:
+        obs, action, intervened = self._previous
+        reward = 1.0 if success else 0.0
+        self._rows.append((obs, action, reward, next_obs, success, intervened))
+        self.episode_return += reward
+        if success or self.steps >= self.settings.episode_steps:
+            self._finished.append((self.episode_return, self.episode_interventions / max(self.steps, 1)))
+            self._previous, self.needs_reset = None, True
+        if len(self._rows) >= self.settings.steps_per_batch or self.needs_reset:  # a whole episode goes at once
+            self.link.send(self._batch())
+
+    def _batch(self) -> dict[str, Any]:
+        """The collected transitions in the learner's batch format (robo_rl.distributed.actors.batch_of)."""
+        rows, self._rows = self._rows, []
+        finished, self._finished = self._finished, []
+        tagged = []
+        for source in (ONLINE, INTERVENTION):
+            chosen = [row for row in rows if row[5] == (source == INTERVENTION)]
+            if chosen:
+                obs, action, reward, next_obs, terminated, _ = zip(*chosen)
+                tagged.append((source, {"obs": np.array(obs, np.float32), "action": np.array(action, np.float32),
+                                        "reward": np.array(reward, np.float32), "next_obs": np.array(next_obs, np.float32),
+                                        "terminated": np.array(terminated, np.float32)}))
+        self.sent_batches += 1
+        return {"tagged": tagged, "returns": [r for r, _ in finished], "intervention_rates": [i for _, i in finished],
+                "intervention_steps": sum(row[5] for row in rows), "env_steps": len(rows),
+                "weights_version": self.version, "seconds": 0.0, "pid": os.getpid(), "node": socket.gethostname()}

@@ -1,0 +1,111 @@
+"""A robot as an actor of a Ray run, ROS aside (robo_rl_ros.core.robot_actor): who acts, what is recorded and
+sent, and that the robot stops commanding the tick the learner stops answering."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from robo_rl.agents.networks import TanhGaussianActor
+from robo_rl.buffers import ReplayBuffer, Source
+from robo_rl.distributed.inbox import actor_arrays
+from robo_rl.distributed.learner import batch_problem
+from robo_rl_ros.core import robot_actor
+from robo_rl_ros.core.arm import ArmPolicyController, ArmSettings
+from robo_rl_ros.core.bundle import load_bundle
+from robo_rl_ros.core.robot_actor import ActorSettings, RobotActor
+from sim.arm.env import HOME
+
+BUNDLE = Path(__file__).resolve().parent / "data" / "pick_bundle"
+
+
+class LinkStandIn:
+    """What RobotActor reads of a LearnerLink (tests/robo_rl/test_ray_runner.py runs the real one)."""
+
+    def __init__(self, arrays: dict):
+        self.connected, self.why_lost, self.arrays, self.batches = True, "", arrays, []
+
+    def weights(self):
+        return (1, self.arrays) if self.connected else None
+
+    def send(self, batch: dict) -> None:
+        self.batches.append(batch)
+
+
+def _robot(steps_per_batch: int = 4, episode_steps: int = 50):
+    bundle = load_bundle(BUNDLE)
+    controller = ArmPolicyController(bundle, ArmSettings(goal=(0.5, 0.0, 0.2)))
+    names = [*controller.chain.joints, controller.chain.gripper_joint]
+    torch.manual_seed(0)
+    low, high = torch.tensor(bundle.action_low, dtype=torch.float32), torch.tensor(bundle.action_high, dtype=torch.float32)
+    link = LinkStandIn(actor_arrays(TanhGaussianActor(bundle.observation_size, bundle.action_size, [16, 16], "relu",
+                                                      low, high), "relu"))
+    robot = RobotActor(controller, link, ActorSettings(episode_steps, steps_per_batch, seed=0))
+
+    def state(now: float) -> None:
+        controller.update_joint_state(now, names, [*HOME, 0.04], None)
+        controller.update_object(np.array([0.5, 0.0, 0.02]))
+    return robot, link, state, bundle
+
+
+def test_the_sources_the_rewards_and_the_batches_are_what_the_learner_stores():
+    robot, link, state, bundle = _robot()
+    state(0.0)
+    assert not robot.tick(0.0, None, False).moving  # not yet reset: nothing commanded
+    robot.begin_episode()
+    person = np.array([0.0, 0.0, 1.0, -1.0])
+    for step in range(8):
+        now = 0.02 * step
+        state(now)
+        result = robot.tick(now, person if step in (2, 3, 4) else None, success=step == 7)
+        assert result.moving == (step < 7)  # the success ended the episode at the last tick
+    assert robot.needs_reset and [b["env_steps"] for b in link.batches] == [4, 3]  # 4 per batch, then the episode's rest
+    shapes = ReplayBuffer(10, bundle.observation_size, bundle.action_size).shapes
+    rows = {}
+    for batch in link.batches:
+        assert batch_problem(batch, shapes) is None
+        for source, fields in batch["tagged"]:
+            rows.setdefault(Source(source), []).append(fields)
+    robot_rows = {source: {k: np.concatenate([f[k] for f in parts]) for k in parts[0]} for source, parts in rows.items()}
+    np.testing.assert_allclose(robot_rows[Source.INTERVENTION]["action"], [person] * 3)  # the person's, tagged so
+    assert len(robot_rows[Source.INTERVENTION]["reward"]) == 3
+    online = robot_rows[Source.ONLINE]
+    assert not np.allclose(online["action"], person)  # the learner's actor sampled these
+    assert online["reward"].tolist()[-1] == 1.0 and online["terminated"].tolist()[-1] == 1.0  # sparse success
+    assert sum(online["reward"]) == 1.0
+
+
+def test_the_robot_stops_commanding_the_tick_the_learner_is_lost_and_restarts_after_a_reset():
+    robot, link, state, _ = _robot()
+    robot.begin_episode()
+    for step in range(3):
+        state(0.02 * step)
+        assert robot.tick(0.02 * step, None, False).moving
+    link.connected = False
+    state(0.06)
+    lost = robot.tick(0.06, None, False)
+    assert not lost.moving and lost.joint_command is None and "does not answer" in lost.reason
+    assert robot.dropped_episodes == 1
+    link.connected = True
+    state(0.08)
+    assert not robot.tick(0.08, None, False).moving and robot.needs_reset  # back, but the episode is gone
+    robot.begin_episode()
+    state(0.1)
+    assert robot.tick(0.1, None, False).moving
+
+
+def test_an_episode_is_cut_after_its_steps():
+    robot, link, state, _ = _robot(steps_per_batch=100, episode_steps=5)
+    robot.begin_episode()
+    moving = []
+    for step in range(8):
+        state(0.02 * step)
+        moving.append(robot.tick(0.02 * step, None, False).moving)
+    assert moving == [True] * 5 + [False] * 3 and robot.needs_reset
+    assert [b["env_steps"] for b in link.batches] == [5] and link.batches[0]["returns"] == [0.0]  # each action its transition
+
+
+def test_the_source_numbers_are_the_learners():
+    assert (robot_actor.ONLINE, robot_actor.INTERVENTION) == (Source.ONLINE, Source.INTERVENTION)
