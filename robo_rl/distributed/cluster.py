@@ -8,6 +8,7 @@ import os
 import socket
 from typing import Any, Iterator, Mapping
 
+from robo_rl_ros.core.learner_link import first_line
 from sim.errors import ConfigError
 from sim.validation import Interval, coerce, number
 
@@ -46,12 +47,6 @@ def check_runner(runner: Mapping[str, Any]) -> None:
         raise ConfigError("runner.num_actors=0 needs runner.inbox (a name): with neither, nothing would collect")
     if runner["address"] not in (None, "auto"):  # before the run folder is made: nothing is left of a typo
         check_reachable(str(runner["address"]))
-
-
-def first_line(error: BaseException) -> str:
-    """An error's message in one line, for logs."""
-    text = str(error).strip()
-    return text.splitlines()[0][:300] if text else type(error).__name__
 
 
 def required_cpus(runner: Mapping[str, Any]) -> int:

@@ -1,7 +1,7 @@
 """The learner's inbox for actors it did not start: a robot's actor node, or any process that joins the Ray
-cluster, sends batches of tagged transitions and takes the newest weights (robo_rl.distributed.link).
+cluster, sends batches of tagged transitions and takes the newest weights (robo_rl_ros.core.learner_link).
 
-The learner creates it as a named Ray actor (`runner.inbox`, in the NAMESPACE namespace) that it owns: it
+The learner creates it as a named Ray actor (`runner.inbox`, in robo_rl_ros.core.learner_link's NAMESPACE) that it owns: it
 ends with the learner, which is how a sender learns that the learner is gone. It holds at most `capacity`
 batches: a full inbox refuses a batch (the sender keeps it and sends it again later), so a learner that falls
 behind bounds memory instead of growing a queue.
@@ -21,7 +21,6 @@ from robo_rl.agents.networks import TanhGaussianActor
 from robo_rl.distributed.actors import Weights
 from robo_rl_ros.core.exploration import ARRAYS_FORMAT
 
-NAMESPACE = "robo_rl"
 
 
 def actor_arrays(actor: TanhGaussianActor, activation: str) -> dict[str, Any]:

@@ -31,10 +31,11 @@ from omegaconf import OmegaConf
 from robo_rl.buffers import Source
 from robo_rl.checkpoint import detached_copy
 from robo_rl.distributed.actors import CollectRequest, EnvSettings, ExperienceActor, PolicyEvaluator, Weights
-from robo_rl.distributed.cluster import ClusterError, first_line, ray_cluster
-from robo_rl.distributed.inbox import NAMESPACE, Inbox, actor_arrays
+from robo_rl.distributed.cluster import ClusterError, ray_cluster
+from robo_rl.distributed.inbox import Inbox, actor_arrays
 from robo_rl.envs import env_config_at, make_vector_env
 from robo_rl.train import Trainer
+from robo_rl_ros.core.learner_link import NAMESPACE, first_line
 
 log = logging.getLogger(__name__)
 INBOX_WAIT_S = 1.0  # how long one request to the inbox waits for a batch before the learner looks again

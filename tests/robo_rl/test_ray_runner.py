@@ -127,14 +127,14 @@ def test_a_killed_learner_resumes_from_its_checkpoint_with_new_actors(cluster, t
 
 
 def test_an_external_actor_feeds_the_learner_through_its_inbox_and_rejoins_a_resumed_learner(cluster, tmp_path):
-    """What a robot's actor node does (robo_rl.distributed.link): collect with the newest weights, send batches,
+    """What a robot's actor node does (robo_rl_ros.core.learner_link): collect with the newest weights, send batches,
     notice at once that the learner is gone, and carry on with the learner that resumes the run."""
     import torch
 
     from robo_rl.collector import Collector
     from robo_rl.distributed.actors import batch_of
     from robo_rl_ros.core.exploration import GaussianActor
-    from robo_rl.distributed.link import LearnerLink
+    from robo_rl_ros.core.learner_link import LearnerLink
     from robo_rl.envs import make_vector_env
     from tests.robo_rl.quick import quick_config
 
@@ -304,7 +304,7 @@ def test_the_inbox_is_bounded_and_hands_out_only_newer_weights():
 
 
 def test_the_link_queues_a_bounded_number_of_batches_while_the_learner_is_away():
-    from robo_rl.distributed.link import LearnerLink
+    from robo_rl_ros.core.learner_link import LearnerLink
 
     link = LearnerLink("127.0.0.1:1", "nobody", max_queued=3)  # never started: nothing is sent
     for _ in range(5):

@@ -1,5 +1,5 @@
 """The learner's current actor on the robot computer, for collecting experience while it trains (an external
-actor of a `runner=ray` run, robo_rl.distributed.link): a tanh-Gaussian policy that samples exploratory
+actor of a `runner=ray` run, robo_rl_ros.core.learner_link): a tanh-Gaussian policy that samples exploratory
 actions, from plain arrays, in numpy only (no torch on the robot).
 
 The arrays are what the learner publishes to its inbox (robo_rl.distributed.inbox.actor_arrays): the hidden

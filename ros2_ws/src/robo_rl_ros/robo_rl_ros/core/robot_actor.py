@@ -42,7 +42,7 @@ class RobotActor:
 
     Args:
         controller: the arm controller (observation, filter, IK) of the node's bundle.
-        link: a robo_rl.distributed.link.LearnerLink (or anything with `connected`, `weights()`, `send`).
+        link: a robo_rl_ros.core.learner_link.LearnerLink (or anything with `connected`, `weights()`, `send`).
         settings: ActorSettings.
     """
 

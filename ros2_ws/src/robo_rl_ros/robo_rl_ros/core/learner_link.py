@@ -1,6 +1,7 @@
 """An external actor's link to a `runner=ray` learner (a robot's actor node, or any process outside the
-learner's own actors): it sends batches of tagged transitions to the learner's inbox and takes the newest
-weights, and says at every moment whether the learner is reachable.
+learner's own actors): it sends batches of tagged transitions to the learner's inbox (robo_rl.distributed.
+inbox) and takes the newest weights, and says at every moment whether the learner is reachable. It needs
+Ray and nothing of the training package: it runs on the robot computer.
 
 The caller never waits on the network: `send` queues (bounded: the oldest batch goes when the queue is
 full, and is counted), `weights` and `connected` read what a background thread last learned. That thread
@@ -17,10 +18,15 @@ import threading
 import time
 from typing import Any
 
-from robo_rl.distributed.cluster import first_line
-from robo_rl.distributed.inbox import NAMESPACE
+NAMESPACE = "robo_rl"  # the Ray namespace of every robo-rl inbox
 
 log = logging.getLogger(__name__)
+
+
+def first_line(error: BaseException) -> str:
+    """An error's message in one line, for logs."""
+    text = str(error).strip()
+    return text.splitlines()[0][:300] if text else type(error).__name__
 
 
 class LearnerLink:
