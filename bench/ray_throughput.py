@@ -36,11 +36,11 @@ from hydra import compose, initialize_config_dir  # noqa: E402
 from omegaconf import OmegaConf  # noqa: E402
 
 from robo_rl.agents.sac import SAC, SACConfig  # noqa: E402
-from robo_rl.buffers import MixedReplay, ReplayBuffer, Source  # noqa: E402
+from robo_rl.buffers import MixedReplay, ReplayBuffer  # noqa: E402
 from robo_rl.collector import Collector  # noqa: E402
 from robo_rl.distributed.actors import CollectRequest, EnvSettings, Weights  # noqa: E402
 from robo_rl.distributed.cluster import ray_cluster  # noqa: E402
-from robo_rl.distributed.learner import ActorPool  # noqa: E402
+from robo_rl.distributed.learner import ActorPool, as_collected  # noqa: E402
 from robo_rl.envs import env_spec, make_vector_env  # noqa: E402
 
 
@@ -74,8 +74,8 @@ class Learner:
 
     def store(self, chunk: dict[str, Any]) -> None:
         """What RayTrainer does with a batch: copy out of the object store, add by source."""
-        for source, transitions in chunk["tagged"]:
-            self.replay.add(Source(source), **{k: torch.from_numpy(v.copy()) for k, v in transitions.items()})
+        for source, transitions in as_collected(chunk).tagged:
+            self.replay.add(source, **transitions)
 
     def update(self) -> None:
         self.agent.update(self.replay.sample(self.batch))

@@ -9,7 +9,8 @@ after `learning_starts`), so the update-to-data ratio does not depend on how fas
 request carries the reference. Evaluations run in their own actor on a snapshot of the policy, while
 training goes on; checkpoints are the local runner's, written by this process.
 
-Faults. Every wait has a deadline. An actor whose process dies (Ray restarts it: `max_restarts=-1`), or
+Faults. Every wait has a deadline. An actor whose own code raises stops the run with that error (a restart
+would raise it again). An actor whose process dies (Ray restarts it: `max_restarts=-1`), or
 that sends nothing for `runner.chunk_timeout_s` (killed and restarted), is logged and asked again: it
 starts new episodes with a new seed and the newest weights, and the run goes on; after
 `runner.max_actor_restarts` failures the run stops with an error naming the last one. The actors hold no
@@ -30,10 +31,12 @@ from omegaconf import OmegaConf
 
 from robo_rl.buffers import Source
 from robo_rl.checkpoint import detached_copy
+from robo_rl.collector import CollectedStep
 from robo_rl.distributed.actors import CollectRequest, EnvSettings, ExperienceActor, PolicyEvaluator, Weights
 from robo_rl.distributed.cluster import ClusterError, ray_cluster
 from robo_rl.distributed.inbox import Inbox, actor_arrays
 from robo_rl.envs import env_config_at, make_vector_env
+from robo_rl.interventions import make_intervener
 from robo_rl.train import Trainer
 from robo_rl_ros.core.learner_link import NAMESPACE, first_line
 
@@ -56,6 +59,7 @@ class RayTrainer(Trainer):
                                        threads=1, privileged=self.privileged)
             if self.privileged and not hasattr(self.env, "privileged_size"):
                 raise ValueError(f"privileged_critic=true, but {self.cfg.env.id} provides no privileged observation")
+            make_intervener(self.cfg.intervention, self.env)  # the actors build it: refuse a bad one here, once
 
     def _train(self) -> None:
         with ray_cluster(self.cfg.runner):
@@ -148,15 +152,8 @@ class RayTrainer(Trainer):
         return False
 
     def _store_chunk(self, chunk: dict[str, Any]) -> None:
-        """Put an actor's batch into the replay buffers by source and count it."""
-        for source, transitions in chunk["tagged"]:
-            # Ray hands over read-only views of its object store; the buffers copy them in any case
-            self.replay.add(Source(source), **{key: torch.from_numpy(value.copy()) for key, value in transitions.items()})
-        self.recent_returns.extend(chunk["returns"])
-        self.recent_intervention_rates.extend(chunk["intervention_rates"])
-        self.episodes_done += len(chunk["returns"])
-        self.intervention_steps += int(chunk["intervention_steps"])
-        self.env_steps += int(chunk["env_steps"])
+        """Put an actor's batch into the replay buffers and count it, as the local runner stores its steps."""
+        self._store(as_collected(chunk))
         self.weights_lag = self.weights.version - int(chunk["weights_version"])
 
     def _publish_weights(self) -> None:
@@ -202,6 +199,8 @@ class RayTrainer(Trainer):
             self.evaluations.popleft()
             try:
                 result = ray.get(ref)
+            except ray.exceptions.RayTaskError as error:
+                raise ActorFailure(f"the evaluator stopped the run: {task_error(error)}") from None
             except ray.exceptions.RayError as error:  # the evaluator died: Ray restarts it; this one is lost
                 log.warning("the evaluation at %d env steps was lost (%s); the next one runs on a restarted evaluator",
                             counters["env_steps"], first_line(error))
@@ -228,6 +227,21 @@ class RayTrainer(Trainer):
         self.writer.add_scalar("ray/actor_restarts", self.actor_restarts, self.env_steps)
         self.writer.add_scalar("ray/weights_lag", getattr(self, "weights_lag", 0), self.env_steps)
         self.writer.add_scalar("ray/queued_batches", self.pool.queued(), self.env_steps)
+
+
+def task_error(error: Any) -> str:
+    """The exception a Ray actor's own code raised, in one line (not Ray's wrapping traceback)."""
+    cause = getattr(error, "cause", None)
+    return f"{type(cause).__name__}: {first_line(cause)}" if cause is not None else first_line(error)
+
+
+def as_collected(chunk: dict[str, Any]) -> CollectedStep:
+    """An actor's batch (robo_rl.distributed.actors.batch_of) as what the local runner's collector returns."""
+    # Ray hands over read-only views of its object store; copied here, as the buffers would copy them anyway
+    tagged = [(Source(source), {key: torch.from_numpy(np.array(value)) for key, value in transitions.items()})
+              for source, transitions in chunk["tagged"]]
+    return CollectedStep(tagged, list(chunk["returns"]), list(chunk["intervention_rates"]),
+                         int(chunk["intervention_steps"]), int(chunk["env_steps"]))
 
 
 def batch_problem(batch: Any, shapes: dict[str, tuple[int, ...]]) -> str | None:
@@ -329,6 +343,8 @@ class ActorPool:
                 except ray.exceptions.RayError as error:
                     if generation != self.generation[index]:
                         continue  # a request to an incarnation already known to have failed
+                    if isinstance(error, ray.exceptions.RayTaskError):  # its code raised: a restart raises again
+                        raise ActorFailure(f"actor {index} stopped the run: {task_error(error)}") from None
                     if isinstance(error, ray.exceptions.ActorUnavailableError) and not self.started[index] \
                             and time.monotonic() < self.restarted_at[index] + float(self.runner.start_timeout_s):
                         time.sleep(0.2)  # still restarting after a failure already counted: ask again

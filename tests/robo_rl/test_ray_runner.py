@@ -311,3 +311,36 @@ def test_the_link_queues_a_bounded_number_of_batches_while_the_learner_is_away()
         link.send(_batch())
     assert len(link.queue) == 3 and link.dropped == 2
     assert not link.connected and link.weights() is None
+
+
+def test_an_actor_whose_own_code_raises_stops_the_run_at_once_with_its_error(cluster):
+    """A restart would raise again (here: an env config the actor cannot build): no retry loop, one error."""
+    import ray
+    import torch
+    from omegaconf import OmegaConf
+
+    from robo_rl.distributed.actors import CollectRequest, EnvSettings, Weights
+    from robo_rl.distributed.learner import ActorFailure, ActorPool
+    from robo_rl.envs import env_spec, make_vector_env
+    from tests.robo_rl.quick import quick_config
+
+    cfg = quick_config(*RAY)
+    env = make_vector_env(cfg.env, 1, torch.device("cpu"), threads=1)
+    broken = {**OmegaConf.to_container(cfg.env, resolve=True), "backend": "no_such_backend"}
+    settings = EnvSettings(env=broken, agent=OmegaConf.to_container(cfg.agent, resolve=True),
+                           intervention={"kind": "none"}, spec=env_spec(env, cfg.env.id), privileged=False, seed=0,
+                           num_actors=1)
+    runner = OmegaConf.merge(cfg.runner, {"num_actors": 1, "max_actor_restarts": 20})
+    ray.init(address=cluster.address)
+    pool = None
+    try:
+        pool = ActorPool(settings, runner, eval_episodes=1, eval_seed=0)
+        pool.submit(0, CollectRequest(Weights(0, [ray.put({})]), True, None, 0))
+        started = time.monotonic()
+        with pytest.raises(ActorFailure, match="actor 0 stopped the run: .*no_such_backend"):
+            pool.next_chunk()
+        assert time.monotonic() - started < 60
+    finally:
+        if pool is not None:
+            pool.close()
+        ray.shutdown()
