@@ -80,7 +80,9 @@ class RayTrainer(Trainer):
         bar = self._progress_bar(total)
         start = time.perf_counter() - self.wall_seconds
         try:
-            if not self.history:  # the untrained policy: where the learning curve starts
+            # the untrained policy, where the learning curve starts; on a resume, the checkpoint's policy when its
+            # evaluation was still running as the learner died
+            if not self.history or self.history[-1]["env_steps"] < self.env_steps:
                 self._submit_evaluation()
             for index in range(self.pool.size):
                 self._fill_queue(index)
@@ -101,7 +103,7 @@ class RayTrainer(Trainer):
                     self._update()
                     if self.updates % int(runner.weight_sync_updates) == 0:
                         self._publish_weights()
-                self._take_evaluations(start, bar, wait=False)
+                self._take_evaluations(start, bar)
                 if self.env_steps >= next_log:
                     next_log = self._next_multiple(cfg.logging.log_interval_env_steps)
                     self._log_training(time.perf_counter() - start)
@@ -111,10 +113,12 @@ class RayTrainer(Trainer):
                     self._submit_evaluation()
                 if self.env_steps >= next_checkpoint or self.env_steps >= total:
                     next_checkpoint = self._next_multiple(cfg.checkpoint.interval_env_steps)
-                    self._take_evaluations(start, bar, wait=self.env_steps >= total)  # the last one is in the run's record
+                    # a checkpoint holds every evaluation asked for before it (the last one too, at the end): the
+                    # one asked for at this very step is redone on resume if the learner dies before it returns
+                    self._take_evaluations(start, bar, asked_before=self.env_steps + (self.env_steps >= total))
                     self.wall_seconds = time.perf_counter() - start
                     self.save()
-            self._take_evaluations(start, bar, wait=True)
+            self._take_evaluations(start, bar, asked_before=self.env_steps + 1)
         finally:
             self.pool.close()
             bar.close()
@@ -184,12 +188,14 @@ class RayTrainer(Trainer):
         ref = self.pool.evaluator.evaluate.remote(Weights(self.env_steps, [ray.put(state)]), self.difficulty)
         self.evaluations.append((ref, counters, detached_copy(self._policy_state())))
 
-    def _take_evaluations(self, start: float, bar: Any, wait: bool) -> None:
-        """Record the evaluations that finished (all of them if `wait`), in the order they were asked for."""
+    def _take_evaluations(self, start: float, bar: Any, asked_before: int = 0) -> None:
+        """Record the evaluations that finished, in the order they were asked for, waiting for those asked for
+        before `asked_before` env steps."""
         import ray
 
         while self.evaluations:
             ref, counters, policy = self.evaluations[0]
+            wait = counters["env_steps"] < asked_before
             ready, _ = ray.wait([ref], timeout=float(self.cfg.runner.chunk_timeout_s) if wait else 0)
             if not ready:
                 if wait:

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from robo_rl.buffers import Source
-from robo_rl.checkpoint import list_checkpoints
+from robo_rl.checkpoint import list_checkpoints, load_checkpoint
 from robo_rl.distributed.learner import updates_due
 from tests.robo_rl.quick import QUICK
 
@@ -112,6 +112,10 @@ def test_a_killed_learner_resumes_from_its_checkpoint_with_new_actors(cluster, t
     finally:
         learner.kill()
     first = [pid for _, _, pid in _actor_processes(run)]
+    saved = load_checkpoint(run)
+    # a checkpoint holds every evaluation asked for before it, the untrained policy's first of all, however slow the
+    # evaluator was; the one asked for at the checkpoint's own step may still have been running
+    assert saved["history"] and saved["history"][0]["env_steps"] == 0
     # the actors belonged to the killed learner: Ray ends them, nothing keeps collecting for nobody
     _wait_for(lambda: not any(_alive(pid) for pid in first), "end of the dead learner's actors")
     resumed = _train(run, f"resume={run}")
@@ -121,7 +125,10 @@ def test_a_killed_learner_resumes_from_its_checkpoint_with_new_actors(cluster, t
         resumed.kill()
     summary = json.loads((run / "summary.json").read_text())
     assert summary["env_steps"] >= total
-    assert summary["history"][0]["env_steps"] == 0  # the history from before the kill is the run's own
+    history = summary["history"]
+    assert history[:len(saved["history"])] == saved["history"]  # the history from before the kill is the run's own
+    # the checkpoint's policy is in the learning curve: evaluated before the kill or again on resume
+    assert saved["counters"]["env_steps"] in [entry["env_steps"] for entry in history]
     second = [pid for _, _, pid in _actor_processes(run)][len(first):]
     assert second and not set(second) & set(first)
 
