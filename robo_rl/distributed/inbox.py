@@ -80,11 +80,12 @@ class Inbox:
         weights to its own actors)."""
         self.weights = weights
 
-    async def latest(self, version: int) -> Weights | None:
-        """The newest weights if they are newer than `version`, else None."""
+    async def latest(self, version: int) -> tuple[int, list[Any]] | None:
+        """The newest weights, (version, [ref to actor_arrays]), if newer than `version`, else None: a plain
+        tuple, as a robot computer cannot unpickle this package's types (it has no training package)."""
         if self.weights is None or self.weights.version <= version:
             return None
-        return self.weights
+        return tuple(self.weights)
 
     async def stats(self) -> dict[str, int]:
         """Queued batches and batches refused because the inbox was full."""

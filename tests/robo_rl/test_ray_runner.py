@@ -305,7 +305,7 @@ def test_the_inbox_is_bounded_and_hands_out_only_newer_weights():
         assert len(await inbox.take(0.01)) == 2 and (await inbox.stats())["refused"] == 1
         assert await inbox.latest(-1) is None
         await inbox.publish(Weights(3, [None]))
-        assert (await inbox.latest(2)).version == 3 and await inbox.latest(3) is None
+        assert (await inbox.latest(2))[0] == 3 and await inbox.latest(3) is None
 
     asyncio.run(scenario())
 

@@ -98,6 +98,10 @@ class LearnerLink:
             except (ray.exceptions.RayError, ray.exceptions.GetTimeoutError, ValueError) as error:
                 self._lose(f"the learner stopped answering ({first_line(error)})")
                 continue
+            except Exception as error:  # noqa: BLE001 (the thread must not die: the robot would wait forever)
+                self._lose(f"talking to the learner failed ({type(error).__name__}: {first_line(error)})")
+                self._stop.wait(self.retry_s)
+                continue
             self._stop.wait(self.poll_s)
 
     def _connect(self) -> bool:
@@ -120,15 +124,18 @@ class LearnerLink:
         """Take newer weights, then send what is queued until the inbox refuses (full) or the queue is empty."""
         import ray
 
-        weights = ray.get(self._inbox.latest.remote(self.version), timeout=self.timeout_s)
+        # keyword arguments: without the training package here, Ray cannot load the inbox's class to learn
+        # its methods' signatures, and its stand-in takes keywords only
+        weights = ray.get(self._inbox.latest.remote(version=self.version), timeout=self.timeout_s)
         if weights is not None:
-            state = ray.get(weights.ref[0], timeout=self.timeout_s)
+            version, (ref,) = weights
+            state = ray.get(ref, timeout=self.timeout_s)
             with self._lock:
-                self._weights, self.version = state, weights.version
+                self._weights, self.version = state, version
         self._last_answer = time.monotonic()
         while self.queue:
             batch = self.queue[0]
-            if not ray.get(self._inbox.put.remote(batch), timeout=self.timeout_s):
+            if not ray.get(self._inbox.put.remote(batch=batch), timeout=self.timeout_s):
                 break  # full: the learner is behind; keep the batch
             with self._lock:
                 if self.queue and self.queue[0] is batch:
