@@ -144,3 +144,28 @@ def test_an_action_from_another_source_goes_through_the_same_filter_and_ik(arm_b
     unsafe = controller.tick(0.0, act=lambda obs: np.array([np.nan, 0.0, 0.0, 0.0]))
     np.testing.assert_array_equal(unsafe.action, arm_bundle.safe_action)
     assert np.all(np.isfinite(unsafe.joint_command))
+
+
+def test_a_new_episode_takes_the_pick_goal_from_the_cubes_new_start_and_moves_from_where_the_arm_is():
+    from robo_rl_ros.core.arm import ArmPolicyController, ArmSettings
+    from robo_rl_ros.core.bundle import load_bundle
+    from sim.arm.env import HOME
+
+    bundle = load_bundle(Path(__file__).resolve().parent / "data" / "pick_bundle")
+    controller = ArmPolicyController(bundle, ArmSettings(goal=(0.5, 0.0, 0.2)))
+    names = [*controller.chain.joints, controller.chain.gripper_joint]
+    controller.update_joint_state(0.0, names, [*HOME, 0.04], None)
+    controller.update_object(np.array([0.5, 0.0, 0.02]))
+    first = controller.tick(0.0, act=lambda obs: np.array([1.0, 0.0, 0.0, -1.0]))
+    assert first.moving and np.allclose(controller.goal, [0.5, 0.0, 0.02 + controller.lift_height])
+    # the scene reset: the arm back home, the cube elsewhere
+    controller.new_episode()
+    controller.update_joint_state(0.02, names, [*HOME, 0.04], None)
+    controller.update_object(np.array([0.45, 0.1, 0.02]))
+    again = controller.tick(0.02, act=lambda obs: np.zeros(4))
+    assert np.allclose(controller.goal, [0.45, 0.1, 0.02 + controller.lift_height])
+    # from where the arm is, as a controller that never ran: not from the previous episode's last command
+    fresh = ArmPolicyController(bundle, ArmSettings(goal=(0.5, 0.0, 0.2)))
+    fresh.update_joint_state(0.02, names, [*HOME, 0.04], None)
+    fresh.update_object(np.array([0.45, 0.1, 0.02]))
+    np.testing.assert_allclose(again.joint_command, fresh.tick(0.02, act=lambda obs: np.zeros(4)).joint_command)

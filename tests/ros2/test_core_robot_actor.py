@@ -109,3 +109,38 @@ def test_an_episode_is_cut_after_its_steps():
 
 def test_the_source_numbers_are_the_learners():
     assert (robot_actor.ONLINE, robot_actor.INTERVENTION) == (Source.ONLINE, Source.INTERVENTION)
+
+
+def test_an_actor_of_another_task_or_with_nan_is_not_run_and_no_older_one_takes_its_place():
+    robot, link, state, bundle = _robot()
+    robot.begin_episode()
+    state(0.0)
+    assert robot.tick(0.0, None, False).moving and robot.policy is not None
+    torch.manual_seed(1)
+    low, high = torch.tensor(bundle.action_low, dtype=torch.float32), torch.tensor(bundle.action_high, dtype=torch.float32)
+    other = actor_arrays(TanhGaussianActor(bundle.observation_size + 3, bundle.action_size, [16, 16], "relu", low, high),
+                         "relu")
+    link.weights = lambda: (2, other)
+    state(0.02)
+    held = robot.tick(0.02, None, False)
+    assert not held.moving and "another task" in held.reason and robot.policy is None
+    broken = {**link.arrays, "mean": {"weight": link.arrays["mean"]["weight"] * np.nan,
+                                      "bias": link.arrays["mean"]["bias"]}}
+    link.weights = lambda: (3, broken)
+    robot.begin_episode()
+    state(0.04)
+    held = robot.tick(0.04, None, False)
+    assert not held.moving and "NaN" in held.reason and robot.policy is None
+    link.weights = lambda: (4, link.arrays)  # a good one again
+    robot.begin_episode()
+    state(0.06)
+    assert robot.tick(0.06, None, False).moving
+
+
+def test_a_completed_episode_is_counted_with_its_success_and_interventions():
+    robot, link, state, _ = _robot(steps_per_batch=100, episode_steps=50)
+    robot.begin_episode()
+    for step in range(5):
+        state(0.02 * step)
+        robot.tick(0.02 * step, np.array([0.0, 0.0, 1.0, 1.0]) if step < 2 else None, success=step == 4)
+    assert (robot.episodes, robot.successes, robot.transitions, robot.intervention_steps) == (1, 1, 4, 2)

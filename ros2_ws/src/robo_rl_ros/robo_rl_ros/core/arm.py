@@ -95,6 +95,13 @@ class ArmPolicyController:
         self._orientation: np.ndarray | None = None
         self._moving = False
 
+    def new_episode(self) -> None:
+        """The scene was put back at a start (a reset between training episodes): the next tick that moves
+        starts from where the arm is, and pick-cube's goal is taken again from the cube's new start."""
+        self._moving = False
+        if self.task == "pick_cube":
+            self.goal = np.full(3, np.nan)
+
     def update_joint_state(self, now: float, names: list[str], positions: list[float],
                            velocities: list[float] | None) -> bool:
         """Take a joint state (any order: matched by name); False, and nothing moves on it, if a joint

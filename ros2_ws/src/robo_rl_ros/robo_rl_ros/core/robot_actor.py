@@ -51,6 +51,7 @@ class RobotActor:
         self.rng = np.random.default_rng(settings.seed)
         self.policy: GaussianActor | None = None
         self.version = -1
+        self._unusable = ""  # why the newest actor cannot act ("" if it can)
         self.needs_reset = True   # the robot must be put back to a start before the next episode
         self.steps = 0            # ticks of the episode under way
         self.episode_return = 0.0
@@ -59,6 +60,7 @@ class RobotActor:
         self._rows: list[tuple[np.ndarray, np.ndarray, float, np.ndarray, bool, bool]] = []
         self._finished: list[tuple[float, float]] = []  # (return, intervention rate) of ended episodes
         self.sent_batches = self.dropped_episodes = 0
+        self.episodes = self.successes = self.transitions = self.intervention_steps = 0  # of completed episodes
         self.reason = "no episode started"
 
     def begin_episode(self) -> None:
@@ -100,13 +102,21 @@ class RobotActor:
         if newest is None:
             return f"the learner does not answer ({getattr(self.link, 'why_lost', '')}); not commanding"
         if newest[0] != self.version:
+            self.version, self.policy, self._unusable = newest[0], None, ""
             try:
-                self.policy = GaussianActor(newest[1])
-            except ActorArraysError as error:  # keep acting with the last good one, if any
-                if self.policy is None:
-                    return f"the learner's actor cannot run here: {error}"
-            self.version = newest[0]
-        return ""
+                policy = GaussianActor(newest[1])
+            except ActorArraysError as error:
+                self._unusable = f"the learner's actor cannot run here: {error}"
+            else:
+                bundle = self.controller.bundle
+                if (policy.observation_size, policy.action_size) != (bundle.observation_size, bundle.action_size):
+                    self._unusable = (f"the learner's actor maps {policy.observation_size} observations to "
+                                      f"{policy.action_size} actions, this robot's bundle ({bundle.env_id}) "
+                                      f"{bundle.observation_size} to {bundle.action_size}: it learns another task")
+                else:
+                    self.policy = policy
+        # a bad actor (NaN weights, another task) is not replaced by an older one: the robot holds until a good one
+        return self._unusable
 
     def _hold(self, reason: str) -> ArmTickResult:
         self._drop_episode(reason)
@@ -126,6 +136,10 @@ class RobotActor:
         self.episode_return += reward
         if success or self.steps >= self.settings.episode_steps:
             self._finished.append((self.episode_return, self.episode_interventions / max(self.steps, 1)))
+            self.episodes += 1
+            self.successes += bool(success)
+            self.transitions += self.steps
+            self.intervention_steps += self.episode_interventions
             self._previous, self.needs_reset = None, True
         if len(self._rows) >= self.settings.steps_per_batch or self.needs_reset:  # a whole episode goes at once
             self.link.send(self._batch())
