@@ -9,7 +9,8 @@ TORCH ?= torch==2.13.0
 
 # ROS 2: a second environment with Jazzy's rclpy and message wheels from PyPI (they install a
 # .pth that re-executes every Python started there, so they stay out of .venv), colcon, cyclonedds and
-# MCAP for the tests, and the simulator (torch, MuJoCo) for the sim bridge, which is a ROS node.
+# MCAP for the tests, the simulator (torch, MuJoCo) for the sim bridge, which is a ROS node, and the
+# learner's own Ray version for robot_actor_node (a Ray cluster takes only its own version).
 ROS_VENV ?= .venv-ros
 ROS_PY := $(ROS_VENV)/bin/python
 ROS_STAMP := $(ROS_VENV)/.robo-rl-ros-installed
@@ -94,12 +95,13 @@ test: $(STAMP) system-deps $(ROS_STAMP) ros-system-deps
 
 ros-venv: $(ROS_STAMP)
 
-$(ROS_STAMP): pyproject.toml Makefile
+$(ROS_STAMP): pyproject.toml Makefile $(STAMP)
 	@$(PYTHON) -m venv $(ROS_VENV) 2>/dev/null || { \
 	  echo "python3 -m venv failed: installing Debian's python3-venv"; \
 	  apt-get update && apt-get install -y --no-install-recommends python3-venv && $(PYTHON) -m venv $(ROS_VENV); }
 	$(ROS_PY) -m pip install --quiet --disable-pip-version-check "$(TORCH)"
-	$(ROS_PY) -m pip install --quiet --disable-pip-version-check $(ROS_PACKAGES)
+	$(ROS_PY) -m pip install --quiet --disable-pip-version-check $(ROS_PACKAGES) \
+	  "ray==$$($(PY) -c 'import ray; print(ray.__version__)')"
 	$(ROS_PY) -m pip install --quiet --disable-pip-version-check --no-deps -e .
 	@touch $(ROS_STAMP)
 
@@ -110,9 +112,10 @@ ros-system-deps:
 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends \
 	    iproute2 util-linux >/dev/null; }
 
-# colcon build/test of ros2_ws and the nodes against real rclpy, all DDS traffic inside the namespace
+# colcon build/test of ros2_ws and the nodes against real rclpy, all DDS traffic inside the namespace;
+# the robot actor's learner runs in .venv (ROBO_RL_PYTHON)
 ros-test: $(ROS_STAMP) ros-system-deps
-	OMP_NUM_THREADS=1 ros2_ws/scripts/netns_run.sh $(ROS_PY) -m pytest -q -p no:cacheprovider \
+	OMP_NUM_THREADS=1 ROBO_RL_PYTHON=$(abspath $(PY)) ros2_ws/scripts/netns_run.sh $(ROS_PY) -m pytest -q -p no:cacheprovider \
 	  --confcutdir=tests/ros2/runtime tests/ros2/runtime
 
 clean:

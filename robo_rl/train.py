@@ -541,7 +541,8 @@ class Trainer:
         if self.cfg.logging.get("video"):
             self._write_video()
         summary = {"env_id": self.cfg.env.id, "seed": int(self.cfg.seed), "env_steps": self.env_steps,
-                   "updates": self.updates, "wall_seconds": self.wall_seconds,
+                   "updates": self.updates, "intervention_steps": self.intervention_steps,
+                   "wall_seconds": self.wall_seconds,
                    "final": self.history[-1] if self.history else None, "history": self.history,
                    "run_dir": str(self.run_dir)}
         (self.run_dir / "summary.json").write_text(json.dumps(summary, indent=2))

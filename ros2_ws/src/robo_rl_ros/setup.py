@@ -30,6 +30,8 @@ setup(
             f"mcap_recorder_node = {PACKAGE}.mcap_recorder_node:main",
             f"arm_policy_node = {PACKAGE}.arm_policy_node:main",
             f"arm_sim_bridge_node = {PACKAGE}.arm_sim_bridge_node:main",
+            f"robot_actor_node = {PACKAGE}.robot_actor_node:main",
+            f"scripted_spacenav_node = {PACKAGE}.scripted_spacenav_node:main",
         ],
     },
 )

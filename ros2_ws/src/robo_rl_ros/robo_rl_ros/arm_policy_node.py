@@ -36,8 +36,8 @@ OUTPUTS = ("forward_command", "joint_trajectory")
 class ArmPolicyNode(Node):
     """The arm policy node (parameters in config/arm_policy.yaml)."""
 
-    def __init__(self) -> None:
-        super().__init__("arm_policy_node")
+    def __init__(self, node_name: str = "arm_policy_node") -> None:
+        super().__init__(node_name)
         self._now = NodeSeconds(self)
         p = {name: self.declare_parameter(name, default).value for name, default in {
             "bundle_path": "", "goal": [0.5, 0.0, 0.2], "object_topic": "", "object_position": [0.5, 0.0, 0.02],
@@ -47,7 +47,7 @@ class ArmPolicyNode(Node):
             "max_joint_speed": 1.0, "ik_damping": 0.05, "orientation_gain": 1.0, "realtime_priority": 0,
         }.items()}
         if not p["bundle_path"]:
-            raise StartupError("arm_policy_node: parameter bundle_path is required")
+            raise StartupError(f"{node_name}: parameter bundle_path is required")
         if p["output"] not in OUTPUTS:
             raise StartupError(f"output must be one of {OUTPUTS}, got {p['output']!r}")
         try:
@@ -55,7 +55,7 @@ class ArmPolicyNode(Node):
             self.controller = ArmPolicyController(bundle, ArmSettings(
                 tuple(p["goal"]), p["state_timeout"], p["max_joint_speed"], p["ik_damping"], p["orientation_gain"]))
         except BundleError as error:
-            raise StartupError(f"arm_policy_node: {error}") from error
+            raise StartupError(f"{node_name}: {error}") from error
         joints = list(self.controller.chain.joints)
         self.command_joints = list(p["command_joints"] or joints)
         if sorted(self.command_joints) != sorted(joints):
@@ -98,8 +98,8 @@ class ArmPolicyNode(Node):
     def _store_object(self, msg: PoseStamped) -> None:
         self._object = msg
 
-    def _tick(self) -> None:
-        now = self._now()
+    def _take_state(self) -> None:
+        """Give the controller the joint state and object pose received since the last tick."""
         latest = self._joint_state
         if latest is not None and latest[1] is not self._consumed:
             self._consumed = latest[1]
@@ -109,6 +109,10 @@ class ArmPolicyNode(Node):
         if self._object is not None:
             position = self._object.pose.position
             self.controller.update_object(np.array([position.x, position.y, position.z]))
+
+    def _tick(self) -> None:
+        now = self._now()
+        self._take_state()
         result = self.controller.tick(now)
         if self._was_moving and not result.moving:
             self.get_logger().warn(f"holding: {result.reason}")

@@ -15,7 +15,9 @@ per timer period, and talks as ros2_control's controllers would:
 Commands are held until replaced (as the position command interface holds them); a command of the wrong
 length or with NaN is ignored with a warning. The arm tracks them with a joint PD controller with
 gravity compensation on its torque actuators (sim.arm.joint_position). `~/reset` (std_srvs/Trigger)
-restarts the seeded episode. With `wait_for_subscribers` > 0 the simulation starts paused, publishing
+restarts the seeded episode (with `new_placement_on_reset`, the next seed's: the cube somewhere else, as a
+person resetting a real scene would put it); the simulated time and stamps go on from where they were, as a
+clock does. With `wait_for_subscribers` > 0 the simulation starts paused, publishing
 nothing, and runs from time 0 once `joint_states_topic` has that many subscribers (the policy node and,
 say, a recorder that must see the episode from its start).
 
@@ -53,7 +55,7 @@ class ArmSimBridgeNode(SimulatedRobotNode):
             "object_pose_topic": "/cube/pose", "success_topic": "/pick_cube/success",
             "controller_name": "arm_controller", "controller_joints": Parameter.Type.STRING_ARRAY,
             "gripper_controller_name": "gripper_controller", "state_rate_hz": 100.0,
-            "kp": Parameter.Type.DOUBLE_ARRAY, "kd": Parameter.Type.DOUBLE_ARRAY, "wait_for_subscribers": 0,
+            "new_placement_on_reset": False, "kp": Parameter.Type.DOUBLE_ARRAY, "kd": Parameter.Type.DOUBLE_ARRAY, "wait_for_subscribers": 0,
         }, SIMULATOR_MISSING)
         p, bundle = self.params, self.bundle
         if p["kp"] is None or p["kd"] is None:
@@ -75,6 +77,7 @@ class ArmSimBridgeNode(SimulatedRobotNode):
         if self.substeps < 1 or abs(self.substeps * p["state_rate_hz"] * self.sim.dt - 1.0) > 1e-6:
             raise StartupError(f"state_rate_hz {p['state_rate_hz']} must divide the physics rate {1.0 / self.sim.dt:g} Hz")
         self._first_command: float | None = None
+        self._time_before_reset = 0.0  # simulated seconds of the episodes before the last reset
         self._paused = p["wait_for_subscribers"] > 0
         self._joint_pub = self.create_publisher(JointState, p["joint_states_topic"], SENSOR_QOS)
         self._cube_pub = self.create_publisher(PoseStamped, p["object_pose_topic"], SENSOR_QOS)
@@ -107,6 +110,9 @@ class ArmSimBridgeNode(SimulatedRobotNode):
         self.sim.command_gripper(msg.data[0])
 
     def _on_reset(self, request: Trigger.Request, response: Trigger.Response) -> Trigger.Response:
+        self._time_before_reset += self.sim.time
+        if self.params["new_placement_on_reset"]:
+            self.sim.seed += 1
         self.sim.reset()
         self._first_command = None
         response.success, response.message = True, f"reset to seed {self.sim.seed}"
@@ -131,7 +137,8 @@ class ArmSimBridgeNode(SimulatedRobotNode):
 
     def _publish_state(self) -> None:
         state = self.sim.state()
-        stamp = time_msg(state.time)
+        now = self._time_before_reset + state.time
+        stamp = time_msg(now)
         joints = JointState(name=list(self.state_order),
                             position=[float(state.positions[i]) for i in self._state_index],
                             velocity=[float(state.velocities[i]) for i in self._state_index],
@@ -143,7 +150,7 @@ class ArmSimBridgeNode(SimulatedRobotNode):
         fill_pose(cube.pose, state.cube_position, state.cube_quaternion)
         self._cube_pub.publish(cube)
         self._success_pub.publish(Bool(data=bool(state.success)))
-        self.clock.publish(state.time)  # after the state: nodes on /clock wake up with it already there
+        self.clock.publish(now)  # after the state: nodes on /clock wake up with it already there
 
 
 def main(args: list[str] | None = None) -> int:

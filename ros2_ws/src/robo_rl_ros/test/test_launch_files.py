@@ -35,9 +35,10 @@ def _keywords(call: ast.Call) -> dict[str, ast.expr]:
 
 def test_there_are_launch_files_and_executables():
     assert [p.name for p in LAUNCH_FILES] == ["arm_policy.launch.py", "crazyflie_policy.launch.py",
-                                              "sim_hover.launch.py", "sim_pick.launch.py"]
+                                              "robot_actor.launch.py", "sim_hil.launch.py", "sim_hover.launch.py",
+                                              "sim_pick.launch.py"]
     assert _console_scripts() == {"quadrotor_policy_node", "sim_bridge_node", "mcap_recorder_node", "arm_policy_node",
-                                  "arm_sim_bridge_node"}
+                                  "arm_sim_bridge_node", "robot_actor_node", "scripted_spacenav_node"}
 
 
 def test_sim_pick_connects_the_bridge_and_the_arm_node():
@@ -54,6 +55,31 @@ def test_sim_pick_connects_the_bridge_and_the_arm_node():
     assert bridge["joint_state_order"] != [*bridge["controller_joints"], "finger_left", "finger_right"]
     assert len(bridge["kp"]) == len(bridge["kd"]) == len(bridge["controller_joints"])
     assert node["use_sim_time"] and bridge["publish_clock"]
+
+
+def _parameters(config: str, node: str) -> dict:
+    return yaml.safe_load((PACKAGE / "config" / config).read_text())[node]["ros__parameters"]
+
+
+def test_sim_hil_connects_the_bridge_the_robot_actor_and_the_scripted_person():
+    """The robot actor reads what the bridge publishes, commands what it takes, resets it through its service,
+    takes the interventions the scripted person publishes, and shares the arm settings of the sim pick loop."""
+    bridge = _parameters("sim_arm_bridge.yaml", "arm_sim_bridge_node")
+    actor = _parameters("sim_robot_actor.yaml", "robot_actor_node")
+    person = _parameters("scripted_spacenav.yaml", "scripted_spacenav_node")
+    policy = _parameters("sim_arm_policy.yaml", "arm_policy_node")
+    assert actor["object_topic"] == bridge["object_pose_topic"] == person["object_topic"]
+    assert actor["joint_states_topic"] == bridge["joint_states_topic"] == person["joint_states_topic"]
+    assert actor["success_topic"] == bridge["success_topic"]
+    assert actor["reset_service"] == "/arm_sim_bridge_node/reset"
+    assert (actor["twist_topic"], actor["joy_topic"]) == (person["twist_topic"], person["joy_topic"])
+    assert (actor["close_button"], actor["open_button"], actor["linear_scale"]) == \
+        (person["close_button"], person["open_button"], person["linear_scale"])
+    for key in ("output", "controller_name", "command_joints", "gripper_controller_name", "max_joint_speed",
+                "state_timeout", "ik_damping", "orientation_gain", "use_sim_time"):
+        assert actor[key] == policy[key], key
+    # every robot_actor_node parameter the sim sets, the robot's file documents
+    assert set(actor) - {"use_sim_time"} <= set(_parameters("robot_actor.yaml", "robot_actor_node"))
 
 
 def test_sim_hover_emulates_the_backend_the_node_converts_for():

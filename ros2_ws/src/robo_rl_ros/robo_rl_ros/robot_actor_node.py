@@ -1,0 +1,170 @@
+"""robot_actor_node: the robot as an actor of a `runner=ray` learner (HIL-SERL's real-world loop).
+
+It is arm_policy_node (same parameters, observation builder, safety filter, IK, limits, outputs; see that
+module) with the policy replaced by the learner's newest actor, sampled for exploration
+(robo_rl_ros.core.robot_actor), plus:
+- a person's interventions from a SpaceMouse through spacenav_node: `twist_topic` (geometry_msgs/Twist) and
+  `joy_topic` (sensor_msgs/Joy, the gripper buttons), read as robo_rl_ros.core.spacenav describes; while the
+  person intervenes their action is applied and the transitions are tagged as interventions;
+- the reward from a success detector on `success_topic` (std_msgs/Bool, the latest value is the verdict on
+  the current state): 1 and the episode's end at the first tick it says success;
+- the learner through robo_rl_ros.core.learner_link: Ray cluster `ray_address`, inbox `inbox` (the learner's
+  `runner.inbox`); transitions go in batches, weights come back as the learner publishes them. While the
+  learner does not answer, the node publishes no command (the controllers hold the last position) and the
+  episode under way is dropped; it carries on after a reset once the learner answers again;
+- resets between episodes: with `reset_service` (std_srvs/Trigger, e.g. the sim bridge's
+  /arm_sim_bridge_node/reset, or a robot's own reset routine) the node calls it; without one the person puts
+  the scene back and calls this node's `~/episode_ready` (std_srvs/Trigger).
+Counts (episodes, successes, interventions, batches sent and dropped) are logged every `log_interval_s`.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+from geometry_msgs.msg import Twist
+from sensor_msgs.msg import Joy
+from std_msgs.msg import Bool
+from std_srvs.srv import Trigger
+
+from robo_rl_ros.arm_policy_node import ArmPolicyNode
+from robo_rl_ros.core.learner_link import LearnerLink
+from robo_rl_ros.core.robot_actor import ActorSettings, RobotActor
+from robo_rl_ros.core.spacenav import SpacenavSettings, SpacenavTeleop
+from robo_rl_ros.qos import SENSOR_QOS
+from robo_rl_ros.spin import StartupError, run_node
+
+RESET_TIMEOUT_S = 10.0  # a reset service that has not answered by then is called again
+
+
+class RobotActorNode(ArmPolicyNode):
+    """The robot actor node (parameters in config/robot_actor.yaml)."""
+
+    def __init__(self) -> None:
+        super().__init__("robot_actor_node")
+        p = {name: self.declare_parameter(name, default).value for name, default in {
+            "ray_address": "auto", "inbox": "", "learner_timeout_s": 1.0, "retry_s": 1.0,
+            "success_topic": "/pick_cube/success", "twist_topic": "/spacenav/twist", "joy_topic": "/spacenav/joy",
+            "linear_scale": [1.0, 1.0, 1.0], "deadband": 0.05, "close_button": 0, "open_button": 1,
+            "hold_s": 0.5, "teleop_timeout_s": 0.25,
+            "episode_seconds": 10.0, "steps_per_batch": 32, "seed": 0,
+            "reset_service": "", "log_interval_s": 10.0,
+        }.items()}
+        if not p["inbox"]:
+            raise StartupError("robot_actor_node: parameter inbox (the learner's runner.inbox) is required")
+        if p["episode_seconds"] <= 0 or p["steps_per_batch"] < 1 or p["learner_timeout_s"] <= 0 or p["retry_s"] <= 0:
+            raise StartupError("robot_actor_node: episode_seconds, learner_timeout_s and retry_s must be > 0 and "
+                               "steps_per_batch >= 1")
+        try:
+            self.teleop = SpacenavTeleop(SpacenavSettings(tuple(p["linear_scale"]), p["deadband"], p["close_button"],
+                                                          p["open_button"], p["hold_s"], p["teleop_timeout_s"]))
+        except (ValueError, TypeError) as error:
+            raise StartupError(f"robot_actor_node: {error}") from error
+        logging.getLogger("robo_rl_ros.core.learner_link").addHandler(_RosLogHandler(self))
+        self.link = LearnerLink(p["ray_address"], p["inbox"], timeout_s=p["learner_timeout_s"], retry_s=p["retry_s"])
+        episode_steps = max(int(round(p["episode_seconds"] / self._period)), 1)
+        self.robot = RobotActor(self.controller, self.link, ActorSettings(episode_steps, p["steps_per_batch"], p["seed"]))
+        self._success = False
+        self.create_subscription(Bool, p["success_topic"], self._store_success, SENSOR_QOS)
+        self.create_subscription(Twist, p["twist_topic"], self._store_twist, SENSOR_QOS)
+        self.create_subscription(Joy, p["joy_topic"], self._store_joy, 10)  # button events: keep every one
+        self._reset_client = self.create_client(Trigger, p["reset_service"]) if p["reset_service"] else None
+        self._reset_call: tuple[float, object] | None = None  # (when, future) of the reset under way
+        self._ready = False  # the person said the scene is back at a start (no reset service)
+        if self._reset_client is None:
+            self.create_service(Trigger, "~/episode_ready", self._on_episode_ready)
+        self._reason = ""
+        self._last_log = -np.inf
+        self._log_interval = p["log_interval_s"]
+        self.link.start()
+        self.get_logger().info(f"robot actor: learner inbox {p['inbox']!r} at {p['ray_address']}, episodes of "
+                               f"{episode_steps} ticks, interventions from {p['twist_topic']} and {p['joy_topic']}, "
+                               f"success from {p['success_topic']}, resets "
+                               + (f"by {p['reset_service']}" if self._reset_client else "by ~/episode_ready"))
+
+    def destroy_node(self) -> None:
+        self.link.close()
+        super().destroy_node()
+
+    def _store_success(self, msg: Bool) -> None:
+        self._success = bool(msg.data)
+
+    def _store_twist(self, msg: Twist) -> None:
+        self.teleop.on_twist(self._now(), (msg.linear.x, msg.linear.y, msg.linear.z))
+
+    def _store_joy(self, msg: Joy) -> None:
+        self.teleop.on_joy(self._now(), list(msg.buttons))
+
+    def _on_episode_ready(self, request: Trigger.Request, response: Trigger.Response) -> Trigger.Response:
+        self._ready = True
+        response.success, response.message = True, "the next episode starts when the learner answers"
+        return response
+
+    def _tick(self) -> None:
+        now = self._now()
+        self._take_state()
+        if self.robot.needs_reset:
+            self._reset(now)
+        result = self.robot.tick(now, self.teleop.action(now), self._success)
+        if result.moving:
+            self._reason = ""
+        elif result.reason != self._reason:  # once per change, not once per tick
+            self._reason = result.reason
+            self.get_logger().warn(f"not commanding: {result.reason}")
+        if result.moving:
+            self._publish(result)
+        if now - self._last_log >= self._log_interval:
+            self._last_log = now
+            self._log_counts()
+
+    def _reset(self, now: float) -> None:
+        """Bring the scene back to a start, and begin the next episode once it is there and the learner answers."""
+        if not self.link.connected:
+            return
+        if self._reset_client is None:
+            if self._ready:
+                self._ready = False
+                self._begin()
+            return
+        if self._reset_call is None or now - self._reset_call[0] > RESET_TIMEOUT_S:
+            if not self._reset_client.service_is_ready():
+                return
+            self._reset_call = (now, self._reset_client.call_async(Trigger.Request()))
+            return
+        future = self._reset_call[1]
+        if future.done():
+            self._reset_call = None
+            if future.result() is not None and future.result().success:
+                self._begin()
+
+    def _begin(self) -> None:
+        self._success = False  # the detector's next message speaks for the new episode
+        self.controller.new_episode()
+        self.robot.begin_episode()
+
+    def _log_counts(self) -> None:
+        r = self.robot
+        self.get_logger().info(f"{r.episodes} episodes ({r.successes} successes, {r.dropped_episodes} dropped), "
+                               f"{r.transitions} transitions ({r.intervention_steps} intervened), {self.link.sent} "
+                               f"batches sent ({self.link.dropped} dropped), weights version {r.version}")
+
+
+class _RosLogHandler(logging.Handler):
+    """The learner link's warnings (connected, lost and why) in the node's log."""
+
+    def __init__(self, node: RobotActorNode):
+        super().__init__(logging.INFO)
+        self.node = node
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.node.get_logger().warn(record.getMessage())
+
+
+def main(args: list[str] | None = None) -> int:
+    """Entry point of the `robot_actor_node` executable."""
+    return run_node(RobotActorNode, args)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
