@@ -90,7 +90,7 @@ system-deps:
 	fi
 
 test: $(STAMP) system-deps $(ROS_STAMP) ros-system-deps
-	$(PY) -m pytest -n 2 -q
+	$(PY) -m pytest -n 2 --dist loadgroup -q
 	@$(MAKE) --no-print-directory ros-test
 
 ros-venv: $(ROS_STAMP)
