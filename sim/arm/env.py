@@ -7,8 +7,9 @@ tool points down. Observation (named fields, `layout`): tool position, tool velo
 cube position, cube minus tool, goal minus tool (the goal is the reach point, or the lift height above the
 cube's start). The task (`sim.arm.tasks`, one module each) draws the goal and gives the named reward terms
 (`info["reward_terms"]`), their scales and success: reach, the tool within 2 cm of the reach point; pick-cube,
-the cube `lift_height` above its start. Episodes truncate at `episode_seconds`; one terminates only if
-its simulation blew up (MuJoCo's non-finite state warnings; `info["diverged"]`).
+the cube `lift_height` above its start. Episodes truncate at `episode_seconds`; one terminates if its
+simulation blew up (MuJoCo's non-finite state warnings; `info["diverged"]`) and, with `end_on_success`, at
+its first success.
 Same-step autoreset as the quadrotor envs (`info["final_obs"]`, `info["_final_obs"]`).
 
 Domain randomization (`randomization`, off by default): per episode, friction of the cube and finger
@@ -98,6 +99,9 @@ class ArmTaskConfig:
     lift_height: float = 0.1
     success_radius: float = 0.02
     dense: bool = True
+    # True: an episode terminates at its first success, as a real robot's does when a success detector ends it
+    # (HIL-SERL); with dense false its reward is then 1 at that step and 0 before
+    end_on_success: bool = False
     gains: ImpedanceGains = dataclasses.field(default_factory=ImpedanceGains)
     randomization: ArmRandomization = dataclasses.field(default_factory=ArmRandomization)
     spec: ArmSpec = PANDA_LIKE
@@ -306,7 +310,7 @@ class ArmVectorEnv(VectorEnv):
         reward, success, terms = self._reward(obs)
         # MuJoCo resets a simulation whose state blew up (and only warns): such an episode ends here
         diverged = self._instability_warnings() > self._warnings_seen
-        terminated = diverged
+        terminated = diverged | (success & self.config.end_on_success)
         truncated = (self.steps >= self.config.episode_steps) & ~terminated
         info: dict[str, Any] = {"is_success": success & ~diverged, "reward_terms": terms, "diverged": diverged}
         done = terminated | truncated

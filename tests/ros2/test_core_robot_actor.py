@@ -34,7 +34,7 @@ class LinkStandIn:
         self.batches.append(batch)
 
 
-def _robot(steps_per_batch: int = 4, episode_steps: int = 50):
+def _robot(steps_per_batch: int = 4, episode_steps: int = 50, end_on_success: bool = False):
     bundle = load_bundle(BUNDLE)
     controller = ArmPolicyController(bundle, ArmSettings(goal=(0.5, 0.0, 0.2)))
     names = [*controller.chain.joints, controller.chain.gripper_joint]
@@ -42,7 +42,8 @@ def _robot(steps_per_batch: int = 4, episode_steps: int = 50):
     low, high = torch.tensor(bundle.action_low, dtype=torch.float32), torch.tensor(bundle.action_high, dtype=torch.float32)
     link = LinkStandIn(actor_arrays(TanhGaussianActor(bundle.observation_size, bundle.action_size, [16, 16], "relu",
                                                       low, high), "relu"))
-    robot = RobotActor(controller, link, ActorSettings(episode_steps, steps_per_batch, seed=0))
+    robot = RobotActor(controller, link, ActorSettings(episode_steps, steps_per_batch, seed=0,
+                                                       end_on_success=end_on_success))
 
     def state(now: float) -> None:
         controller.update_joint_state(now, names, [*HOME, 0.04], None)
@@ -51,7 +52,7 @@ def _robot(steps_per_batch: int = 4, episode_steps: int = 50):
 
 
 def test_the_sources_the_rewards_and_the_batches_are_what_the_learner_stores():
-    robot, link, state, bundle = _robot()
+    robot, link, state, bundle = _robot(end_on_success=True)  # HIL-SERL's episodes
     state(0.0)
     assert not robot.tick(0.0, None, False).moving  # not yet reset: nothing commanded
     robot.begin_episode()
@@ -138,9 +139,32 @@ def test_an_actor_of_another_task_or_with_nan_is_not_run_and_no_older_one_takes_
 
 
 def test_a_completed_episode_is_counted_with_its_success_and_interventions():
-    robot, link, state, _ = _robot(steps_per_batch=100, episode_steps=50)
+    robot, link, state, _ = _robot(steps_per_batch=100, episode_steps=50, end_on_success=True)
     robot.begin_episode()
     for step in range(5):
         state(0.02 * step)
         robot.tick(0.02 * step, np.array([0.0, 0.0, 1.0, 1.0]) if step < 2 else None, success=step == 4)
     assert (robot.episodes, robot.successes, robot.transitions, robot.intervention_steps) == (1, 1, 4, 2)
+    assert robot.last_episode == (True, 4, 2)
+    for step in range(5, 9):  # waiting for the reset: the episode ended, none was dropped
+        state(0.02 * step)
+        assert not robot.tick(0.02 * step, None, False).moving
+    assert robot.dropped_episodes == 0
+
+
+def test_without_end_on_success_each_success_tick_is_rewarded_and_the_episode_runs_its_length():
+    """The task's own semantics (sim.arm's end_on_success false): the detector's verdict every tick, no terminal
+    transition, the episode cut at its length, counted a success if the detector ever said so."""
+    robot, link, state, _ = _robot(steps_per_batch=100, episode_steps=6)
+    robot.begin_episode()
+    verdicts = [False, False, True, True, False, True, True, True]
+    moving = []
+    for step, success in enumerate(verdicts):
+        state(0.02 * step)
+        moving.append(robot.tick(0.02 * step, None, success).moving)
+    assert moving == [True] * 6 + [False] * 2
+    (batch,) = link.batches
+    (_, fields), = batch["tagged"]
+    assert fields["reward"].tolist() == [0.0, 1.0, 1.0, 0.0, 1.0, 1.0]  # the verdict after each action
+    assert not fields["terminated"].any() and batch["returns"] == [4.0]
+    assert robot.last_episode == (True, 6, 0) and robot.successes == 1

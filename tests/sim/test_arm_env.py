@@ -49,6 +49,22 @@ def test_scripted_expert_succeeds(task, robot):
     assert truncated.all() and "final_obs" in info  # every episode ended at the time limit and restarted
 
 
+def test_with_end_on_success_an_episode_ends_at_its_first_success_with_the_sparse_reward_of_a_robot():
+    """HIL-SERL's real-robot episodes (robo_rl_ros.core.robot_actor): reward 1 and the end at the success
+    detector's first yes, so that demos and simulated evaluation mean what the robot's transitions mean."""
+    env = ArmVectorEnv("pick_cube", num_envs=8, nthread=1, config={"dense": False, "end_on_success": True})
+    obs, _ = env.reset(seed=0)
+    ended = np.zeros(env.num_envs, dtype=bool)
+    for _ in range(env.config.episode_steps - 1):
+        obs, reward, terminated, truncated, info = env.step(env.expert_actions(obs))
+        live = ~ended
+        np.testing.assert_array_equal(terminated[live], info["is_success"][live])  # ends exactly at success
+        np.testing.assert_array_equal(reward[live], info["is_success"][live] * 1.0)  # 1 there, 0 before
+        assert not truncated.any()
+        ended |= terminated
+    assert ended.mean() >= 0.9, ended.mean()
+
+
 def test_bad_actions_and_configs_raise_clear_errors():
     env = ArmVectorEnv("reach", num_envs=2, nthread=1)
     env.reset(seed=0)

@@ -48,7 +48,7 @@ class RobotActorNode(ArmPolicyNode):
             "success_topic": "/pick_cube/success", "twist_topic": "/spacenav/twist", "joy_topic": "/spacenav/joy",
             "linear_scale": [1.0, 1.0, 1.0], "deadband": 0.05, "close_button": 0, "open_button": 1,
             "hold_s": 0.5, "teleop_timeout_s": 0.25,
-            "episode_seconds": 10.0, "steps_per_batch": 32, "seed": 0,
+            "episode_seconds": 10.0, "end_on_success": False, "steps_per_batch": 32, "seed": 0,
             "reset_service": "", "log_interval_s": 10.0,
         }.items()}
         if not p["inbox"]:
@@ -64,7 +64,8 @@ class RobotActorNode(ArmPolicyNode):
         logging.getLogger("robo_rl_ros.core.learner_link").addHandler(_RosLogHandler(self))
         self.link = LearnerLink(p["ray_address"], p["inbox"], timeout_s=p["learner_timeout_s"], retry_s=p["retry_s"])
         episode_steps = max(int(round(p["episode_seconds"] / self._period)), 1)
-        self.robot = RobotActor(self.controller, self.link, ActorSettings(episode_steps, p["steps_per_batch"], p["seed"]))
+        self.robot = RobotActor(self.controller, self.link, ActorSettings(episode_steps, p["steps_per_batch"], p["seed"],
+                                                                          p["end_on_success"]))
         self._success = False
         self.create_subscription(Bool, p["success_topic"], self._store_success, SENSOR_QOS)
         self.create_subscription(Twist, p["twist_topic"], self._store_twist, SENSOR_QOS)
@@ -106,7 +107,12 @@ class RobotActorNode(ArmPolicyNode):
         self._take_state()
         if self.robot.needs_reset:
             self._reset(now)
+        episodes = self.robot.episodes
         result = self.robot.tick(now, self.teleop.action(now), self._success)
+        if self.robot.episodes > episodes:
+            success, ticks, intervened = self.robot.last_episode
+            self.get_logger().info(f"episode {self.robot.episodes}: {'success' if success else 'no success'} after "
+                                   f"{ticks} ticks, {intervened} intervened; {self.robot.transitions} transitions")
         if result.moving:
             self._reason = ""
         elif result.reason != self._reason:  # once per change, not once per tick

@@ -3,9 +3,11 @@
 Each control tick the arm acts through the policy node's own path (robo_rl_ros.core.arm: observation,
 safety filter, IK, limits) with the learner's newest actor sampling exploratory actions
 (core.exploration), unless a person intervenes: then their action is applied and the transition is tagged
-an intervention. The reward is sparse, from a success detector (HIL-SERL's real-robot reward): 1 and the
-episode's end at the first tick the detector says success, 0 otherwise; an episode is also cut after
-`episode_steps`. Completed transitions go to the learner through a LearnerLink, in batches of
+an intervention. The reward is sparse, from a success detector (HIL-SERL's real-robot reward): 1 on each
+tick the detector says success, 0 otherwise; an episode lasts `episode_steps` ticks (not terminal: a time
+limit) or, with `end_on_success` (HIL-SERL's episodes), ends at the first success, which is terminal. The
+choice must be the learner's (its task's `end_on_success`), so that the robot's transitions, the demos and
+the simulated evaluation mean the same thing. Completed transitions go to the learner through a LearnerLink, in batches of
 `steps_per_batch` and at each episode's end.
 
 When the learner does not answer (`link.connected` false) the robot stops commanding at that tick, and the
@@ -35,6 +37,7 @@ class ActorSettings:
     episode_steps: int                 # an episode is cut after this many ticks
     steps_per_batch: int = 32          # transitions per batch sent to the learner
     seed: int = 0                      # of the exploration noise
+    end_on_success: bool = False       # the first success ends the episode (terminal)
 
 
 class RobotActor:
@@ -57,16 +60,18 @@ class RobotActor:
         self.episode_return = 0.0
         self.episode_interventions = 0
         self._previous: tuple[np.ndarray, np.ndarray, bool] | None = None  # (obs, action, intervened)
+        self._succeeded = False   # the detector said success during the episode under way
         self._rows: list[tuple[np.ndarray, np.ndarray, float, np.ndarray, bool, bool]] = []
         self._finished: list[tuple[float, float]] = []  # (return, intervention rate) of ended episodes
         self.sent_batches = self.dropped_episodes = 0
         self.episodes = self.successes = self.transitions = self.intervention_steps = 0  # of completed episodes
+        self.last_episode: tuple[bool, int, int] | None = None  # (success, ticks, ticks intervened) of the last
         self.reason = "no episode started"
 
     def begin_episode(self) -> None:
         """The robot is at a start (the node reset it): the next tick begins an episode."""
         self.needs_reset, self.steps, self.episode_return, self.episode_interventions = False, 0, 0.0, 0
-        self._previous = None
+        self._previous, self._succeeded = None, False
 
     def tick(self, now: float, intervention: np.ndarray | None, success: bool) -> ArmTickResult:
         """One control tick: `intervention` is the person's action (None: the learner's actor acts),
@@ -125,22 +130,25 @@ class RobotActor:
 
     def _drop_episode(self, reason: str) -> None:
         """End the episode under way without its last transitions' successors: it restarts after a reset."""
-        if self._previous is not None or self.steps:
+        if self.steps:
             self.dropped_episodes += 1
-        self._previous, self.needs_reset, self.reason = None, True, reason
+        self._previous, self.needs_reset, self.reason, self.steps = None, True, reason, 0
 
     def _record(self, next_obs: np.ndarray, success: bool) -> None:
         obs, action, intervened = self._previous
         reward = 1.0 if success else 0.0
-        self._rows.append((obs, action, reward, next_obs, success, intervened))
+        terminal = success and self.settings.end_on_success
+        self._rows.append((obs, action, reward, next_obs, terminal, intervened))
         self.episode_return += reward
-        if success or self.steps >= self.settings.episode_steps:
+        self._succeeded = self._succeeded or success
+        if terminal or self.steps >= self.settings.episode_steps:
             self._finished.append((self.episode_return, self.episode_interventions / max(self.steps, 1)))
+            self.last_episode = (self._succeeded, self.steps, self.episode_interventions)
             self.episodes += 1
-            self.successes += bool(success)
+            self.successes += self._succeeded
             self.transitions += self.steps
             self.intervention_steps += self.episode_interventions
-            self._previous, self.needs_reset = None, True
+            self._previous, self.needs_reset, self.steps = None, True, 0
         if len(self._rows) >= self.settings.steps_per_batch or self.needs_reset:  # a whole episode goes at once
             self.link.send(self._batch())
 
