@@ -7,13 +7,15 @@ def test_colcon_build_installs_executables_launch_and_config(workspace):
     share = workspace["install"] / "robo_rl_ros" / "share"
     lib = workspace["install"] / "robo_rl_ros" / "lib" / "robo_rl_ros"
     assert sorted(p.name for p in lib.iterdir()) == ["arm_policy_node", "arm_sim_bridge_node", "mcap_recorder_node",
-                                                     "quadrotor_policy_node", "sim_bridge_node"]
+                                                     "quadrotor_policy_node", "robot_actor_node",
+                                                     "scripted_spacenav_node", "sim_bridge_node"]
     assert (share / "ament_index" / "resource_index" / "packages" / "robo_rl_ros").is_file()
     assert sorted(p.name for p in (share / "robo_rl_ros" / "launch").iterdir()) == [
-        "arm_policy.launch.py", "crazyflie_policy.launch.py", "sim_hover.launch.py", "sim_pick.launch.py"]
+        "arm_policy.launch.py", "crazyflie_policy.launch.py", "robot_actor.launch.py", "sim_hil.launch.py",
+        "sim_hover.launch.py", "sim_pick.launch.py"]
     assert sorted(p.name for p in (share / "robo_rl_ros" / "config").iterdir()) == [
-        "arm_policy.yaml", "quadrotor_policy.yaml", "sim_arm_bridge.yaml", "sim_arm_policy.yaml", "sim_bridge.yaml",
-        "sim_quadrotor_policy.yaml"]
+        "arm_policy.yaml", "quadrotor_policy.yaml", "robot_actor.yaml", "scripted_spacenav.yaml", "sim_arm_bridge.yaml",
+        "sim_arm_policy.yaml", "sim_bridge.yaml", "sim_quadrotor_policy.yaml", "sim_robot_actor.yaml"]
     assert (share / "robo_rl_ros" / "package.xml").is_file()
 
 

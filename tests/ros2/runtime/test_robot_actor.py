@@ -27,7 +27,7 @@ LEARNER_PYTHON = os.environ.get("ROBO_RL_PYTHON", str(ROOT / ".venv" / "bin" / "
 PICK_BUNDLE = ROOT / "tests" / "ros2" / "data" / "pick_bundle"
 INBOX = "robot_actor_test"
 PERIOD = 0.02  # s: the bundle's 50 Hz control period
-TOTAL = 1000   # env steps of the run: about 25 s of the robot's time
+TOTAL = 700    # env steps of the run: a checkpoint at 400, the rest after the resume
 QOS = QoSProfile(depth=500, reliability=ReliabilityPolicy.RELIABLE)
 # a cluster from the learner's Python, so that the workers Ray starts for the learner (its evaluator, its
 # inbox) run the learner's environment; it prints its address and shuts down on SIGTERM

@@ -10,22 +10,26 @@ the robot actor (robo_rl_ros.core.arm); when it does it is robo_rl.interventions
 on the task's dense reward, which it watches (the person's judgement of progress; the learner gets only the
 success detector's sparse reward): it takes over an episode that made no progress for `patience` ticks,
 for `duration` ticks, while its interventions stay within `budget` of the ticks it has seen (and not after
-`until_ticks`, if >= 0). It sees a new episode begin when the scene jumps back to a start: the cube or the
-tool more than `reset_jump` m from where it was a tick before, faster than either can move.
+`until_ticks`, if >= 0). It sees a new episode begin when the robot moves again after a pause: a command on
+`/<controller_name>/commands` after none for `reset_gap_s` (the robot actor stops commanding while the scene is
+reset, and drops its episode when it stops for any other reason).
 
 Needs the robo-rl simulator package (the task's expert and reward): it is a test fixture, not robot code.
 """
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 from geometry_msgs.msg import PoseStamped, Twist
 from rclpy.node import Node
 from sensor_msgs.msg import JointState, Joy
+from std_msgs.msg import Float64MultiArray
 
 from robo_rl_ros.core.arm import ArmPolicyController, ArmSettings
 from robo_rl_ros.core.bundle import BundleError, load_bundle
-from robo_rl_ros.qos import SENSOR_QOS
+from robo_rl_ros.qos import COMMAND_QOS, SENSOR_QOS
 from robo_rl_ros.spin import StartupError, run_node
 
 try:
@@ -49,7 +53,8 @@ class ScriptedSpacenavNode(Node):
             "bundle_path": "", "joint_states_topic": "/joint_states", "object_topic": "/cube/pose",
             "twist_topic": "/spacenav/twist", "joy_topic": "/spacenav/joy", "linear_scale": [1.0, 1.0, 1.0],
             "close_button": 0, "open_button": 1, "rate_hz": 50.0,
-            "patience": 20, "duration": 30, "budget": 0.2, "until_ticks": -1, "reset_jump": 0.08,
+            "patience": 20, "duration": 30, "budget": 0.2, "until_ticks": -1, "controller_name": "arm_controller",
+            "reset_gap_s": 0.1,
         }.items()}
         if not p["bundle_path"]:
             raise StartupError("scripted_spacenav_node: parameter bundle_path is required")
@@ -69,13 +74,15 @@ class ScriptedSpacenavNode(Node):
         self._joints: JointState | None = None
         self._cube: np.ndarray | None = None
         self._cube_start: np.ndarray | None = None
-        self._previous: tuple[np.ndarray, np.ndarray] | None = None  # (tool, cube) a tick before
         self._held: int | None = None  # the gripper button held down
         self.ticks = self.intervened_ticks = self.episodes = 0
         self._twist_pub = self.create_publisher(Twist, p["twist_topic"], SENSOR_QOS)
         self._joy_pub = self.create_publisher(Joy, p["joy_topic"], 10)
         self.create_subscription(JointState, p["joint_states_topic"], self._store_joints, SENSOR_QOS)
         self.create_subscription(PoseStamped, p["object_topic"], self._store_cube, SENSOR_QOS)
+        self.create_subscription(Float64MultiArray, f"/{p['controller_name']}/commands", self._on_command, COMMAND_QOS)
+        self._last_command = -np.inf  # monotonic time of the robot's last command
+        self._restarted = False       # the robot moved again after a pause: an episode began
         self.create_timer(1.0 / p["rate_hz"], self._tick)
 
     def _expert(self, obs: np.ndarray) -> np.ndarray:
@@ -84,13 +91,18 @@ class ScriptedSpacenavNode(Node):
     def _store_joints(self, msg: JointState) -> None:
         self._joints = msg
 
+    def _on_command(self, msg: Float64MultiArray) -> None:
+        now = time.monotonic()
+        if now - self._last_command > self.p["reset_gap_s"]:
+            self._restarted = True
+        self._last_command = now
+
     def _store_cube(self, msg: PoseStamped) -> None:
         self._cube = np.array([msg.pose.position.x, msg.pose.position.y, msg.pose.position.z])
 
     def _new_episode(self, cube: np.ndarray) -> None:
         self.episodes += 1
         self._cube_start = cube
-        self._previous = None
         self.intervener.observe(np.zeros(1), np.ones(1, dtype=bool))
 
     def _tick(self) -> None:
@@ -104,11 +116,9 @@ class ScriptedSpacenavNode(Node):
         chain = self.controller.chain
         q = np.array([positions[n] for n in chain.joints])
         qdot = np.array([velocities.get(n, 0.0) for n in chain.joints])
-        tool = self.controller.chain.forward(q)[0]
-        if self._previous is not None and max(np.linalg.norm(tool - self._previous[0]),
-                                              np.linalg.norm(self._cube - self._previous[1])) > self.p["reset_jump"]:
+        if self._restarted:
+            self._restarted = False
             self._new_episode(self._cube)
-        self._previous = (tool, self._cube)
         self.controller.update_object(self._cube)
         self.controller.goal = self._cube_start + (0.0, 0.0, self.config.lift_height)
         obs = self.controller.observation(q, qdot, positions[chain.gripper_joint])[None]
