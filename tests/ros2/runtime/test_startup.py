@@ -31,6 +31,24 @@ def test_bad_parameters_exit_with_one_error(workspace, overrides, message):
     _assert_one_error(node, message)
 
 
+PICK_BUNDLE = HOVER_BUNDLE.parent / "pick_bundle"
+
+
+@pytest.mark.parametrize("overrides, message", [
+    ({"bundle_path": str(PICK_BUNDLE)}, "robot_actor_node: parameter inbox (the learner's runner.inbox) is required"),
+    ({"bundle_path": str(HOVER_BUNDLE), "inbox": "robot"}, "this node drives robot 'arm'"),
+    ({"bundle_path": str(PICK_BUNDLE), "inbox": "robot", "episode_seconds": math.nan},
+     "episode_seconds must be a finite number > 0 (seconds), got nan"),
+    ({"bundle_path": str(PICK_BUNDLE), "inbox": "robot", "linear_scale": [1.0, 0.0, 1.0]},
+     "linear_scale must be 3 finite non-zero numbers"),
+    ({"bundle_path": str(PICK_BUNDLE), "inbox": "robot", "deadband": 1.5}, "deadband must be in [0, 1)"),
+])
+def test_the_robot_actor_refuses_bad_parameters_with_one_error(workspace, overrides, message):
+    install = workspace["install"]
+    node = NodeProcess(install, "robot_actor_node", [config(install, "robot_actor.yaml")], overrides)
+    _assert_one_error(node, message)
+
+
 def _assert_one_error(node: NodeProcess, message: str) -> None:
     code = node.process.wait(60)
     errors = [line for line in node.output().splitlines() if "[ERROR]" in line]

@@ -21,6 +21,7 @@ Counts (episodes, successes, interventions, batches sent and dropped) are logged
 from __future__ import annotations
 
 import logging
+import math
 
 import numpy as np
 from geometry_msgs.msg import Twist
@@ -53,9 +54,16 @@ class RobotActorNode(ArmPolicyNode):
         }.items()}
         if not p["inbox"]:
             raise StartupError("robot_actor_node: parameter inbox (the learner's runner.inbox) is required")
-        if p["episode_seconds"] <= 0 or p["steps_per_batch"] < 1 or p["learner_timeout_s"] <= 0 or p["retry_s"] <= 0:
-            raise StartupError("robot_actor_node: episode_seconds, learner_timeout_s and retry_s must be > 0 and "
-                               "steps_per_batch >= 1")
+        for name in ("episode_seconds", "learner_timeout_s", "retry_s", "hold_s", "teleop_timeout_s", "log_interval_s"):
+            if not (math.isfinite(p[name]) and p[name] > 0):
+                raise StartupError(f"robot_actor_node: {name} must be a finite number > 0 (seconds), got {p[name]}")
+        if not (math.isfinite(p["deadband"]) and 0 <= p["deadband"] < 1):
+            raise StartupError(f"robot_actor_node: deadband must be in [0, 1), got {p['deadband']}")
+        if len(p["linear_scale"]) != 3 or not all(math.isfinite(v) and v != 0 for v in p["linear_scale"]):
+            raise StartupError(f"robot_actor_node: linear_scale must be 3 finite non-zero numbers (spacenav_node's), "
+                               f"got {list(p['linear_scale'])}")
+        if p["steps_per_batch"] < 1:
+            raise StartupError(f"robot_actor_node: steps_per_batch must be >= 1, got {p['steps_per_batch']}")
         try:
             self.teleop = SpacenavTeleop(SpacenavSettings(tuple(p["linear_scale"]), p["deadband"], p["close_button"],
                                                           p["open_button"], p["hold_s"], p["teleop_timeout_s"]))
