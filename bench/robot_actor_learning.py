@@ -13,8 +13,8 @@ inside the loopback-only network namespace (the command above) so that DDS stays
 
 Reports the learner's evaluations (20 seeded simulated episodes of the task every 2,500 env steps, the
 policy's mean action) and the robot's own episodes (success, the person's share of the ticks) against env
-steps. Target: >= 90% success within 20k env steps. Writes bench/results/robot_actor_learning.json and
-bench/results/robot_actor_learning.png.
+steps. Target: >= 90% success within 20k env steps. Writes bench/results/robot_actor_learning_seed<S>.json
+and .png (the run and the nodes' logs in bench/results/robot_actor_learning/).
 """
 
 from __future__ import annotations
@@ -159,8 +159,8 @@ def report(run: Path, steps: int, seed: int, wall: float) -> None:
               "robot_episodes_without_intervention": len(alone),
               "robot_success_without_intervention_last_20": sum(alone[-20:]) / max(len(alone[-20:]), 1),
               "intervention_steps": summary["intervention_steps"], "env_steps": summary["env_steps"]}
-    (RESULTS / "robot_actor_learning.json").write_text(json.dumps(result, indent=2))
-    plot(evaluations, episodes, RESULTS / "robot_actor_learning.png")
+    (RESULTS / f"robot_actor_learning_seed{seed}.json").write_text(json.dumps(result, indent=2))
+    plot(evaluations, episodes, RESULTS / f"robot_actor_learning_seed{seed}.png")
     print("learner evaluations (success, 20 simulated episodes): "
           + ", ".join(f"{e['env_steps']}: {100 * e['success_rate']:.0f}%" for e in evaluations))
     print(f"first >= {100 * TARGET:.0f}%: {first['env_steps'] if first else 'not reached'} env steps; robot: "
