@@ -14,7 +14,7 @@ inside the loopback-only network namespace (the command above) so that DDS stays
 Reports the learner's evaluations (20 seeded simulated episodes of the task every 2,500 env steps, the
 policy's mean action) and the robot's own episodes (success, the person's share of the ticks) against env
 steps. Target: >= 90% success within 20k env steps. Writes bench/results/robot_actor_learning_seed<S>.json
-and .png (the run and the nodes' logs in bench/results/robot_actor_learning/).
+and .png (the run and the nodes' logs in bench/results/robot_actor_learning/seed<S>_<steps>[_logs]).
 """
 
 from __future__ import annotations
@@ -34,27 +34,28 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results"
-LEARNER_PYTHON = os.environ.get("ROBO_RL_PYTHON", str(ROOT / ".venv" / "bin" / "python"))
+RUNTIME_TESTS = ROOT / "tests" / "ros2" / "runtime"
+
+
+def helpers() -> Any:
+    """The ROS runtime tests' helpers (the learner's Python, the Ray head, installed configs); they need rclpy,
+    which the run has and its report, in the learner's Python, does not."""
+    if str(RUNTIME_TESTS) not in sys.path:
+        sys.path.insert(0, str(RUNTIME_TESTS))
+    import ros_helpers
+
+    return ros_helpers
 BUNDLE = ROOT / "tests" / "ros2" / "data" / "pick_bundle"  # the task's observation layout and kinematics
 DEMOS = "pick_cube/scripted-sparse-v0"
 INBOX = "robot"
 TARGET = 0.9
-CLUSTER = """
-import signal, sys, time
-from ray.cluster_utils import Cluster
-cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False})
-signal.signal(signal.SIGTERM, lambda *_: (cluster.shutdown(), sys.exit(0)))
-print(cluster.address, flush=True)
-while True:
-    time.sleep(1)
-"""
 
 
 def record_demos() -> None:
     """The 20 sparse-reward demos, unless recorded already."""
     root = Path(os.environ.get("MINARI_DATASETS_PATH", Path.home() / ".minari" / "datasets"))
     if not (root / DEMOS).is_dir():
-        subprocess.run([LEARNER_PYTHON, "-m", "robo_rl.record", "env=pick_cube", "+env.overrides.dense=false",
+        subprocess.run([helpers().LEARNER_PYTHON, "-m", "robo_rl.record", "env=pick_cube", "+env.overrides.dense=false",
                         f"dataset={DEMOS}", "episodes=20", f"hydra.run.dir={tempfile.mkdtemp()}"], cwd=ROOT, check=True)
 
 
@@ -69,16 +70,20 @@ def build_workspace(base: Path) -> Path:
 
 def start_node(install: Path, executable: str, params: str, overrides: dict[str, Any], log: Path) -> subprocess.Popen:
     """An installed robo_rl_ros executable with its installed parameter file and `-p` overrides."""
-    config = install / "robo_rl_ros" / "share" / "robo_rl_ros" / "config" / params
     values = " ".join(f"-p {key}:={json.dumps(value) if isinstance(value, str) else value}"
                       for key, value in overrides.items())
     command = (f". {install}/setup.bash && exec {install}/robo_rl_ros/lib/robo_rl_ros/{executable} "
-               f"--ros-args --params-file {config} {values}")
+               f"--ros-args --params-file {helpers().config(install, params)} {values}")
     return subprocess.Popen(["bash", "-c", command], stdout=log.open("w"), stderr=subprocess.STDOUT,
                             env=dict(os.environ, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1"))
 
 
 EPISODE = re.compile(r"episode \d+: (success|no success) after (\d+) ticks, (\d+) intervened; (\d+) transitions")
+
+
+def logs_of(run: Path) -> Path:
+    """Where the learner's and the nodes' output of `run` go."""
+    return run.parent / f"{run.name}_logs"
 
 
 def robot_episodes(actor_log: Path) -> list[tuple[int, bool, float]]:
@@ -98,19 +103,18 @@ def main() -> None:
     if not os.environ.get("ROBO_RL_IN_NETNS"):
         raise SystemExit("run it through ros2_ws/scripts/netns_run.sh: DDS traffic must stay on this machine")
     record_demos()
-    out = RESULTS / "robot_actor_learning"
-    run = out / f"seed{args.seed}_{args.steps}"
+    run = RESULTS / "robot_actor_learning" / f"seed{args.seed}_{args.steps}"
+    out = logs_of(run)
     shutil.rmtree(run, ignore_errors=True)
     out.mkdir(parents=True, exist_ok=True)
     base = Path(tempfile.mkdtemp(prefix="robo_rl_bench_ws-"))
     processes: list[subprocess.Popen] = []
     try:
         install = build_workspace(base)
-        head = subprocess.Popen([LEARNER_PYTHON, "-c", CLUSTER], stdout=subprocess.PIPE, text=True, cwd=ROOT)
+        head, address = helpers().start_ray_head(num_cpus=1)  # the learner's evaluator; the inbox takes no CPU
         processes.append(head)
-        address = head.stdout.readline().strip()
         learner = subprocess.Popen(
-            [LEARNER_PYTHON, "-m", "robo_rl.train", "+experiment=pick_cube_robot", f"seed={args.seed}",
+            [helpers().LEARNER_PYTHON, "-m", "robo_rl.train", "+experiment=pick_cube_robot", f"seed={args.seed}",
              f"runner.address={address}", f"runner.inbox={INBOX}", f"total_env_steps={args.steps}",
              "logging.progress_bar=false", f"hydra.run.dir={run}"],
             cwd=ROOT, stdout=(out / "learner.log").open("w"), stderr=subprocess.STDOUT)
@@ -140,14 +144,14 @@ def main() -> None:
             except subprocess.TimeoutExpired:
                 process.kill()
         shutil.rmtree(base, ignore_errors=True)
-    subprocess.run([LEARNER_PYTHON, __file__, "--report", str(run), "--steps", str(args.steps), "--seed",
+    subprocess.run([helpers().LEARNER_PYTHON, __file__, "--report", str(run), "--steps", str(args.steps), "--seed",
                     str(args.seed)], check=True, env=dict(os.environ, ROBOT_BENCH_WALL_S=str(wall)))
 
 
 def report(run: Path, steps: int, seed: int, wall: float) -> None:
     """Read the run back, print the figures, write the JSON and the plot."""
     summary = json.loads((run / "summary.json").read_text())
-    episodes = robot_episodes(run.parent / "actor.log")
+    episodes = robot_episodes(logs_of(run) / "actor.log")
     evaluations = [{"env_steps": e["env_steps"], "success_rate": e["success_rate"]} for e in summary["history"]]
     first = next((e for e in evaluations if e["success_rate"] >= TARGET), None)
     last = episodes[-20:]

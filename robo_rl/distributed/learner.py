@@ -265,19 +265,37 @@ def batch_problem(batch: Any, shapes: dict[str, tuple[int, ...]]) -> str | None:
             return f"fields {sorted(transitions)}, the learner stores {sorted(shapes)}"
         n = None
         for key, shape in shapes.items():
-            value = np.asarray(transitions[key])
-            if value.shape[1:] != tuple(shape) or (n is not None and len(value) != n):
+            value = _numbers(transitions[key])
+            if value is None:
+                return f"{key} is not an array of numbers"
+            if value.ndim < 1 or value.shape[1:] != tuple(shape) or (n is not None and len(value) != n):
                 return f"{key} has shape {value.shape}, the learner stores (rows, {', '.join(map(str, shape))})"
-            if not np.isfinite(value.astype(np.float64)).all():
+            if not np.isfinite(value).all():
                 return f"{key} holds non-finite values"
             n = len(value)
         rows += n or 0
-    for key in ("returns", "intervention_rates", "intervention_steps", "env_steps"):
-        if key not in batch:
-            return f"no {key!r}"
-    if int(batch["env_steps"]) != rows:
-        return f"env_steps {batch['env_steps']} but {rows} transitions"
+    for key in ("returns", "intervention_rates"):  # of the episodes that ended: logged as means
+        values = _numbers(batch.get(key))
+        if values is None or values.ndim != 1 or not np.isfinite(values).all():
+            return f"{key!r} must be a list of finite numbers"
+    for key, most in (("env_steps", rows), ("intervention_steps", rows), ("weights_version", None)):
+        value = batch.get(key)
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < (-1 if most is None else 0):
+            return f"{key!r} must be a whole number, got {value!r}"[:200]
+        if key == "env_steps" and value != rows:
+            return f"env_steps {value} but {rows} transitions"
+        if most is not None and value > most:
+            return f"{key} {value} but {rows} transitions"
     return None
+
+
+def _numbers(value: Any) -> np.ndarray | None:
+    """`value` as a float64 array, or None if it is not numbers."""
+    try:
+        array = np.asarray(value, dtype=np.float64)
+    except (TypeError, ValueError):
+        return None
+    return array
 
 
 def updates_due(env_steps: int, num_envs: int, learning_starts: int, updates_per_iteration: int) -> int:
@@ -305,7 +323,7 @@ class ActorPool:
         self.inbox: Any = None  # batches from actors this run did not start (robo_rl.distributed.inbox)
         self.inbox_ref: Any = None
         self.from_inbox: collections.deque[dict[str, Any]] = collections.deque()
-        self.senders: set[tuple[str, int]] = set()
+        self.senders: set[tuple[str, str]] = set()
         if runner.inbox is not None:
             inbox = ray.remote(Inbox).options(name=str(runner.inbox), namespace=NAMESPACE, num_cpus=0, max_restarts=0)
             self.inbox = inbox.remote(int(runner.inbox_batches))
@@ -379,11 +397,11 @@ class ActorPool:
         import ray
 
         for batch in ray.get(self.inbox_ref):
-            sender = (str(batch.get("node")), int(batch.get("pid", -1)))
+            sender = (str(batch.get("node"))[:100], str(batch.get("pid"))[:20]) if isinstance(batch, dict) else ("?", "?")
             if sender not in self.senders:
-                log.info("an external actor, process %d on %s, sent its first batch to the inbox", sender[1], sender[0])
+                log.info("an external actor, process %s on %s, sent its first batch to the inbox", sender[1], sender[0])
                 self.senders.add(sender)
-            self.from_inbox.append(batch)
+            self.from_inbox.append(batch)  # checked by the learner before it is stored (batch_problem)
         self.inbox_ref = self.inbox.take.remote(INBOX_WAIT_S)
 
     def publish(self, weights: Weights) -> None:

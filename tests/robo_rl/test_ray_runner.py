@@ -259,7 +259,7 @@ def _batch(rows: int = 4, obs: int = 3, act: int = 2, source: Source = Source.ON
     fields = {"obs": np.zeros((rows, obs)), "action": np.zeros((rows, act)), "reward": np.zeros(rows),
               "next_obs": np.zeros((rows, obs)), "terminated": np.zeros(rows)}
     return {"tagged": [(int(source), fields)], "returns": [], "intervention_rates": [], "intervention_steps": 0,
-            "env_steps": rows}
+            "env_steps": rows, "weights_version": 3}
 
 
 @pytest.mark.parametrize("damage,problem", [
@@ -269,7 +269,15 @@ def _batch(rows: int = 4, obs: int = 3, act: int = 2, source: Source = Source.ON
     (lambda b: b["tagged"][0][1].__setitem__("obs", np.zeros((4, 5))), "obs has shape"),
     (lambda b: b["tagged"][0][1]["reward"].__setitem__(1, np.nan), "reward holds non-finite"),
     (lambda b: b.update(env_steps=7), "env_steps 7 but 4 transitions"),
-    (lambda b: b.pop("returns"), "no 'returns'"),
+    (lambda b: b.pop("returns"), "'returns' must be a list of finite numbers"),
+    # what a careless or broken sender could put there, each of which used to raise inside the learner
+    (lambda b: b["tagged"][0][1].__setitem__("obs", np.array([["a"] * 3] * 4)), "obs is not an array of numbers"),
+    (lambda b: b["tagged"][0][1].__setitem__("reward", 0.0), "reward has shape ()"),
+    (lambda b: b.update(returns=["x"]), "'returns' must be a list of finite numbers"),
+    (lambda b: b.update(intervention_rates=[np.inf]), "'intervention_rates' must be a list of finite numbers"),
+    (lambda b: b.update(env_steps="4"), "'env_steps' must be a whole number"),
+    (lambda b: b.update(intervention_steps=9), "intervention_steps 9 but 4 transitions"),
+    (lambda b: b.pop("weights_version"), "'weights_version' must be a whole number"),
 ])
 def test_a_batch_that_does_not_fit_the_buffers_is_named_not_stored(damage, problem):
     from robo_rl.buffers import ReplayBuffer

@@ -89,3 +89,26 @@ def spin_until(node, condition: Callable[[], bool], timeout: float, step: float 
         if condition():
             return True
     return condition()
+
+
+# the learner's Python (.venv): a Ray cluster started from it runs the learner's code in the workers Ray starts
+LEARNER_PYTHON = os.environ.get("ROBO_RL_PYTHON", str(Path(__file__).resolve().parents[3] / ".venv" / "bin" / "python"))
+_RAY_HEAD = """
+import signal, sys, time
+from ray.cluster_utils import Cluster
+cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": int(sys.argv[1]), "include_dashboard": False})
+signal.signal(signal.SIGTERM, lambda *_: (cluster.shutdown(), sys.exit(0)))
+print(cluster.address, flush=True)
+while True:
+    time.sleep(1)
+"""
+
+
+def start_ray_head(num_cpus: int) -> tuple[subprocess.Popen, str]:
+    """A fresh Ray cluster on this machine, from the learner's Python: (its process, which shuts the cluster down
+    on SIGTERM, and its address)."""
+    head = subprocess.Popen([LEARNER_PYTHON, "-c", _RAY_HEAD, str(num_cpus)], stdout=subprocess.PIPE, text=True)
+    address = head.stdout.readline().strip()
+    if not address:
+        raise RuntimeError(f"the Ray head did not start ({head.wait()})")
+    return head, address

@@ -21,33 +21,19 @@ from rclpy.qos import QoSProfile, ReliabilityPolicy
 from std_msgs.msg import Float64MultiArray
 
 from conftest import ROOT
-from ros_helpers import NodeProcess, config, spin_until
+from ros_helpers import LEARNER_PYTHON, NodeProcess, config, spin_until, start_ray_head
 
-LEARNER_PYTHON = os.environ.get("ROBO_RL_PYTHON", str(ROOT / ".venv" / "bin" / "python"))
 PICK_BUNDLE = ROOT / "tests" / "ros2" / "data" / "pick_bundle"
 INBOX = "robot_actor_test"
 PERIOD = 0.02  # s: the bundle's 50 Hz control period
 TOTAL = 700    # env steps of the run: a checkpoint at 400, the rest after the resume
 QOS = QoSProfile(depth=500, reliability=ReliabilityPolicy.RELIABLE)
-# a cluster from the learner's Python, so that the workers Ray starts for the learner (its evaluator, its
-# inbox) run the learner's environment; it prints its address and shuts down on SIGTERM
-CLUSTER = """
-import signal, sys, time
-from ray.cluster_utils import Cluster
-cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 2, "include_dashboard": False})
-signal.signal(signal.SIGTERM, lambda *_: (cluster.shutdown(), sys.exit(0)))
-print(cluster.address, flush=True)
-while True:
-    time.sleep(1)
-"""
 
 
 @pytest.fixture
 def ray_head():
     """The address of a fresh Ray cluster on this (loopback-only) machine."""
-    head = subprocess.Popen([LEARNER_PYTHON, "-c", CLUSTER], stdout=subprocess.PIPE, text=True, cwd=ROOT)
-    address = head.stdout.readline().strip()
-    assert address, f"the Ray head did not start ({head.wait()})"
+    head, address = start_ray_head(num_cpus=2)
     yield address
     head.terminate()
     try:

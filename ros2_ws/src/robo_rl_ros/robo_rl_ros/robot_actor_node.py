@@ -80,7 +80,8 @@ class RobotActorNode(ArmPolicyNode):
         self.create_subscription(Joy, p["joy_topic"], self._store_joy, 10)  # button events: keep every one
         self._reset_client = self.create_client(Trigger, p["reset_service"]) if p["reset_service"] else None
         self._reset_call: tuple[float, object] | None = None  # (when, future) of the reset under way
-        self._ready = False  # the person said the scene is back at a start (no reset service)
+        self._ready = False  # the scene is back at a start (the reset service said so, or the person)
+        self._state_at_ready: object = None  # the joint state message we had then: the episode waits for a newer one
         if self._reset_client is None:
             self.create_service(Trigger, "~/episode_ready", self._on_episode_ready)
         self._reason = ""
@@ -106,7 +107,7 @@ class RobotActorNode(ArmPolicyNode):
         self.teleop.on_joy(self._now(), list(msg.buttons))
 
     def _on_episode_ready(self, request: Trigger.Request, response: Trigger.Response) -> Trigger.Response:
-        self._ready = True
+        self._scene_ready()
         response.success, response.message = True, "the next episode starts when the learner answers"
         return response
 
@@ -133,14 +134,19 @@ class RobotActorNode(ArmPolicyNode):
             self._log_counts()
 
     def _reset(self, now: float) -> None:
-        """Bring the scene back to a start, and begin the next episode once it is there and the learner answers."""
+        """Bring the scene back to a start, and begin the next episode once it is there, a joint state from
+        after the reset has arrived, and the learner answers."""
         if not self.link.connected:
             return
-        if self._reset_client is None:
-            if self._ready:
+        if self._ready:
+            latest = self._joint_state[1] if self._joint_state is not None else None
+            if latest is not None and latest is not self._state_at_ready:
+                # the first command must start from where the reset left the arm, not from where it was before
                 self._ready = False
                 self._begin()
             return
+        if self._reset_client is None:
+            return  # the person calls ~/episode_ready
         if self._reset_call is None or now - self._reset_call[0] > RESET_TIMEOUT_S:
             if not self._reset_client.service_is_ready():
                 return
@@ -150,7 +156,11 @@ class RobotActorNode(ArmPolicyNode):
         if future.done():
             self._reset_call = None
             if future.result() is not None and future.result().success:
-                self._begin()
+                self._scene_ready()
+
+    def _scene_ready(self) -> None:
+        self._ready = True
+        self._state_at_ready = self._joint_state[1] if self._joint_state is not None else None
 
     def _begin(self) -> None:
         self._success = False  # the detector's next message speaks for the new episode

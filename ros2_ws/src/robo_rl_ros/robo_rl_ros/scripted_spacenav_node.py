@@ -75,7 +75,7 @@ class ScriptedSpacenavNode(Node):
         self._cube: np.ndarray | None = None
         self._cube_start: np.ndarray | None = None
         self._held: int | None = None  # the gripper button held down
-        self.ticks = self.intervened_ticks = self.episodes = 0
+        self.ticks = 0  # the person's, the intervention budget's unit
         self._twist_pub = self.create_publisher(Twist, p["twist_topic"], SENSOR_QOS)
         self._joy_pub = self.create_publisher(Joy, p["joy_topic"], 10)
         self.create_subscription(JointState, p["joint_states_topic"], self._store_joints, SENSOR_QOS)
@@ -101,7 +101,6 @@ class ScriptedSpacenavNode(Node):
         self._cube = np.array([msg.pose.position.x, msg.pose.position.y, msg.pose.position.z])
 
     def _new_episode(self, cube: np.ndarray) -> None:
-        self.episodes += 1
         self._cube_start = cube
         self.intervener.observe(np.zeros(1), np.ones(1, dtype=bool))
 
@@ -127,7 +126,6 @@ class ScriptedSpacenavNode(Node):
         terms, success = self.task.terms(obs, self.layout, self._cube_start[None], self.config)
         self.intervener.observe(self.task.reward(terms, success, True), np.zeros(1, dtype=bool))
         linear = action[0, :3] if mask[0] else np.zeros(3)
-        self.intervened_ticks += int(mask[0])
         twist = Twist()
         twist.linear.x, twist.linear.y, twist.linear.z = (float(v) for v in linear * self.scale)
         self._twist_pub.publish(twist)
