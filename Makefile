@@ -18,7 +18,7 @@ ROS_PACKAGES := "ros-jazzy-rclpy[fastrtps]==7.1.6" ros-jazzy-std-msgs==5.3.6 ros
   ros-jazzy-geometry-msgs==5.3.6 ros-jazzy-sensor-msgs==5.3.6 ros-jazzy-trajectory-msgs==5.3.6 \
   ros-jazzy-nav-msgs==5.3.6 ros-jazzy-rosgraph-msgs==2.0.3 colcon-common-extensions==0.3.0 \
   cyclonedds==11.0.1 mcap-ros2-support==0.6.0 numpy==2.4.6 onnx==1.23.2 onnxruntime==1.31.1 mujoco==4.0.0 \
-  gymnasium==1.4.0 pytest==9.2.0 setuptools==79.0.1
+  gymnasium==1.4.0 pytest==9.2.0 pytest-xdist==3.8.0 setuptools==79.0.1
 
 .PHONY: train test bench specialists venv clean system-deps ros-venv ros-test ros-system-deps
 
@@ -112,11 +112,11 @@ ros-system-deps:
 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends \
 	    iproute2 util-linux >/dev/null; }
 
-# colcon build/test of ros2_ws and the nodes against real rclpy, all DDS traffic inside the namespace;
-# the robot actor's learner runs in .venv (ROBO_RL_PYTHON)
+# colcon build/test of ros2_ws and the nodes against real rclpy, all DDS traffic inside the namespace, two
+# workers on two DDS domains (tests/ros2/runtime/conftest.py); the robot actor's learner runs in .venv (ROBO_RL_PYTHON)
 ros-test: $(ROS_STAMP) ros-system-deps
 	OMP_NUM_THREADS=1 ROBO_RL_PYTHON=$(abspath $(PY)) ros2_ws/scripts/netns_run.sh $(ROS_PY) -m pytest -q -p no:cacheprovider \
-	  --confcutdir=tests/ros2/runtime tests/ros2/runtime
+	  -n 2 --confcutdir=tests/ros2/runtime tests/ros2/runtime
 
 clean:
 	rm -rf $(VENV) $(ROS_VENV) bench/results .pytest_cache

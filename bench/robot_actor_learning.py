@@ -11,9 +11,11 @@ time), robot_actor_node (the learner's actor, interventions from spacenav topics
 as the detector, the bridge's ~/reset between episodes) and scripted_spacenav_node (the person). Run it
 inside the loopback-only network namespace (the command above) so that DDS stays on this machine.
 
-Reports the learner's evaluations (20 seeded simulated episodes of the task every 2,500 env steps, the
-policy's mean action) and the robot's own episodes (success, the person's share of the ticks) against env
-steps. Target: >= 90% success within 20k env steps. Writes bench/results/robot_actor_learning_seed<S>.json
+Reports the robot's evaluation episodes (every 3rd episode: the actor's mean action, the person keeps out; a
+success only without a takeover), the robot's training episodes (success, the person's share of the ticks)
+and the learner's evaluations (20 seeded episodes in its own simulation every 2,500 env steps) against env
+steps. Target: >= 90% success within 20k env steps, measured on the robot over its last 10 evaluation
+episodes (HIL-SERL's measure: the policy alone on the robot). Writes bench/results/robot_actor_learning_seed<S>.json
 and .png (the run and the nodes' logs in bench/results/robot_actor_learning/seed<S>_<steps>[_logs]).
 """
 
@@ -78,7 +80,9 @@ def start_node(install: Path, executable: str, params: str, overrides: dict[str,
                             env=dict(os.environ, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1"))
 
 
-EPISODE = re.compile(r"episode \d+: (success|no success) after (\d+) ticks, (\d+) intervened; (\d+) transitions")
+EPISODE = re.compile(r"(evaluation )?episode \d+: (success|no success) after (\d+) ticks, (\d+) intervened; "
+                     r"(\d+) transitions")
+WINDOW = 10  # robot evaluation episodes per success rate
 
 
 def logs_of(run: Path) -> Path:
@@ -86,10 +90,20 @@ def logs_of(run: Path) -> Path:
     return run.parent / f"{run.name}_logs"
 
 
-def robot_episodes(actor_log: Path) -> list[tuple[int, bool, float]]:
-    """(env steps, success, share of ticks intervened) of each robot episode, from the actor node's log."""
-    return [(int(m.group(4)), m.group(1) == "success", int(m.group(3)) / max(int(m.group(2)), 1))
-            for m in EPISODE.finditer(actor_log.read_text())]
+def robot_episodes(actor_log: Path) -> list[tuple[int, bool, float, bool]]:
+    """(env steps, success, share of ticks intervened, evaluation) of each robot episode, from the actor
+    node's log; an evaluation episode's success needs no takeover (robo_rl_ros.core.robot_actor)."""
+    episodes = []
+    for m in EPISODE.finditer(actor_log.read_text()):
+        evaluation, intervened = bool(m.group(1)), int(m.group(4))
+        success = m.group(2) == "success" and not (evaluation and intervened)
+        episodes.append((int(m.group(5)), success, intervened / max(int(m.group(3)), 1), evaluation))
+    return episodes
+
+
+def trailing_rates(flags: list[bool], window: int = WINDOW) -> list[float]:
+    """The success rate over each flag's last `window` flags (from the `window`-th on)."""
+    return [sum(flags[i + 1 - window:i + 1]) / window for i in range(window - 1, len(flags))]
 
 
 def main() -> None:
@@ -151,31 +165,42 @@ def main() -> None:
 def report(run: Path, steps: int, seed: int, wall: float) -> None:
     """Read the run back, print the figures, write the JSON and the plot."""
     summary = json.loads((run / "summary.json").read_text())
-    episodes = robot_episodes(logs_of(run) / "actor.log")
+    everything = robot_episodes(logs_of(run) / "actor.log")
+    episodes = [e[:3] for e in everything if not e[3]]  # training episodes: exploration and the person
+    tests = [(steps_then, success) for steps_then, success, _, evaluation in everything if evaluation]
+    rates = trailing_rates([success for _, success in tests])
+    robot_curve = [{"env_steps": steps_then, "success_rate": rate} for (steps_then, _), rate in zip(tests[WINDOW - 1:], rates)]
+    first_on_robot = next((e for e in robot_curve if e["success_rate"] >= TARGET), None)
     evaluations = [{"env_steps": e["env_steps"], "success_rate": e["success_rate"]} for e in summary["history"]]
     first = next((e for e in evaluations if e["success_rate"] >= TARGET), None)
     last = episodes[-20:]
-    alone = [success for _, success, share in episodes if share == 0.0]  # the policy alone, no takeover
-    result = {"steps": steps, "seed": seed, "wall_seconds": wall, "evaluations": evaluations,
-              "first_at_target": first, "robot_episodes": len(episodes),
+    result = {"steps": steps, "seed": seed, "wall_seconds": wall,
+              "robot_evaluation_episodes": len(tests), "robot_evaluations": robot_curve,
+              "robot_evaluation_success_last_10": robot_curve[-1]["success_rate"] if robot_curve else None,
+              "robot_evaluation_first_at_target": first_on_robot,
+              "evaluations": evaluations, "first_at_target": first, "robot_episodes": len(episodes),
               "robot_success_last_20": sum(success for _, success, _ in last) / max(len(last), 1),
               "robot_intervention_share_last_20": sum(share for _, _, share in last) / max(len(last), 1),
-              "robot_episodes_without_intervention": len(alone),
-              "robot_success_without_intervention_last_20": sum(alone[-20:]) / max(len(alone[-20:]), 1),
               "intervention_steps": summary["intervention_steps"], "env_steps": summary["env_steps"]}
     (RESULTS / f"robot_actor_learning_seed{seed}.json").write_text(json.dumps(result, indent=2))
-    plot(evaluations, episodes, RESULTS / f"robot_actor_learning_seed{seed}.png")
+    plot(evaluations, robot_curve, episodes, RESULTS / f"robot_actor_learning_seed{seed}.png")
+    last_10 = result["robot_evaluation_success_last_10"]
+    print(f"robot evaluation episodes (the policy alone): {len(tests)}, the last {WINDOW} "
+          + (f"{100 * last_10:.0f}%" if last_10 is not None else "not yet run")
+          + f"; trailing {WINDOW} first >= {100 * TARGET:.0f}% at "
+          + (f"{first_on_robot['env_steps']} env steps" if first_on_robot else "never"))
     print("learner evaluations (success, 20 simulated episodes): "
-          + ", ".join(f"{e['env_steps']}: {100 * e['success_rate']:.0f}%" for e in evaluations))
-    print(f"first >= {100 * TARGET:.0f}%: {first['env_steps'] if first else 'not reached'} env steps; robot: "
-          f"{len(episodes)} episodes, last 20 {100 * result['robot_success_last_20']:.0f}% success "
-          f"({100 * result['robot_intervention_share_last_20']:.0f}% of their ticks intervened), the last 20 "
-          f"without intervention {100 * result['robot_success_without_intervention_last_20']:.0f}%; "
+          + ", ".join(f"{e['env_steps']}: {100 * e['success_rate']:.0f}%" for e in evaluations)
+          + f"; first >= {100 * TARGET:.0f}% at {first['env_steps'] if first else 'never'}")
+    print(f"robot training episodes: {len(episodes)}, last 20 {100 * result['robot_success_last_20']:.0f}% success "
+          f"({100 * result['robot_intervention_share_last_20']:.0f}% of their ticks intervened); "
           f"{summary['intervention_steps']} of {summary['env_steps']} steps intervened; {wall:.0f} s")
 
 
-def plot(evaluations: list[dict[str, Any]], episodes: list[tuple[int, bool, float]], path: Path) -> None:
-    """Evaluated success, and the robot's success and intervention share (20-episode means), against env steps."""
+def plot(evaluations: list[dict[str, Any]], robot_curve: list[dict[str, Any]], episodes: list[tuple[int, bool, float]],
+         path: Path) -> None:
+    """The robot's evaluated success, the learner's, and the robot's training episodes' success and
+    intervention share (20-episode means), against env steps."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -183,15 +208,17 @@ def plot(evaluations: list[dict[str, Any]], episodes: list[tuple[int, bool, floa
     import numpy as np
 
     fig, ax = plt.subplots(figsize=(7, 4))
+    ax.plot([e["env_steps"] for e in robot_curve], [e["success_rate"] for e in robot_curve], lw=2.5,
+            label=f"robot's evaluation episodes (policy alone, last {WINDOW})")
     ax.plot([e["env_steps"] for e in evaluations], [e["success_rate"] for e in evaluations], "o-",
             label="learner's evaluation (20 sim episodes)")
     if episodes:
         steps = np.array([s for s, _, _ in episodes])
         window = np.ones(min(20, len(episodes))) / min(20, len(episodes))
         ax.plot(steps[len(window) - 1:], np.convolve([float(success) for _, success, _ in episodes], window, "valid"),
-                label="robot's episodes: success (20-episode mean)")
+                label="robot's training episodes: success (20-episode mean)")
         ax.plot(steps[len(window) - 1:], np.convolve([i for _, _, i in episodes], window, "valid"), "--",
-                label="robot's episodes: share of ticks intervened")
+                label="robot's training episodes: share of ticks intervened")
     ax.axhline(TARGET, color="grey", lw=0.8, ls=":")
     ax.set(xlabel="env steps (robot ticks)", ylabel="rate", ylim=(-0.02, 1.02),
            title="pick-cube through robot_actor_node: 20 demos, interventions, sparse reward")

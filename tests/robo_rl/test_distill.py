@@ -16,6 +16,8 @@ from robo_rl.agents.distillation import AggregatedDataset, DistillationConfig
 from robo_rl.checkpoint import load_checkpoint, policy_file
 
 PYTHON = sys.executable
+# one pytest-xdist worker runs this module (make test: --dist loadgroup): the teacher is trained once, not per worker
+pytestmark = pytest.mark.xdist_group("distill_teacher")
 
 
 @pytest.fixture(scope="module")

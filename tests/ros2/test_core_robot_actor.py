@@ -15,6 +15,7 @@ from robo_rl.distributed.learner import batch_problem
 from robo_rl_ros.core import robot_actor
 from robo_rl_ros.core.arm import ArmPolicyController, ArmSettings
 from robo_rl_ros.core.bundle import load_bundle
+from robo_rl_ros.core.exploration import GaussianActor
 from robo_rl_ros.core.robot_actor import ActorSettings, RobotActor
 from sim.arm.env import HOME
 
@@ -34,7 +35,7 @@ class LinkStandIn:
         self.batches.append(batch)
 
 
-def _robot(steps_per_batch: int = 4, episode_steps: int = 50, end_on_success: bool = False):
+def _robot(steps_per_batch: int = 4, episode_steps: int = 50, end_on_success: bool = False, evaluate_every: int = 0):
     bundle = load_bundle(BUNDLE)
     controller = ArmPolicyController(bundle, ArmSettings(goal=(0.5, 0.0, 0.2)))
     names = [*controller.chain.joints, controller.chain.gripper_joint]
@@ -43,7 +44,7 @@ def _robot(steps_per_batch: int = 4, episode_steps: int = 50, end_on_success: bo
     link = LinkStandIn(actor_arrays(TanhGaussianActor(bundle.observation_size, bundle.action_size, [16, 16], "relu",
                                                       low, high), "relu"))
     robot = RobotActor(controller, link, ActorSettings(episode_steps, steps_per_batch, seed=0,
-                                                       end_on_success=end_on_success))
+                                                       end_on_success=end_on_success, evaluate_every=evaluate_every))
 
     def state(now: float) -> None:
         controller.update_joint_state(now, names, [*HOME, 0.04], None)
@@ -168,3 +169,35 @@ def test_without_end_on_success_each_success_tick_is_rewarded_and_the_episode_ru
     assert fields["reward"].tolist() == [0.0, 1.0, 1.0, 0.0, 1.0, 1.0]  # the verdict after each action
     assert not fields["terminated"].any() and batch["returns"] == [4.0]
     assert robot.last_episode == (True, 6, 0) and robot.successes == 1
+
+
+def test_every_nth_episode_is_evaluated_with_the_mean_action_and_counts_only_without_the_person():
+    """HIL-SERL's measure on the robot: the actor's mean action, a success only if nobody took over; an
+    evaluation episode that is dropped is done again."""
+    robot, link, state, _ = _robot(steps_per_batch=100, episode_steps=3, evaluate_every=2)
+    mean_action = GaussianActor(link.arrays).mean_action
+
+    def episode(interventions=(None, None, None, None), success_at=3):  # 3 transitions: 4 ticks
+        robot.begin_episode()
+        for step, intervention in enumerate(interventions):
+            state(0.02 * step)
+            robot.tick(0.02 * step, intervention, success=step == success_at)
+        return robot.evaluating
+
+    assert not episode() and robot.evaluations == []     # 1st: exploration
+    evaluating = episode()                               # 2nd: evaluation
+    (_, sent), = link.batches[-1]["tagged"]
+    assert evaluating and robot.evaluations == [(3, True)]
+    # the mean action, sent to the learner like any other episode's
+    np.testing.assert_allclose(sent["action"], mean_action(sent["obs"].astype(np.float64)), rtol=1e-5, atol=1e-6)
+    assert not episode()                                 # 3rd: exploration
+    robot.begin_episode()                                # 4th, an evaluation, dropped: the learner is lost
+    assert robot.evaluating
+    state(0.0)
+    robot.tick(0.0, None, False)
+    link.connected = False
+    robot.tick(0.02, None, False)
+    link.connected = True
+    person = np.array([0.0, 0.0, 1.0, 1.0])
+    evaluating = episode(interventions=(None, person, None, None))  # done again; the person took over once
+    assert evaluating and robot.evaluations == [(3, True), (9, False)]

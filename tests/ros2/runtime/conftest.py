@@ -24,6 +24,11 @@ def pytest_configure(config):
     if not os.environ.get("ROBO_RL_IN_NETNS"):
         raise pytest.UsageError("run these tests through ros2_ws/scripts/netns_run.sh (make ros-test): "
                                 "DDS traffic must stay inside a loopback-only network namespace")
+    # pytest-xdist workers share the namespace: each gets its own DDS domain (its nodes inherit it), so that
+    # two tests' nodes of the same names and topics never see each other
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    if worker.startswith("gw"):
+        os.environ["ROS_DOMAIN_ID"] = str(10 + int(worker[2:]))
 
 
 @pytest.fixture(scope="session")

@@ -42,6 +42,8 @@ PICK_BUNDLE = HOVER_BUNDLE.parent / "pick_bundle"
     ({"bundle_path": str(PICK_BUNDLE), "inbox": "robot", "linear_scale": [1.0, 0.0, 1.0]},
      "linear_scale must be 3 finite non-zero numbers"),
     ({"bundle_path": str(PICK_BUNDLE), "inbox": "robot", "deadband": 1.5}, "deadband must be in [0, 1)"),
+    ({"bundle_path": str(PICK_BUNDLE), "inbox": "robot", "evaluate_every": -1},
+     "evaluate_every must be >= 0 (0: no evaluation episodes), got -1"),
 ])
 def test_the_robot_actor_refuses_bad_parameters_with_one_error(workspace, overrides, message):
     install = workspace["install"]

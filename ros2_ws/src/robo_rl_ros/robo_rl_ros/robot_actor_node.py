@@ -12,6 +12,9 @@ module) with the policy replaced by the learner's newest actor, sampled for expl
   `runner.inbox`); transitions go in batches, weights come back as the learner publishes them. While the
   learner does not answer, the node publishes no command (the controllers hold the last position) and the
   episode under way is dropped; it carries on after a reset once the learner answers again;
+- evaluation episodes (HIL-SERL's measure on the robot): every `evaluate_every`-th episode runs the actor's
+  mean action and counts as a success only without interventions; `~/evaluating` (std_msgs/Bool, latched)
+  says at each episode's start whether it is one, for the person's display (or a scripted person);
 - resets between episodes: with `reset_service` (std_srvs/Trigger, e.g. the sim bridge's
   /arm_sim_bridge_node/reset, or a robot's own reset routine) the node calls it; without one the person puts
   the scene back and calls this node's `~/episode_ready` (std_srvs/Trigger).
@@ -33,7 +36,7 @@ from robo_rl_ros.arm_policy_node import ArmPolicyNode
 from robo_rl_ros.core.learner_link import LearnerLink
 from robo_rl_ros.core.robot_actor import ActorSettings, RobotActor
 from robo_rl_ros.core.spacenav import SpacenavSettings, SpacenavTeleop
-from robo_rl_ros.qos import SENSOR_QOS
+from robo_rl_ros.qos import LATCHED_QOS, SENSOR_QOS
 from robo_rl_ros.spin import StartupError, run_node
 
 RESET_TIMEOUT_S = 10.0  # a reset service that has not answered by then is called again
@@ -50,7 +53,7 @@ class RobotActorNode(ArmPolicyNode):
             "linear_scale": [1.0, 1.0, 1.0], "deadband": 0.05, "close_button": 0, "open_button": 1,
             "hold_s": 0.5, "teleop_timeout_s": 0.25,
             "episode_seconds": 10.0, "end_on_success": False, "steps_per_batch": 32, "seed": 0,
-            "reset_service": "", "log_interval_s": 10.0,
+            "reset_service": "", "log_interval_s": 10.0, "evaluate_every": 0,
         }.items()}
         if not p["inbox"]:
             raise StartupError("robot_actor_node: parameter inbox (the learner's runner.inbox) is required")
@@ -64,6 +67,9 @@ class RobotActorNode(ArmPolicyNode):
                                f"got {list(p['linear_scale'])}")
         if p["steps_per_batch"] < 1:
             raise StartupError(f"robot_actor_node: steps_per_batch must be >= 1, got {p['steps_per_batch']}")
+        if p["evaluate_every"] < 0:
+            raise StartupError(f"robot_actor_node: evaluate_every must be >= 0 (0: no evaluation episodes), "
+                               f"got {p['evaluate_every']}")
         try:
             self.teleop = SpacenavTeleop(SpacenavSettings(tuple(p["linear_scale"]), p["deadband"], p["close_button"],
                                                           p["open_button"], p["hold_s"], p["teleop_timeout_s"]))
@@ -73,7 +79,8 @@ class RobotActorNode(ArmPolicyNode):
         self.link = LearnerLink(p["ray_address"], p["inbox"], timeout_s=p["learner_timeout_s"], retry_s=p["retry_s"])
         episode_steps = max(int(round(p["episode_seconds"] / self._period)), 1)
         self.robot = RobotActor(self.controller, self.link, ActorSettings(episode_steps, p["steps_per_batch"], p["seed"],
-                                                                          p["end_on_success"]))
+                                                                          p["end_on_success"], p["evaluate_every"]))
+        self._evaluating_pub = self.create_publisher(Bool, "~/evaluating", LATCHED_QOS)
         self._success = False
         self.create_subscription(Bool, p["success_topic"], self._store_success, SENSOR_QOS)
         self.create_subscription(Twist, p["twist_topic"], self._store_twist, SENSOR_QOS)
@@ -120,7 +127,8 @@ class RobotActorNode(ArmPolicyNode):
         result = self.robot.tick(now, self.teleop.action(now), self._success)
         if self.robot.episodes > episodes:
             success, ticks, intervened = self.robot.last_episode
-            self.get_logger().info(f"episode {self.robot.episodes}: {'success' if success else 'no success'} after "
+            kind = "evaluation episode" if self.robot.evaluating else "episode"
+            self.get_logger().info(f"{kind} {self.robot.episodes}: {'success' if success else 'no success'} after "
                                    f"{ticks} ticks, {intervened} intervened; {self.robot.transitions} transitions")
         if result.moving:
             self._reason = ""
@@ -166,10 +174,13 @@ class RobotActorNode(ArmPolicyNode):
         self._success = False  # the detector's next message speaks for the new episode
         self.controller.new_episode()
         self.robot.begin_episode()
+        self._evaluating_pub.publish(Bool(data=self.robot.evaluating))
 
     def _log_counts(self) -> None:
         r = self.robot
-        self.get_logger().info(f"{r.episodes} episodes ({r.successes} successes, {r.dropped_episodes} dropped), "
+        evaluated = (f"; evaluation episodes {sum(s for _, s in r.evaluations)} of {len(r.evaluations)} succeeded "
+                     f"without the person" if r.evaluations else "")
+        self.get_logger().info(f"{r.episodes} episodes ({r.successes} successes, {r.dropped_episodes} dropped{evaluated}), "
                                f"{r.transitions} transitions ({r.intervention_steps} intervened), {self.link.sent} "
                                f"batches sent ({self.link.dropped} dropped), weights version {r.version}")
 

@@ -10,7 +10,8 @@ the robot actor (robo_rl_ros.core.arm); when it does it is robo_rl.interventions
 on the task's dense reward, which it watches (the person's judgement of progress; the learner gets only the
 success detector's sparse reward): it takes over an episode that made no progress for `patience` ticks,
 for `duration` ticks, while its interventions stay within `budget` of the ticks it has seen (and not after
-`until_ticks`, if >= 0). It sees a new episode begin when the robot moves again after a pause: a command on
+`until_ticks`, if >= 0); it lets go as soon as the cube is up (the task's success), and keeps out of the
+robot actor's evaluation episodes (`evaluating_topic`, std_msgs/Bool). It sees a new episode begin when the robot moves again after a pause: a command on
 `/<controller_name>/commands` after none for `reset_gap_s` (the robot actor stops commanding while the scene is
 reset, and drops its episode when it stops for any other reason).
 
@@ -25,11 +26,11 @@ import numpy as np
 from geometry_msgs.msg import PoseStamped, Twist
 from rclpy.node import Node
 from sensor_msgs.msg import JointState, Joy
-from std_msgs.msg import Float64MultiArray
+from std_msgs.msg import Bool, Float64MultiArray
 
 from robo_rl_ros.core.arm import ArmPolicyController, ArmSettings
 from robo_rl_ros.core.bundle import BundleError, load_bundle
-from robo_rl_ros.qos import COMMAND_QOS, SENSOR_QOS
+from robo_rl_ros.qos import COMMAND_QOS, LATCHED_QOS, SENSOR_QOS
 from robo_rl_ros.spin import StartupError, run_node
 
 try:
@@ -54,7 +55,7 @@ class ScriptedSpacenavNode(Node):
             "twist_topic": "/spacenav/twist", "joy_topic": "/spacenav/joy", "linear_scale": [1.0, 1.0, 1.0],
             "close_button": 0, "open_button": 1, "rate_hz": 50.0,
             "patience": 20, "duration": 30, "budget": 0.2, "until_ticks": -1, "controller_name": "arm_controller",
-            "reset_gap_s": 0.1,
+            "reset_gap_s": 0.1, "evaluating_topic": "/robot_actor_node/evaluating",
         }.items()}
         if not p["bundle_path"]:
             raise StartupError("scripted_spacenav_node: parameter bundle_path is required")
@@ -83,6 +84,8 @@ class ScriptedSpacenavNode(Node):
         self.create_subscription(Float64MultiArray, f"/{p['controller_name']}/commands", self._on_command, COMMAND_QOS)
         self._last_command = -np.inf  # monotonic time of the robot's last command
         self._restarted = False       # the robot moved again after a pause: an episode began
+        self._evaluating = False      # the robot actor says the episode under way is an evaluation
+        self.create_subscription(Bool, p["evaluating_topic"], self._store_evaluating, LATCHED_QOS)
         self.create_timer(1.0 / p["rate_hz"], self._tick)
 
     def _expert(self, obs: np.ndarray) -> np.ndarray:
@@ -96,6 +99,9 @@ class ScriptedSpacenavNode(Node):
         if now - self._last_command > self.p["reset_gap_s"]:
             self._restarted = True
         self._last_command = now
+
+    def _store_evaluating(self, msg: Bool) -> None:
+        self._evaluating = bool(msg.data)
 
     def _store_cube(self, msg: PoseStamped) -> None:
         self._cube = np.array([msg.pose.position.x, msg.pose.position.y, msg.pose.position.z])
@@ -123,8 +129,11 @@ class ScriptedSpacenavNode(Node):
         obs = self.controller.observation(q, qdot, positions[chain.gripper_joint])[None]
         self.ticks += 1
         action, mask = self.intervener(obs, np.zeros((1, 4)), self.ticks)
+        if self._evaluating:  # the policy is measured alone
+            mask[:] = False
         terms, success = self.task.terms(obs, self.layout, self._cube_start[None], self.config)
-        self.intervener.observe(self.task.reward(terms, success, True), np.zeros(1, dtype=bool))
+        # the cube up is all the person wants: they let go, and their patience starts again if it drops
+        self.intervener.observe(self.task.reward(terms, success, True), np.asarray(success, dtype=bool) | self._evaluating)
         linear = action[0, :3] if mask[0] else np.zeros(3)
         twist = Twist()
         twist.linear.x, twist.linear.y, twist.linear.z = (float(v) for v in linear * self.scale)

@@ -10,6 +10,11 @@ choice must be the learner's (its task's `end_on_success`), so that the robot's 
 the simulated evaluation mean the same thing. Completed transitions go to the learner through a LearnerLink, in batches of
 `steps_per_batch` and at each episode's end.
 
+Every `evaluate_every`-th episode is an evaluation episode (HIL-SERL's measure of a policy on the robot): the
+actor's mean action, no exploration. A person may still take over (the robot's safety comes first), but an
+evaluation episode counts as a success only if the detector said success and nobody intervened. Its
+transitions go to the learner like any others.
+
 When the learner does not answer (`link.connected` false) the robot stops commanding at that tick, and the
 episode under way is dropped (no transition spans the pause); once the learner answers again, a new
 episode starts after a reset. The same happens while the arm controller holds (a stale or bad joint state).
@@ -38,6 +43,7 @@ class ActorSettings:
     steps_per_batch: int = 32          # transitions per batch sent to the learner
     seed: int = 0                      # of the exploration noise
     end_on_success: bool = False       # the first success ends the episode (terminal)
+    evaluate_every: int = 0            # every this many-th episode is an evaluation episode (0: none)
 
 
 class RobotActor:
@@ -66,12 +72,16 @@ class RobotActor:
         self.sent_batches = self.dropped_episodes = 0
         self.episodes = self.successes = self.transitions = self.intervention_steps = 0  # of completed episodes
         self.last_episode: tuple[bool, int, int] | None = None  # (success, ticks, ticks intervened) of the last
+        self.evaluating = False   # the episode under way is an evaluation episode
+        self.evaluations: list[tuple[int, bool]] = []  # (transitions before it, success) of each evaluation episode
         self.reason = "no episode started"
 
     def begin_episode(self) -> None:
         """The robot is at a start (the node reset it): the next tick begins an episode."""
         self.needs_reset, self.steps, self.episode_return, self.episode_interventions = False, 0, 0.0, 0
         self._previous, self._succeeded = None, False
+        every = self.settings.evaluate_every
+        self.evaluating = every > 0 and (self.episodes + 1) % every == 0  # a dropped one is done again
 
     def tick(self, now: float, intervention: np.ndarray | None, success: bool) -> ArmTickResult:
         """One control tick: `intervention` is the person's action (None: the learner's actor acts),
@@ -85,6 +95,8 @@ class RobotActor:
         act: Callable[[np.ndarray], np.ndarray]
         if intervention is not None:
             act = lambda obs: np.asarray(intervention, dtype=np.float64)  # noqa: E731
+        elif self.evaluating:
+            act = self.policy.mean_action
         else:
             act = lambda obs: self.policy.sample(obs, self.rng.standard_normal(self.policy.action_size))  # noqa: E731
         result = self.controller.tick(now, act=act)
@@ -144,6 +156,8 @@ class RobotActor:
         if terminal or self.steps >= self.settings.episode_steps:
             self._finished.append((self.episode_return, self.episode_interventions / max(self.steps, 1)))
             self.last_episode = (self._succeeded, self.steps, self.episode_interventions)
+            if self.evaluating:
+                self.evaluations.append((self.transitions, self._succeeded and not self.episode_interventions))
             self.episodes += 1
             self.successes += self._succeeded
             self.transitions += self.steps
