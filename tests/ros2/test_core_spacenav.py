@@ -61,6 +61,22 @@ def test_a_resting_cap_or_a_silent_driver_hands_control_back():
     assert held.action(0.2) is not None and held.action(0.3) is None  # died with the close button held
 
 
+def test_a_takeover_ends_with_its_episode_unless_the_person_still_pushes():
+    """Seen on the robot actor: the hold after the person's last push in one episode flew the first ticks of
+    the next, an evaluation episode, which then counted as helped."""
+    teleop = SpacenavTeleop(SpacenavSettings(hold_s=0.5, timeout_s=0.25))
+    teleop.on_twist(0.0, spacenav_twist_linear(0, 0, 512))
+    teleop.on_twist(0.1, (0.0, 0.0, 0.0))  # let go at 0.1; the hold would keep it theirs until 0.6
+    teleop.new_episode()
+    teleop.on_twist(0.2, (0.0, 0.0, 0.0))
+    assert teleop.action(0.2) is None
+    teleop.on_twist(0.3, spacenav_twist_linear(0, 0, 512))  # pushes in the new episode: theirs at once
+    assert teleop.action(0.3)[0] == 1.0
+    teleop.on_joy(0.4, spacenav_joy_buttons(0, 1))
+    teleop.new_episode()
+    assert teleop.action(0.4) is not None  # a button still held down is still an intervention
+
+
 def test_bad_input_is_ignored_and_bad_settings_refused():
     teleop = SpacenavTeleop(SpacenavSettings())
     teleop.on_twist(0.0, (np.nan, 0.0, 0.0))

@@ -173,6 +173,7 @@ class RobotActorNode(ArmPolicyNode):
     def _begin(self) -> None:
         self._success = False  # the detector's next message speaks for the new episode
         self.controller.new_episode()
+        self.teleop.new_episode()
         self.robot.begin_episode()
         self._evaluating_pub.publish(Bool(data=self.robot.evaluating))
 

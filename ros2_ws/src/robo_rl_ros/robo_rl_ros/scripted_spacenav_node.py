@@ -10,10 +10,11 @@ the robot actor (robo_rl_ros.core.arm); when it does it is robo_rl.interventions
 on the task's dense reward, which it watches (the person's judgement of progress; the learner gets only the
 success detector's sparse reward): it takes over an episode that made no progress for `patience` ticks,
 for `duration` ticks, while its interventions stay within `budget` of the ticks it has seen (and not after
-`until_ticks`, if >= 0); it lets go as soon as the cube is up (the task's success), and keeps out of the
-robot actor's evaluation episodes (`evaluating_topic`, std_msgs/Bool). It sees a new episode begin when the robot moves again after a pause: a command on
-`/<controller_name>/commands` after none for `reset_gap_s` (the robot actor stops commanding while the scene is
-reset, and drops its episode when it stops for any other reason).
+`until_ticks`, if >= 0); it lets go as soon as the cube is up (the task's success) and while the scene is
+being reset, and keeps out of the robot actor's evaluation episodes (`evaluating_topic`, std_msgs/Bool). It
+sees a new episode begin when the robot moves again after a pause: a command on `/<controller_name>/commands`
+after none for `reset_gap_s` (the robot actor stops commanding while the scene is reset, and drops its
+episode when it stops for any other reason).
 
 Needs the robo-rl simulator package (the task's expert and reward): it is a test fixture, not robot code.
 """
@@ -129,11 +130,13 @@ class ScriptedSpacenavNode(Node):
         obs = self.controller.observation(q, qdot, positions[chain.gripper_joint])[None]
         self.ticks += 1
         action, mask = self.intervener(obs, np.zeros((1, 4)), self.ticks)
-        if self._evaluating:  # the policy is measured alone
+        # out of it: the policy measured alone, or no episode under way (the robot stopped for a reset)
+        away = self._evaluating or time.monotonic() - self._last_command > self.p["reset_gap_s"]
+        if away:
             mask[:] = False
         terms, success = self.task.terms(obs, self.layout, self._cube_start[None], self.config)
         # the cube up is all the person wants: they let go, and their patience starts again if it drops
-        self.intervener.observe(self.task.reward(terms, success, True), np.asarray(success, dtype=bool) | self._evaluating)
+        self.intervener.observe(self.task.reward(terms, success, True), np.asarray(success, dtype=bool) | away)
         linear = action[0, :3] if mask[0] else np.zeros(3)
         twist = Twist()
         twist.linear.x, twist.linear.y, twist.linear.z = (float(v) for v in linear * self.scale)

@@ -78,6 +78,11 @@ class SpacenavTeleop:
         if pressed:
             self._last_input = now
 
+    def new_episode(self) -> None:
+        """A new episode began: the hold after the person's last input does not carry over into it (a cap
+        still displaced or a button still held takes over again at once)."""
+        self._last_input = -np.inf
+
     def action(self, now: float) -> np.ndarray | None:
         """The person's action (dx, dy, dz, gripper) if they intervene now, else None."""
         s = self.settings
