@@ -178,7 +178,9 @@ def test_every_nth_episode_is_evaluated_with_the_mean_action_and_counts_only_wit
     mean_action = GaussianActor(link.arrays).mean_action
 
     def episode(interventions=(None, None, None, None), success_at=3):  # 3 transitions: 4 ticks
+        announced = robot.next_is_evaluation  # what the node tells the person before the reset
         robot.begin_episode()
+        assert robot.evaluating == announced
         for step, intervention in enumerate(interventions):
             state(0.02 * step)
             robot.tick(0.02 * step, intervention, success=step == success_at)

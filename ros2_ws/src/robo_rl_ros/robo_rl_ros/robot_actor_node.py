@@ -13,8 +13,9 @@ module) with the policy replaced by the learner's newest actor, sampled for expl
   learner does not answer, the node publishes no command (the controllers hold the last position) and the
   episode under way is dropped; it carries on after a reset once the learner answers again;
 - evaluation episodes (HIL-SERL's measure on the robot): every `evaluate_every`-th episode runs the actor's
-  mean action and counts as a success only without interventions; `~/evaluating` (std_msgs/Bool, latched)
-  says at each episode's start whether it is one, for the person's display (or a scripted person);
+  mean action and counts as a success only without interventions. As each episode ends (or is dropped),
+  before the scene is reset, `~/next_is_evaluation` (std_msgs/Bool, latched) says whether the next one is
+  an evaluation, so that the person (their display, or a scripted person) knows to keep their hands off;
 - resets between episodes: with `reset_service` (std_srvs/Trigger, e.g. the sim bridge's
   /arm_sim_bridge_node/reset, or a robot's own reset routine) the node calls it; without one the person puts
   the scene back and calls this node's `~/episode_ready` (std_srvs/Trigger).
@@ -80,7 +81,8 @@ class RobotActorNode(ArmPolicyNode):
         episode_steps = max(int(round(p["episode_seconds"] / self._period)), 1)
         self.robot = RobotActor(self.controller, self.link, ActorSettings(episode_steps, p["steps_per_batch"], p["seed"],
                                                                           p["end_on_success"], p["evaluate_every"]))
-        self._evaluating_pub = self.create_publisher(Bool, "~/evaluating", LATCHED_QOS)
+        self._next_pub = self.create_publisher(Bool, "~/next_is_evaluation", LATCHED_QOS)
+        self._announced = False  # the episode to come was announced
         self._success = False
         self.create_subscription(Bool, p["success_topic"], self._store_success, SENSOR_QOS)
         self.create_subscription(Twist, p["twist_topic"], self._store_twist, SENSOR_QOS)
@@ -122,6 +124,9 @@ class RobotActorNode(ArmPolicyNode):
         now = self._now()
         self._take_state()
         if self.robot.needs_reset:
+            if not self._announced:  # before the reset: the person lets go while the scene is put back
+                self._next_pub.publish(Bool(data=self.robot.next_is_evaluation))
+                self._announced = True
             self._reset(now)
         episodes = self.robot.episodes
         result = self.robot.tick(now, self.teleop.action(now), self._success)
@@ -175,7 +180,7 @@ class RobotActorNode(ArmPolicyNode):
         self.controller.new_episode()
         self.teleop.new_episode()
         self.robot.begin_episode()
-        self._evaluating_pub.publish(Bool(data=self.robot.evaluating))
+        self._announced = False
 
     def _log_counts(self) -> None:
         r = self.robot

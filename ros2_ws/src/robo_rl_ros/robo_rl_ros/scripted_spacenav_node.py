@@ -10,18 +10,16 @@ the robot actor (robo_rl_ros.core.arm); when it does it is robo_rl.interventions
 on the task's dense reward, which it watches (the person's judgement of progress; the learner gets only the
 success detector's sparse reward): it takes over an episode that made no progress for `patience` ticks,
 for `duration` ticks, while its interventions stay within `budget` of the ticks it has seen (and not after
-`until_ticks`, if >= 0); it lets go as soon as the cube is up (the task's success) and while the scene is
-being reset, and keeps out of the robot actor's evaluation episodes (`evaluating_topic`, std_msgs/Bool). It
-sees a new episode begin when the robot moves again after a pause: a command on `/<controller_name>/commands`
-after none for `reset_gap_s` (the robot actor stops commanding while the scene is reset, and drops its
-episode when it stops for any other reason).
+`until_ticks`, if >= 0); it lets go as soon as the cube is up (the task's success). It follows the robot
+actor's episodes through `next_episode_topic` (std_msgs/Bool, robot_actor_node's `~/next_is_evaluation`,
+published as an episode ends): it lets go at once, keeps its hands off while the scene is reset, and takes
+the episode to have begun at the robot's next command on `/<controller_name>/commands`, which it then keeps
+out of if it is an evaluation episode.
 
 Needs the robo-rl simulator package (the task's expert and reward): it is a test fixture, not robot code.
 """
 
 from __future__ import annotations
-
-import time
 
 import numpy as np
 from geometry_msgs.msg import PoseStamped, Twist
@@ -56,7 +54,7 @@ class ScriptedSpacenavNode(Node):
             "twist_topic": "/spacenav/twist", "joy_topic": "/spacenav/joy", "linear_scale": [1.0, 1.0, 1.0],
             "close_button": 0, "open_button": 1, "rate_hz": 50.0,
             "patience": 20, "duration": 30, "budget": 0.2, "until_ticks": -1, "controller_name": "arm_controller",
-            "reset_gap_s": 0.1, "evaluating_topic": "/robot_actor_node/evaluating",
+            "next_episode_topic": "/robot_actor_node/next_is_evaluation",
         }.items()}
         if not p["bundle_path"]:
             raise StartupError("scripted_spacenav_node: parameter bundle_path is required")
@@ -83,10 +81,11 @@ class ScriptedSpacenavNode(Node):
         self.create_subscription(JointState, p["joint_states_topic"], self._store_joints, SENSOR_QOS)
         self.create_subscription(PoseStamped, p["object_topic"], self._store_cube, SENSOR_QOS)
         self.create_subscription(Float64MultiArray, f"/{p['controller_name']}/commands", self._on_command, COMMAND_QOS)
-        self._last_command = -np.inf  # monotonic time of the robot's last command
-        self._restarted = False       # the robot moved again after a pause: an episode began
-        self._evaluating = False      # the robot actor says the episode under way is an evaluation
-        self.create_subscription(Bool, p["evaluating_topic"], self._store_evaluating, LATCHED_QOS)
+        self._between = False         # an episode ended and the next has not begun: hands off
+        self._next_evaluation = False  # what the robot actor announced for the next episode
+        self._restarted = False       # the robot moved again after the announcement: the episode began
+        self._evaluating = False      # the episode under way is an evaluation
+        self.create_subscription(Bool, p["next_episode_topic"], self._on_announcement, LATCHED_QOS)
         self.create_timer(1.0 / p["rate_hz"], self._tick)
 
     def _expert(self, obs: np.ndarray) -> np.ndarray:
@@ -96,13 +95,16 @@ class ScriptedSpacenavNode(Node):
         self._joints = msg
 
     def _on_command(self, msg: Float64MultiArray) -> None:
-        now = time.monotonic()
-        if now - self._last_command > self.p["reset_gap_s"]:
-            self._restarted = True
-        self._last_command = now
+        if self._between:
+            self._between, self._restarted, self._evaluating = False, True, self._next_evaluation
 
-    def _store_evaluating(self, msg: Bool) -> None:
-        self._evaluating = bool(msg.data)
+    def _on_announcement(self, msg: Bool) -> None:
+        """An episode ended: let go now, not at the next tick (the reset may take less than a tick)."""
+        self._between, self._next_evaluation = True, bool(msg.data)
+        self._twist_pub.publish(Twist())
+        if self._held is not None:
+            self._button(self._held, 0)
+            self._held = None
 
     def _store_cube(self, msg: PoseStamped) -> None:
         self._cube = np.array([msg.pose.position.x, msg.pose.position.y, msg.pose.position.z])
@@ -130,8 +132,8 @@ class ScriptedSpacenavNode(Node):
         obs = self.controller.observation(q, qdot, positions[chain.gripper_joint])[None]
         self.ticks += 1
         action, mask = self.intervener(obs, np.zeros((1, 4)), self.ticks)
-        # out of it: the policy measured alone, or no episode under way (the robot stopped for a reset)
-        away = self._evaluating or time.monotonic() - self._last_command > self.p["reset_gap_s"]
+        # out of it: no episode under way (the scene is being reset), or the policy measured alone
+        away = self._between or self._evaluating
         if away:
             mask[:] = False
         terms, success = self.task.terms(obs, self.layout, self._cube_start[None], self.config)

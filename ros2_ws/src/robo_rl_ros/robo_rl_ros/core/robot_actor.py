@@ -80,8 +80,13 @@ class RobotActor:
         """The robot is at a start (the node reset it): the next tick begins an episode."""
         self.needs_reset, self.steps, self.episode_return, self.episode_interventions = False, 0, 0.0, 0
         self._previous, self._succeeded = None, False
+        self.evaluating = self.next_is_evaluation
+
+    @property
+    def next_is_evaluation(self) -> bool:
+        """Whether the next episode to begin is an evaluation episode (a dropped one is done again)."""
         every = self.settings.evaluate_every
-        self.evaluating = every > 0 and (self.episodes + 1) % every == 0  # a dropped one is done again
+        return every > 0 and (self.episodes + 1) % every == 0
 
     def tick(self, now: float, intervention: np.ndarray | None, success: bool) -> ArmTickResult:
         """One control tick: `intervention` is the person's action (None: the learner's actor acts),
