@@ -207,7 +207,7 @@ def plot(evaluations: list[dict[str, Any]], robot_curve: list[dict[str, Any]], e
     import matplotlib.pyplot as plt
     import numpy as np
 
-    fig, ax = plt.subplots(figsize=(7, 4))
+    fig, ax = plt.subplots(figsize=(7, 5))
     ax.plot([e["env_steps"] for e in robot_curve], [e["success_rate"] for e in robot_curve], lw=2.5,
             label=f"robot's evaluation episodes (policy alone, last {WINDOW})")
     ax.plot([e["env_steps"] for e in evaluations], [e["success_rate"] for e in evaluations], "o-",
@@ -221,8 +221,8 @@ def plot(evaluations: list[dict[str, Any]], robot_curve: list[dict[str, Any]], e
                 label="robot's training episodes: share of ticks intervened")
     ax.axhline(TARGET, color="grey", lw=0.8, ls=":")
     ax.set(xlabel="env steps (robot ticks)", ylabel="rate", ylim=(-0.02, 1.02),
-           title="pick-cube through robot_actor_node: 20 demos, interventions, sparse reward")
-    ax.legend(loc="lower right", fontsize=8)
+           title="pick-cube through robot_actor_node (20 demos, sparse reward)")
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=2, fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
 
