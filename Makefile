@@ -116,7 +116,7 @@ ros-system-deps:
 # workers on two DDS domains (tests/ros2/runtime/conftest.py); the robot actor's learner runs in .venv (ROBO_RL_PYTHON)
 ros-test: $(ROS_STAMP) ros-system-deps
 	OMP_NUM_THREADS=1 ROBO_RL_PYTHON=$(abspath $(PY)) ros2_ws/scripts/netns_run.sh $(ROS_PY) -m pytest -q -p no:cacheprovider \
-	  -n 2 --dist worksteal --confcutdir=tests/ros2/runtime tests/ros2/runtime
+	  -n 2 --confcutdir=tests/ros2/runtime tests/ros2/runtime
 
 clean:
 	rm -rf $(VENV) $(ROS_VENV) bench/results .pytest_cache

@@ -20,7 +20,6 @@ from torch import nn
 from torch.func import functional_call, grad
 from torch.optim.adam import adam
 
-from robo_rl.agents import onednn_matmul
 from robo_rl.agents.networks import CriticEnsemble, TanhGaussianActor
 from robo_rl.buffers import Batch, Source
 from sim.validation import Interval, at_least_zero, check_ranges, coerce, positive
@@ -147,6 +146,10 @@ class SAC(nn.Module):
         # grow with critic_updates_per_actor_update. Each graph compiles on first use.
         self._compiled_steps: dict[str, Callable[..., dict[str, torch.Tensor]]] | None = None
         if config.compile:
+            # imported here: it loads torch._inductor (~2 s), which an eager agent, an evaluation or a CLI's
+            # one-line error never needs
+            from robo_rl.agents import onednn_matmul
+
             # on a CPU, the C++ wrapper calls the graph's kernels without Python in between (~10% of an update)
             options: dict[str, Any] = {"cpp_wrapper": self.device.type == "cpu"}
             if config.onednn_matmul and onednn_matmul.faster_than_mkl(self.device):
