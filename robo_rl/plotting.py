@@ -3,18 +3,26 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
-import matplotlib
 import numpy as np
 
-matplotlib.use("Agg")  # headless
-import matplotlib.pyplot as plt  # noqa: E402
+
+def _pyplot() -> Any:
+    """matplotlib's pyplot on the headless backend, imported on first use (~0.6 s that a process which never
+    plots, a CLI's one-line error included, does not pay)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
 
 
 def plot_learning_curve(history: Sequence[dict], path: str | Path, title: str = "") -> Path:
     """Evaluation success rate and return against env steps (and wall-clock) as a PNG."""
     steps = [h["env_steps"] for h in history]
+    plt = _pyplot()
     fig, (ax_success, ax_return) = plt.subplots(1, 2, figsize=(10, 3.8))
     ax_success.plot(steps, [100 * h["success_rate"] for h in history], marker="o")
     ax_success.set(xlabel="env steps", ylabel="evaluation success [%]", ylim=(-2, 102))
@@ -35,6 +43,7 @@ def plot_learning_curve(history: Sequence[dict], path: str | Path, title: str = 
 
 def plot_comparison(histories: Mapping[str, Sequence[dict]], path: str | Path, title: str = "") -> Path:
     """Evaluation success of several runs (label -> history) against env steps and wall-clock, as a PNG."""
+    plt = _pyplot()
     fig, (ax_steps, ax_time) = plt.subplots(1, 2, figsize=(10, 3.8))
     for label, history in histories.items():
         success = [100 * h["success_rate"] for h in history]
@@ -58,6 +67,7 @@ def plot_robustness_heatmap(row_labels: Sequence[str], column_labels: Sequence[s
     """Success rates (rows, columns) in [0, 1] as a heatmap PNG, each cell annotated in %, with a
     specialist's rate below it where `specialist` (same shape, nan where none) has one."""
     success = np.asarray(success, dtype=float)
+    plt = _pyplot()
     fig, ax = plt.subplots(figsize=(1.1 * len(column_labels) + 3.5, 0.45 * len(row_labels) + 1.8))
     image = ax.imshow(100 * success, cmap="RdYlGn", vmin=0, vmax=100, aspect="auto")
     for i in range(success.shape[0]):
