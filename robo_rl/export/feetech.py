@@ -23,7 +23,7 @@ from typing import Iterable, Mapping
 HEADER = b"\xff\xff"
 BROADCAST_ID = 0xFE
 MAX_ID = 0xFD              # 0..253 address one servo
-MAX_PARAMETERS = 250       # the length byte counts parameters + 2 and stays a byte
+MAX_PARAMETERS = 253       # the length byte counts parameters + 2 and stays a byte
 
 
 class Instruction(enum.IntEnum):
@@ -82,9 +82,17 @@ class ProtocolError(ValueError):
     """A value or packet the protocol cannot carry."""
 
 
+def _whole(value: object, what: str) -> int:
+    """`value` as an int if it is a whole number (NaN, 2.5, True or "3" are refused, not rounded)."""
+    if isinstance(value, bool) or not hasattr(value, "__index__") and not (
+            isinstance(value, float) and value.is_integer()):
+        raise ProtocolError(f"{what} must be a whole number, got {value!r}")
+    return int(value)
+
+
 def encode(register: Register, value: int) -> bytes:
     """`value` as the register's bytes (little-endian, sign-magnitude where the register is signed)."""
-    value = int(value)
+    value = _whole(value, register.name)
     if register.sign_bit is None:
         limit = (1 << (8 * register.size)) - 1
         if not 0 <= value <= limit:
@@ -116,11 +124,13 @@ def checksum(body: bytes) -> int:
 
 def packet(servo_id: int, code: int, parameters: bytes = b"") -> bytes:
     """An instruction packet (`code` an Instruction) or a status packet (`code` the servo's error byte)."""
-    if not 0 <= servo_id <= BROADCAST_ID:
+    if not 0 <= _whole(servo_id, "servo id") <= BROADCAST_ID:
         raise ProtocolError(f"servo id must lie in [0, {BROADCAST_ID}], got {servo_id}")
+    if not 0 <= _whole(code, "instruction or error code") <= 0xFF:
+        raise ProtocolError(f"an instruction or error code is one byte, got {code}")
     if len(parameters) > MAX_PARAMETERS:
         raise ProtocolError(f"a packet carries at most {MAX_PARAMETERS} parameter bytes, got {len(parameters)}")
-    body = bytes((servo_id, len(parameters) + 2, code & 0xFF)) + bytes(parameters)
+    body = bytes((int(servo_id), len(parameters) + 2, int(code))) + bytes(parameters)
     return HEADER + body + bytes((checksum(body),))
 
 
@@ -139,7 +149,10 @@ def write_bytes(servo_id: int, first: Register, data: bytes) -> bytes:
 
 def read(servo_id: int, first: Register, size: int | None = None) -> bytes:
     """READ `size` bytes (the register's own size by default) from `first` on."""
-    return packet(servo_id, Instruction.READ, bytes((first.address, first.size if size is None else size)))
+    size = first.size if size is None else _whole(size, "read size")
+    if not 1 <= size <= MAX_PARAMETERS - 1:  # the answer carries them as parameters
+        raise ProtocolError(f"read size must lie in [1, {MAX_PARAMETERS - 1}], got {size}")
+    return packet(servo_id, Instruction.READ, bytes((first.address, size)))
 
 
 def sync_write(register: Register, values: Mapping[int, int]) -> bytes:
@@ -148,9 +161,9 @@ def sync_write(register: Register, values: Mapping[int, int]) -> bytes:
         raise ProtocolError(f"{register.name} is read-only")
     parameters = bytearray((register.address, register.size))
     for servo_id, value in values.items():
-        if not 0 <= servo_id <= MAX_ID:
+        if not 0 <= _whole(servo_id, "servo id") <= MAX_ID:
             raise ProtocolError(f"servo id must lie in [0, {MAX_ID}], got {servo_id}")
-        parameters += bytes((servo_id,)) + encode(register, value)
+        parameters += bytes((int(servo_id),)) + encode(register, value)
     return packet(BROADCAST_ID, Instruction.SYNC_WRITE, bytes(parameters))
 
 

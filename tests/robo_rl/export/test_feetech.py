@@ -68,6 +68,17 @@ def test_values_and_packets_the_protocol_cannot_carry_are_refused():
         sync_write(R["goal_position"], {0xFE: 0})
     with pytest.raises(ProtocolError, match="takes 2 bytes"):
         decode(R["present_position"], b"\x00")
+    # a careless caller's NaN, fraction, flag or text is refused, never rounded onto the bus
+    for value in (float("nan"), 2047.5, True, "2048", None):
+        with pytest.raises(ProtocolError, match="goal_position must be a whole number"):
+            write(1, R["goal_position"], value)
+    assert encode(R["goal_position"], 2048.0) == encode(R["goal_position"], 2048)
+    with pytest.raises(ProtocolError, match="one byte"):
+        packet(1, 0x103)
+    with pytest.raises(ProtocolError, match="read size"):
+        read(1, R["present_position"], 0)
+    with pytest.raises(ProtocolError, match="servo id must be a whole number"):
+        write(1.5, R["torque_enable"], 1)
 
 
 def test_packets_survive_a_noisy_line():

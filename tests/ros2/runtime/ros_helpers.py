@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shlex
 import signal
 import subprocess
 import tempfile
@@ -28,8 +29,9 @@ class NodeProcess:
     """An installed executable of robo_rl_ros run in a shell that sourced the workspace's setup.bash."""
 
     def __init__(self, install: Path, executable: str, params_files: list[Path], overrides: dict | None = None,
-                 prefix: str = ""):
-        """`prefix`: a command the node runs under (e.g. setpriv dropping a capability)."""
+                 prefix: str = "", arguments: list[str] | None = None):
+        """`prefix`: a command the node runs under (e.g. setpriv dropping a capability); `arguments`: ROS
+        arguments after the parameter files, as a user types them (`-p name:=value`)."""
         self.install, self.executable = install, executable
         self.log = _scratch_file(f"{executable}-", ".log")
         args = []
@@ -37,6 +39,7 @@ class NodeProcess:
             args += ["--params-file", str(params)]
         if overrides:
             args += ["--params-file", str(write_params(executable, overrides))]
+        args += [shlex.quote(argument) for argument in arguments or []]
         command = (f". {install}/setup.bash && exec {prefix} {install}/robo_rl_ros/lib/robo_rl_ros/{executable} "
                    f"--ros-args {' '.join(args)}")
         env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")

@@ -117,5 +117,7 @@ def test_the_robot_collects_for_the_learner_stops_the_tick_it_is_lost_and_goes_o
     assert max(twists) > 0.1 and 0 < summary["intervention_steps"] < summary["env_steps"], (summary, out)
     assert summary["history"] and summary["history"][0]["env_steps"] == 0
     assert len(re.findall(r"connected to the learner's inbox", actor_log)) >= 2, out  # and again after the resume
-    # the person kept out of the evaluation episodes (told as the episode before ended)
-    assert all(n == "0" for n in re.findall(r"evaluation episode \d+: .*?, (\d+) intervened", actor_log)), out
+    # the person kept out of the evaluation episodes (told as the episode before ended); sim_robot_actor.yaml
+    # makes every 3rd one an evaluation: the 3rd, dropped at the kill, is done again after the resume
+    evaluated = re.findall(r"evaluation episode \d+: .*?, (\d+) intervened", actor_log)
+    assert evaluated and all(n == "0" for n in evaluated), out

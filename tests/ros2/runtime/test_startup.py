@@ -51,6 +51,18 @@ def test_the_robot_actor_refuses_bad_parameters_with_one_error(workspace, overri
     _assert_one_error(node, message)
 
 
+@pytest.mark.parametrize("argument, message", [
+    ("evaluate_every:=2.5", "Trying to set parameter 'evaluate_every' to '2.5' of type 'DOUBLE', expecting type 'INTEGER'"),
+    ("episode_seconds:=3", "Trying to set parameter 'episode_seconds' to '3' of type 'INTEGER', expecting type 'DOUBLE'"),
+])
+def test_a_parameter_of_the_wrong_type_on_the_command_line_is_one_error(workspace, argument, message):
+    """Was rclpy's InvalidParameterTypeException as a traceback (every node: robo_rl_ros.spin.run_node)."""
+    install = workspace["install"]
+    node = NodeProcess(install, "robot_actor_node", [config(install, "robot_actor.yaml")],
+                       {"bundle_path": str(PICK_BUNDLE), "inbox": "robot"}, arguments=["-p", argument])
+    _assert_one_error(node, message)
+
+
 def _assert_one_error(node: NodeProcess, message: str) -> None:
     code = node.process.wait(60)
     errors = [line for line in node.output().splitlines() if "[ERROR]" in line]

@@ -4,10 +4,11 @@ bridge with no person (tests, benchmarks, a first try of the HIL-SERL loop).
 It publishes what spacenav_node publishes (robo_rl_ros.core.spacenav): `twist_topic` (geometry_msgs/Twist,
 the cap's normalised displacement times `linear_scale`) every tick, zeros while it lets go, and on
 `joy_topic` (sensor_msgs/Joy) one button event per message: while it intervenes it holds down the gripper
-button of what it wants (`close_button` or `open_button`), and it releases it when it lets go. What it does with the cap is the task's scripted expert (sim.arm.tasks, the one that
-records the demos) acting on the observation it builds from the robot's topics through the same builder as
-the robot actor (robo_rl_ros.core.arm); when it does it is robo_rl.interventions.ScriptedIntervener's rule
-on the task's dense reward, which it watches (the person's judgement of progress; the learner gets only the
+button of what it wants (`close_button` or `open_button`), and it releases it when it lets go. What it does
+with the cap is the task's scripted expert (sim.arm.tasks, the one that records the demos) acting on the
+observation it builds from the robot's topics through the same builder as the robot actor
+(robo_rl_ros.core.arm); when it does it is robo_rl.interventions.ScriptedIntervener's rule on the task's
+dense reward, which it watches (the person's judgement of progress; the learner gets only the
 success detector's sparse reward): it takes over an episode that made no progress for `patience` ticks,
 for `duration` ticks, while its interventions stay within `budget` of the ticks it has seen (and not after
 `until_ticks`, if >= 0); it lets go as soon as the cube is up (the task's success). It follows the robot

@@ -7,6 +7,7 @@ import time
 from typing import Callable
 
 import rclpy
+from rclpy.exceptions import InvalidParameterTypeException, InvalidParameterValueException
 from rclpy.executors import ExternalShutdownException
 from rclpy.node import Node
 
@@ -23,6 +24,11 @@ def run_node(make_node: Callable[[], Node], args: list[str] | None = None) -> in
         pass
     except StartupError as error:
         print(f"[ERROR] {error}", file=sys.stderr)
+        return 1
+    except (InvalidParameterTypeException, InvalidParameterValueException) as error:
+        # a parameter of the wrong type on the command line (-p episode_seconds:=3 for a double): rclpy's
+        # message names it and the type it expects
+        print(f"[ERROR] {str(error).strip().splitlines()[0]}", file=sys.stderr)
         return 1
     except RuntimeError:
         # rclpy can fail to take a message from an entity that the shutdown is tearing down (seen on SIGINT,

@@ -7,8 +7,8 @@ an intervention. The reward is sparse, from a success detector (HIL-SERL's real-
 tick the detector says success, 0 otherwise; an episode lasts `episode_steps` ticks (not terminal: a time
 limit) or, with `end_on_success` (HIL-SERL's episodes), ends at the first success, which is terminal. The
 choice must be the learner's (its task's `end_on_success`), so that the robot's transitions, the demos and
-the simulated evaluation mean the same thing. Completed transitions go to the learner through a LearnerLink, in batches of
-`steps_per_batch` and at each episode's end.
+the simulated evaluation mean the same thing. Completed transitions go to the learner through a
+LearnerLink, in batches of `steps_per_batch` and at each episode's end.
 
 Every `evaluate_every`-th episode is an evaluation episode (HIL-SERL's measure of a policy on the robot): the
 actor's mean action, no exploration. A person may still take over (the robot's safety comes first), but an
