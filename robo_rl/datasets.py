@@ -76,6 +76,17 @@ def episode_from_steps(first_obs: np.ndarray, steps: list[tuple], seed: int | No
             "seed": seed}
 
 
+def check_dataset_id(dataset_id: str) -> None:
+    """DatasetError unless `dataset_id` is an id Minari can write: (namespace/)name-v<version>."""
+    from minari.dataset.minari_dataset import parse_dataset_id
+
+    try:  # Minari writes by id only (a folder path is for reading)
+        parse_dataset_id(dataset_id)
+    except ValueError:
+        raise DatasetError(f"dataset={dataset_id} must be a Minari id, (namespace/)name-v<version> such as "
+                           "pick_cube/scripted-v0, written under MINARI_DATASETS_PATH or ~/.minari/datasets") from None
+
+
 def write_dataset(dataset_id: str, episodes: Iterable[Mapping[str, Any]], env_id: str,
                   observation_space: gym.Space, action_space: gym.Space, author: str = "robo-rl",
                   author_email: str = "robo-rl@users.noreply.github.com", algorithm_name: str = "scripted expert",
@@ -87,6 +98,7 @@ def write_dataset(dataset_id: str, episodes: Iterable[Mapping[str, Any]], env_id
     import minari
     from minari.data_collector import EpisodeBuffer
 
+    check_dataset_id(dataset_id)
     path = dataset_path(dataset_id)
     if path.exists():
         raise DatasetError(f"dataset {dataset_id!r} exists at {path}; choose a new version (e.g. -v1)")

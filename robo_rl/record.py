@@ -18,7 +18,7 @@ import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
 from robo_rl.cli import hydra_command
-from robo_rl.datasets import episode_from_steps, record_episodes, write_dataset
+from robo_rl.datasets import check_dataset_id, episode_from_steps, record_episodes, write_dataset
 from robo_rl.envs import make_vector_env
 from robo_rl.teleop import TELEOP_DEVICES, Teleop, make_teleop
 
@@ -27,6 +27,7 @@ def record(cfg: DictConfig) -> str:
     """Record `cfg.episodes` accepted episodes and write them as Minari dataset `cfg.dataset`; returns its path."""
     import torch
 
+    check_dataset_id(str(cfg.dataset))  # before an hour of teleoperation, not after
     if cfg.device != "scripted" and cfg.device not in TELEOP_DEVICES:
         raise ValueError(f"unknown demonstration device {cfg.device!r}; "
                          f"available: scripted, {', '.join(TELEOP_DEVICES)}")
