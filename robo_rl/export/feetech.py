@@ -76,6 +76,17 @@ REGISTERS: dict[str, Register] = {r.name: r for r in (
     Register("present_current", 69, 2, False),
 )}
 POSITION_STEPS_PER_TURN = 4096  # present_position and goal_position: 0..4095 over one turn
+# Status packet error bits, as Feetech's SCServo SDK names them (protocol_packet_handler.py, ERRBIT_*)
+ERROR_VOLTAGE = 0x01
+ERROR_ANGLE = 0x02  # the SDK's "Angle sen error": the magnetic angle sensor
+ERROR_OVERHEAT = 0x04
+ERROR_OVERCURRENT = 0x08  # ERRBIT_OVERELE
+ERROR_OVERLOAD = 0x20
+# The SDK names no bit for a refused instruction or write; the simulated bus sets Dynamixel protocol 1.0's
+# ERRBIT_INSTRUCTION (0x40), the protocol Feetech's is derived from (Dynamixel SDK protocol1_packet_handler)
+ERROR_INSTRUCTION = 0x40
+ERROR_NAMES = {ERROR_VOLTAGE: "voltage", ERROR_ANGLE: "angle sensor", ERROR_OVERHEAT: "overheat",
+               ERROR_OVERCURRENT: "overcurrent", ERROR_OVERLOAD: "overload", ERROR_INSTRUCTION: "instruction"}
 
 
 class ProtocolError(ValueError):
@@ -214,3 +225,36 @@ class PacketReader:
                 continue
             packets.append(Packet(servo_id, body[2], body[3:]))
             del self._buffer[:end]
+
+
+def c_header() -> str:
+    """The protocol's constants as a C header (firmware/arm/feetech_protocol.h): the header bytes, ids,
+    instructions and each register's address, size and sign bit, from the definitions above."""
+    lines = [
+        "/* feetech_protocol.h: the Feetech SCS/STS servo protocol's constants. Generated from",
+        " * robo_rl/export/feetech.py by `python -m robo_rl.export.feetech`; do not edit (a test holds the two equal). */",
+        "#ifndef FEETECH_PROTOCOL_H",
+        "#define FEETECH_PROTOCOL_H",
+        "",
+        f"#define FEETECH_HEADER_BYTE 0x{HEADER[0]:02X}u",
+        f"#define FEETECH_BROADCAST_ID 0x{BROADCAST_ID:02X}u",
+        f"#define FEETECH_MAX_ID 0x{MAX_ID:02X}u",
+        f"#define FEETECH_MAX_PARAMETERS {MAX_PARAMETERS}u",
+        f"#define FEETECH_POSITION_STEPS_PER_TURN {POSITION_STEPS_PER_TURN}u",
+        "",
+    ]
+    lines += [f"#define FEETECH_INST_{i.name} 0x{i.value:02X}u" for i in Instruction]
+    lines += [f"#define FEETECH_ERROR_{name.upper().replace(' ', '_')} 0x{bit:02X}u" for bit, name in ERROR_NAMES.items()]
+    lines.append("")
+    for r in REGISTERS.values():
+        name = f"FEETECH_REG_{r.name.upper()}"
+        lines.append(f"#define {name} {r.address}u")
+        lines.append(f"#define {name}_SIZE {r.size}u")
+        if r.sign_bit is not None:
+            lines.append(f"#define {name}_SIGN_BIT {r.sign_bit}u")
+    lines += ["", "#endif", ""]
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    print(c_header(), end="")

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
+from typing import Sequence
 
 import mujoco
 import numpy as np
@@ -74,6 +75,8 @@ class SimulatedArm:
         self.upper = np.array([model.jnt_range[model.joint(n).id][1] for n in self.joints])
         self._gripper = model.actuator(spec.gripper_actuator).id
         self.gripper_range = tuple(float(x) for x in model.actuator_ctrlrange[self._gripper])
+        self._gripper_qpos = int(model.jnt_qposadr[model.actuator_trnid[self._gripper, 0]])
+        self.torque = np.ones(len(self.joints) + 1, dtype=bool)  # arm joints, then the gripper: all on
         self._qpos, self._qvel, self._ctrl = self.env.batch.bind("qpos"), self.env.batch.bind("qvel"), self.env.batch.bind("ctrl")
         self._bias = self.env.batch.bind("qfrc_bias")
         # the robot as its MJCF describes it: without the task controller's gravity compensation and joint damping
@@ -106,12 +109,22 @@ class SimulatedArm:
         """New finger opening [m] (per finger), clipped to the actuator's range; held until replaced."""
         self.gripper_command = float(np.clip(opening, *self.gripper_range))
 
+    def set_torque(self, enabled: Sequence[bool]) -> None:
+        """Switch the drive of each arm joint, then of the gripper, on or off (as a servo's torque enable; all
+        on after construction, and a reset keeps the setting): a joint whose drive is off gets no torque at
+        all, neither the PD's nor the gravity compensation, and hangs limp on its own friction and damping."""
+        flags = np.asarray(enabled, dtype=bool)
+        if flags.shape != self.torque.shape:
+            raise ValueError(f"torque needs one flag per arm joint and one for the gripper ({len(self.torque)})")
+        self.torque = flags.copy()
+
     def step(self) -> None:
         """One physics step (the MJCF's timestep) under the joint PD controller."""
         q, qdot = self._qpos[0, self._qpos_adr[:len(self.joints)]], self._qvel[0, self._arm_dofs]
         tau = self.kp * (self.arm_command - q) - self.kd * qdot + self._bias[0, self._arm_dofs]
-        self._ctrl[0, self._actuators] = tau  # MuJoCo clamps it to the joint's torque limits
-        self._ctrl[0, self._gripper] = self.gripper_command
+        self._ctrl[0, self._actuators] = np.where(self.torque[:-1], tau, 0.0)  # MuJoCo clamps it to the torque limits
+        # a limp gripper: its position actuator aimed at where the finger is pushes with no force
+        self._ctrl[0, self._gripper] = self.gripper_command if self.torque[-1] else self._qpos[0, self._gripper_qpos]
         self.env.batch.step(nstep=1, stage=mujoco.mjtStage.mjSTAGE_VEL)
         self.steps += 1
         if self.succeeded_at is None and self._lift() >= self.config.lift_height:
