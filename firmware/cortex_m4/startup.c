@@ -10,9 +10,13 @@ void semihost_exit(int status);
 
 void reset_handler(void);
 void fault_handler(void);
+void default_handler(void) {}
+/* SysTick's interrupt: an app that enables it defines systick_handler (the policy harness polls SysTick) */
+void systick_handler(void) __attribute__((weak, alias("default_handler")));
 
 __attribute__((section(".isr_vector"), used)) static const void *const vectors[16] = {
     &_stack_top, reset_handler, fault_handler, fault_handler, fault_handler, fault_handler, fault_handler,
+    [15] = systick_handler,
 };
 
 __attribute__((naked, noreturn)) void reset_handler(void)

@@ -3,7 +3,8 @@
 The policy moves the tool: action (dx, dy, dz) in [-1, 1] times the task's `action_scale` metres from
 where the tool is, clipped to the task's workspace, and a gripper command in [-1, 1] (-1 open). The
 tick turns that into joint positions for a position controller (ros2_control): damped least squares
-on the tool Jacobian (position, and the orientation held since the policy started), joint limits,
+on the tool Jacobian (position, and the orientation held since the policy started: all of it, or for a
+5-DoF arm trained with orientation "axis" the direction of the tool's axis), joint limits,
 and a limit on the joint change per tick (real arms abort on discontinuities). The observation's goal
 is the task's: the reach point (`ArmSettings.goal`) for reach; for pick-cube, as in training, the point
 `lift_height` above where the cube was when the policy started (the first tick that moves with an
@@ -77,6 +78,12 @@ class ArmPolicyController:
         except (KeyError, TypeError, ValueError) as error:
             raise BundleError("policy.json training.env_config lacks the arm task's action_scale and workspace: "
                               f"{error!r}") from error
+        # 5-DoF arms trained with orientation "axis" hold only the direction of the tool's axis (sim.arm.robot.ArmSpec)
+        spec = task.get("spec")
+        self.orientation_mode = spec.get("orientation", "full") if isinstance(spec, dict) else "full"
+        if self.orientation_mode not in ("full", "axis"):
+            raise BundleError(f"policy.json training.env_config.spec.orientation must be 'full' or 'axis', "
+                              f"got {self.orientation_mode!r}")
         self.gripper_low, self.gripper_high = (float(x) for x in bundle.manifest["kinematics"]["gripper"]["range"])
         self.bundle, self.settings = bundle, settings
         self.dt = 1.0 / bundle.control_hz
@@ -167,8 +174,12 @@ class ArmPolicyController:
         tool, rotation, jacobian = self.chain.forward(q)
         target = np.clip(tool + self.action_scale * action[:3], self.workspace[0], self.workspace[1])
         orientation_error = self.settings.orientation_gain * _rotation_error(self._orientation, rotation)
+        if self.orientation_mode == "axis":  # only about the held frame's x and y axes, as the training's impedance
+            held = self._orientation[:, :2].T
+            jacobian = np.vstack([jacobian[:3], held @ jacobian[3:]])
+            orientation_error = held @ orientation_error
         error = np.concatenate([target - tool, orientation_error])
-        damping = self.settings.ik_damping ** 2 * np.eye(6)
+        damping = self.settings.ik_damping ** 2 * np.eye(len(error))
         dq = jacobian.T @ np.linalg.solve(jacobian @ jacobian.T + damping, error)
         desired = np.clip(q + dq, self.chain.lower, self.chain.upper)
         step = self.settings.max_joint_speed * self.dt

@@ -1,0 +1,29 @@
+/* The STM32F405 board under the arm app: clocks, a 1 kHz SysTick, the servo bus on USART1 (PA9, single-wire
+ * half-duplex, 1 Mbaud) and the host link on USART2 (PA2 TX, PA3 RX, 460800 baud). QEMU's netduinoplus2
+ * emulates the same SoC: its first -serial is USART1, its second USART2. */
+#ifndef BOARD_H
+#define BOARD_H
+#include <stddef.h>
+#include <stdint.h>
+
+#define BOARD_SYSCLK_HZ 168000000u
+#define BOARD_BUS_BAUD 1000000u
+#define BOARD_HOST_BAUD 460800u
+
+/* Clocks (HSI -> PLL 168 MHz; waits are bounded, so a board whose PLL does not lock runs on the 16 MHz HSI
+ * and says so in board_clock_locked), SysTick, GPIO alternate functions and both UARTs. */
+void board_init(void);
+int board_clock_locked(void);
+
+uint32_t board_millis(void);
+/* SysTick counts at the core clock: differences of board_ticks() measure durations below 25 s. */
+uint32_t board_ticks(void);
+
+void bus_write(const uint8_t *data, size_t n);
+int bus_read_byte(uint8_t *byte); /* 1 and the byte if one is waiting, else 0 */
+void bus_flush_input(void);
+
+void host_write(const uint8_t *data, size_t n);
+int host_read_byte(uint8_t *byte);
+
+#endif
