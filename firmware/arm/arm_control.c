@@ -148,12 +148,12 @@ void arm_controller_tick(arm_controller_t *c, const arm_tick_input_t *in, arm_ti
     for (int i = 0; i < 3; ++i) {
         dr[i] = ARM_ORIENTATION_GAIN * orientation_error[i];
     }
-    if (arm_ik_step(jacobian, c->orientation, dp, dr, dq) != 0 || !finite_all(dq, ARM_JOINTS, 1e3f)) {
+    if (arm_ik_step(jacobian, c->orientation, dp, dr, in->q, dq) != 0 || !finite_all(dq, ARM_JOINTS, 1e3f)) {
         hold(c, out, ARM_REASON_POLICY_FAULT);
         return;
     }
     for (int j = 0; j < ARM_JOINTS; ++j) {
-        const float desired = clampf(in->q[j] + dq[j], arm_joint_lower[j], arm_joint_upper[j]);
+        const float desired = in->q[j] + dq[j]; /* inside the limits */
         c->command[j] = clampf(desired, c->command[j] - ARM_MAX_JOINT_STEP, c->command[j] + ARM_MAX_JOINT_STEP);
     }
     const float a = clampf(out->action[3], -1.0f, 1.0f);

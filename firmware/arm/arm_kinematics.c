@@ -103,31 +103,10 @@ void arm_rotation_error(const float target[9], const float current[9], float err
     error[2] = scale * (delta[3] - delta[1]);
 }
 
-int arm_ik_step(const float jacobian[6 * ARM_JOINTS], const float target_rotation[9], const float dp[3],
-                const float dr[3], float dq[ARM_JOINTS])
+/* Solve (C C^T + damping^2 I) y = e by Cholesky and return dq = C^T y; -1 if not positive definite. */
+static int damped_least_squares(float rows[ARM_IK_ROWS][ARM_JOINTS], const float error[ARM_IK_ROWS],
+                                float dq[ARM_JOINTS])
 {
-    float rows[ARM_IK_ROWS][ARM_JOINTS], error[ARM_IK_ROWS];
-    for (int r = 0; r < 3; ++r) {
-        memcpy(rows[r], &jacobian[r * ARM_JOINTS], sizeof rows[r]);
-        error[r] = dp[r];
-    }
-#if ARM_ORIENTATION_ROWS == 3
-    for (int r = 0; r < 3; ++r) {
-        memcpy(rows[3 + r], &jacobian[(3 + r) * ARM_JOINTS], sizeof rows[3 + r]);
-        error[3 + r] = dr[r];
-    }
-#else
-    /* about the target frame's x and y axes (its columns, in the world frame) only */
-    for (int a = 0; a < ARM_ORIENTATION_ROWS; ++a) {
-        const float c[3] = {target_rotation[a], target_rotation[3 + a], target_rotation[6 + a]};
-        for (int j = 0; j < ARM_JOINTS; ++j) {
-            rows[3 + a][j] = c[0] * jacobian[3 * ARM_JOINTS + j] + c[1] * jacobian[4 * ARM_JOINTS + j]
-                           + c[2] * jacobian[5 * ARM_JOINTS + j];
-        }
-        error[3 + a] = c[0] * dr[0] + c[1] * dr[1] + c[2] * dr[2];
-    }
-#endif
-    /* A = J J^T + damping^2 I, then its Cholesky factor L (lower, in place) */
     float a[ARM_IK_ROWS][ARM_IK_ROWS];
     for (int i = 0; i < ARM_IK_ROWS; ++i) {
         for (int j = 0; j <= i; ++j) {
@@ -138,7 +117,7 @@ int arm_ik_step(const float jacobian[6 * ARM_JOINTS], const float target_rotatio
             a[i][j] = s;
         }
     }
-    for (int j = 0; j < ARM_IK_ROWS; ++j) {
+    for (int j = 0; j < ARM_IK_ROWS; ++j) { /* the Cholesky factor L, lower, in place */
         float d = a[j][j];
         for (int k = 0; k < j; ++k) {
             d -= a[j][k] * a[j][k];
@@ -176,6 +155,72 @@ int arm_ik_step(const float jacobian[6 * ARM_JOINTS], const float target_rotatio
             s += rows[i][j] * y[i];
         }
         dq[j] = s;
+    }
+    return 0;
+}
+
+static float clampf(float x, float low, float high) { return x < low ? low : (x > high ? high : x); }
+
+int arm_ik_step(const float jacobian[6 * ARM_JOINTS], const float target_rotation[9], const float dp[3],
+                const float dr[3], const float q[ARM_JOINTS], float dq[ARM_JOINTS])
+{
+    float rows[ARM_IK_ROWS][ARM_JOINTS], error[ARM_IK_ROWS];
+    for (int r = 0; r < 3; ++r) {
+        memcpy(rows[r], &jacobian[r * ARM_JOINTS], sizeof rows[r]);
+        error[r] = dp[r];
+    }
+#if ARM_ORIENTATION_ROWS == 3
+    for (int r = 0; r < 3; ++r) {
+        for (int j = 0; j < ARM_JOINTS; ++j) {
+            rows[3 + r][j] = ARM_ORIENTATION_WEIGHT * jacobian[(3 + r) * ARM_JOINTS + j];
+        }
+        error[3 + r] = ARM_ORIENTATION_WEIGHT * dr[r];
+    }
+#else
+    /* about the target frame's x and y axes (its columns, in the world frame) only */
+    for (int a = 0; a < ARM_ORIENTATION_ROWS; ++a) {
+        const float c[3] = {target_rotation[a], target_rotation[3 + a], target_rotation[6 + a]};
+        for (int j = 0; j < ARM_JOINTS; ++j) {
+            rows[3 + a][j] = ARM_ORIENTATION_WEIGHT * (c[0] * jacobian[3 * ARM_JOINTS + j]
+                             + c[1] * jacobian[4 * ARM_JOINTS + j] + c[2] * jacobian[5 * ARM_JOINTS + j]);
+        }
+        error[3 + a] = ARM_ORIENTATION_WEIGHT * (c[0] * dr[0] + c[1] * dr[1] + c[2] * dr[2]);
+    }
+#endif
+    /* a joint the step takes past a limit stops there; the others solve again for what is left */
+    uint8_t locked[ARM_JOINTS] = {0};
+    float step[ARM_JOINTS] = {0};
+    for (int pass = 0; pass < ARM_IK_PASSES; ++pass) {
+        float columns[ARM_IK_ROWS][ARM_JOINTS], remaining[ARM_IK_ROWS], solved[ARM_JOINTS];
+        for (int i = 0; i < ARM_IK_ROWS; ++i) {
+            remaining[i] = error[i];
+            for (int j = 0; j < ARM_JOINTS; ++j) {
+                columns[i][j] = locked[j] ? 0.0f : rows[i][j];
+                remaining[i] -= locked[j] ? rows[i][j] * step[j] : 0.0f;
+            }
+        }
+        if (damped_least_squares(columns, remaining, solved) != 0) {
+            return -1;
+        }
+        int over = 0;
+        for (int j = 0; j < ARM_JOINTS; ++j) {
+            if (!locked[j]) {
+                step[j] = solved[j];
+            }
+        }
+        for (int j = 0; j < ARM_JOINTS; ++j) {
+            if (!locked[j] && (q[j] + step[j] < arm_joint_lower[j] || q[j] + step[j] > arm_joint_upper[j])) {
+                step[j] = clampf(q[j] + step[j], arm_joint_lower[j], arm_joint_upper[j]) - q[j];
+                locked[j] = 1;
+                over = 1;
+            }
+        }
+        if (!over) {
+            break;
+        }
+    }
+    for (int j = 0; j < ARM_JOINTS; ++j) {
+        dq[j] = clampf(q[j] + step[j], arm_joint_lower[j], arm_joint_upper[j]) - q[j];
     }
     return 0;
 }

@@ -19,6 +19,9 @@ uint32_t board_millis(void);
 /* SysTick counts at the core clock: differences of board_ticks() measure durations below 25 s. */
 uint32_t board_ticks(void);
 
+/* SysTick ticks of `loops` two-instruction iterations (subs, bne): turns tick counts into instructions. */
+uint32_t board_calibration_ticks(uint32_t loops);
+
 void bus_write(const uint8_t *data, size_t n);
 int bus_read_byte(uint8_t *byte); /* 1 and the byte if one is waiting, else 0 */
 void bus_flush_input(void);

@@ -111,6 +111,13 @@ uint32_t board_ticks(void)
     return ms * (BOARD_SYSCLK_HZ / 1000u) + (BOARD_SYSCLK_HZ / 1000u - 1u - count);
 }
 
+uint32_t board_calibration_ticks(uint32_t loops)
+{
+    const uint32_t start = board_ticks();
+    __asm volatile("1: subs %0, %0, #1\n bne 1b\n" : "+r"(loops));
+    return board_ticks() - start;
+}
+
 static void uart_write(uint32_t base, const uint8_t *data, size_t n)
 {
     for (size_t i = 0; i < n; ++i) {

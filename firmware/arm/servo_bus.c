@@ -35,6 +35,18 @@ size_t feetech_write(uint8_t *out, uint8_t id, uint8_t address, const uint8_t *d
     return feetech_packet(out, id, FEETECH_INST_WRITE, parameters, (uint8_t)(n + 1u));
 }
 
+size_t feetech_sync_read(uint8_t *out, uint8_t address, uint8_t size, const uint8_t *ids, uint8_t count)
+{
+    uint8_t parameters[FEETECH_MAX_PARAMETERS];
+    if (2u + (unsigned)count > FEETECH_MAX_PARAMETERS) {
+        return 0;
+    }
+    parameters[0] = address;
+    parameters[1] = size;
+    memcpy(&parameters[2], ids, count);
+    return feetech_packet(out, FEETECH_BROADCAST_ID, FEETECH_INST_SYNC_READ, parameters, (uint8_t)(2u + count));
+}
+
 size_t feetech_sync_write(uint8_t *out, uint8_t address, uint8_t size, const uint8_t *ids, const uint8_t *data,
                           uint8_t count)
 {
@@ -57,7 +69,7 @@ size_t feetech_sync_write(uint8_t *out, uint8_t address, uint8_t size, const uin
 uint16_t feetech_encode_signed(int32_t value, unsigned sign_bit)
 {
     const uint32_t limit = (1u << sign_bit) - 1u;
-    uint32_t magnitude = (uint32_t)(value < 0 ? -value : value);
+    uint32_t magnitude = value < 0 ? 0u - (uint32_t)value : (uint32_t)value; /* no -INT32_MIN */
     magnitude = magnitude > limit ? limit : magnitude;
     return (uint16_t)(magnitude | (value < 0 ? (1u << sign_bit) : 0u));
 }
@@ -112,12 +124,14 @@ int feetech_parser_push(feetech_parser_t *p, uint8_t byte)
             p->stage = STAGE_CHECKSUM;
         }
         return 0;
-    default: /* STAGE_CHECKSUM */
+    default: { /* STAGE_CHECKSUM */
         p->stage = STAGE_HEADER1;
-        if ((uint8_t)~p->sum == byte) {
+        const uint8_t expected = (uint8_t)~p->sum;
+        if (expected == byte) {
             return 1;
         }
         ++p->bad_checksums;
         return 0;
+    }
     }
 }

@@ -18,6 +18,10 @@ size_t feetech_read(uint8_t *out, uint8_t id, uint8_t address, uint8_t size);
 /* WRITE bytes to servo `id` from register `address` on. */
 size_t feetech_write(uint8_t *out, uint8_t id, uint8_t address, const uint8_t *data, uint8_t n);
 
+/* SYNC_READ of `size` bytes from `address` on of servos ids[0..count): each answers with its own status
+ * packet, in that order. Returns 0 if the packet would exceed FEETECH_MAX_PARAMETERS. */
+size_t feetech_sync_read(uint8_t *out, uint8_t address, uint8_t size, const uint8_t *ids, uint8_t count);
+
 /* SYNC_WRITE of `size` bytes per servo from `address` on: ids[i] takes data[i * size ...]. Returns 0 if the
  * packet would exceed FEETECH_MAX_PARAMETERS. */
 size_t feetech_sync_write(uint8_t *out, uint8_t address, uint8_t size, const uint8_t *ids, const uint8_t *data,

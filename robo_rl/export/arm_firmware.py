@@ -6,17 +6,20 @@ limits, observation offsets, task constants, gripper range) and of the servo cal
 `arm_config.h`/`arm_config.c`; `build_arm_app` cross-compiles `firmware/arm` around them and the bundle's
 generated policy; `EmulatedArmBoard` runs the image under `qemu-system-arm -M netduinoplus2 -icount shift=0`
 (instructions, and so the per-tick counts the board reports, are deterministic) with USART1 (the servo bus)
-and USART2 (the host link) on Unix sockets.
+and USART2 (the host link) on Unix sockets. `HostArmApp` is the same app compiled for this PC with
+`board_host.c` in place of the STM32F405's board (virtual time, byte queues): software in the loop, fast
+enough to fuzz both links with hundreds of thousands of packets.
 """
 
 from __future__ import annotations
 
+import ctypes
 import dataclasses
 import socket
 import subprocess
 import time
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -39,23 +42,44 @@ class ArmFirmwareSettings:
     max_joint_speed: float = 3.0  # [rad/s] the goal moves at most this over a tick (an STS3215 turns ~5 rad/s)
     ik_damping: float = 0.05
     orientation_gain: float = 1.0
+    orientation_weight: float | None = None  # [m/rad] in the IK's least squares; None: as the training's impedance
     host_timeout_ms: int = 100  # no valid INPUTS for this long: hold
     bus_timeout_us: int = 2000  # a servo's answer takes ~100 us at 1 Mbaud plus its return delay
     servo_error_ticks: int = 3  # ticks a servo's error bits must persist before torque goes off
     servo_margin_steps: int = 64  # a present position this far outside the calibrated bounds is bad data
+    # an arm joint's present position farther than this (over a tick) from the previous tick's is bad data
+    # (an STS3215 turns at most ~3,000 steps/s unloaded)
+    max_servo_steps_per_s: float = 4000.0
     input_limit: float = 2.0  # [m] object and goal coordinates beyond this are bad host data
 
     def validate(self) -> None:
         """ExportError naming the first setting out of its range."""
         checks = {"max_joint_speed": (0.0, 20.0), "ik_damping": (1e-4, 1.0), "orientation_gain": (0.0, 10.0),
+                  "orientation_weight": (0.0, 100.0),
                   "host_timeout_ms": (1, 60000), "bus_timeout_us": (100, 10_000_000), "servo_error_ticks": (1, 255),
-                  "servo_margin_steps": (0, 1024), "input_limit": (0.1, 100.0)}
+                  "servo_margin_steps": (0, 1024), "input_limit": (0.1, 100.0),
+                  "max_servo_steps_per_s": (100.0, 100_000.0)}
         for name, (low, high) in checks.items():
             value = getattr(self, name)
+            if value is None and name == "orientation_weight":
+                continue
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not low <= value <= high \
                     or (low == 0.0 and value == 0.0 and name == "max_joint_speed"):
                 raise ExportError(f"{name}={value!r} must be a number in [{low}, {high}]"
                                   + (" and above 0" if name == "max_joint_speed" else ""))
+
+
+def orientation_weight(manifest: dict[str, Any], settings: ArmFirmwareSettings) -> float:
+    """The IK's weight of orientation against position: the settings', else the one the training's Cartesian
+    impedance implied, sqrt(rotation_stiffness / translation_stiffness) (its equilibrium minimises
+    k_t |dp|^2 + k_r |dtheta|^2)."""
+    if settings.orientation_weight is not None:
+        return float(settings.orientation_weight)
+    gains = manifest["training"]["env_config"].get("gains") or {}
+    try:
+        return float(np.sqrt(float(gains["rotation_stiffness"]) / float(gains["translation_stiffness"])))
+    except (KeyError, TypeError, ValueError, ZeroDivisionError):
+        return 1.0
 
 
 def _floats(values: Sequence[float] | np.ndarray) -> str:
@@ -117,6 +141,7 @@ def arm_config_sources(manifest: dict[str, Any], calibration: Sequence[ServoJoin
 #define ARM_ORIENTATION_ROWS {3 if orientation == 'full' else 2}
 #define ARM_IK_DAMPING {c_float(settings.ik_damping)}
 #define ARM_ORIENTATION_GAIN {c_float(settings.orientation_gain)}
+#define ARM_ORIENTATION_WEIGHT {c_float(orientation_weight(manifest, settings))} /* [m/rad] in the IK's least squares */
 #define ARM_MAX_JOINT_STEP {c_float(settings.max_joint_speed / control_hz)} /* [rad] per tick */
 #define ARM_GRIPPER_LOW {c_float(gripper_low)}
 #define ARM_GRIPPER_HIGH {c_float(gripper_high)}
@@ -125,6 +150,7 @@ def arm_config_sources(manifest: dict[str, Any], calibration: Sequence[ServoJoin
 #define ARM_BUS_TIMEOUT_US {settings.bus_timeout_us}u
 #define ARM_SERVO_ERROR_TICKS {settings.servo_error_ticks}u
 #define ARM_SERVO_MARGIN_STEPS {settings.servo_margin_steps}
+#define ARM_SERVO_MAX_STEPS_PER_TICK {c_float(settings.max_servo_steps_per_s / control_hz)}
 #define ARM_KINEMATICS_PAIRS {SELF_TEST_PAIRS}
 #define ARM_KINEMATICS_TOLERANCE {c_float(KINEMATICS_TOLERANCE)}
 #define ARM_OBS_SIZE {manifest['observation']['size']}
@@ -253,3 +279,65 @@ class EmulatedArmBoard:
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
+
+
+HOST_APP_SOURCES = ("arm_app", "arm_control", "arm_kinematics", "servo_bus", "host_link", "board_host")
+BusHandler = ctypes.CFUNCTYPE(None, ctypes.POINTER(ctypes.c_uint8), ctypes.c_size_t)
+
+
+def build_host_app(c_dir: str | Path, config_dir: str | Path, build_dir: str | Path, sanitize: bool = False) -> Path:
+    """The arm app as a shared library for this PC (gcc); `sanitize` adds AddressSanitizer and UBSan (the
+    process that loads it must preload libasan)."""
+    build = Path(build_dir).resolve()
+    build.mkdir(parents=True, exist_ok=True)
+    library = build / ("libarm_app_sanitized.so" if sanitize else "libarm_app.so")
+    sources = [str(ARM_APP_DIR / f"{name}.c") for name in HOST_APP_SOURCES]
+    sources += [str(Path(c_dir).resolve() / "policy.c"), str(Path(config_dir).resolve() / "arm_config.c")]
+    # -Bsymbolic: the app's calls stay inside it (a library loaded before, e.g. by torch, may export a `host_write`)
+    flags = ["-std=c99", "-O1", "-g", "-Wall", "-Wextra", "-Werror", "-fPIC", "-shared", "-Wl,-Bsymbolic"]
+    if sanitize:
+        flags += ["-fsanitize=address,undefined", "-fno-sanitize-recover=all", "-fno-omit-frame-pointer"]
+    compile_ = subprocess.run(["gcc", *flags, f"-I{ARM_APP_DIR}", f"-I{Path(c_dir).resolve()}",
+                               f"-I{Path(config_dir).resolve()}", *sources, "-o", str(library), "-lm"],
+                              capture_output=True, text=True)
+    if compile_.returncode != 0:
+        raise ExportError(f"compiling the arm app for the host failed:\n{compile_.stderr[-3000:]}")
+    return library
+
+
+class HostArmApp:
+    """The arm app (firmware/arm/arm_app.c) in this process: `bus_handler(bytes)` receives every packet the app
+    writes on the servo bus and answers through `push_bus`; `boot()` and `tick()` run the app's boot and one
+    control tick and return the bytes it sent on the host link."""
+
+    def __init__(self, library: str | Path, bus_handler: Callable[[bytes], None]):
+        self._lib = ctypes.CDLL(str(library))
+        self._lib.board_host_push_bus.argtypes = self._lib.board_host_push_host.argtypes = [ctypes.c_char_p, ctypes.c_size_t]
+        self._lib.board_host_take_host.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+        self._lib.board_host_take_host.restype = ctypes.c_size_t
+        self._handler = BusHandler(lambda data, n: bus_handler(ctypes.string_at(data, n)))  # kept alive here
+        self._lib.board_host_reset()
+        self._lib.board_host_set_bus_handler(self._handler)
+        self._out = ctypes.create_string_buffer(1 << 16)
+
+    def push_bus(self, data: bytes) -> None:
+        """Bytes arriving on the app's servo bus UART."""
+        self._lib.board_host_push_bus(data, len(data))
+
+    def push_host(self, data: bytes) -> None:
+        """Bytes arriving on the app's host link UART."""
+        self._lib.board_host_push_host(data, len(data))
+
+    def _taken(self) -> bytes:
+        n = self._lib.board_host_take_host(self._out, len(self._out))  # before .raw copies the buffer
+        return self._out.raw[:n]
+
+    def boot(self) -> bytes:
+        """Run the app's boot; what it sent the host."""
+        self._lib.arm_app_boot()
+        return self._taken()
+
+    def tick(self) -> bytes:
+        """Run one control tick; what it sent the host."""
+        self._lib.arm_app_tick()
+        return self._taken()

@@ -32,7 +32,8 @@ import numpy as np
 
 from robo_rl.cli import command, key_values
 from robo_rl.export import host_link
-from robo_rl.export.arm_firmware import ArmAppBuild, ArmFirmwareSettings, EmulatedArmBoard, build_arm_app, write_arm_config
+from robo_rl.export.arm_firmware import (ArmAppBuild, ArmFirmwareSettings, EmulatedArmBoard, HostArmApp, build_arm_app,
+                                         build_host_app, orientation_weight, write_arm_config)
 from robo_rl.export.bundle import read_manifest
 from robo_rl.export.errors import CortexM4Error, ExportError
 from robo_rl.export.servo_calibration import ServoJoint, default_calibration
@@ -74,6 +75,7 @@ class ArmPlant:
         """The seeded start of an episode (the task's cube placement and target)."""
         self.arm.seed = seed
         self.arm.reset()
+        self.bus.idle()
 
     @property
     def target(self) -> np.ndarray:
@@ -123,7 +125,8 @@ def run_reference(bundle: str | Path, seeds: Sequence[int], act: Callable[[np.nd
     client = ServoBusClient(SimulatedSerialPort(plant.bus), calibration)
     controller = ArmPolicyController(load_bundle(bundle), ArmSettings(
         goal=(0.0, 0.0, 0.0), state_timeout=1.0, max_joint_speed=settings.max_joint_speed,
-        ik_damping=settings.ik_damping, orientation_gain=settings.orientation_gain))
+        ik_damping=settings.ik_damping, orientation_gain=settings.orientation_gain,
+        orientation_weight=orientation_weight(manifest, settings)))
     names = [s.joint for s in calibration]
     episodes = []
     for seed in seeds:
@@ -151,6 +154,107 @@ def run_reference(bundle: str | Path, seeds: Sequence[int], act: Callable[[np.nd
         success, error = plant.outcome()
         episodes.append(ArmEpisode(seed, success, np.array(positions), np.array(commands), error))
     return episodes
+
+
+class LinkFaults:
+    """Seeded faults on the packets of both links, for fuzzing the app: each packet is, with probability
+    `rate`, corrupted (1-3 bytes changed), truncated, duplicated, delayed (held back and delivered in front of
+    the next packet the same way) or dropped; an INPUTS frame may instead carry a NaN or a coordinate of 50 m
+    under a valid CRC. `counts` tallies what was done, by kind and by direction."""
+
+    KINDS = ("corrupt", "truncate", "duplicate", "delay", "drop")
+
+    def __init__(self, seed: int, rate: float):
+        self.rng, self.rate = np.random.default_rng(seed), float(rate)
+        self.counts: dict[str, int] = {}
+        self._held: dict[str, bytes] = {}
+
+    def apply(self, packet: bytes, direction: str) -> bytes:
+        """The bytes to deliver for `packet` on its way in `direction` (held bytes first)."""
+        data = self._held.pop(direction, b"")
+        if self.rate <= 0.0 or self.rng.random() >= self.rate:
+            return data + packet
+        kind = self.KINDS[self.rng.integers(len(self.KINDS))]
+        self.counts[kind] = self.counts.get(kind, 0) + 1
+        self.counts[direction] = self.counts.get(direction, 0) + 1
+        if kind == "corrupt":
+            damaged = bytearray(packet)
+            for index in self.rng.integers(0, len(damaged), self.rng.integers(1, 4)):
+                damaged[index] ^= int(self.rng.integers(1, 256))
+            return data + bytes(damaged)
+        if kind == "truncate":
+            return data + packet[:self.rng.integers(0, len(packet))]
+        if kind == "duplicate":
+            return data + packet + packet
+        if kind == "delay":
+            self._held[direction] = packet
+            return data
+        return data  # drop
+
+    def inputs(self, sequence: int, object_position: np.ndarray, goal: np.ndarray, flags: int) -> bytes:
+        """An INPUTS frame, possibly with a NaN or out-of-range number under a valid CRC, then `apply`'s faults."""
+        values = [*map(float, object_position), *map(float, goal)]
+        if self.rate > 0.0 and self.rng.random() < self.rate / 5.0:
+            kind = "nan" if self.rng.random() < 0.5 else "out_of_range"
+            values[self.rng.integers(len(values))] = float("nan") if kind == "nan" else 50.0
+            self.counts[kind] = self.counts.get(kind, 0) + 1
+            self.counts["to_board_host"] = self.counts.get("to_board_host", 0) + 1
+            payload = host_link.Inputs(tuple(values[:3]), tuple(values[3:]), flags).pack()
+            return self._held.pop("to_board_host", b"") + host_link.frame(host_link.MessageType.INPUTS, sequence, payload)
+        return self.apply(host_link.inputs_frame(sequence, values[:3], values[3:], flags), "to_board_host")
+
+    @property
+    def faulty_packets(self) -> int:
+        """Packets given a fault so far."""
+        return sum(self.counts.get(k, 0) for k in (*self.KINDS, "nan", "out_of_range"))
+
+
+def _status_packets(data: bytes) -> list[bytes]:
+    """A servo bus answer split into its status packets (the simulated bus answers whole packets)."""
+    packets = []
+    while len(data) >= 4:
+        end = 4 + data[3]
+        packets.append(data[:end])
+        data = data[end:]
+    return packets
+
+
+class _HostAppLink:
+    """The host's side of the arm app compiled for this PC (arm_firmware.HostArmApp), with optional faults."""
+
+    def __init__(self, library: Path, plant: ArmPlant, faults: LinkFaults | None = None):
+        self.plant, self.faults = plant, faults
+        self.app = HostArmApp(library, self._on_bus)
+        self.sequence = 0
+        self.frames = host_link.FrameReader()
+
+    def _on_bus(self, request: bytes) -> None:
+        self.plant.bus.idle()  # each of the app's bus writes is one burst, after which it waits for the answer
+        if self.faults is not None:
+            request = self.faults.apply(request, "to_servos")
+        for reply in _status_packets(self.plant.bus.feed(request)):
+            self.app.push_bus(self.faults.apply(reply, "to_board_bus") if self.faults is not None else reply)
+
+    def _message(self, data: bytes, kind: type) -> Any:
+        messages = [f.message() for f in self.frames.feed(data)]
+        found = [m for m in messages if isinstance(m, kind)]
+        if len(found) != 1:
+            raise CortexM4Error(f"the arm app sent {len(found)} {kind.__name__} messages where one was due")
+        return found[0]
+
+    def wait_for_boot(self) -> host_link.Boot:
+        """The app's BOOT message."""
+        return self._message(self.app.boot(), host_link.Boot)
+
+    def tick(self, flags: int, object_position: np.ndarray, goal: np.ndarray) -> host_link.Telemetry:
+        """One control tick: INPUTS in (through the faults), the app's TELEMETRY out."""
+        if self.faults is not None:
+            frame = self.faults.inputs(self.sequence, object_position, goal, flags)
+        else:
+            frame = host_link.inputs_frame(self.sequence, object_position, goal, flags)
+        self.sequence = (self.sequence + 1) & 0xFF
+        self.app.push_host(frame)
+        return self._message(self.app.tick(), host_link.Telemetry)
 
 
 class _BoardLink:
@@ -200,9 +304,34 @@ class _BoardLink:
 
     def tick(self, flags: int, object_position: np.ndarray, goal: np.ndarray) -> host_link.Telemetry:
         """One control tick: INPUTS out, servo traffic served, the board's TELEMETRY back."""
+        self.plant.bus.idle()  # the bus was quiet since the last tick's SYNC_WRITE
         self.board.host.sendall(host_link.inputs_frame(self.sequence, object_position, goal, flags))
         self.sequence = (self.sequence + 1) & 0xFF
         return self._serve_until(host_link.Telemetry)
+
+
+def _run_episodes(link: Any, plant: ArmPlant, seeds: Sequence[int]) -> list[ArmEpisode]:
+    episodes = []
+    for seed in seeds:
+        plant.reset(seed)
+        positions, commands, telemetry = [plant.joint_positions()], [], []
+        for tick in range(plant.episode_steps):
+            report = link.tick(_flags(tick == 0), plant.object_position(), plant.target)
+            telemetry.append(report)
+            commands.append(report.joint_command[:len(plant.calibration)])
+            plant.advance()
+            positions.append(plant.joint_positions())
+        success, error = plant.outcome()
+        episodes.append(ArmEpisode(seed, success, np.array(positions), np.array(commands), error, telemetry))
+    return episodes
+
+
+def prepare_app(bundle: str | Path, build_dir: str | Path, calibration: Sequence[ServoJoint] | None = None,
+                settings: ArmFirmwareSettings = ArmFirmwareSettings()) -> tuple[dict[str, Any], tuple[ServoJoint, ...], Path]:
+    """The bundle's manifest, the calibration (default: default_calibration) and the generated configuration's folder."""
+    manifest = read_manifest(bundle)
+    calibration = tuple(calibration or default_calibration(manifest["kinematics"]))
+    return manifest, calibration, write_arm_config(Path(build_dir) / "config", manifest, calibration, settings)
 
 
 def run_firmware(bundle: str | Path, seeds: Sequence[int], build_dir: str | Path,
@@ -211,30 +340,31 @@ def run_firmware(bundle: str | Path, seeds: Sequence[int], build_dir: str | Path
                  ) -> tuple[list[ArmEpisode], ArmAppBuild, host_link.Boot]:
     """The episodes with the arm app on the emulated STM32F405; also its build figures and BOOT message."""
     bundle, build_dir = Path(bundle), Path(build_dir)
-    manifest = read_manifest(bundle)
-    calibration = tuple(calibration or default_calibration(manifest["kinematics"]))
-    write_arm_config(build_dir / "config", manifest, calibration, settings)
-    build = build_arm_app(bundle / "c", build_dir / "config", build_dir / "app")
+    manifest, calibration, config = prepare_app(bundle, build_dir, calibration, settings)
+    build = build_arm_app(bundle / "c", config, build_dir / "app")
     plant = ArmPlant(manifest, calibration)
     plant.reset(seeds[0] if seeds else 0)
-    episodes = []
     with EmulatedArmBoard(build.elf, build_dir) as board:
         link = _BoardLink(board, plant)
         boot = link.wait_for_boot()
         if boot.self_test_failures:
             raise CortexM4Error(f"the arm app's boot self-test failed ({boot.self_test_failures} failures)")
-        for seed in seeds:
-            plant.reset(seed)
-            positions, commands, telemetry = [plant.joint_positions()], [], []
-            for tick in range(plant.episode_steps):
-                report = link.tick(_flags(tick == 0), plant.object_position(), plant.target)
-                telemetry.append(report)
-                commands.append(report.joint_command[:len(calibration)])
-                plant.advance()
-                positions.append(plant.joint_positions())
-            success, error = plant.outcome()
-            episodes.append(ArmEpisode(seed, success, np.array(positions), np.array(commands), error, telemetry))
+        episodes = _run_episodes(link, plant, seeds)
     return episodes, build, boot
+
+
+def run_host_app(bundle: str | Path, seeds: Sequence[int], build_dir: str | Path, faults: LinkFaults | None = None,
+                 calibration: Sequence[ServoJoint] | None = None, settings: ArmFirmwareSettings = ArmFirmwareSettings(),
+                 library: Path | None = None) -> tuple[list[ArmEpisode], host_link.Boot, "_HostAppLink"]:
+    """The episodes with the arm app compiled for this PC (software in the loop), optionally under `faults`;
+    also its BOOT message and the link (its plant and faults). `library`: an already built app."""
+    bundle = Path(bundle)
+    manifest, calibration, config = prepare_app(bundle, build_dir, calibration, settings)
+    plant = ArmPlant(manifest, calibration)
+    plant.reset(seeds[0] if seeds else 0)
+    link = _HostAppLink(library or build_host_app(bundle / "c", config, Path(build_dir) / "host"), plant, faults)
+    boot = link.wait_for_boot()
+    return _run_episodes(link, plant, seeds), boot, link
 
 
 def torch_actor(manifest: dict[str, Any], checkpoint: str | Path | None = None) -> Callable[[np.ndarray], np.ndarray]:

@@ -122,9 +122,10 @@ def decode(register: Register, data: bytes) -> int:
     if len(data) != register.size:
         raise ProtocolError(f"{register.name} takes {register.size} bytes, got {len(data)}")
     raw = int.from_bytes(data, "little")
-    if register.sign_bit is None or not raw & (1 << register.sign_bit):
+    if register.sign_bit is None:
         return raw
-    return -(raw & ((1 << register.sign_bit) - 1))
+    magnitude = raw & ((1 << register.sign_bit) - 1)  # bits above the sign carry nothing (as the firmware reads them)
+    return -magnitude if raw & (1 << register.sign_bit) else magnitude
 
 
 def checksum(body: bytes) -> int:
@@ -164,6 +165,18 @@ def read(servo_id: int, first: Register, size: int | None = None) -> bytes:
     if not 1 <= size <= MAX_PARAMETERS - 1:  # the answer carries them as parameters
         raise ProtocolError(f"read size must lie in [1, {MAX_PARAMETERS - 1}], got {size}")
     return packet(servo_id, Instruction.READ, bytes((first.address, size)))
+
+
+def sync_read(first: Register, size: int, servo_ids: Iterable[int]) -> bytes:
+    """SYNC_READ `size` bytes from `first` on of several servos (one broadcast packet; each servo answers
+    with its own status packet, in the order given)."""
+    size = _whole(size, "read size")
+    if not 1 <= size <= MAX_PARAMETERS - 1:
+        raise ProtocolError(f"read size must lie in [1, {MAX_PARAMETERS - 1}], got {size}")
+    ids = [_whole(i, "servo id") for i in servo_ids]
+    if not all(0 <= i <= MAX_ID for i in ids):
+        raise ProtocolError(f"servo ids must lie in [0, {MAX_ID}], got {ids}")
+    return packet(BROADCAST_ID, Instruction.SYNC_READ, bytes((first.address, size, *ids)))
 
 
 def sync_write(register: Register, values: Mapping[int, int]) -> bytes:

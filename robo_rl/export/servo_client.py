@@ -146,7 +146,7 @@ class ServoBusClient:
     # ----------------------------------------------------------------- the wire
     def _sync_read(self, first: Register, size: int) -> list[bytes]:
         ids = [j.servo_id for j in self.calibration]
-        request = feetech.packet(BROADCAST_ID, Instruction.SYNC_READ, bytes((first.address, size, *ids)))
+        request = feetech.sync_read(first, size, ids)
         return self._transact(request, ids, size)
 
     def _transact(self, request: bytes, ids: list[int], size: int) -> list[bytes]:

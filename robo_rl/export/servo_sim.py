@@ -114,6 +114,9 @@ class SimulatedServoBus:
                             for i, a in enumerate(arm.config.spec.actuators)}
         self._load_limit[gripper_joint] = float(np.max(np.abs(model.actuator_forcerange[gripper_actuator]))) or 1.0
         self._reader = PacketReader()
+        self._cached_key: tuple | None = None
+        self._cached_state: ArmState | None = None
+        self._idles = 0
         self.bus_time_us = 0.0
         state = arm.state()
         for servo in self.servos:  # at power-up the goal is where the servo stands, torque off (limp)
@@ -135,11 +138,29 @@ class SimulatedServoBus:
         return 10.0 * (len(request) + len(reply)) * 1e6 / self.baud + self.return_delay_us * statuses
 
     def advance(self, seconds: float) -> None:
-        """Run the plant for `seconds` (round(seconds / dt) physics steps) under the servos' held goals."""
+        """Run the plant for `seconds` (round(seconds / dt) physics steps) under the servos' held goals; the
+        bus idles meanwhile (`idle`)."""
         if not (math.isfinite(seconds) and seconds >= 0):
             raise ValueError(f"advance needs a finite, non-negative time, got {seconds}")
-        for _ in range(round(seconds / self.arm.dt)):
+        steps = round(seconds / self.arm.dt)
+        if steps > 0:
+            self.idle()
+        for _ in range(steps):
             self.arm.step()
+
+    def _state(self) -> ArmState:
+        """The plant's state, read once per physics step and bus silence (every servo reads the same instant)."""
+        key = (self.arm.steps, self._idles)
+        if self._cached_key != key:
+            self._cached_state, self._cached_key = self.arm.state(), key
+        return self._cached_state
+
+    def idle(self) -> None:
+        """The bus went quiet for longer than a servo's byte timeout: a packet begun and not finished is
+        dropped, as the servos' receivers drop it (a controller's next request then starts afresh). Call it too
+        after changing the plant other than through `advance` (a reset)."""
+        self._reader = PacketReader()
+        self._idles += 1
 
     # ----------------------------------------------------------------- faults
     def unplug(self, servo_id: int) -> None:
@@ -151,7 +172,7 @@ class SimulatedServoBus:
         self._servo(servo_id).plugged = True
 
     def set_error(self, servo_id: int, bits: int) -> None:
-        """Report `bits` (ERROR_* of robo_rl.export.servo_client) in every status packet of the servo until
+        """Report `bits` (ERROR_* of robo_rl.export.feetech) in every status packet of the servo until
         set to 0; only reported, the servo goes on working."""
         if isinstance(bits, bool) or not isinstance(bits, (int, np.integer)) or not 0 <= bits <= 0xFF:
             raise feetech.ProtocolError(f"error bits are one byte, got {bits!r}")
@@ -178,7 +199,7 @@ class SimulatedServoBus:
         if p.code == Instruction.PING and not p.parameters:
             pass
         elif p.code == Instruction.READ and len(p.parameters) == 2:
-            ok, data = self._read(servo, p.parameters[0], p.parameters[1], self.arm.state())
+            ok, data = self._read(servo, p.parameters[0], p.parameters[1], self._state())
         elif p.code == Instruction.WRITE:
             ok = self._write(servo, p.parameters)
         elif p.code == Instruction.REG_WRITE and _writable(p.parameters):
@@ -194,7 +215,7 @@ class SimulatedServoBus:
         ACTION for every servo (no answer)."""
         listening = [s for s in self.servos if s.plugged]
         if p.code == Instruction.SYNC_READ and len(p.parameters) >= 3:
-            address, size, state = p.parameters[0], p.parameters[1], self.arm.state()
+            address, size, state = p.parameters[0], p.parameters[1], self._state()
             answers = bytearray()
             for servo in filter(None, map(self._listening, p.parameters[2:])):
                 answers += self._status(servo, *self._read(servo, address, size, state))

@@ -39,6 +39,9 @@ class ArmSettings:
     max_joint_speed: float = 1.0  # [rad/s]: the joint change per tick is at most this over the tick
     ik_damping: float = 0.05
     orientation_gain: float = 1.0
+    # [m/rad] how much a radian of orientation error counts against a metre of position error in the IK's
+    # least squares; a Cartesian impedance with stiffnesses k_t and k_r trades them as sqrt(k_r / k_t)
+    orientation_weight: float = 1.0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -178,14 +181,34 @@ class ArmPolicyController:
             held = self._orientation[:, :2].T
             jacobian = np.vstack([jacobian[:3], held @ jacobian[3:]])
             orientation_error = held @ orientation_error
-        error = np.concatenate([target - tool, orientation_error])
-        damping = self.settings.ik_damping ** 2 * np.eye(len(error))
-        dq = jacobian.T @ np.linalg.solve(jacobian @ jacobian.T + damping, error)
-        desired = np.clip(q + dq, self.chain.lower, self.chain.upper)
+        weight = self.settings.orientation_weight
+        jacobian = np.vstack([jacobian[:3], weight * jacobian[3:]])
+        error = np.concatenate([target - tool, weight * orientation_error])
+        desired = q + limited_ik_step(jacobian, error, q, self.chain.lower, self.chain.upper, self.settings.ik_damping)
         step = self.settings.max_joint_speed * self.dt
         self._command = np.clip(desired, self._command - step, self._command + step)
         self._gripper = self.gripper_high + (self.gripper_low - self.gripper_high) * 0.5 * (action[3] + 1.0)
         return ArmTickResult(True, "", self._command.copy(), self._gripper, obs, action)
+
+
+def limited_ik_step(jacobian: np.ndarray, error: np.ndarray, q: np.ndarray, lower: np.ndarray, upper: np.ndarray,
+                    damping: float, passes: int = 3) -> np.ndarray:
+    """The joint change that best reduces `error` (damped least squares on `jacobian`'s rows) without leaving
+    the joint limits: a joint the step would take past a limit stops there and the others solve again for
+    what is left, as a joint limit stops one joint of an arm under Cartesian impedance and not the rest."""
+    step = np.zeros(len(q))
+    free = np.ones(len(q), dtype=bool)
+    for _ in range(passes):
+        columns = jacobian * free
+        remaining = error - jacobian[:, ~free] @ step[~free]
+        solved = columns.T @ np.linalg.solve(columns @ columns.T + damping ** 2 * np.eye(len(error)), remaining)
+        step[free] = solved[free]
+        over = free & ((q + step < lower) | (q + step > upper))
+        if not over.any():
+            break
+        step[over] = np.clip(q + step, lower, upper)[over] - q[over]
+        free &= ~over
+    return np.clip(q + step, lower, upper) - q
 
 
 def _rotation_error(target: np.ndarray, current: np.ndarray) -> np.ndarray:
