@@ -10,6 +10,8 @@
 #include "policy.h"
 #include "servo_bus.h"
 
+_Static_assert(ARM_JOINTS + 1 <= HOST_JOINT_SLOTS, "TELEMETRY carries HOST_JOINT_SLOTS joint commands");
+
 #define READ_SIZE 4u /* present position and present speed, consecutive registers */
 #define READ_REPLY_SIZE (READ_SIZE + FEETECH_PACKET_OVERHEAD)
 
@@ -176,6 +178,7 @@ static void send_telemetry(uint32_t tick, const arm_tick_output_t *out, uint32_t
     memcpy(&payload[HOST_TELEMETRY_JOINT_COMMAND], joints, sizeof joints);
     put_u32(&payload[HOST_TELEMETRY_CONTROL_TICKS], control_ticks);
     put_u32(&payload[HOST_TELEMETRY_BUS_TICKS], bus_ticks);
+    put_u32(&payload[HOST_TELEMETRY_STACK_BYTES], board_stack_high_water());
     host_write(frame, host_frame(frame, HOST_MSG_TELEMETRY, sequence++, payload, HOST_TELEMETRY_SIZE));
 }
 

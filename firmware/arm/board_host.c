@@ -81,6 +81,8 @@ uint32_t board_millis(void)
 
 uint32_t board_calibration_ticks(uint32_t loops) { return loops * 2u; }
 
+uint32_t board_stack_high_water(void) { return 0; }
+
 void bus_write(const uint8_t *data, size_t n)
 {
     if (bus_handler != NULL) {

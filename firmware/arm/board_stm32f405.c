@@ -38,6 +38,8 @@
 #define APB2_HZ (BOARD_SYSCLK_HZ / 2u)
 #define WAIT_LIMIT 100000u
 
+uint32_t stack_high_water(void); /* cortex_m4/startup.c: the painted stack's low-water mark */
+
 static volatile uint32_t millis;
 static int clock_locked;
 
@@ -84,13 +86,17 @@ void board_init(void)
     RCC_AHB1ENR |= 1u << 0;                                 /* GPIOA */
     RCC_APB2ENR |= 1u << 4;                                 /* USART1 */
     RCC_APB1ENR |= 1u << 17;                                /* USART2 */
-    /* PA9: USART1 TX, AF7, open drain with pull-up (the single bus wire); PA2/PA3: USART2 TX/RX, AF7 */
-    GPIOA_MODER = (GPIOA_MODER & ~((3u << 18) | (3u << 4) | (3u << 6))) | (2u << 18) | (2u << 4) | (2u << 6);
-    GPIOA_OTYPER |= 1u << 9;
-    GPIOA_PUPDR = (GPIOA_PUPDR & ~(3u << 18)) | (1u << 18);
-    GPIOA_AFRH = (GPIOA_AFRH & ~(0xFu << 4)) | (7u << 4);
+    /* PA9 (and PA10 through an adapter): USART1, AF7; single wire: PA9 open drain with pull-up is the bus
+     * line. PA2/PA3: USART2 TX/RX, AF7 */
+    GPIOA_MODER = (GPIOA_MODER & ~((3u << 18) | (3u << 20) | (3u << 4) | (3u << 6)))
+                | (2u << 18) | (BOARD_BUS_SINGLE_WIRE ? 0u : 2u << 20) | (2u << 4) | (2u << 6);
+    if (BOARD_BUS_SINGLE_WIRE) {
+        GPIOA_OTYPER |= 1u << 9;
+        GPIOA_PUPDR = (GPIOA_PUPDR & ~(3u << 18)) | (1u << 18);
+    }
+    GPIOA_AFRH = (GPIOA_AFRH & ~(0xFFu << 4)) | (7u << 4) | (7u << 8);
     GPIOA_AFRL = (GPIOA_AFRL & ~((0xFu << 8) | (0xFu << 12))) | (7u << 8) | (7u << 12);
-    uart_init(USART1_BASE, APB2_HZ, BOARD_BUS_BAUD, 1);
+    uart_init(USART1_BASE, APB2_HZ, BOARD_BUS_BAUD, BOARD_BUS_SINGLE_WIRE);
     uart_init(USART2_BASE, APB1_HZ, BOARD_HOST_BAUD, 0);
     SYST_RVR = BOARD_SYSCLK_HZ / 1000u - 1u;
     SYST_CVR = 0u;
@@ -98,6 +104,8 @@ void board_init(void)
 }
 
 int board_clock_locked(void) { return clock_locked; }
+
+uint32_t board_stack_high_water(void) { return stack_high_water(); }
 
 uint32_t board_millis(void) { return millis; }
 

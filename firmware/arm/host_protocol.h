@@ -8,7 +8,7 @@
 #define HOST_MAX_PAYLOAD 64u
 #define HOST_CRC_POLY 0x1021u
 #define HOST_CRC_INIT 0xFFFFu
-#define HOST_JOINT_SLOTS 8u
+#define HOST_JOINT_SLOTS 7u
 #define HOST_CALIBRATION_LOOPS 200000u
 
 #define HOST_MSG_INPUTS 0x01u
@@ -46,9 +46,10 @@
 #define HOST_TELEMETRY_REASON 5u /* uint8_t[1] */
 #define HOST_TELEMETRY_POLICY_STATUS 6u /* uint8_t[1] */
 #define HOST_TELEMETRY_ACTION 8u /* float[4] */
-#define HOST_TELEMETRY_JOINT_COMMAND 24u /* float[8] */
-#define HOST_TELEMETRY_CONTROL_TICKS 56u /* uint32_t[1] */
-#define HOST_TELEMETRY_BUS_TICKS 60u /* uint32_t[1] */
+#define HOST_TELEMETRY_JOINT_COMMAND 24u /* float[7] */
+#define HOST_TELEMETRY_CONTROL_TICKS 52u /* uint32_t[1] */
+#define HOST_TELEMETRY_BUS_TICKS 56u /* uint32_t[1] */
+#define HOST_TELEMETRY_STACK_BYTES 60u /* uint32_t[1] */
 #define HOST_TELEMETRY_SIZE 64u
 
 #endif

@@ -26,6 +26,7 @@ import numpy as np
 from robo_rl.export.c_generator import c_float
 from robo_rl.export.cortex_m4 import missing_tools, _size
 from robo_rl.export.errors import CortexM4Error, ExportError
+from robo_rl.export.host_link import JOINT_SLOTS
 from robo_rl.export.servo_calibration import ServoJoint, check_calibration
 
 ARM_APP_DIR = Path(__file__).resolve().parents[2] / "firmware" / "arm"
@@ -111,6 +112,8 @@ def arm_config_sources(manifest: dict[str, Any], calibration: Sequence[ServoJoin
         raise ExportError(f"the arm app runs reach and pick_cube policies, not {manifest['task']!r}")
     chain = KinematicChain(kinematics)
     joints = len(kinematics["joints"])
+    if joints + 1 > JOINT_SLOTS:
+        raise ExportError(f"the arm app drives up to {JOINT_SLOTS - 1} arm joints and a gripper, the bundle has {joints}")
     rng = np.random.default_rng(seed)
     home = np.asarray((task.get("spec") or {}).get("home") or np.zeros(joints), dtype=np.float64)
     pairs_q = [home] + [rng.uniform(chain.lower, chain.upper) for _ in range(SELF_TEST_PAIRS - 1)]

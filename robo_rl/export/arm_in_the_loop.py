@@ -399,6 +399,7 @@ def compare(bundle: str | Path, episodes: int = 20, seed: int = 0, checkpoint: s
         "instructions_per_tick": {"control_median": float(np.median(control)), "control_max": float(np.max(control)),
                                   "bus_median": float(np.median(bus)), "bus_max": float(np.max(bus))},
         "flash_bytes": build_figures.flash_bytes, "ram_bytes": build_figures.ram_bytes,
+        "stack_bytes": max(t.stack_bytes for e in board for t in e.telemetry),
         "policy_flash_bytes": build_figures.policy_flash_bytes, "app_flash_bytes": build_figures.app_flash_bytes,
         "episodes_detail": [{"seed": b.seed, "firmware_success": b.success, "pytorch_success": r.success,
                              "firmware_final_error_m": b.final_error, "pytorch_final_error_m": r.final_error,
@@ -425,7 +426,7 @@ def main(argv: list[str]) -> None:
     print(f"  per tick: {i['control_median']:,.0f} instructions deciding (max {i['control_max']:,.0f}), "
           f"{i['bus_median']:,.0f} on servo packets (max {i['bus_max']:,.0f})")
     print(f"  flash {report['flash_bytes']:,} B (policy {report['policy_flash_bytes']:,} B, app "
-          f"{report['app_flash_bytes']:,} B), RAM {report['ram_bytes']:,} B")
+          f"{report['app_flash_bytes']:,} B), RAM {report['ram_bytes']:,} B static + {report['stack_bytes']:,} B stack")
     print(json.dumps(report))
 
 

@@ -13,7 +13,8 @@ little-endian) over type, sequence, length and payload. Payloads are packed litt
   400,000-instruction loop (to turn the tick counts below into instructions).
 - TELEMETRY (board to host, one per tick): tick, safety state and its reason, the policy's status, the
   action, the joint command (arm joints [rad], gripper opening [m]), and the SysTick ticks the tick spent
-  deciding (observation, policy, kinematics) and building and parsing servo packets (waits excluded).
+  deciding (observation, policy, kinematics) and building and parsing servo packets (waits excluded), and
+  the deepest stack used since reset.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from typing import ClassVar, Iterable
 SYNC = b"\xa5\x5a"
 MAX_PAYLOAD = 64
 CRC_POLY, CRC_INIT = 0x1021, 0xFFFF
-JOINT_SLOTS = 8  # joint commands in TELEMETRY (arm joints then the gripper; unused slots 0)
+JOINT_SLOTS = 7  # joint commands in TELEMETRY (up to 6 arm joints, then the gripper; unused slots 0)
 CALIBRATION_INSTRUCTIONS = 400_000  # the boot's timing loop: 200,000 iterations of subs + bne
 
 
@@ -139,23 +140,24 @@ class Telemetry:
     joint_command: tuple[float, ...]  # JOINT_SLOTS
     control_ticks: int  # SysTick ticks of the observation, policy and kinematics (Boot.instructions converts)
     bus_ticks: int  # of building and parsing servo packets (waiting for bytes excluded)
+    stack_bytes: int  # the deepest stack the board has used since reset (0 where it cannot tell)
     TYPE: ClassVar[MessageType] = MessageType.TELEMETRY
-    FORMAT: ClassVar[str] = f"<IBBBx4f{JOINT_SLOTS}fII"
+    FORMAT: ClassVar[str] = f"<IBBBx4f{JOINT_SLOTS}fIII"
     FIELDS: ClassVar[tuple[tuple[str, str, int], ...]] = (
         ("tick", "uint32_t", 1), ("state", "uint8_t", 1), ("reason", "uint8_t", 1), ("policy_status", "uint8_t", 1),
         ("_pad", "uint8_t", 1), ("action", "float", 4), ("joint_command", "float", JOINT_SLOTS),
-        ("control_ticks", "uint32_t", 1), ("bus_ticks", "uint32_t", 1))
+        ("control_ticks", "uint32_t", 1), ("bus_ticks", "uint32_t", 1), ("stack_bytes", "uint32_t", 1))
 
     def pack(self) -> bytes:
         """The payload."""
         return struct.pack(self.FORMAT, self.tick, self.state, self.reason, self.policy_status, *self.action,
-                           *self.joint_command, self.control_ticks, self.bus_ticks)
+                           *self.joint_command, self.control_ticks, self.bus_ticks, self.stack_bytes)
 
     @classmethod
     def unpack(cls, payload: bytes) -> "Telemetry":
         """From a payload (LinkError for a wrong length)."""
         v = _unpack(cls, payload)
-        return cls(v[0], v[1], v[2], v[3], tuple(v[4:8]), tuple(v[8:8 + JOINT_SLOTS]), v[-2], v[-1])
+        return cls(v[0], v[1], v[2], v[3], tuple(v[4:8]), tuple(v[8:8 + JOINT_SLOTS]), v[-3], v[-2], v[-1])
 
 
 MESSAGES = {m.TYPE: m for m in (Inputs, Boot, Telemetry)}

@@ -63,7 +63,8 @@ def compare_on_the_board(bundle: Path, act, tmp_path: Path, record_property, nam
     record_property("arm_app", f"{name}: firmware {firmware:.0%}, PyTorch {pytorch:.0%} over {EPISODES} episodes; "
                     f"{same:.0%} of trajectories within {JOINT_TOLERANCE:g} rad, all within {deviation:.1e} rad; per tick {np.median(control):,.0f} instructions deciding, "
                     f"{np.median(bus):,.0f} on servo packets; flash {build.flash_bytes:,} B (policy "
-                    f"{build.policy_flash_bytes:,} B, app {build.app_flash_bytes:,} B), RAM {build.ram_bytes:,} B")
+                    f"{build.policy_flash_bytes:,} B, app {build.app_flash_bytes:,} B), RAM {build.ram_bytes:,} B "
+                    f"static + {max(t.stack_bytes for e in board for t in e.telemetry):,} B stack")
     return firmware, pytorch
 
 
