@@ -35,6 +35,6 @@ int bus_read_byte(uint8_t *byte); /* 1 and the byte if one is waiting, else 0 */
 void bus_flush_input(void);
 
 void host_write(const uint8_t *data, size_t n);
-int host_read_byte(uint8_t *byte);
+int host_read_byte(uint8_t *byte); /* from a buffer the UART's interrupt fills */
 
 #endif

@@ -40,10 +40,28 @@
 
 uint32_t stack_high_water(void); /* cortex_m4/startup.c: the painted stack's low-water mark */
 
+#define NVIC_ISER1 REG(0xE000E104u)
+#define USART2_IRQ 38u
+#define HOST_RING 256u /* a power of two: the indices wrap by masking */
+
 static volatile uint32_t millis;
 static int clock_locked;
+/* the host link's bytes, taken by the USART2 interrupt as they arrive: none is lost to an overrun while the
+ * tick computes, and the loop can sleep until one comes */
+static volatile uint8_t host_ring[HOST_RING];
+static volatile uint32_t host_head, host_tail;
 
 void systick_handler(void) { ++millis; }
+
+void usart2_handler(void)
+{
+    const uint32_t status = USART_SR(USART2_BASE);
+    const uint8_t byte = (uint8_t)USART_DR(USART2_BASE); /* reading SR then DR clears RXNE and the errors */
+    if ((status & SR_RXNE) && !(status & SR_ERRORS) && host_tail - host_head < HOST_RING) {
+        host_ring[host_tail & (HOST_RING - 1u)] = byte;
+        ++host_tail;
+    }
+}
 
 static int wait_set(volatile uint32_t *reg, uint32_t mask, uint32_t value)
 {
@@ -98,6 +116,8 @@ void board_init(void)
     GPIOA_AFRL = (GPIOA_AFRL & ~((0xFu << 8) | (0xFu << 12))) | (7u << 8) | (7u << 12);
     uart_init(USART1_BASE, APB2_HZ, BOARD_BUS_BAUD, BOARD_BUS_SINGLE_WIRE);
     uart_init(USART2_BASE, APB1_HZ, BOARD_HOST_BAUD, 0);
+    USART_CR1(USART2_BASE) |= 1u << 5;                      /* RXNEIE */
+    NVIC_ISER1 = 1u << (USART2_IRQ - 32u);
     SYST_RVR = BOARD_SYSCLK_HZ / 1000u - 1u;
     SYST_CVR = 0u;
     SYST_CSR = 7u;                                          /* core clock, interrupt, enabled */
@@ -164,4 +184,12 @@ void bus_flush_input(void)
 
 void host_write(const uint8_t *data, size_t n) { uart_write(USART2_BASE, data, n); }
 
-int host_read_byte(uint8_t *byte) { return uart_read(USART2_BASE, byte); }
+int host_read_byte(uint8_t *byte)
+{
+    if (host_head == host_tail) {
+        return 0;
+    }
+    *byte = host_ring[host_head & (HOST_RING - 1u)];
+    ++host_head;
+    return 1;
+}

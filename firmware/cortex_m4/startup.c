@@ -11,12 +11,16 @@ void semihost_exit(int status);
 void reset_handler(void);
 void fault_handler(void);
 void default_handler(void) {}
-/* SysTick's interrupt: an app that enables it defines systick_handler (the policy harness polls SysTick) */
+/* Interrupts an app may enable by defining the handler (the policy harness enables none) */
 void systick_handler(void) __attribute__((weak, alias("default_handler")));
+void usart2_handler(void) __attribute__((weak, alias("default_handler")));
 
-__attribute__((section(".isr_vector"), used)) static const void *const vectors[16] = {
+#define USART2_IRQ 38 /* STM32F405 (RM0090 table 61) */
+
+__attribute__((section(".isr_vector"), used)) static const void *const vectors[16 + USART2_IRQ + 1] = {
     &_stack_top, reset_handler, fault_handler, fault_handler, fault_handler, fault_handler, fault_handler,
     [15] = systick_handler,
+    [16 + USART2_IRQ] = usart2_handler,
 };
 
 __attribute__((naked, noreturn)) void reset_handler(void)

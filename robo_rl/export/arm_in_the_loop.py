@@ -302,10 +302,14 @@ class _BoardLink:
         self.boot = self._serve_until(host_link.Boot)
         return self.boot
 
-    def tick(self, flags: int, object_position: np.ndarray, goal: np.ndarray) -> host_link.Telemetry:
-        """One control tick: INPUTS out, servo traffic served, the board's TELEMETRY back."""
+    def tick(self, flags: int, object_position: np.ndarray, goal: np.ndarray,
+             frame: bytes | None = None) -> host_link.Telemetry:
+        """One control tick: INPUTS out (or `frame` as given: b"" sends nothing), servo traffic served, the
+        board's TELEMETRY back."""
         self.plant.bus.idle()  # the bus was quiet since the last tick's SYNC_WRITE
-        self.board.host.sendall(host_link.inputs_frame(self.sequence, object_position, goal, flags))
+        if frame is None:
+            frame = host_link.inputs_frame(self.sequence, object_position, goal, flags)
+        self.board.host.sendall(frame)
         self.sequence = (self.sequence + 1) & 0xFF
         return self._serve_until(host_link.Telemetry)
 

@@ -34,6 +34,9 @@ def run_cli(args: list[str], tmp_path) -> subprocess.CompletedProcess:
     (["-m", "robo_rl.train", "seed=[1", "hydra.run.dir=run"], "error: no viable alternative at input '[1'"),
     (["-m", "robo_rl.evaluate", "run=no_such_run"], "error: run=no_such_run is not a training run directory"),
     (["-m", "robo_rl.record", "env=reach", "episodes=0", "hydra.run.dir=rec"], "error: episodes must lie in [1, "),
+    # a folder path to write demos to was a Minari traceback after recording every episode
+    (["-m", "robo_rl.record", "env=reach", "dataset=./my_demos", "hydra.run.dir=rec"],
+     "error: dataset=./my_demos must be a Minari id"),
     (["-m", "robo_rl.video", "run=no_such_run"], "error: "),
     # plain key=value CLIs: an argument without '=' was a ValueError traceback out of dict()
     (["-m", "robo_rl.video", "no_such_run"], "error: argument 'no_such_run': expected key=value with key one of run,"),

@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 
 from robo_rl.export import host_link
-from robo_rl.export.arm_firmware import ArmFirmwareSettings, build_host_app
-from robo_rl.export.arm_in_the_loop import (ArmPlant, LinkFaults, _HostAppLink, _flags, prepare_app, run_firmware,
-                                            run_host_app, run_reference)
+from robo_rl.export.arm_firmware import ArmFirmwareSettings, EmulatedArmBoard, build_arm_app, build_host_app
+from robo_rl.export.arm_in_the_loop import (ArmPlant, LinkFaults, _BoardLink, _flags, _HostAppLink, prepare_app,
+                                            run_firmware, run_reference)
 from robo_rl.export.feetech import ERROR_OVERLOAD
 from tests.robo_rl.export.arm_bundles import arm_bundle
 
@@ -78,6 +78,38 @@ def test_the_emulated_board_picks_the_cube_from_the_host_links_pose_as_pytorch_d
     bundle, act = pick
     firmware, pytorch = compare_on_the_board(bundle, act, tmp_path, record_property, "pick-cube")
     assert abs(firmware - pytorch) <= 0.05 and pytorch >= 0.7
+
+
+def test_the_emulated_boards_image_holds_on_faults_and_resumes(reach, tmp_path):
+    """The flashed image itself (not the host build) on the safety paths: a silent servo, a NaN and a
+    corrupted INPUTS frame, a silent host; each holds, and the next good data runs again."""
+    bundle, _ = reach
+    manifest, calibration, config = prepare_app(bundle, tmp_path)
+    build = build_arm_app(bundle / "c", config, tmp_path / "app")
+    plant = ArmPlant(manifest, calibration)
+    plant.reset(0)
+    enable = int(host_link.InputFlag.ENABLE)
+    with EmulatedArmBoard(build.elf, tmp_path) as board:
+        link = _BoardLink(board, plant)
+        assert link.wait_for_boot().servos_found == 6
+
+        def tick(frame: bytes | None = None, flags: int = enable) -> tuple[int, int]:
+            report = link.tick(flags, plant.object_position(), plant.target, frame)
+            plant.advance()
+            return report.state, report.reason
+        assert [tick(flags=enable | int(host_link.InputFlag.NEW_EPISODE)), tick()] == [(State.RUN, Reason.OK)] * 2
+        plant.bus.unplug(4)
+        assert tick() == (State.HOLD, Reason.SERVO_TIMEOUT)
+        plant.bus.plug(4)
+        assert [tick(), tick()] == [(State.HOLD, Reason.BAD_SERVO_DATA), (State.RUN, Reason.OK)]
+        nan = host_link.frame(host_link.MessageType.INPUTS, 9, host_link.Inputs(
+            (float("nan"), 0.0, 0.0), tuple(plant.target), enable).pack())
+        assert tick(nan) == (State.HOLD, Reason.BAD_HOST_DATA)
+        good = host_link.inputs_frame(10, plant.object_position(), plant.target, enable)
+        corrupted = good[:8] + bytes([good[8] ^ 0x40]) + good[9:]
+        assert tick(corrupted) == (State.HOLD, Reason.HOST_TIMEOUT)  # dropped by its CRC: as if never sent
+        assert tick(b"") == (State.HOLD, Reason.HOST_TIMEOUT)
+        assert tick() == (State.RUN, Reason.OK)
 
 
 def run_ticks(link: _HostAppLink, plant: ArmPlant, ticks: int, flags: int = None, first: bool = False,
