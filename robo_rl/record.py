@@ -27,7 +27,6 @@ def record(cfg: DictConfig) -> str:
     """Record `cfg.episodes` accepted episodes and write them as Minari dataset `cfg.dataset`; returns its path."""
     import torch
 
-    check_dataset_id(str(cfg.dataset))  # before an hour of teleoperation, not after
     if cfg.device != "scripted" and cfg.device not in TELEOP_DEVICES:
         raise ValueError(f"unknown demonstration device {cfg.device!r}; "
                          f"available: scripted, {', '.join(TELEOP_DEVICES)}")
@@ -37,6 +36,7 @@ def record(cfg: DictConfig) -> str:
         if cfg.get("device_path"):
             options["path"] = str(cfg.device_path)
         teleop = make_teleop(cfg.device, **options)
+    check_dataset_id(str(cfg.dataset))  # before an hour of teleoperation, not after
     env = make_vector_env(cfg.env, int(cfg.num_envs) if cfg.device == "scripted" else 1, torch.device("cpu"))
     if cfg.device != "scripted":
         episodes = record_teleop(env, teleop, int(cfg.episodes), int(cfg.seed), bool(cfg.realtime))
