@@ -209,6 +209,7 @@ class ArmAppBuild:
     ram_bytes: int  # .data + .bss
     policy_flash_bytes: int
     app_flash_bytes: int  # the app's own code (everything but the policy and the C library)
+    bus_time_us_per_tick: float = 0.0  # wire time of a tick's servo traffic, where a run measured it
 
 
 def build_arm_app(c_dir: str | Path, config_dir: str | Path, build_dir: str | Path) -> ArmAppBuild:

@@ -353,7 +353,10 @@ def run_firmware(bundle: str | Path, seeds: Sequence[int], build_dir: str | Path
         boot = link.wait_for_boot()
         if boot.self_test_failures:
             raise CortexM4Error(f"the arm app's boot self-test failed ({boot.self_test_failures} failures)")
+        start_us = plant.bus.bus_time_us
         episodes = _run_episodes(link, plant, seeds)
+        ticks = sum(len(e.telemetry) for e in episodes)
+        build = dataclasses.replace(build, bus_time_us_per_tick=(plant.bus.bus_time_us - start_us) / max(ticks, 1))
     return episodes, build, boot
 
 
@@ -404,6 +407,7 @@ def compare(bundle: str | Path, episodes: int = 20, seed: int = 0, checkpoint: s
                                   "bus_median": float(np.median(bus)), "bus_max": float(np.max(bus))},
         "flash_bytes": build_figures.flash_bytes, "ram_bytes": build_figures.ram_bytes,
         "stack_bytes": max(t.stack_bytes for e in board for t in e.telemetry),
+        "bus_time_us_per_tick": build_figures.bus_time_us_per_tick,
         "policy_flash_bytes": build_figures.policy_flash_bytes, "app_flash_bytes": build_figures.app_flash_bytes,
         "episodes_detail": [{"seed": b.seed, "firmware_success": b.success, "pytorch_success": r.success,
                              "firmware_final_error_m": b.final_error, "pytorch_final_error_m": r.final_error,
@@ -428,7 +432,8 @@ def main(argv: list[str]) -> None:
           f"{report['firmware_success']:.0%}; largest joint deviation {report['max_joint_deviation_rad']:.2e} rad")
     i = report["instructions_per_tick"]
     print(f"  per tick: {i['control_median']:,.0f} instructions deciding (max {i['control_max']:,.0f}), "
-          f"{i['bus_median']:,.0f} on servo packets (max {i['bus_max']:,.0f})")
+          f"{i['bus_median']:,.0f} on servo packets (max {i['bus_max']:,.0f}); "
+          f"{report['bus_time_us_per_tick']:,.0f} us of traffic on the 1 Mbaud bus")
     print(f"  flash {report['flash_bytes']:,} B (policy {report['policy_flash_bytes']:,} B, app "
           f"{report['app_flash_bytes']:,} B), RAM {report['ram_bytes']:,} B static + {report['stack_bytes']:,} B stack")
     print(json.dumps(report))
