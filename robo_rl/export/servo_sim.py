@@ -329,6 +329,9 @@ class SimulatedSerialPort:
         """Drop the received bytes not read yet."""
         self._received.clear()
 
+    def flush(self) -> None:
+        """Wait until written bytes are out (they are at once: `write` delivers them)."""
+
     def close(self) -> None:
         """Nothing to release."""
 
