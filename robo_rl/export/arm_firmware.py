@@ -157,7 +157,7 @@ def arm_config_sources(manifest: dict[str, Any], calibration: Sequence[ServoJoin
 #define ARM_KINEMATICS_PAIRS {SELF_TEST_PAIRS}
 #define ARM_KINEMATICS_TOLERANCE {c_float(KINEMATICS_TOLERANCE)}
 #define ARM_OBS_SIZE {manifest['observation']['size']}
-""" + "".join(f"#define ARM_OBS_{name.upper()} {offsets[name][0]}\n" for name in ARM_FIELDS) + f"""
+""" + "".join(f"#define ARM_OBS_{name.upper()} {offsets[name][0]}\n" for name in ARM_FIELDS) + """
 extern const arm_link_t arm_links[ARM_LINKS];
 extern const float arm_tool_pos[3], arm_tool_rot[9];
 extern const float arm_joint_lower[ARM_JOINTS], arm_joint_upper[ARM_JOINTS];

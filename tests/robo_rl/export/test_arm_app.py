@@ -225,7 +225,6 @@ def test_fuzzing_both_links_never_crashes_or_hangs_and_the_arm_goes_safe_and_rec
     link._on_bus = watch
     link.app = type(link.app)(reach_app, watch)
     assert link.wait_for_boot().servos_found == 6
-    lower, upper = np.array(manifest["kinematics"]["links"][1]["joint"]["range"]), None
     limits = np.array([link_["joint"]["range"] for link_ in manifest["kinematics"]["links"] if link_["joint"]])
     max_step = settings.max_joint_speed / manifest["control_hz"]
     near = settings.max_servo_steps_per_s / manifest["control_hz"] / calibration[0].steps_per_unit + max_step + 0.05
