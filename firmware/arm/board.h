@@ -31,7 +31,7 @@ uint32_t board_calibration_ticks(uint32_t loops);
 uint32_t board_stack_high_water(void);
 
 void bus_write(const uint8_t *data, size_t n);
-int bus_read_byte(uint8_t *byte); /* 1 and the byte if one is waiting, else 0 */
+int bus_read_byte(uint8_t *byte); /* 1 and the byte if one is waiting, else 0 (from the RX interrupt's buffer) */
 void bus_flush_input(void);
 
 void host_write(const uint8_t *data, size_t n);

@@ -1,5 +1,5 @@
-/* STM32F405 registers (RM0090) for board.h. Polled UARTs: the loop is single-threaded and each transfer is
- * short (a servo answer is 10 bytes, 100 us at 1 Mbaud). */
+/* STM32F405 registers (RM0090) for board.h. Transmit polls (a tick's packets are short: 100 bytes, 1 ms at
+ * 1 Mbaud); receive is interrupt-driven into rings. */
 #include "board.h"
 
 #define REG(address) (*(volatile uint32_t *)(address))
@@ -41,26 +41,44 @@
 uint32_t stack_high_water(void); /* cortex_m4/startup.c: the painted stack's low-water mark */
 
 #define NVIC_ISER1 REG(0xE000E104u)
+#define USART1_IRQ 37u
 #define USART2_IRQ 38u
-#define HOST_RING 256u /* a power of two: the indices wrap by masking */
+#define RING 256u /* a power of two: the indices wrap by masking */
+
+/* Received bytes, taken by each UART's interrupt as they arrive: none is lost to an overrun while a tick
+ * computes, and waiting for one polls RAM, not the peripheral. */
+typedef struct {
+    volatile uint8_t bytes[RING];
+    volatile uint32_t head, tail;
+} ring_t;
 
 static volatile uint32_t millis;
 static int clock_locked;
-/* the host link's bytes, taken by the USART2 interrupt as they arrive: none is lost to an overrun while the
- * tick computes, and the loop can sleep until one comes */
-static volatile uint8_t host_ring[HOST_RING];
-static volatile uint32_t host_head, host_tail;
+static ring_t bus_ring, host_ring;
 
 void systick_handler(void) { ++millis; }
 
-void usart2_handler(void)
+static void receive(uint32_t base, ring_t *ring)
 {
-    const uint32_t status = USART_SR(USART2_BASE);
-    const uint8_t byte = (uint8_t)USART_DR(USART2_BASE); /* reading SR then DR clears RXNE and the errors */
-    if ((status & SR_RXNE) && !(status & SR_ERRORS) && host_tail - host_head < HOST_RING) {
-        host_ring[host_tail & (HOST_RING - 1u)] = byte;
-        ++host_tail;
+    const uint32_t status = USART_SR(base);
+    const uint8_t byte = (uint8_t)USART_DR(base); /* reading SR then DR clears RXNE and the errors */
+    if ((status & SR_RXNE) && !(status & SR_ERRORS) && ring->tail - ring->head < RING) {
+        ring->bytes[ring->tail & (RING - 1u)] = byte;
+        ++ring->tail;
     }
+}
+
+void usart1_handler(void) { receive(USART1_BASE, &bus_ring); }
+void usart2_handler(void) { receive(USART2_BASE, &host_ring); }
+
+static int take(ring_t *ring, uint8_t *byte)
+{
+    if (ring->head == ring->tail) {
+        return 0;
+    }
+    *byte = ring->bytes[ring->head & (RING - 1u)];
+    ++ring->head;
+    return 1;
 }
 
 static int wait_set(volatile uint32_t *reg, uint32_t mask, uint32_t value)
@@ -116,8 +134,9 @@ void board_init(void)
     GPIOA_AFRL = (GPIOA_AFRL & ~((0xFu << 8) | (0xFu << 12))) | (7u << 8) | (7u << 12);
     uart_init(USART1_BASE, APB2_HZ, BOARD_BUS_BAUD, BOARD_BUS_SINGLE_WIRE);
     uart_init(USART2_BASE, APB1_HZ, BOARD_HOST_BAUD, 0);
-    USART_CR1(USART2_BASE) |= 1u << 5;                      /* RXNEIE */
-    NVIC_ISER1 = 1u << (USART2_IRQ - 32u);
+    USART_CR1(USART1_BASE) |= 1u << 5;                      /* RXNEIE */
+    USART_CR1(USART2_BASE) |= 1u << 5;
+    NVIC_ISER1 = (1u << (USART1_IRQ - 32u)) | (1u << (USART2_IRQ - 32u));
     SYST_RVR = BOARD_SYSCLK_HZ / 1000u - 1u;
     SYST_CVR = 0u;
     SYST_CSR = 7u;                                          /* core clock, interrupt, enabled */
@@ -157,39 +176,15 @@ static void uart_write(uint32_t base, const uint8_t *data, size_t n)
     }
 }
 
-static int uart_read(uint32_t base, uint8_t *byte)
-{
-    const uint32_t status = USART_SR(base);
-    if (status & SR_ERRORS) { /* a framing or overrun error: drop the byte, the packet's checksum fails */
-        (void)USART_DR(base);
-        return 0;
-    }
-    if (!(status & SR_RXNE)) {
-        return 0;
-    }
-    *byte = (uint8_t)USART_DR(base);
-    return 1;
-}
-
 void bus_write(const uint8_t *data, size_t n) { uart_write(USART1_BASE, data, n); }
 
-int bus_read_byte(uint8_t *byte) { return uart_read(USART1_BASE, byte); }
+int bus_read_byte(uint8_t *byte) { return take(&bus_ring, byte); }
 
 void bus_flush_input(void)
 {
-    uint8_t byte;
-    while (bus_read_byte(&byte)) {
-    }
+    bus_ring.head = bus_ring.tail;
 }
 
 void host_write(const uint8_t *data, size_t n) { uart_write(USART2_BASE, data, n); }
 
-int host_read_byte(uint8_t *byte)
-{
-    if (host_head == host_tail) {
-        return 0;
-    }
-    *byte = host_ring[host_head & (HOST_RING - 1u)];
-    ++host_head;
-    return 1;
-}
+int host_read_byte(uint8_t *byte) { return take(&host_ring, byte); }

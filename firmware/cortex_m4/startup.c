@@ -13,13 +13,16 @@ void fault_handler(void);
 void default_handler(void) {}
 /* Interrupts an app may enable by defining the handler (the policy harness enables none) */
 void systick_handler(void) __attribute__((weak, alias("default_handler")));
+void usart1_handler(void) __attribute__((weak, alias("default_handler")));
 void usart2_handler(void) __attribute__((weak, alias("default_handler")));
 
-#define USART2_IRQ 38 /* STM32F405 (RM0090 table 61) */
+#define USART1_IRQ 37 /* STM32F405 (RM0090 table 61) */
+#define USART2_IRQ 38
 
 __attribute__((section(".isr_vector"), used)) static const void *const vectors[16 + USART2_IRQ + 1] = {
     &_stack_top, reset_handler, fault_handler, fault_handler, fault_handler, fault_handler, fault_handler,
     [15] = systick_handler,
+    [16 + USART1_IRQ] = usart1_handler,
     [16 + USART2_IRQ] = usart2_handler,
 };
 

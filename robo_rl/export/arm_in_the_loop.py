@@ -41,6 +41,11 @@ from robo_rl.export.servo_sim import SO_ARM100_SERVO_GAINS, SimulatedSerialPort,
 from sim.arm.joint_position import SimulatedArm
 
 BOARD_TIMEOUT_S = 20.0  # no byte from the emulated board for this long: it hangs
+# The emulated board's timeouts: it waits on a Python process (the simulated bus and host) that a busy machine
+# may not schedule for milliseconds, while under -icount its clock runs on instructions. Its defaults (a 2 ms
+# bus, a 100 ms host timeout) would then hold on clean links; these leave room for that (in virtual time,
+# which runs slower than real time here). The short defaults are what the host build's safety tests and fuzz use.
+EMULATED_BOARD_SETTINGS = ArmFirmwareSettings(bus_timeout_us=100_000, host_timeout_ms=500)
 
 
 @dataclasses.dataclass
@@ -340,7 +345,7 @@ def prepare_app(bundle: str | Path, build_dir: str | Path, calibration: Sequence
 
 def run_firmware(bundle: str | Path, seeds: Sequence[int], build_dir: str | Path,
                  calibration: Sequence[ServoJoint] | None = None,
-                 settings: ArmFirmwareSettings = ArmFirmwareSettings(),
+                 settings: ArmFirmwareSettings = EMULATED_BOARD_SETTINGS,
                  ) -> tuple[list[ArmEpisode], ArmAppBuild, host_link.Boot]:
     """The episodes with the arm app on the emulated STM32F405; also its build figures and BOOT message."""
     bundle, build_dir = Path(bundle), Path(build_dir)
@@ -391,8 +396,10 @@ def compare(bundle: str | Path, episodes: int = 20, seed: int = 0, checkpoint: s
     manifest = read_manifest(bundle)
     seeds = list(range(seed, seed + episodes))
     reference = run_reference(bundle, seeds, torch_actor(manifest, checkpoint), settings=settings)
+    emulated = dataclasses.replace(settings, bus_timeout_us=EMULATED_BOARD_SETTINGS.bus_timeout_us,
+                                   host_timeout_ms=EMULATED_BOARD_SETTINGS.host_timeout_ms)
     with tempfile.TemporaryDirectory() as build:
-        board, build_figures, boot = run_firmware(bundle, seeds, build, settings=settings)
+        board, build_figures, boot = run_firmware(bundle, seeds, build, settings=emulated)
     deviation = [float(np.abs(b.joint_positions - r.joint_positions)[:, :-1].max()) for b, r in zip(board, reference)]
     control = [boot.instructions(t.control_ticks) for e in board for t in e.telemetry if t.state == 0]
     bus = [boot.instructions(t.bus_ticks) for e in board for t in e.telemetry if t.state == 0]

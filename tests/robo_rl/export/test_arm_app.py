@@ -11,8 +11,8 @@ import pytest
 
 from robo_rl.export import host_link
 from robo_rl.export.arm_firmware import ArmFirmwareSettings, EmulatedArmBoard, build_arm_app, build_host_app
-from robo_rl.export.arm_in_the_loop import (ArmPlant, LinkFaults, _BoardLink, _flags, _HostAppLink, prepare_app,
-                                            run_firmware, run_reference)
+from robo_rl.export.arm_in_the_loop import (EMULATED_BOARD_SETTINGS, ArmPlant, LinkFaults, _BoardLink, _flags,
+                                            _HostAppLink, prepare_app, run_firmware, run_reference)
 from robo_rl.export.feetech import ERROR_OVERLOAD
 from tests.robo_rl.export.arm_bundles import arm_bundle
 
@@ -84,7 +84,7 @@ def test_the_emulated_boards_image_holds_on_faults_and_resumes(reach, tmp_path):
     """The flashed image itself (not the host build) on the safety paths: a silent servo, a NaN and a
     corrupted INPUTS frame, a silent host; each holds, and the next good data runs again."""
     bundle, _ = reach
-    manifest, calibration, config = prepare_app(bundle, tmp_path)
+    manifest, calibration, config = prepare_app(bundle, tmp_path, settings=EMULATED_BOARD_SETTINGS)
     build = build_arm_app(bundle / "c", config, tmp_path / "app")
     plant = ArmPlant(manifest, calibration)
     plant.reset(0)
