@@ -15,16 +15,14 @@ from __future__ import annotations
 
 import ctypes
 import dataclasses
-import socket
 import subprocess
-import time
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
 import numpy as np
 
 from robo_rl.export.c_generator import c_float
-from robo_rl.export.cortex_m4 import missing_tools, _size
+from robo_rl.export.cortex_m4 import connect_serial_socket, missing_tools, object_sizes
 from robo_rl.export.errors import CortexM4Error, ExportError
 from robo_rl.export.host_link import JOINT_SLOTS
 from robo_rl.export.servo_calibration import ServoJoint, check_calibration
@@ -224,9 +222,9 @@ def build_arm_app(c_dir: str | Path, config_dir: str | Path, build_dir: str | Pa
     if make.returncode != 0:
         raise CortexM4Error(f"cross-compilation of the arm app failed:\n{make.stdout}\n{make.stderr}")
     elf = build / "arm_app.elf"
-    text, data, bss = _size(elf)
-    policy_text, policy_data, _ = _size(build / "policy.o")
-    app = sum(sum(_size(build / f"{name}.o")[:2]) for name in
+    text, data, bss = object_sizes(elf)
+    policy_text, policy_data, _ = object_sizes(build / "policy.o")
+    app = sum(sum(object_sizes(build / f"{name}.o")[:2]) for name in
               ("main", "arm_control", "arm_kinematics", "servo_bus", "host_link", "board_stm32f405", "arm_config"))
     return ArmAppBuild(elf, text + data, data + bss, policy_text + policy_data, app)
 
@@ -247,26 +245,11 @@ class EmulatedArmBoard:
              "-semihosting-config", "enable=on,target=native", "-kernel", str(elf)],
             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         try:
-            self.bus = self._connect(self._paths[0], timeout)
-            self.host = self._connect(self._paths[1], timeout)
+            self.bus = connect_serial_socket(self._qemu, self._paths[0], timeout)
+            self.host = connect_serial_socket(self._qemu, self._paths[1], timeout)
         except BaseException:
             self.close()
             raise
-
-    def _connect(self, path: Path, timeout: float) -> socket.socket:
-        deadline = time.monotonic() + timeout
-        while True:
-            if self._qemu.poll() is not None:
-                raise CortexM4Error(f"QEMU exited: {self._qemu.stderr.read().decode()[-1000:]}")
-            connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-            try:
-                connection.connect(str(path))
-                return connection
-            except (FileNotFoundError, ConnectionRefusedError):
-                connection.close()
-                if time.monotonic() > deadline:
-                    raise CortexM4Error(f"QEMU's serial socket {path} did not open") from None
-                time.sleep(0.02)
 
     def close(self) -> None:
         """Stop QEMU and close the sockets."""

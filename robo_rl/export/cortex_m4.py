@@ -124,8 +124,8 @@ def verify_on_cortex_m4(c_dir: str | Path, observations: np.ndarray, actions: np
     report = {m.group(1): int(m.group(2)) for m in re.finditer(r"^(\w+)=(\d+)$", output, re.MULTILINE)}
     if "stack_high_water_bytes" not in report:
         raise CortexM4Error(f"the emulated run ended early (exit {run.returncode}):\n{output[-2000:]}")
-    policy_text, policy_data, policy_bss = _size(build / "policy.o")
-    elf_text, elf_data, elf_bss = _size(elf)
+    policy_text, policy_data, policy_bss = object_sizes(build / "policy.o")
+    elf_text, elf_data, elf_bss = object_sizes(elf)
     return CortexM4Result(
         report=report, policy_flash_bytes=policy_text + policy_data, policy_ram_bytes=policy_data + policy_bss,
         policy_stack_bytes=_stack_of_step(build / "policy.su"), firmware_flash_bytes=elf_text + elf_data,
@@ -133,7 +133,8 @@ def verify_on_cortex_m4(c_dir: str | Path, observations: np.ndarray, actions: np
     )
 
 
-def _size(path: Path) -> tuple[int, int, int]:
+def object_sizes(path: Path) -> tuple[int, int, int]:
+    """text, data and bss bytes of an object file or ELF (arm-none-eabi-size)."""
     out = subprocess.run(["arm-none-eabi-size", str(path)], capture_output=True, text=True, check=True).stdout
     text, data, bss = out.splitlines()[1].split()[:3]
     return int(text), int(data), int(bss)
@@ -149,6 +150,27 @@ def _stack_of_step(stack_usage: Path) -> int:
         raise CortexM4Error(f"no policy_step in {stack_usage}")
     helpers = [size for name, size in frames.items() if name not in ("policy_step", "policy_self_test")]
     return frames["policy_step"] + max(helpers, default=0)
+
+
+def connect_serial_socket(qemu: subprocess.Popen, path: Path, timeout: float) -> Any:
+    """A connection to the Unix socket QEMU serves a serial port on (`-serial unix:<path>,server=on`), retried
+    until QEMU opens it; CortexM4Error if QEMU exits first or `timeout` seconds pass."""
+    import socket
+    import time
+
+    deadline = time.monotonic() + timeout
+    while True:
+        if qemu.poll() is not None:
+            raise CortexM4Error(f"QEMU exited: {qemu.stderr.read().decode()[-1000:]}")
+        connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            connection.connect(str(path))
+            return connection
+        except (FileNotFoundError, ConnectionRefusedError):
+            connection.close()
+            if time.monotonic() > deadline:
+                raise CortexM4Error(f"QEMU's serial socket {path} did not open") from None
+            time.sleep(0.02)
 
 
 class EmulatedPolicy:
@@ -177,28 +199,10 @@ class EmulatedPolicy:
              "-serial", f"unix:{self._socket_path},server=on,wait=on",
              "-semihosting-config", "enable=on,target=native", "-kernel", str(build / "policy_serial.elf")],
             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        self._connection = self._connect()
+        self._connection = connect_serial_socket(self._qemu, self._socket_path, self.timeout)
+        self._connection.settimeout(self.timeout)
         if self._read(1) != b"R":
             raise CortexM4Error("the emulated board did not announce itself")
-
-    def _connect(self) -> Any:
-        import socket
-        import time
-
-        deadline = time.monotonic() + self.timeout
-        while True:
-            if self._qemu.poll() is not None:
-                raise CortexM4Error(f"QEMU exited: {self._qemu.stderr.read().decode()[-1000:]}")
-            try:
-                connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-                connection.settimeout(self.timeout)
-                connection.connect(str(self._socket_path))
-                return connection
-            except (FileNotFoundError, ConnectionRefusedError):
-                connection.close()
-                if time.monotonic() > deadline:
-                    raise CortexM4Error("QEMU's serial socket did not open") from None
-                time.sleep(0.05)
 
     def _read(self, n: int) -> bytes:
         data = b""

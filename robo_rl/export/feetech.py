@@ -1,6 +1,7 @@
 """The Feetech SCS/STS serial-bus servo protocol (STS3215-class servos of SO-ARM100 arms), defined once: the
 instructions, the STS register map, how values are encoded, and packets built and parsed. The host's servo
-bus client, the simulated servo bus and the firmware's C header are to be made from this module.
+bus client (servo_client), the simulated servo bus (servo_sim) and the firmware's C header (`c_header`)
+are made from this module.
 
 What it follows (Feetech's SCServo SDK: INST.h, SCS.cpp, SMS_STS.h, SMS_STS.cpp):
 - an instruction packet is 0xFF 0xFF, id, length, instruction, parameters, checksum; length counts the

@@ -13,10 +13,12 @@ from robo_rl.export import host_link
 from robo_rl.export.arm_firmware import ArmFirmwareSettings, EmulatedArmBoard, build_arm_app, build_host_app
 from robo_rl.export.arm_in_the_loop import (EMULATED_BOARD_SETTINGS, ArmPlant, LinkFaults, _BoardLink, _flags,
                                             _HostAppLink, prepare_app, run_firmware, run_reference)
+from robo_rl.export import feetech
 from robo_rl.export.feetech import ERROR_OVERLOAD
 from tests.robo_rl.export.arm_bundles import arm_bundle
 
 State, Reason = host_link.SafetyState, host_link.Reason
+GOAL = feetech.REGISTERS["goal_position"]
 EPISODES = 20
 JOINT_TOLERANCE = 2e-3  # [rad] about one servo step: float32 on the board, float64 in Python, same goals in steps
 # where the two round one goal to different steps, contact (grasping the cube) can amplify it: measured, 18 of 20
@@ -214,16 +216,13 @@ def test_fuzzing_both_links_never_crashes_or_hangs_and_the_arm_goes_safe_and_rec
     plant = ArmPlant(manifest, calibration)
     plant.reset(0)
     faults = LinkFaults(seed=7, rate=0.0)
-    link = _HostAppLink(reach_app, plant, faults)
     sent_goals: list[np.ndarray] = []
-    serve = link._on_bus
 
     def watch(request: bytes) -> None:  # the goals as the app sent them, before the faults
-        if len(request) > 5 and request[2] == 0xFE and request[4] == 0x83 and request[5] == 42:
-            sent_goals.append(np.frombuffer(request[7:-1], dtype=np.uint8).reshape(6, 3)[:, 1:].copy())
-        serve(request)
-    link._on_bus = watch
-    link.app = type(link.app)(reach_app, watch)
+        for packet in feetech.PacketReader().feed(request):
+            if packet.code == feetech.Instruction.SYNC_WRITE and packet.parameters[0] == GOAL.address:
+                sent_goals.append(np.frombuffer(packet.parameters[2:], dtype=np.uint8).reshape(6, 3)[:, 1:].copy())
+    link = _HostAppLink(reach_app, plant, faults, observe=watch)
     assert link.wait_for_boot().servos_found == 6
     limits = np.array([link_["joint"]["range"] for link_ in manifest["kinematics"]["links"] if link_["joint"]])
     max_step = settings.max_joint_speed / manifest["control_hz"]
@@ -272,3 +271,14 @@ def test_fuzzing_both_links_never_crashes_or_hangs_and_the_arm_goes_safe_and_rec
     record_property("fuzz", f"arm app links (host build): {faults.faulty_packets} faulty packets "
                     f"({', '.join(f'{k} {v}' for k, v in sorted(faults.counts.items()))}) over {tick} ticks, "
                     f"{windows} fault windows, each recovered within {RECOVERY_TICKS} clean ticks; states {states}")
+
+
+def test_a_checkpoint_of_another_run_is_refused_before_any_episode(reach, trained_run):
+    from robo_rl.checkpoint import policy_file
+    from robo_rl.export.arm_in_the_loop import torch_actor
+    from robo_rl.export.bundle import read_manifest
+    from robo_rl.export.errors import ExportError
+
+    bundle, _ = reach
+    with pytest.raises(ExportError, match="does not take this bundle's observations"):
+        torch_actor(read_manifest(bundle), policy_file(trained_run))  # a hover run's
