@@ -77,7 +77,10 @@ def default_calibration(kinematics: dict[str, Any], first_id: int = 1) -> tuple[
 def check_calibration(calibration: Sequence[ServoJoint], kinematics: dict[str, Any]) -> None:
     """ExportError unless the calibration names every joint of the kinematics (arm joints in order, then the
     gripper) with distinct ids in [0, MAX_ID] and bounds inside one turn."""
-    expected = [*kinematics["joints"], kinematics["gripper"]["joint"]]
+    try:
+        expected = [*kinematics["joints"], kinematics["gripper"]["joint"]]
+    except (KeyError, TypeError) as error:
+        raise ExportError(f"policy.json kinematics lacks the joints or the gripper: {error!r}") from None
     names = [j.joint for j in calibration]
     if names != expected:
         raise ExportError(f"the servo calibration's joints are {names}, the bundle's are {expected}")
