@@ -52,18 +52,19 @@ def bench_robo_rl(num_envs: int, nthread: int, policy: str, seconds: float, repe
             "env_steps_per_s": rate, "physics_steps_per_s": rate * env.config.substeps}
 
 
-def bench_gym_hil(seconds: float, repeats: int) -> dict[str, Any]:
-    """gym-hil's pick-cube env through bench/gym_hil_peer.py in its own venv."""
+def bench_gym_hil(seconds: float, repeats: int, image_obs: bool = False) -> dict[str, Any]:
+    """gym-hil's pick-cube env (with its camera images if `image_obs`) through bench/gym_hil_peer.py in its own venv."""
     python = peer_python(GYM_HIL_VENV, GYM_HIL_REQUIREMENTS, probe="gym_hil")
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "gym_hil.json"
         subprocess.run([str(python), str(ROOT / "gym_hil_peer.py"), "--seconds", str(seconds), "--repeats",
-                        str(repeats), "--json", str(out)], check=True,
+                        str(repeats), "--json", str(out), *(["--image-obs"] if image_obs else [])], check=True,
                        env={**os.environ, "MUJOCO_GL": os.environ.get("MUJOCO_GL", "osmesa")})
         result = json.loads(out.read_text())
     return {"path": f"gym-hil {result['gym_hil_version']} ({result['env_id']}, random actions)", "num_envs": 1,
             "threads": 1, "env_steps_per_s": result["env_steps_per_s"],
             "physics_steps_per_s": result["physics_steps_per_s"],
+            "images_per_step": result["images_per_step"], "image_shapes": result["image_shapes"],
             "note": f"{result['control_hz']:g} Hz, {result['substeps']} substeps, mujoco {result['mujoco']}"}
 
 

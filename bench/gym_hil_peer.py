@@ -1,4 +1,5 @@
-"""Peer benchmark: env steps/s of gym-hil's Panda pick-cube (LeRobot's HIL-SERL sim), state observations.
+"""Peer benchmark: env steps/s of gym-hil's Panda pick-cube (LeRobot's HIL-SERL sim), state observations, or with
+--image-obs its image observations (a front and a wrist camera, 128x128, rendered every step).
 
 Run with a Python that has `gym-hil` and `mujoco==3.3.7` (its controller calls mj_fullM on MjData.qM), headless
 with MUJOCO_GL=osmesa (it builds a renderer in its constructor). Random actions in its action space,
@@ -26,10 +27,11 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=3.0)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--json", required=True)
+    parser.add_argument("--image-obs", action="store_true")
     args = parser.parse_args()
     import gym_hil  # noqa: F401  (registers its ids)
 
-    env = gym.make(ENV_ID)
+    env = gym.make(ENV_ID, **({"image_obs": True} if args.image_obs else {}))
     base = env.unwrapped
     env.reset(seed=0)
     actions = [env.action_space.sample() for _ in range(256)]
@@ -47,12 +49,25 @@ def main() -> None:
         if window:
             rates.append(steps / (time.perf_counter() - start))
     rate = statistics.median(rates)
-    result = {"env_id": ENV_ID, "gym_hil_version": metadata.version("gym-hil"), "mujoco": metadata.version("mujoco"),
+    obs = env.observation_space.sample()
+    images = [k for k, v in _flat(obs).items() if getattr(v, "ndim", 0) == 3]
+    result = {"env_id": ENV_ID, "image_obs": args.image_obs, "images_per_step": len(images),
+              "image_shapes": [list(_flat(obs)[k].shape) for k in images], "gym_hil_version": metadata.version("gym-hil"), "mujoco": metadata.version("mujoco"),
               "control_hz": 1.0 / control_dt, "substeps": substeps, "env_steps_per_s": rate,
               "physics_steps_per_s": rate * substeps}
     with open(args.json, "w") as f:
         json.dump(result, f)
     print(json.dumps(result))
+
+
+def _flat(obs: object, prefix: str = "") -> dict:
+    """A nested observation's leaves by dotted key."""
+    if isinstance(obs, dict):
+        leaves: dict = {}
+        for key, value in obs.items():
+            leaves.update(_flat(value, f"{prefix}{key}."))
+        return leaves
+    return {prefix.rstrip("."): obs}
 
 
 if __name__ == "__main__":

@@ -25,6 +25,7 @@ def make_vector_env(env_cfg: Mapping[str, Any], num_envs: int, device: torch.dev
             raise ConfigError(f"{name} must be a mapping of the env's config fields, got {value!r}")
     config = make_env_config(env_cfg["id"], _own_vehicle_only(dict(env_cfg.get("overrides") or {}), overrides or {}),
                              dict(overrides or {}))
+    refuse_cameras(config)
     kwargs: dict[str, Any] = {"backend": env_cfg.get("backend", "torch"), "config": config}
     if privileged:
         kwargs["privileged"] = True
@@ -69,7 +70,15 @@ def check_env_config(env_cfg: Mapping[str, Any]) -> None:
     overrides = env_cfg.get("overrides")
     if overrides is not None and not isinstance(overrides, Mapping):
         raise ConfigError(f"env.overrides must be a mapping of the env's config fields, got {overrides!r}")
-    make_env_config(env_id, dict(overrides or {}))
+    refuse_cameras(make_env_config(env_id, dict(overrides or {})))
+
+
+def refuse_cameras(config: Any) -> None:
+    """ConfigError for an env config with cameras: the agents, buffers and exports read one observation
+    vector, and camera images make the observation a Dict."""
+    if getattr(getattr(config, "cameras", None), "enabled", False):
+        raise ConfigError("env.overrides.cameras.enabled: training, evaluation and export take state observations "
+                          "only; camera observations are available to gymnasium users of sim.arm.env for now")
 
 
 def check_env_id(env_id: Any) -> None:

@@ -29,6 +29,7 @@ import mujoco.batch
 import numpy as np
 from gymnasium.vector import AutoresetMode, VectorEnv
 
+from sim.arm.cameras import AppearanceLayout, CameraConfig, draw_appearance
 from sim.arm.controller import BatchedImpedanceController, ImpedanceGains, load_impedance_arm
 from sim.arm.tasks import arm_task_named
 from sim.arm.robot import PANDA_LIKE, SO_ARM100_LIKE, ArmSpec
@@ -104,6 +105,7 @@ class ArmTaskConfig:
     end_on_success: bool = False
     gains: ImpedanceGains = dataclasses.field(default_factory=ImpedanceGains)
     randomization: ArmRandomization = dataclasses.field(default_factory=ArmRandomization)
+    cameras: CameraConfig = dataclasses.field(default_factory=CameraConfig)
     spec: ArmSpec = PANDA_LIKE
 
     @property
@@ -122,6 +124,7 @@ class ArmTaskConfig:
         if self.episode_steps < 1:
             raise ConfigError(f"config.episode_seconds must last at least one control step, got {self.episode_seconds:g}")
         self.randomization.validate()
+        self.cameras.validate()
 
 
 # What each number of an arm config may be, by field path (see sim.validation): wide enough for any
@@ -148,11 +151,22 @@ ARM_RANGES: dict[str, Interval] = {
     "randomization.cube_mass": positive(100.0, "kg"),
     "randomization.stiffness_scale": positive(100.0),
     "randomization.latency_steps": at_least_zero(50),
+    "cameras.width": Interval(8, 2048, unit="px"),
+    "cameras.height": Interval(8, 2048, unit="px"),
+    "cameras.workers": at_least_zero(256),
+    "cameras.randomization.light_position": at_least_zero(5.0, "m"),
+    "cameras.randomization.light_intensity": at_least_zero(10.0),
+    "cameras.randomization.ambient": Interval(0.0, 1.0),
+    "cameras.randomization.colour": Interval(0.0, 1.0),
+    "cameras.randomization.camera_position": at_least_zero(1.0, "m"),
+    "cameras.randomization.camera_rotation": Interval(0.0, 90.0, unit="deg"),
+    "cameras.randomization.fovy_scale": Interval(0.1, 3.0),
     "spec.home": Interval(-10.0, 10.0, unit="rad"),
 }
 ARM_RANGE_PAIRS = ("workspace", "cube_x", "cube_y", "reach_box", "randomization.friction_scale",
                    "randomization.cube_half_size", "randomization.cube_mass", "randomization.stiffness_scale",
-                   "randomization.latency_steps")
+                   "randomization.latency_steps", "cameras.randomization.light_intensity", "cameras.randomization.ambient",
+                   "cameras.randomization.fovy_scale")
 
 
 def make_arm_config(task: str = "pick_cube", robot: str = "panda_like", config: ArmTaskConfig | Mapping | None = None,
@@ -227,24 +241,53 @@ class ArmVectorEnv(VectorEnv):
         self._pending = np.zeros((self._max_latency + 1, num_envs, 4))  # actions, newest first
         self._workspace = np.array(config.workspace).T  # (2, 3)
         self.layout = arm_layout()
-        self.single_observation_space = gym.spaces.Box(-np.inf, np.inf, (self.layout.size,), np.float32)
+        state_space = gym.spaces.Box(-np.inf, np.inf, (self.layout.size,), np.float32)
+        self.cameras = config.cameras if config.cameras.enabled else None
+        self._render_pool: Any = None
+        if self.cameras is None:
+            self.single_observation_space: gym.Space = state_space
+        else:
+            self._start_cameras(self.cameras, state_space)
         self.single_action_space = gym.spaces.Box(-1.0, 1.0, (4,), np.float32)
         self.observation_space = gym.vector.utils.batch_space(self.single_observation_space, num_envs)
         self.action_space = gym.vector.utils.batch_space(self.single_action_space, num_envs)
         self._rng = np.random.default_rng()
+        self._appearance_rng = np.random.default_rng()
         self.steps = np.zeros(num_envs, dtype=np.int64)
         self.target = np.zeros((num_envs, 3))
         self.goal = np.zeros((num_envs, 3))
         self.cube_start = np.zeros((num_envs, 3))
 
+    def _start_cameras(self, cameras: CameraConfig, state_space: gym.spaces.Box) -> None:
+        """Check the camera names against the model, start the render workers, make the observation a Dict:
+        "state" and one uint8 (height, width, 3) image per camera."""
+        from sim.arm.render_pool import RenderPool
+
+        known = [self.model.camera(i).name for i in range(self.model.ncam)]
+        unknown = [name for name in cameras.names if name not in known]
+        if unknown:
+            raise ConfigError(f"cameras.names: {self.config.spec.mjcf.name} has no camera {unknown[0]!r}; it has {known}")
+        self._appearance_layout = AppearanceLayout(len(cameras.names), self.model.ngeom)
+        self._render_pool = RenderPool(self.model, self.num_envs, cameras, cameras.workers)
+        image = gym.spaces.Box(0, 255, (cameras.height, cameras.width, 3), np.uint8)
+        self.single_observation_space = gym.spaces.Dict({"state": state_space, **{name: image for name in cameras.names}})
+
+    def close(self, **kwargs: Any) -> None:
+        """Stop the render workers, if any."""
+        if self._render_pool is not None:
+            self._render_pool.close()
+            self._render_pool = None
+        super().close(**kwargs)
+
     # ----------------------------------------------------------------- episodes
-    def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple[np.ndarray, dict]:
-        """Reset every env (seeded: cube placement and reach points)."""
+    def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple[Any, dict]:
+        """Reset every env (seeded: cube placement and reach points, and with cameras their appearance)."""
         if seed is not None:
             self._rng = np.random.default_rng(seed)
+            self._appearance_rng = np.random.default_rng([seed, 1])  # its own stream: states do not depend on it
         self._reset(np.arange(self.num_envs))
         self._warnings_seen = self._instability_warnings()
-        return self._observe(), {"params": {k: v.copy() for k, v in self.params.items()}}
+        return self._with_images(self._observe()), {"params": {k: v.copy() for k, v in self.params.items()}}
 
     def _reset(self, ids: np.ndarray) -> None:
         config, n = self.config, len(ids)
@@ -264,6 +307,9 @@ class ArmVectorEnv(VectorEnv):
         self.goal[ids] = self.task.goals(self._rng, cube, config)
         self.steps[ids] = 0
         self._pending[:, ids] = (0.0, 0.0, 0.0, -1.0)  # before the first action: stay, gripper open
+        if self._render_pool is not None:
+            self._render_pool["appearance"][ids] = draw_appearance(
+                self._appearance_rng, n, self._appearance_layout, self.cameras.randomization)
 
     def _randomize(self, ids: np.ndarray) -> None:
         """Draw the episode parameters of envs `ids` (nominal when randomization is off) and write them
@@ -314,15 +360,16 @@ class ArmVectorEnv(VectorEnv):
         truncated = (self.steps >= self.config.episode_steps) & ~terminated
         info: dict[str, Any] = {"is_success": success & ~diverged, "reward_terms": terms, "diverged": diverged}
         done = terminated | truncated
+        observation = self._with_images(obs)
         if done.any():
             ids = np.flatnonzero(done)
-            info["final_obs"] = obs.copy()
+            info["final_obs"] = _copy_observation(observation)
             info["_final_obs"] = done.copy()
             self._reset(ids)
-            obs[ids] = self._observe()[ids]
+            _set_rows(observation, ids, self._with_images(self._observe(), ids))
             info["params"] = {k: v.copy() for k, v in self.params.items()}
         self._warnings_seen = self._instability_warnings()
-        return obs, reward, terminated, truncated, info
+        return observation, reward, terminated, truncated, info
 
     def _instability_warnings(self) -> np.ndarray:
         """Per simulation, how often MuJoCo found its positions, velocities or accelerations non-finite or huge."""
@@ -333,10 +380,11 @@ class ArmVectorEnv(VectorEnv):
         control rate (export adds the config and the kinematic chain)."""
         return {"robot": "arm", "task": self.config.task, "control_hz": self.config.control_hz}
 
-    def expert_actions(self, obs: np.ndarray, noise: float = 0.0, rng: np.random.Generator | None = None) -> np.ndarray:
-        """The task's scripted expert's actions (N, 4) for observations (N, obs) of this env, with Gaussian `noise`
-        (std) on the tool displacement."""
-        actions = self.task.expert(np.asarray(obs), self.layout, self.config.action_scale, self.params["cube_half_size"])
+    def expert_actions(self, obs: Any, noise: float = 0.0, rng: np.random.Generator | None = None) -> np.ndarray:
+        """The task's scripted expert's actions (N, 4) for observations (N, obs) of this env (with cameras, the
+        dict's "state"), with Gaussian `noise` (std) on the tool displacement."""
+        state = obs["state"] if isinstance(obs, Mapping) else obs
+        actions = self.task.expert(np.asarray(state), self.layout, self.config.action_scale, self.params["cube_half_size"])
         if noise > 0:
             actions[:, :3] += (rng or np.random.default_rng()).normal(0.0, noise, (len(actions), 3))
         return np.clip(actions, -1.0, 1.0)
@@ -361,6 +409,18 @@ class ArmVectorEnv(VectorEnv):
         self._renderer.update_scene(data, self._camera)
         return self._renderer.render()
 
+    def _with_images(self, state: np.ndarray, ids: np.ndarray | None = None) -> Any:
+        """The observation: `state` alone, or with cameras a dict of it and the cameras' images of
+        simulations `ids` (all if None; the other rows' images are left as they were)."""
+        if self._render_pool is None:
+            return state
+        pool = self._render_pool
+        rows = slice(None) if ids is None else ids
+        pool["qpos"][rows] = self._qpos[rows]
+        pool["geom_size"][rows] = self._geom_size[rows]
+        images = pool.render(ids)
+        return {"state": state, **{name: images[:, k].copy() for k, name in enumerate(self.cameras.names)}}
+
     def _observe(self) -> np.ndarray:
         tool, _ = self.controller.tool_pose()
         cube = self._qpos[:, self._cube_qpos:self._cube_qpos + 3]
@@ -371,6 +431,25 @@ class ArmVectorEnv(VectorEnv):
     def _reward(self, obs: np.ndarray) -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]]:
         terms, success = self.task.terms(obs, self.layout, self.cube_start, self.config)
         return self.task.reward(terms, success, self.config.dense), success, terms
+
+
+def _copy_observation(obs: Any) -> Any:
+    """A copy of a batched observation (an array, or a dict of arrays)."""
+    return {k: v.copy() for k, v in obs.items()} if isinstance(obs, dict) else obs.copy()
+
+
+def _set_rows(obs: Any, ids: np.ndarray, source: Any) -> None:
+    """Rows `ids` of a batched observation (array or dict of arrays) from `source`'s same rows."""
+    if isinstance(obs, dict):
+        for key, value in obs.items():
+            value[ids] = source[key][ids]
+    else:
+        obs[ids] = source[ids]
+
+
+def _row(obs: Any, index: int) -> Any:
+    """One simulation's observation from a batched one."""
+    return {k: v[index] for k, v in obs.items()} if isinstance(obs, dict) else obs[index]
 
 
 class ArmEnv(gym.Env):
@@ -386,16 +465,16 @@ class ArmEnv(gym.Env):
         self.observation_space = self.vector.single_observation_space
         self.action_space = self.vector.single_action_space
 
-    def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple[np.ndarray, dict]:
-        """Start an episode (seeded cube placement / reach point)."""
+    def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple[Any, dict]:
+        """Start an episode (seeded cube placement / reach point, and with cameras their appearance)."""
         super().reset(seed=seed)
         obs, info = self.vector.reset(seed=seed)
-        return obs[0], info
+        return _row(obs, 0), info
 
-    def step(self, action: Any) -> tuple[np.ndarray, float, bool, bool, dict]:
+    def step(self, action: Any) -> tuple[Any, float, bool, bool, dict]:
         """One control step; at the time limit returns the episode's last observation (no autoreset)."""
         obs, reward, terminated, truncated, info = self.vector.step(np.asarray(action, dtype=np.float64)[None])
-        last = info["final_obs"][0] if terminated[0] or truncated[0] else obs[0]
+        last = _row(info["final_obs"] if terminated[0] or truncated[0] else obs, 0)
         return last, float(reward[0]), bool(terminated[0]), bool(truncated[0]), {
             "is_success": bool(info["is_success"][0]),
             "reward_terms": {k: float(v[0]) for k, v in info["reward_terms"].items()}}
@@ -403,3 +482,7 @@ class ArmEnv(gym.Env):
     def render(self) -> np.ndarray | None:
         """An RGB frame of the scene, if render_mode is "rgb_array"."""
         return self.vector.render_frame(0) if self.render_mode == "rgb_array" else None
+
+    def close(self) -> None:
+        """Stop the render workers, if any."""
+        self.vector.close()
