@@ -16,6 +16,9 @@ from typing import Any, Mapping, NamedTuple, Sequence
 
 import torch
 
+from robo_rl import observations
+from robo_rl.observations import Observation
+
 
 class Source(enum.IntEnum):
     """Where a transition came from."""
@@ -28,10 +31,10 @@ class Source(enum.IntEnum):
 class Batch(NamedTuple):
     """Transitions as the SAC update reads them: tensors with one row per transition."""
 
-    obs: torch.Tensor  # (B, obs_dim)
+    obs: Observation  # (B, obs_dim), or with cameras a dict of "state" (B, obs_dim) and images (B, H, W, 3) uint8
     action: torch.Tensor  # (B, action_dim)
     reward: torch.Tensor  # (B,)
-    next_obs: torch.Tensor  # (B, obs_dim)
+    next_obs: Observation  # as obs
     terminated: torch.Tensor  # (B,) 1.0 where the episode terminated (no bootstrap), else 0.0
     source: torch.Tensor | None = None  # (B,) int8 `Source` of each row; None: all online
     critic_obs: torch.Tensor | None = None  # (B, critic_obs_dim) privileged state for an asymmetric critic
@@ -43,29 +46,36 @@ class Batch(NamedTuple):
         return int(self.reward.shape[0])
 
     @property
-    def critic_input(self) -> torch.Tensor:
+    def critic_input(self) -> Observation:
         """What the critics see of the state: the privileged state where the batch has it, else obs."""
         return self.obs if self.critic_obs is None else self.critic_obs
 
     @property
-    def next_critic_input(self) -> torch.Tensor:
+    def next_critic_input(self) -> Observation:
         """`critic_input` of the next state."""
         return self.next_obs if self.next_critic_obs is None else self.next_critic_obs
 
     def map(self, function: Any) -> "Batch":
         """This batch with `function` applied to every tensor (absent fields stay absent)."""
-        return Batch(*(None if value is None else function(value) for value in self))
+        return Batch(*(None if value is None else observations.apply(function, value) for value in self))
 
     def chunk(self, parts: int) -> list["Batch"]:
         """`parts` consecutive minibatches of equal size (the last smaller if the rows do not divide)."""
-        pieces = [None if value is None else value.chunk(parts) for value in self]
+        pieces = [None if value is None else _chunk(value, parts) for value in self]
         return [Batch(*(None if p is None else p[i] for p in pieces)) for i in range(parts)]
 
     @staticmethod
     def cat(batches: Sequence["Batch"]) -> "Batch":
         """The rows of `batches` (with the same fields present) one after another."""
         fields = zip(*batches)
-        return Batch(*(None if values[0] is None else torch.cat(values) for values in fields))
+        return Batch(*(None if values[0] is None else observations.cat(values) for values in fields))
+
+
+def _chunk(value: Observation, parts: int) -> Sequence[Observation]:
+    if isinstance(value, dict):
+        pieces = {k: v.chunk(parts) for k, v in value.items()}
+        return [{k: p[i] for k, p in pieces.items()} for i in range(len(next(iter(pieces.values()))))]
+    return value.chunk(parts)
 
 
 FIELDS = Batch._fields
@@ -76,29 +86,39 @@ class ReplayBuffer:
 
     Args:
         capacity: transitions kept; the oldest are overwritten.
-        obs_dim, action_dim: sizes of obs and action.
+        obs_dim, action_dim: sizes of obs (its "state" vector where there are images) and action.
         critic_obs_dim: if set, also stores critic_obs/next_critic_obs (privileged state) of that size.
+        images: camera images of a dict observation by name, (height, width, 3) each, stored as uint8.
     """
 
     def __init__(self, capacity: int, obs_dim: int, action_dim: int, critic_obs_dim: int | None = None,
-                 device: str | torch.device = "cpu"):
+                 device: str | torch.device = "cpu", images: Mapping[str, Sequence[int]] | None = None):
         if capacity < 1:
             raise ValueError(f"capacity must be >= 1, got {capacity}")
         self.capacity, self.device = capacity, torch.device(device)
-        self.shapes: dict[str, tuple[int, ...]] = {
-            "obs": (obs_dim,), "action": (action_dim,), "reward": (), "next_obs": (obs_dim,), "terminated": (),
-        }
+        self.images = {name: tuple(shape) for name, shape in (images or {}).items()}
+        self.shapes: dict[str, tuple[int, ...]] = {"action": (action_dim,), "reward": (), "terminated": ()}
+        for prefix in ("obs", "next_obs"):
+            if self.images:
+                self.shapes[f"{prefix}.{observations.STATE}"] = (obs_dim,)
+                self.shapes.update({f"{prefix}.{name}": shape for name, shape in self.images.items()})
+            else:
+                self.shapes[prefix] = (obs_dim,)
         if critic_obs_dim:
             self.shapes.update(critic_obs=(critic_obs_dim,), next_critic_obs=(critic_obs_dim,))
         self._storage: dict[str, torch.Tensor] | None = None  # allocated on first use
         self.position = 0  # next slot to write
         self.size = 0
 
+    def _dtype(self, key: str) -> torch.dtype:
+        return torch.uint8 if key.split(".")[-1] in self.images else torch.float32
+
     @property
     def storage(self) -> dict[str, torch.Tensor]:
         """Field name -> tensor (capacity, ...); the memory is taken when first needed."""
         if self._storage is None:
-            self._storage = {k: torch.zeros((self.capacity, *s), device=self.device) for k, s in self.shapes.items()}
+            self._storage = {k: torch.zeros((self.capacity, *s), device=self.device, dtype=self._dtype(k))
+                             for k, s in self.shapes.items()}
             self._storage["source"] = torch.zeros(self.capacity, dtype=torch.int8, device=self.device)
         return self._storage
 
@@ -106,7 +126,11 @@ class ReplayBuffer:
         return self.size
 
     def add(self, source: Source | int, **transitions: Any) -> None:
-        """Append n transitions given as arrays (n, ...) per field, all tagged `source`."""
+        """Append n transitions given as arrays (n, ...) per field, all tagged `source` (obs and next_obs as
+        the env gives them: vectors, or dicts of the state and the images)."""
+        transitions = {name: value for key, field in transitions.items()
+                       for name, value in (observations.flat(key, field).items() if key in ("obs", "next_obs")
+                                           and isinstance(field, Mapping) else ((key, field),))}
         missing = set(self.shapes) - set(transitions)
         if missing:
             raise ValueError(f"transitions lack fields {sorted(missing)}")
@@ -132,7 +156,14 @@ class ReplayBuffer:
         if self.size == 0:
             raise ValueError("cannot sample from an empty buffer")
         index = torch.randint(self.size, (n,), device=self.device, generator=generator)
-        return Batch(**{k: v.index_select(0, index) for k, v in self.storage.items()})  # 3x faster than v[index] on a CPU
+        fields = {k: v.index_select(0, index) for k, v in self.storage.items()}  # 3x faster than v[index] on a CPU
+        return self._batch(fields)
+
+    def _batch(self, fields: Mapping[str, torch.Tensor]) -> Batch:
+        """A Batch of flat stored fields (obs and next_obs reassembled)."""
+        obs, next_obs = observations.unflat("obs", fields), observations.unflat("next_obs", fields)
+        rest = {k: v for k, v in fields.items() if not (k.startswith("obs") or k.startswith("next_obs"))}
+        return Batch(obs=obs, next_obs=next_obs, **rest)
 
     def state_dict(self) -> dict[str, Any]:
         """The filled part of the storage and the write position, for checkpoints."""

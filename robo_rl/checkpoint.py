@@ -28,7 +28,7 @@ import pickle
 import re
 import warnings
 from pathlib import Path
-from typing import Any, BinaryIO, Callable, Iterable, Mapping
+from typing import Any, BinaryIO, Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 import torch
@@ -414,13 +414,26 @@ def _tensors(value: Any, name: str = "") -> Iterable[tuple[str, torch.Tensor]]:
             yield from _tensors(item, f"{name}[{index}]")
 
 
-def policy_probe(agent: Any, observation_size: int) -> dict[str, torch.Tensor]:
-    """The deterministic actions of `agent` on PROBE_OBSERVATIONS fixed observations (standard normal,
-    seed 0): recorded in a checkpoint, reproduced by `agent_from_checkpoint`."""
-    observations = torch.randn(PROBE_OBSERVATIONS, observation_size, generator=torch.Generator().manual_seed(0))
+def probe_observations(observation_size: int, images: Mapping[str, Sequence[int]] | None = None) -> Any:
+    """PROBE_OBSERVATIONS fixed observations (seed 0): standard normal vectors, with uniform random uint8 images
+    where the env has cameras."""
+    generator = torch.Generator().manual_seed(0)
+    state = torch.randn(PROBE_OBSERVATIONS, observation_size, generator=generator)
+    if not images:
+        return state
+    return {"state": state, **{name: torch.randint(0, 256, (PROBE_OBSERVATIONS, *shape), generator=generator,
+                                                   dtype=torch.uint8) for name, shape in sorted(images.items())}}
+
+
+def policy_probe(agent: Any, observation_size: int) -> dict[str, Any]:
+    """The deterministic actions of `agent` on `probe_observations`: recorded in a checkpoint, reproduced by
+    `agent_from_checkpoint` (the observations are made again there, from the env spec)."""
+    from robo_rl import observations
+
+    probe = probe_observations(observation_size, getattr(agent, "images", None))
     with torch.no_grad():
-        actions = agent.act(observations.to(agent.device), deterministic=True).float().cpu()
-    return {"observations": observations, "actions": actions}
+        actions = agent.act(observations.apply(lambda x: x.to(agent.device), probe), deterministic=True).float().cpu()
+    return {"observations": observations.state_of(probe), "actions": actions}
 
 
 def check_policy_probe(state: Mapping[str, Any], agent: Any) -> None:
@@ -439,8 +452,13 @@ def check_policy_probe(state: Mapping[str, Any], agent: Any) -> None:
             tuple(expected.shape) != (PROBE_OBSERVATIONS, spec["action_size"]):
         raise CheckpointError(f"checkpoint {path}: policy_probe has shapes {tuple(observations.shape)} and "
                               f"{tuple(expected.shape)}, not ({PROBE_OBSERVATIONS}, observation/action size)")
+    from robo_rl import observations as obs_ops
+
+    images = spec.get("observation_images")
+    if images:  # the images are not stored: the same seed makes them again
+        observations = {**probe_observations(spec["observation_size"], images), "state": observations}
     with torch.no_grad():
-        actions = agent.act(observations.to(agent.device), deterministic=True).float().cpu()
+        actions = agent.act(obs_ops.apply(lambda x: x.to(agent.device), observations), deterministic=True).float().cpu()
     span = torch.as_tensor(spec["action_high"], dtype=torch.float32) - torch.as_tensor(spec["action_low"],
                                                                                        dtype=torch.float32)
     error = float(((actions - expected).abs() / span).max())
@@ -473,7 +491,7 @@ def agent_from_checkpoint(state: Mapping[str, Any], device: str | torch.device =
 def check_compatible(state: dict[str, Any], env_spec: dict[str, Any]) -> None:
     """Raise CheckpointError unless the checkpoint was trained on an env with this id and these spaces."""
     saved = state.get("env_spec", {})
-    for key in ("id", "observation_size", "action_size", "observation_layout"):
+    for key in ("id", "observation_size", "action_size", "observation_layout", "observation_images"):
         if saved.get(key) != env_spec.get(key):
             raise CheckpointError(
                 f"checkpoint {state.get('path')} was trained on a different env: {key} is {saved.get(key)!r} "

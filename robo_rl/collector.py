@@ -12,8 +12,10 @@ from typing import Any, Callable, NamedTuple
 import numpy as np
 import torch
 
+from robo_rl import observations
 from robo_rl.buffers import Source
 from robo_rl.evaluation import acting_threads, as_tensor, env_uses_torch
+from robo_rl.observations import Observation
 
 Policy = Callable[[torch.Tensor], torch.Tensor]
 
@@ -47,13 +49,13 @@ class Collector:
         self.high = as_tensor(env.single_action_space.high, device)
         self.episode_return = torch.zeros(n, device=device)
         self.episode_interventions, self.episode_length = np.zeros(n), np.zeros(n)
-        self.obs: torch.Tensor | None = None
+        self.obs: Observation | None = None
         self.critic_obs: torch.Tensor | None = None
 
     def reset(self, seed: int) -> None:
         """Start new episodes in every env (seeded) and forget the running ones' statistics."""
         obs, info = self.env.reset(seed=seed)
-        self.obs = as_tensor(obs, self.device)
+        self.obs = observations.to_tensor(obs, self.device)
         self.critic_obs = as_tensor(info["privileged_obs"], self.device) if self.privileged else None
         self.episode_return.zero_()
         self.episode_interventions[:], self.episode_length[:] = 0, 0
@@ -71,10 +73,10 @@ class Collector:
                 action = policy(obs)
         intervened = None
         if self.intervener is not None:  # who acts is decided on the host, per env
-            applied, intervened = self.intervener(obs.cpu().numpy(), action.cpu().numpy(), env_steps)
+            applied, intervened = self.intervener(observations.to_numpy(obs), action.cpu().numpy(), env_steps)
             action = as_tensor(applied, self.device)
         next_obs, reward, terminated, truncated, info = self.env.step(action if self.on_torch else action.cpu().numpy())
-        next_obs, reward = as_tensor(next_obs, self.device), as_tensor(reward, self.device)
+        next_obs, reward = observations.to_tensor(next_obs, self.device), as_tensor(reward, self.device)
         terminated = as_tensor(terminated, self.device)
         done = terminated.bool() | as_tensor(truncated, self.device).bool()
         extra = {}
@@ -89,7 +91,7 @@ class Collector:
             tagged = [(Source.ONLINE, transitions)]
         else:
             rows = torch.as_tensor(intervened, device=self.device)
-            tagged = [(source, {k: v[keep] for k, v in transitions.items()})
+            tagged = [(source, {k: observations.apply(lambda v: v[keep], v) for k, v in transitions.items()})
                       for source, keep in ((Source.ONLINE, ~rows), (Source.INTERVENTION, rows)) if keep.any()]
         self.episode_return += reward
         done_np = done.cpu().numpy()
@@ -109,9 +111,11 @@ class Collector:
         self.obs = next_obs
         return CollectedStep(tagged, returns, rates, interventions, n)
 
-    def _final_rows(self, info: dict[str, Any], key: str, current: torch.Tensor) -> torch.Tensor:
+    def _final_rows(self, info: dict[str, Any], key: str, current: Observation) -> Observation:
         """`current` with the rows of envs whose episode just ended replaced by info[key] (their last state)."""
         if "_final_obs" not in info:
             return current
         ended = torch.as_tensor(info["_final_obs"], device=self.device)
-        return torch.where(ended[:, None], as_tensor(info[key], self.device), current)
+        final = (observations.to_tensor(info[key], self.device) if key == "final_obs"
+                 else as_tensor(info[key], self.device))
+        return observations.where(ended, final, current)

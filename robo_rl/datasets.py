@@ -41,35 +41,54 @@ def record_episodes(env: Any, act: Callable[[np.ndarray], np.ndarray], episodes:
     accept = accept or (lambda episode: bool(episode["is_success"][-1]))
     n = env.num_envs
     obs, _ = env.reset(seed=seed)
-    obs = np.asarray(obs)
+    obs = as_arrays(obs)
     steps: list[list[tuple]] = [[] for _ in range(n)]
-    starts = [obs[i].copy() for i in range(n)]
+    starts = [observation_row(obs, i) for i in range(n)]
     accepted: list[dict[str, Any]] = []
     bar = tqdm(total=episodes, desc="record", unit="episode", disable=not progress)
     while len(accepted) < episodes:
         action = np.asarray(act(obs), dtype=np.float32)
         next_obs, reward, terminated, truncated, info = env.step(action)
-        next_obs = np.asarray(next_obs)
+        next_obs = as_arrays(next_obs)
         done = np.asarray(terminated) | np.asarray(truncated)
-        last = np.where(done[:, None], np.asarray(info["final_obs"]), next_obs) if done.any() else next_obs
+        final = as_arrays(info["final_obs"]) if done.any() else next_obs
         for i in range(n):
-            steps[i].append((last[i].copy(), action[i], float(reward[i]), bool(terminated[i]), bool(truncated[i]),
+            last = observation_row(final if done[i] else next_obs, i)
+            steps[i].append((last, action[i], float(reward[i]), bool(terminated[i]), bool(truncated[i]),
                              bool(np.asarray(info["is_success"])[i])))
             if done[i]:
                 episode = episode_from_steps(starts[i], steps[i], seed)
                 if accept(episode) and len(accepted) < episodes:
                     accepted.append(episode)
                     bar.update(1)
-                steps[i], starts[i] = [], next_obs[i].copy()
+                steps[i], starts[i] = [], observation_row(next_obs, i)
         obs = next_obs
     bar.close()
     return accepted
 
 
-def episode_from_steps(first_obs: np.ndarray, steps: list[tuple], seed: int | None) -> dict[str, Any]:
+def as_arrays(obs: Any) -> Any:
+    """A batch of observations as numpy: an array, or a dict of arrays (camera observations)."""
+    return {k: np.asarray(v) for k, v in obs.items()} if isinstance(obs, Mapping) else np.asarray(obs)
+
+
+def observation_row(obs: Any, index: int) -> Any:
+    """A copy of one env's observation from a batch (array, or dict of arrays)."""
+    return {k: v[index].copy() for k, v in obs.items()} if isinstance(obs, Mapping) else obs[index].copy()
+
+
+def stack_observations(rows: list[Any]) -> Any:
+    """Observations (T, ...) from a list of single observations: float32 vectors; with cameras a dict of the
+    float32 state and the uint8 images."""
+    if isinstance(rows[0], Mapping):
+        return {k: np.stack([r[k] for r in rows]).astype(np.float32 if k == "state" else np.uint8) for k in rows[0]}
+    return np.stack(rows).astype(np.float32)
+
+
+def episode_from_steps(first_obs: Any, steps: list[tuple], seed: int | None) -> dict[str, Any]:
     """An episode dict from its first observation and per-step tuples (next_obs, action, reward,
     terminated, truncated, is_success)."""
-    observations = np.stack([first_obs] + [s[0] for s in steps]).astype(np.float32)
+    observations = stack_observations([first_obs] + [s[0] for s in steps])
     return {"observations": observations, "actions": np.stack([s[1] for s in steps]).astype(np.float32),
             "rewards": np.array([s[2] for s in steps]), "terminations": np.array([s[3] for s in steps]),
             "truncations": np.array([s[4] for s in steps]), "is_success": np.array([s[5] for s in steps]),
@@ -103,7 +122,7 @@ def write_dataset(dataset_id: str, episodes: Iterable[Mapping[str, Any]], env_id
     if path.exists():
         raise DatasetError(f"dataset {dataset_id!r} exists at {path}; choose a new version (e.g. -v1)")
     buffers = [
-        EpisodeBuffer(id=index, seed=episode.get("seed"), observations=np.asarray(episode["observations"]),
+        EpisodeBuffer(id=index, seed=episode.get("seed"), observations=as_arrays(episode["observations"]),
                       actions=np.asarray(episode["actions"]), rewards=list(map(float, episode["rewards"])),
                       terminations=list(map(bool, episode["terminations"])),
                       truncations=list(map(bool, episode["truncations"])),
@@ -175,15 +194,30 @@ def load_transitions(dataset: str | os.PathLike, spec: Mapping[str, Any]) -> dic
                            f"trains {spec['id']} and takes demonstrations recorded on it (python -m robo_rl.record "
                            f"env=<that env>)")
     obs_size, act_size = int(spec["observation_size"]), int(spec["action_size"])
+    images = {name: tuple(shape) for name, shape in (spec.get("observation_images") or {}).items()}
     low, high = np.asarray(spec["action_low"]), np.asarray(spec["action_high"])
-    rows: dict[str, list[np.ndarray]] = {k: [] for k in ("obs", "action", "reward", "next_obs", "terminated")}
+    rows: dict[str, list[Any]] = {k: [] for k in ("obs", "action", "reward", "next_obs", "terminated")}
     for episode in episodes:
         where = f"dataset at {path}: episode {episode.id}"
-        obs = _numeric(episode.observations, "observations", where)
+        observations = episode.observations
+        if images and not isinstance(observations, Mapping):
+            raise DatasetError(f"{where} has no camera images; the env {spec['id']} observes "
+                               f"{', '.join(images)} besides its state")
+        if isinstance(observations, Mapping) and set(observations) != {"state", *images}:
+            raise DatasetError(f"{where} has observations {sorted(observations)}; the env {spec['id']} has "
+                               f"{sorted(['state', *images])}")
+        obs = _numeric(observations["state"] if images else observations, "observations", where)
         actions = _numeric(episode.actions, "actions", where)
         if obs.ndim != 2 or obs.shape[1] != obs_size:
             raise DatasetError(f"{where} has observations of shape {obs.shape}, "
                                f"the env {spec['id']} has {obs_size} per step")
+        frames = {}
+        for name, shape in images.items():
+            frames[name] = np.asarray(observations[name])
+            if frames[name].dtype != np.uint8 or frames[name].shape != (len(obs), *shape):
+                raise DatasetError(f"{where} has {name} images of shape {frames[name].shape} and dtype "
+                                   f"{frames[name].dtype}; the env {spec['id']} has ({len(obs)}, "
+                                   f"{', '.join(map(str, shape))}) uint8")
         if actions.ndim != 2 or actions.shape[1] != act_size or len(actions) != len(obs) - 1:
             raise DatasetError(f"{where} has actions of shape {actions.shape}; "
                                f"expected ({len(obs) - 1}, {act_size}) for {spec['id']}")
@@ -201,12 +235,18 @@ def load_transitions(dataset: str | os.PathLike, spec: Mapping[str, Any]) -> dic
             raise DatasetError(f"{where} has actions outside [{low}, {high}]")
         if not np.isin(terminations, (0.0, 1.0)).all():  # a flag: anything else would scale the bootstrap
             raise DatasetError(f"{where} has terminations other than true/false (0/1)")
-        rows["obs"].append(obs[:-1])
-        rows["next_obs"].append(obs[1:])
+        rows["obs"].append({"state": obs[:-1], **{k: v[:-1] for k, v in frames.items()}} if images else obs[:-1])
+        rows["next_obs"].append({"state": obs[1:], **{k: v[1:] for k, v in frames.items()}} if images else obs[1:])
         rows["action"].append(actions)
         rows["reward"].append(rewards)
         rows["terminated"].append(terminations)
-    return {k: torch.as_tensor(np.concatenate(v), dtype=torch.float32) for k, v in rows.items()}
+
+    def joined(parts: list[Any]) -> Any:
+        if isinstance(parts[0], dict):
+            return {k: torch.as_tensor(np.concatenate([p[k] for p in parts])) for k in parts[0]}
+        return torch.as_tensor(np.concatenate(parts), dtype=torch.float32)
+
+    return {k: joined(v) for k, v in rows.items()}
 
 
 def _stored_episodes(data_dir: Path, data_format: Any) -> int:

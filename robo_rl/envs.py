@@ -14,18 +14,21 @@ from sim.registration import make_env_config
 
 
 def make_vector_env(env_cfg: Mapping[str, Any], num_envs: int, device: torch.device,
-                    overrides: Mapping[str, Any] | None = None, threads: int = 0, privileged: bool = False) -> Any:
+                    overrides: Mapping[str, Any] | None = None, threads: int = 0, privileged: bool = False,
+                    cameras: bool = False) -> Any:
     """`gymnasium.make_vec` of env_cfg.id with its backend and config overrides (plus `overrides`);
     `threads` C threads for the MuJoCo batch backend (0: one per core); `privileged` asks the env to put
     privileged observations for an asymmetric critic into its infos; env_cfg.privileged_actor makes them the
-    observation (a teacher's)."""
+    observation (a teacher's); `cameras`: the caller takes dict observations with camera images (otherwise a
+    config with cameras is refused with one line)."""
     check_env_id(env_cfg.get("id"))
     for name, value in (("env.overrides", env_cfg.get("overrides")), ("overrides", overrides)):
         if value is not None and not isinstance(value, Mapping):
             raise ConfigError(f"{name} must be a mapping of the env's config fields, got {value!r}")
     config = make_env_config(env_cfg["id"], _own_vehicle_only(dict(env_cfg.get("overrides") or {}), overrides or {}),
                              dict(overrides or {}))
-    refuse_cameras(config)
+    if not cameras:
+        refuse_cameras(config)
     kwargs: dict[str, Any] = {"backend": env_cfg.get("backend", "torch"), "config": config}
     if privileged:
         kwargs["privileged"] = True
@@ -62,23 +65,25 @@ def _own_vehicle_only(base: dict, overrides: Mapping[str, Any]) -> dict:
     return {key: value for key, value in base.items() if key != "vehicle_overrides"}
 
 
-def check_env_config(env_cfg: Mapping[str, Any]) -> None:
+def check_env_config(env_cfg: Mapping[str, Any], cameras: bool = False) -> None:
     """ConfigError unless env_cfg's id is known and its `overrides` make a valid config of that env (what
-    building the env would check), without building it."""
+    building the env would check; cameras only where `cameras`), without building it."""
     env_id = env_cfg.get("id")
     check_env_id(env_id)
     overrides = env_cfg.get("overrides")
     if overrides is not None and not isinstance(overrides, Mapping):
         raise ConfigError(f"env.overrides must be a mapping of the env's config fields, got {overrides!r}")
-    refuse_cameras(make_env_config(env_id, dict(overrides or {})))
+    config = make_env_config(env_id, dict(overrides or {}))
+    if not cameras:
+        refuse_cameras(config)
 
 
 def refuse_cameras(config: Any) -> None:
-    """ConfigError for an env config with cameras: the agents, buffers and exports read one observation
-    vector, and camera images make the observation a Dict."""
+    """ConfigError for an env config with cameras, where the command takes state observations only."""
     if getattr(getattr(config, "cameras", None), "enabled", False):
-        raise ConfigError("env.overrides.cameras.enabled: training, evaluation and export take state observations "
-                          "only; camera observations are available to gymnasium users of sim.arm.env for now")
+        raise ConfigError("env.overrides.cameras.enabled: camera observations are recorded, trained and evaluated "
+                          "by robo_rl.record, robo_rl.train (runner=local) and robo_rl.evaluate; runner=ray, export, "
+                          "distill and the robustness suite take state observations only")
 
 
 def check_env_id(env_id: Any) -> None:
@@ -90,13 +95,19 @@ def check_env_id(env_id: Any) -> None:
 
 def env_spec(env: Any, env_id: str) -> dict[str, Any]:
     """What a checkpoint records about the env it was trained on (and is checked against on load)."""
+    from robo_rl.observations import image_shapes, state_size
+
+    space = env.single_observation_space
+    images = image_shapes(space)
     return {
         "id": env_id,
-        "observation_size": int(env.single_observation_space.shape[0]),
+        "observation_size": state_size(space),  # with cameras: the size of the "state" vector
+        **({"observation_images": {name: list(shape) for name, shape in images.items()}} if images else {}),
         "action_size": int(env.single_action_space.shape[0]),
         "action_low": env.single_action_space.low.tolist(),
         "action_high": env.single_action_space.high.tolist(),
-        "observation_layout": env.layout.to_dict() if hasattr(env, "layout") else None,
+        "observation_layout": getattr(env, "policy_layout", getattr(env, "layout", None)).to_dict()
+        if hasattr(env, "layout") else None,
         "control_hz": getattr(getattr(env, "config", None), "control_hz", None),
     }
 

@@ -8,6 +8,8 @@ from typing import Any, Callable, Iterator, Mapping
 import numpy as np
 import torch
 
+from robo_rl import observations
+
 
 @contextlib.contextmanager
 def acting_threads(env: Any) -> Iterator[None]:
@@ -51,7 +53,7 @@ def evaluate_policy(policy: Callable[[torch.Tensor], torch.Tensor], env: Any, se
     running = np.ones(n, dtype=bool)
     while running.any():
         with acting_threads(env):
-            action = policy(as_tensor(obs, device))
+            action = policy(observations.to_tensor(obs, device))
         obs, reward, terminated, truncated, info = env.step(action if env_uses_torch(env) else action.cpu().numpy())
         reward, done = _np(reward), _np(terminated) | _np(truncated)
         returns += np.where(running, reward, 0.0)

@@ -64,7 +64,7 @@ class ScriptedIntervener:
         if not mask.any():
             return policy_action, mask
         action = np.array(policy_action, copy=True)
-        action[mask] = self.expert(np.asarray(obs))[mask]
+        action[mask] = self.expert(obs if isinstance(obs, dict) else np.asarray(obs))[mask]
         self.remaining[mask] -= 1
         self.total_steps += int(mask.sum())
         return action, mask

@@ -130,7 +130,8 @@ def check_options(cfg: DictConfig, command: str, require_all: bool = True) -> No
     if command in ("train", "record") and OmegaConf.select(cfg, "env.id", default=None) is not None:
         from robo_rl.envs import check_env_config
 
-        check_env_config(OmegaConf.to_container(cfg.env, resolve=True))  # before Hydra makes the run folder
+        cameras = command == "record" or OmegaConf.select(cfg, "runner.kind", default="local") == "local"
+        check_env_config(OmegaConf.to_container(cfg.env, resolve=True), cameras=cameras)  # before Hydra makes the run folder
     kind = OmegaConf.select(cfg, "intervention.kind", default=None)
     if command == "train" and kind is not None:
         from robo_rl.interventions import INTERVENTION_KINDS

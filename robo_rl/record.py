@@ -18,7 +18,8 @@ import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
 from robo_rl.cli import hydra_command
-from robo_rl.datasets import check_dataset_id, episode_from_steps, record_episodes, write_dataset
+from robo_rl.datasets import (as_arrays, check_dataset_id, episode_from_steps, observation_row, record_episodes,
+                              write_dataset)
 from robo_rl.envs import make_vector_env
 from robo_rl.teleop import TELEOP_DEVICES, Teleop, make_teleop
 
@@ -37,7 +38,8 @@ def record(cfg: DictConfig) -> str:
             options["path"] = str(cfg.device_path)
         teleop = make_teleop(cfg.device, **options)
     check_dataset_id(str(cfg.dataset))  # before an hour of teleoperation, not after
-    env = make_vector_env(cfg.env, int(cfg.num_envs) if cfg.device == "scripted" else 1, torch.device("cpu"))
+    env = make_vector_env(cfg.env, int(cfg.num_envs) if cfg.device == "scripted" else 1, torch.device("cpu"),
+                          cameras=True)
     if cfg.device != "scripted":
         episodes = record_teleop(env, teleop, int(cfg.episodes), int(cfg.seed), bool(cfg.realtime))
         if not episodes:
@@ -70,13 +72,13 @@ def record_teleop(env: Any, teleop: Teleop, episodes: int, seed: int, realtime: 
             attempt += 1
             teleop.start_episode()
             say(f"episode {attempt} ({len(accepted)}/{episodes} accepted): go")
-            first, steps, tick = np.asarray(obs)[0].copy(), [], time.monotonic()
+            first, steps, tick = observation_row(as_arrays(obs), 0), [], time.monotonic()
             while True:
                 action = teleop.action()
                 next_obs, reward, terminated, truncated, info = env.step(action[None])
                 stop = bool(terminated[0] or truncated[0]) or teleop.end_requested or teleop.quit_requested
-                last = np.asarray(info["final_obs"])[0] if truncated[0] else np.asarray(next_obs)[0]
-                steps.append((last.copy(), action, float(reward[0]), bool(terminated[0]),
+                last = observation_row(as_arrays(info["final_obs"] if truncated[0] else next_obs), 0)
+                steps.append((last, action, float(reward[0]), bool(terminated[0]),
                               bool(stop and not terminated[0]), bool(info["is_success"][0])))
                 if stop:
                     break

@@ -225,14 +225,15 @@ class Trainer:
         critic_obs_dim = int(self.env.privileged_size) if self.privileged else None
         agent_cfg = SACConfig(**OmegaConf.to_container(cfg.agent, resolve=True))
         space = self.env.single_action_space
+        images = self.spec.get("observation_images")
         self.agent = SAC(self.spec["observation_size"], space.low, space.high, agent_cfg,
-                         critic_obs_dim=critic_obs_dim, device=self.device)
+                         critic_obs_dim=critic_obs_dim, device=self.device, images=images)
         if cfg.start_from_nominal_action and getattr(self.env, "nominal_action", None) is not None:
             self.agent.center_actor_on(torch.as_tensor(self.env.nominal_action))
         obs_dim, act_dim = self.spec["observation_size"], self.spec["action_size"]
         capacity = int(cfg.buffer.capacity)
-        self.replay = MixedReplay(ReplayBuffer(capacity, obs_dim, act_dim, critic_obs_dim, device=self.device),
-                                  ReplayBuffer(capacity, obs_dim, act_dim, critic_obs_dim, device=self.device),
+        self.replay = MixedReplay(ReplayBuffer(capacity, obs_dim, act_dim, critic_obs_dim, self.device, images),
+                                  ReplayBuffer(capacity, obs_dim, act_dim, critic_obs_dim, self.device, images),
                                   float(cfg.buffer.offline_ratio))
         self.env_steps = self.updates = 0
         self.intervention_steps = 0
@@ -275,10 +276,11 @@ class Trainer:
             if old is not None:
                 old.close()
         env_cfg = env_config_at(cfg.env, self.difficulty)
-        self.env = make_vector_env(env_cfg, int(cfg.num_envs), self.device, threads=threads, privileged=self.privileged)
+        self.env = make_vector_env(env_cfg, int(cfg.num_envs), self.device, threads=threads, privileged=self.privileged,
+                                   cameras=True)
         if self.privileged and not hasattr(self.env, "privileged_size"):
             raise ValueError(f"privileged_critic=true, but {cfg.env.id} provides no privileged observation")
-        self.eval_env = make_vector_env(env_cfg, int(cfg.eval.episodes), self.device, threads=threads)
+        self.eval_env = make_vector_env(env_cfg, int(cfg.eval.episodes), self.device, threads=threads, cameras=True)
         counters = self.intervener.state_dict() if self.intervener is not None else None
         self.intervener = make_intervener(cfg.intervention, self.env)  # its expert flies this env
         if self.intervener is not None and counters is not None:

@@ -45,3 +45,14 @@ class ObservationLayout:
             {**dataclasses.asdict(f), "offset": s.start}
             for f, s in zip(self.fields, self.slices().values())
         ]
+
+    def subset(self, names: tuple[str, ...] | list[str]) -> tuple["ObservationLayout", list[int]]:
+        """The layout of the named fields, in this layout's order, and the indices of their elements here;
+        ValueError naming an unknown field."""
+        known = {f.name for f in self.fields}
+        unknown = [n for n in names if n not in known]
+        if unknown:
+            raise ValueError(f"unknown observation field {unknown[0]!r}; fields: {', '.join(sorted(known))}")
+        slices = self.slices()
+        kept = tuple(f for f in self.fields if f.name in names)
+        return ObservationLayout(kept), [i for f in kept for i in range(slices[f.name].start, slices[f.name].stop)]

@@ -20,8 +20,10 @@ from torch import nn
 from torch.func import functional_call, grad
 from torch.optim.adam import adam
 
+from robo_rl.agents.encoders import ENCODER_RANGES, EncoderConfig, ImageEncoder
 from robo_rl.agents.networks import CriticEnsemble, TanhGaussianActor
 from robo_rl.buffers import Batch, Source
+from robo_rl.observations import Observation
 from sim.validation import Interval, at_least_zero, check_ranges, coerce, positive
 
 # Compile the whole update call as one graph up to this many critic steps per actor step (see SAC.__init__).
@@ -68,14 +70,19 @@ class SACConfig:
     # In the compiled update on a non-Intel x86 CPU, matrix products of 256x128x128 and up run in oneDNN, which
     # uses AVX-512 where MKL does not: 1.9x faster products at 256 units on Zen 5 (robo_rl/agents/onednn_matmul.py).
     onednn_matmul: bool = True
+    # camera observations only: the image encoder that the critic trains and the actor reads (DrQ, SERL)
+    encoder: EncoderConfig = dataclasses.field(default_factory=EncoderConfig)
 
     def validate(self) -> None:
         """Raise ValueError naming the first inconsistent field: of the wrong type, not finite, outside
         AGENT_RANGES, or inconsistent with another."""
+        if isinstance(self.encoder, Mapping):  # as a checkpoint's or Hydra's plain config gives it
+            self.encoder = coerce(dict(self.encoder), EncoderConfig, "agent.encoder")
         coerce(self, SACConfig, "agent")  # every field of its type, every number finite (sim.validation)
         check_ranges(self, AGENT_RANGES, name="agent")
         if not 1 <= self.critic_subsample <= self.num_critics:
             raise ValueError(f"critic_subsample must be in [1, num_critics={self.num_critics}], got {self.critic_subsample}")
+        self.encoder.validate()
 
 
 # What each number of SACConfig may be (sim.validation.check_ranges): a network of zero units, a NaN
@@ -86,7 +93,7 @@ AGENT_RANGES: dict[str, Interval] = {
     "temperature_lr": positive(1.0), "init_temperature": positive(1e6), "target_entropy": Interval(-1e6, 1e6),
     "bc_weight": at_least_zero(1e6), "actor_average_span": at_least_zero(1e9),
     "critic_updates_per_actor_update": Interval(1, 1024), "tau": positive(1.0), "discount": at_least_zero(1.0),
-    "actor_average_rate": at_least_zero(1.0),
+    "actor_average_rate": at_least_zero(1.0), **ENCODER_RANGES,
 }
 
 
@@ -108,19 +115,25 @@ class SAC(nn.Module):
         config: hyperparameters.
         critic_obs_dim: size of the critic's observation if it differs from the actor's (an asymmetric
             critic that sees privileged simulator state); None: the critic sees the actor's observation.
+        images: camera images of dict observations by name, (height, width, 3) each; obs_dim is then the size
+            of their "state" vector. An `ImageEncoder` turns them into the features that actor and critics read.
     """
 
     def __init__(self, obs_dim: int, action_low: Any, action_high: Any, config: SACConfig | None = None,
-                 critic_obs_dim: int | None = None, device: str | torch.device = "cpu"):
+                 critic_obs_dim: int | None = None, device: str | torch.device = "cpu",
+                 images: Mapping[str, Sequence[int]] | None = None):
         super().__init__()
         self.config = config = config or SACConfig()
         config.validate()
         low = torch.as_tensor(action_low, dtype=torch.float32).flatten()
         high = torch.as_tensor(action_high, dtype=torch.float32).flatten()
         self.obs_dim, self.action_dim = obs_dim, low.numel()
-        self.critic_obs_dim = critic_obs_dim or obs_dim
+        self.images = {name: tuple(shape) for name, shape in (images or {}).items()}
+        self.encoder = ImageEncoder(self.images, obs_dim, config.encoder) if self.images else None
+        features = self.encoder.out_dim if self.encoder is not None else obs_dim
+        self.critic_obs_dim = critic_obs_dim or features
         self.target_entropy = config.target_entropy if config.target_entropy is not None else -self.action_dim / 2
-        self.actor = policy_network(obs_dim, low, high, config)
+        self.actor = policy_network(features, low, high, config)
         self.critic = CriticEnsemble(self.critic_obs_dim, self.action_dim, config.critic_hidden, config.activation,
                                      config.num_critics, config.critic_layer_norm)
         self.target_critic = copy.deepcopy(self.critic).requires_grad_(False)
@@ -129,7 +142,9 @@ class SAC(nn.Module):
         self.log_temperature = nn.Parameter(torch.tensor(float(config.init_temperature)).log())
         self.to(device)
         self.actor_optimizer = _adam(self.actor.parameters(), config.actor_lr)
-        self.critic_optimizer = _adam(self.critic.parameters(), config.critic_lr)
+        # the critic's loss trains the encoder (its frozen convolutions excepted)
+        self.critic_optimizer = _adam([*self.critic.parameters(), *self._encoder_parameters().values()],
+                                      config.critic_lr)
         self.temperature_optimizer = _adam([self.log_temperature], config.temperature_lr)
         self._adam_slots: dict[str, AdamSlots] = {}
         for name in ("actor_optimizer", "critic_optimizer", "temperature_optimizer"):
@@ -145,6 +160,9 @@ class SAC(nn.Module):
         # and one for the last critic step with the actor and temperature steps, so that compile time does not
         # grow with critic_updates_per_actor_update. Each graph compiles on first use.
         self._compiled_steps: dict[str, Callable[..., dict[str, torch.Tensor]]] | None = None
+        if config.compile and self.images:
+            raise ValueError("agent.compile=true is for state observations: an agent on camera images runs eagerly "
+                             "(agent.compile=false)")
         if config.compile:
             # imported here: it loads torch._inductor (~2 s), which an eager agent, an evaluation or a CLI's
             # one-line error never needs
@@ -169,12 +187,24 @@ class SAC(nn.Module):
         """The actor that evaluation and export run: the weight average if configured, else the online actor."""
         return self.actor_average if self.actor_average is not None else self.actor
 
+    def _encoder_parameters(self) -> dict[str, torch.Tensor]:
+        """The encoder's trainable parameters by name ({} without cameras)."""
+        if self.encoder is None:
+            return {}
+        return {name: p for name, p in self.encoder.named_parameters() if p.requires_grad}
+
+    def features(self, obs: Observation) -> torch.Tensor:
+        """What actor and critics read of observations: the vector itself, or the encoder's features."""
+        if self.encoder is None:
+            return torch.as_tensor(obs, dtype=torch.float32, device=self.device)
+        return self.encoder(obs)
+
     @torch.no_grad()
-    def act(self, obs: torch.Tensor, deterministic: bool = False) -> torch.Tensor:
-        """Actions (B, action_dim) for observations (B, obs_dim): sampled from the online actor (exploration),
-        or the policy actor's mean if deterministic."""
-        obs = torch.as_tensor(obs, dtype=torch.float32, device=self.device)
-        return self.policy_actor.deterministic(obs) if deterministic else self.actor.sample(obs)[0]
+    def act(self, obs: Observation, deterministic: bool = False) -> torch.Tensor:
+        """Actions (B, action_dim) for observations (B, obs_dim, or dicts with images): sampled from the online
+        actor (exploration), or the policy actor's mean if deterministic."""
+        features = self.features(obs)
+        return self.policy_actor.deterministic(features) if deterministic else self.actor.sample(features)[0]
 
     @torch.no_grad()
     def center_actor_on(self, action: torch.Tensor) -> None:
@@ -197,16 +227,23 @@ class SAC(nn.Module):
         # same stream (and a resumed run reproduces it).
         noise = {"next_action": torch.randn(steps, rows, self.action_dim, device=self.device),
                  "action": torch.randn(rows, self.action_dim, device=self.device),
-                 "critic_order": torch.rand(steps, config.num_critics, device=self.device)}
+                 "critic_order": torch.rand(steps, config.num_critics, device=self.device),
+                 # DrQ: per minibatch, obs and next_obs, camera and image, a shift (row, column) in [0, 2 pad]
+                 "shifts": (torch.randint(2 * config.encoder.shift + 1, (steps, 2, len(self.images), rows, 2),
+                                          device=self.device) if self.images
+                            else torch.zeros(steps, 2, 0, rows, 2, dtype=torch.long, device=self.device))}
         return self._run("_update_with", batch, noise)
 
     def _update_with(self, batch: Batch, noise: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         """The update on given random draws: critic steps on consecutive minibatches, then one actor and
         temperature step on the last minibatch."""
-        *minibatches, last = batch.chunk(self.config.critic_updates_per_actor_update)
-        for mb, next_noise, order in zip(minibatches, noise["next_action"], noise["critic_order"]):
-            self._run("_critic_step", mb, next_noise, order)
-        return self._run("_last_step", last, noise["next_action"][-1], noise["critic_order"][-1], noise["action"])
+        steps = self.config.critic_updates_per_actor_update
+        *minibatches, last = batch.chunk(steps)
+        shifts = noise["shifts"] if "shifts" in noise else [None] * steps  # image shifts: only with cameras
+        for mb, next_noise, order, shift in zip(minibatches, noise["next_action"], noise["critic_order"], shifts):
+            self._run("_critic_step", mb, next_noise, order, shift)
+        return self._run("_last_step", last, noise["next_action"][-1], noise["critic_order"][-1], noise["action"],
+                         shifts[-1])
 
     def _run(self, step: str, *args: Any) -> dict[str, torch.Tensor]:
         """Run one step (or the whole update), compiled if it has a graph of its own (else eagerly, or inline
@@ -226,12 +263,22 @@ class SAC(nn.Module):
     # each step is a pure tensor program that torch.compile turns into one graph. Under no_grad, torch.func.grad
     # still differentiates inside while nothing else records autograd history.
     @torch.no_grad()
-    def _critic_step(self, mb: Batch, next_noise: torch.Tensor, order: torch.Tensor) -> dict[str, torch.Tensor]:
-        """One critic step towards the soft Bellman target, then the Polyak update of the target critics."""
+    def _critic_step(self, mb: Batch, next_noise: torch.Tensor, order: torch.Tensor,
+                     shifts: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
+        """One critic step towards the soft Bellman target, then the Polyak update of the target critics. With
+        cameras the images are shifted first (DrQ), the target reads the encoder's features of the next
+        observation (DrQ-v2: no target encoder), and the encoder learns with the critics; the features of
+        this minibatch come back as "features" for the actor step."""
         config = self.config
         alpha = self.log_temperature.exp()
-        next_action, next_log_prob = self.actor.sample(mb.next_obs, next_noise)
-        target_q = self.target_critic(mb.next_critic_input, next_action)  # (E, B)
+        obs, next_obs = mb.obs, mb.next_obs
+        if self.encoder is not None:
+            obs = self.encoder.augment(obs, shifts[0], config.encoder.shift)
+            next_obs = self.encoder.augment(next_obs, shifts[1], config.encoder.shift)
+            next_obs = self.encoder(next_obs)
+        next_action, next_log_prob = self.actor.sample(next_obs, next_noise)
+        next_critic_input = next_obs if mb.next_critic_obs is None else mb.next_critic_obs
+        target_q = self.target_critic(next_critic_input, next_action)  # (E, B)
         if config.critic_subsample < config.num_critics:  # REDQ: the min over a random subset
             target_q = target_q[order.argsort()[: config.critic_subsample]]
         next_q = target_q.min(0).values
@@ -239,39 +286,46 @@ class SAC(nn.Module):
             next_q = next_q - alpha * next_log_prob
         target = mb.reward + config.discount * (1.0 - mb.terminated) * next_q
 
-        def critic_loss_fn(params: dict[str, torch.Tensor]) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
-            q = functional_call(self.critic, params, (mb.critic_input, mb.action))
+        def critic_loss_fn(params: dict[str, dict[str, torch.Tensor]]
+                           ) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor, torch.Tensor]]:
+            features = obs if self.encoder is None else functional_call(self.encoder, params["encoder"], (obs,))
+            critic_input = features if mb.critic_obs is None else mb.critic_obs
+            q = functional_call(self.critic, params["critic"], (critic_input, mb.action))
             loss = ((q - target) ** 2).mean(1).sum()  # each member's MSE, summed
-            return loss, (loss, q)
+            return loss, (loss, q, features)
 
-        critic_params = dict(self.critic.named_parameters())
-        critic_grads, (critic_loss, q) = grad(critic_loss_fn, has_aux=True)(critic_params)
-        _adam_step(self._adam_slots["critic_optimizer"], critic_grads.values())
-        torch._foreach_lerp_(list(self.target_critic.parameters()), list(critic_params.values()), config.tau)
-        return {"critic_loss": critic_loss / config.num_critics, "q_mean": q.mean()}
+        params = {"critic": dict(self.critic.named_parameters()), "encoder": self._encoder_parameters()}
+        grads, (critic_loss, q, features) = grad(critic_loss_fn, has_aux=True)(params)
+        _adam_step(self._adam_slots["critic_optimizer"], [*grads["critic"].values(), *grads["encoder"].values()])
+        torch._foreach_lerp_(list(self.target_critic.parameters()), list(params["critic"].values()), config.tau)
+        metrics = {"critic_loss": critic_loss / config.num_critics, "q_mean": q.mean()}
+        return metrics if self.encoder is None else metrics | {"features": features}
 
-    def _last_step(self, mb: Batch, next_noise: torch.Tensor, order: torch.Tensor, noise: torch.Tensor
-                   ) -> dict[str, torch.Tensor]:
-        """The last critic step, then the actor and temperature steps on the same minibatch."""
-        return self._critic_step(mb, next_noise, order) | self._actor_step(mb, noise)
+    def _last_step(self, mb: Batch, next_noise: torch.Tensor, order: torch.Tensor, noise: torch.Tensor,
+                   shifts: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
+        """The last critic step, then the actor and temperature steps on the same minibatch (with cameras, on
+        the features the critic step computed, detached: the actor does not train the encoder)."""
+        metrics = self._critic_step(mb, next_noise, order, shifts)
+        features = metrics.pop("features", None)
+        return metrics | self._actor_step(mb, noise, mb.obs if features is None else features)
 
     @torch.no_grad()
-    def _actor_step(self, mb: Batch, noise: torch.Tensor) -> dict[str, torch.Tensor]:
+    def _actor_step(self, mb: Batch, noise: torch.Tensor, features: torch.Tensor) -> dict[str, torch.Tensor]:
         """One actor step (ensemble-mean Q plus entropy, gradients reaching the actor only; plus filtered
         cloning if configured), the actor average's step, and one temperature step."""
         config = self.config
         alpha = self.log_temperature.exp()
-        critic_obs = mb.critic_input
+        critic_obs = features if mb.critic_obs is None else mb.critic_obs
         use_bc = config.bc_weight > 0 and mb.source is not None
 
         def actor_loss_fn(params: dict[str, torch.Tensor]) -> tuple[torch.Tensor, tuple[torch.Tensor, ...]]:
-            mean, log_std = functional_call(self.actor, params, (mb.obs,))
+            mean, log_std = functional_call(self.actor, params, (features,))
             action, log_prob = self.actor.squash(mean, log_std, noise)
             actor_q = self.critic(critic_obs, action).mean(0)
             loss = (alpha * log_prob - actor_q).mean()
             bc_loss = torch.zeros((), device=loss.device)
             if use_bc:
-                bc_loss = self._filtered_bc_loss(mb, actor_q, self.actor.mean_action(mean))
+                bc_loss = self._filtered_bc_loss(mb, critic_obs, actor_q, self.actor.mean_action(mean))
                 loss = loss + config.bc_weight * actor_q.detach().abs().mean() * bc_loss
             return loss, (loss, log_prob, bc_loss)
 
@@ -291,13 +345,14 @@ class SAC(nn.Module):
         _adam_step(self._adam_slots["temperature_optimizer"], [temperature_grad])
         return {"actor_loss": actor_loss, "entropy": entropy, "temperature": alpha, "bc_loss": bc_loss}
 
-    def _filtered_bc_loss(self, mb: Batch, policy_q: torch.Tensor, mean_action: torch.Tensor) -> torch.Tensor:
+    def _filtered_bc_loss(self, mb: Batch, critic_obs: torch.Tensor, policy_q: torch.Tensor,
+                          mean_action: torch.Tensor) -> torch.Tensor:
         """Squared distance of the mean action to the demonstrated one, over the offline rows (demos and
         interventions) where the critics rate the demonstrated action above the policy's (the Q filter:
         once the policy is better, the demos stop pulling)."""
         offline = mb.source != int(Source.ONLINE)
         if self.config.bc_q_filter:
-            demo_q = self.critic(mb.critic_input, mb.action).mean(0)
+            demo_q = self.critic(critic_obs, mb.action).mean(0)
             offline = offline & (demo_q > policy_q.detach())
         keep = offline.float()
         distance = ((mean_action - mb.action) ** 2).sum(-1)
@@ -308,7 +363,8 @@ class SAC(nn.Module):
         """The agent stored in a checkpoint dict (robo_rl.checkpoint.load_checkpoint), in eval mode."""
         spec = state["env_spec"]
         agent = cls(spec["observation_size"], spec["action_low"], spec["action_high"],
-                    SACConfig(**state["agent_config"]), critic_obs_dim=state.get("critic_obs_dim"), device=device)
+                    SACConfig(**state["agent_config"]), critic_obs_dim=state.get("critic_obs_dim"), device=device,
+                    images=spec.get("observation_images"))
         agent.load_training_state(state["agent"])
         return agent.eval()
 

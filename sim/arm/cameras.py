@@ -54,6 +54,9 @@ class CameraConfig:
     shadows: bool = False
     workers: int = 0  # render processes; 0: one per core, at most one per simulation
     backend: str = "auto"  # offscreen OpenGL: "egl", "osmesa", or "auto" (EGL, else OSMesa)
+    # what the observation's "state" vector holds: the robot's own senses, as SERL's image tasks give them;
+    # where the cube is, the cameras show (rewards and success still come from the simulator)
+    state_fields: tuple[str, ...] = ("tool_position", "tool_velocity", "gripper_opening")
     randomization: CameraRandomization = dataclasses.field(default_factory=CameraRandomization)
 
     def validate(self) -> None:

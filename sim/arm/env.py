@@ -241,6 +241,7 @@ class ArmVectorEnv(VectorEnv):
         self._pending = np.zeros((self._max_latency + 1, num_envs, 4))  # actions, newest first
         self._workspace = np.array(config.workspace).T  # (2, 3)
         self.layout = arm_layout()
+        self.policy_layout = self.layout  # what the policy's vector holds (with cameras, `cameras.state_fields`)
         state_space = gym.spaces.Box(-np.inf, np.inf, (self.layout.size,), np.float32)
         self.cameras = config.cameras if config.cameras.enabled else None
         self._render_pool: Any = None
@@ -267,9 +268,14 @@ class ArmVectorEnv(VectorEnv):
         unknown = [name for name in cameras.names if name not in known]
         if unknown:
             raise ConfigError(f"cameras.names: {self.config.spec.mjcf.name} has no camera {unknown[0]!r}; it has {known}")
+        try:
+            self.policy_layout, self._state_index = self.layout.subset(cameras.state_fields)
+        except ValueError as error:
+            raise ConfigError(f"cameras.state_fields: {error}") from None
         self._appearance_layout = AppearanceLayout(len(cameras.names), self.model.ngeom)
         self._render_pool = RenderPool(self.model, self.num_envs, cameras, cameras.workers)
         image = gym.spaces.Box(0, 255, (cameras.height, cameras.width, 3), np.uint8)
+        state_space = gym.spaces.Box(-np.inf, np.inf, (self.policy_layout.size,), np.float32)
         self.single_observation_space = gym.spaces.Dict({"state": state_space, **{name: image for name in cameras.names}})
 
     def close(self, **kwargs: Any) -> None:
@@ -381,9 +387,10 @@ class ArmVectorEnv(VectorEnv):
         return {"robot": "arm", "task": self.config.task, "control_hz": self.config.control_hz}
 
     def expert_actions(self, obs: Any, noise: float = 0.0, rng: np.random.Generator | None = None) -> np.ndarray:
-        """The task's scripted expert's actions (N, 4) for observations (N, obs) of this env (with cameras, the
-        dict's "state"), with Gaussian `noise` (std) on the tool displacement."""
-        state = obs["state"] if isinstance(obs, Mapping) else obs
+        """The task's scripted expert's actions (N, 4) for observations (N, obs) of this env, with Gaussian
+        `noise` (std) on the tool displacement. With cameras the expert reads the simulator's full state (where
+        the cube is), so `obs` must be the env's current observation."""
+        state = self._observe() if isinstance(obs, Mapping) else obs
         actions = self.task.expert(np.asarray(state), self.layout, self.config.action_scale, self.params["cube_half_size"])
         if noise > 0:
             actions[:, :3] += (rng or np.random.default_rng()).normal(0.0, noise, (len(actions), 3))
@@ -419,7 +426,8 @@ class ArmVectorEnv(VectorEnv):
         pool["qpos"][rows] = self._qpos[rows]
         pool["geom_size"][rows] = self._geom_size[rows]
         images = pool.render(ids)
-        return {"state": state, **{name: images[:, k].copy() for k, name in enumerate(self.cameras.names)}}
+        return {"state": state[:, self._state_index],
+                **{name: images[:, k].copy() for k, name in enumerate(self.cameras.names)}}
 
     def _observe(self) -> np.ndarray:
         tool, _ = self.controller.tool_pose()

@@ -135,9 +135,9 @@ def test_one_line_folds_multiline_messages():
     # an env group's training budget, even where total_env_steps is given and the budget goes unread
     (["env=takeoff_land", "env.total_env_steps=-5", "total_env_steps=100"], r"env.total_env_steps must lie in \[0, "),
     (["env=takeoff_land", "env.total_env_steps=abc"], "env.total_env_steps must be an integer, got 'abc'"),
-    # camera images make a Dict observation, which the trainer's agents and buffers do not take
-    (["env=so_arm100_pick_cube", "+env.overrides.cameras.enabled=true"],
-     "env.overrides.cameras.enabled: training, evaluation and export take state observations only"),
+    # camera images make a Dict observation, which the Ray actors do not take
+    (["env=so_arm100_pick_cube", "+env.overrides.cameras.enabled=true", "runner=ray"],
+     "env.overrides.cameras.enabled: camera observations are recorded, trained and evaluated by robo_rl.record"),
 ])
 def test_train_options_are_checked_once_composed(overrides, message):
     with initialize_config_dir(config_dir=CONFIGS, version_base="1.3"):

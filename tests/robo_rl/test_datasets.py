@@ -154,3 +154,37 @@ def test_a_total_episodes_the_data_does_not_hold_is_refused(minari_root, pick_en
     (path / "data" / "metadata.json").write_text(json.dumps(metadata))
     with pytest.raises(DatasetError, match=rf"metadata.json gives total_episodes {total!r}, the data holds 3 episodes"):
         load_transitions(path, env_spec(pick_env, "robo_rl/ArmPickCube-v0"))
+
+
+def test_demos_with_camera_images_round_trip_through_minari_compactly(minari_root):
+    import minari
+
+    env = ArmVectorEnv("pick_cube", num_envs=2, robot="so_arm100",
+                       cameras={"enabled": True, "width": 64, "height": 64, "workers": 1})
+    try:
+        episodes = record_episodes(env, env.expert_actions, episodes=2, seed=0)
+        spec = env_spec(env, "robo_rl/SOArm100PickCube-v0")
+        path = write_dataset("so_arm100_pick_cube/pixels-v0", episodes, "robo_rl/SOArm100PickCube-v0",
+                             env.single_observation_space, env.single_action_space)
+    finally:
+        env.close()
+    stored = next(minari.load_dataset("so_arm100_pick_cube/pixels-v0").iterate_episodes())  # without robo-rl
+    assert stored.observations["wrist"].dtype == np.uint8 and stored.observations["wrist"].shape == (151, 64, 64, 3)
+    raw = sum(e["observations"][k].nbytes for e in episodes for k in ("wrist", "front"))
+    on_disk = sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
+    assert on_disk < raw / 4  # Minari keeps images JPEG-compressed
+    transitions = load_transitions("so_arm100_pick_cube/pixels-v0", spec)
+    recorded = {k: np.concatenate([e["observations"][k][:-1] for e in episodes]) for k in ("state", "wrist", "front")}
+    np.testing.assert_array_equal(transitions["obs"]["state"].numpy(), recorded["state"])  # the state is exact
+    for name in ("wrist", "front"):
+        loaded = transitions["obs"][name]
+        assert loaded.dtype == torch.uint8 and loaded.shape == recorded[name].shape
+        assert np.abs(loaded.numpy().astype(int) - recorded[name]).mean() < 8  # JPEG: a few levels on average
+    # a dataset without images does not feed a run on the cameras, and the reverse
+    plain = ArmVectorEnv("pick_cube", num_envs=2, robot="so_arm100")
+    write_dataset("so_arm100_pick_cube/state-v0", record_episodes(plain, plain.expert_actions, episodes=1, seed=0),
+                  "robo_rl/SOArm100PickCube-v0", plain.single_observation_space, plain.single_action_space)
+    with pytest.raises(DatasetError, match="has no camera images; the env robo_rl/SOArm100PickCube-v0 observes"):
+        load_transitions("so_arm100_pick_cube/state-v0", spec)
+    with pytest.raises(DatasetError, match="has observations"):
+        load_transitions("so_arm100_pick_cube/pixels-v0", env_spec(plain, "robo_rl/SOArm100PickCube-v0"))

@@ -35,6 +35,7 @@ def test_an_image_env_passes_the_gymnasium_checker_headless():
         check_env(env, skip_render_check=True)
         obs, _ = env.reset(seed=0)
         assert set(obs) == {"state", "wrist", "front"}
+        assert obs["state"].shape == (7,)  # the robot's own senses: tool position and velocity, gripper opening
         assert obs["wrist"].shape == (48, 64, 3) and obs["wrist"].dtype == np.uint8
         assert obs["front"].std() > 5  # a picture, not a blank
     finally:
@@ -51,7 +52,7 @@ def test_the_same_seed_gives_the_same_images_and_the_cameras_leave_the_states_al
         for x, y, s in zip(a, b, states):
             for key in x:
                 np.testing.assert_array_equal(x[key], y[key])
-            np.testing.assert_array_equal(x["state"], s)
+            np.testing.assert_array_equal(x["state"], s[:, first._state_index])
         other = run_expert(second, 8, 0)[0]
         assert np.abs(other["front"].astype(int) - a[0]["front"]).mean() > 1.0  # another appearance
     finally:
@@ -153,6 +154,8 @@ def test_auto_falls_back_to_osmesa_where_egl_cannot_start(monkeypatch):
     ({"enabled": True, "backend": "vulkan"}, "cameras.backend must be 'auto', 'egl', 'osmesa', got 'vulkan'"),
     ({"enabled": True, "randomization": {"ambient": [0.5, 0.1]}}, "cameras.randomization.ambient"),
     ({"enabled": True, "workers": 3}, "cameras.workers must be between 0 (automatic) and num_envs=2, got 3"),
+    ({"enabled": True, "state_fields": ["tool_position", "joint_angles"]},
+     "cameras.state_fields: unknown observation field 'joint_angles'"),
 ])
 def test_bad_camera_settings_are_one_config_error(cameras, message):
     with pytest.raises(ConfigError) as error:
