@@ -161,9 +161,9 @@ def recorded_env_id(data: Any) -> str | None:
     return getattr(env_spec, "id", None)
 
 
-def load_transitions(dataset: str | os.PathLike, spec: Mapping[str, Any]) -> dict[str, torch.Tensor]:
-    """Every transition of a dataset as tensors (obs, action, reward, next_obs, terminated), checked against
-    the env `spec` (robo_rl.envs.env_spec: observation and action sizes and bounds)."""
+def read_episodes(dataset: str | os.PathLike) -> tuple[Path, list[Any], str | None]:
+    """A dataset's folder, its episodes (Minari's EpisodeData) and the id of the env it was recorded on;
+    DatasetError if it is missing, unreadable, inconsistent or empty."""
     import minari
 
     path = dataset_path(dataset)
@@ -189,6 +189,45 @@ def load_transitions(dataset: str | os.PathLike, spec: Mapping[str, Any]) -> dic
         raise DatasetError(f"cannot read the dataset at {path}: {error}") from error
     if not episodes:
         raise DatasetError(f"dataset at {path} has no episodes")
+    return path, episodes, recorded_on
+
+
+def load_labelled_frames(dataset: str | os.PathLike) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray]:
+    """The camera frames of a dataset recorded with cameras, each labelled by the `is_success` recorded for the
+    step that led to it: frames {camera: (N, H, W, 3) uint8}, labels (N,) bool, episode index (N,)."""
+    path, episodes, _ = read_episodes(dataset)
+    frames: dict[str, list[np.ndarray]] = {}
+    labels, index = [], []
+    for number, episode in enumerate(episodes):
+        where = f"dataset at {path}: episode {episode.id}"
+        observations = episode.observations
+        cameras = sorted(k for k in observations if k != "state") if isinstance(observations, Mapping) else []
+        if not cameras:
+            raise DatasetError(f"{where} has no camera images; record the dataset with the env's cameras on "
+                               "(e.g. env=so_arm100_pick_cube_pixels)")
+        success = np.asarray((episode.infos or {}).get("is_success", []))
+        if success.dtype.kind not in "bi" or success.shape != (len(episode.actions),):
+            raise DatasetError(f"{where} has no is_success label per step (infos.is_success)")
+        if number and sorted(frames) != cameras:
+            raise DatasetError(f"{where} has cameras {cameras}, the first episode {sorted(frames)}")
+        for name in cameras:
+            frames.setdefault(name, []).append(np.asarray(observations[name])[1:])  # the frame after each step
+        labels.append(success.astype(bool))
+        index.append(np.full(len(success), number))
+    if len(episodes) < 2:
+        raise DatasetError(f"dataset at {path} has {len(episodes)} episode; a classifier needs at least 2 "
+                           "(training and held-out frames come from different episodes)")
+    all_labels = np.concatenate(labels)
+    if all_labels.all() or not all_labels.any():
+        raise DatasetError(f"dataset at {path} has frames of one class only ({int(all_labels.sum())} successes "
+                           f"of {len(all_labels)}); a classifier needs both")
+    return {k: np.concatenate(v) for k, v in frames.items()}, all_labels, np.concatenate(index)
+
+
+def load_transitions(dataset: str | os.PathLike, spec: Mapping[str, Any]) -> dict[str, torch.Tensor]:
+    """Every transition of a dataset as tensors (obs, action, reward, next_obs, terminated), checked against
+    the env `spec` (robo_rl.envs.env_spec: observation and action sizes and bounds)."""
+    path, episodes, recorded_on = read_episodes(dataset)
     if recorded_on != spec["id"]:
         raise DatasetError(f"dataset at {path} was recorded on {recorded_on or 'an env it does not name'}; the run "
                            f"trains {spec['id']} and takes demonstrations recorded on it (python -m robo_rl.record "

@@ -226,6 +226,11 @@ class Trainer:
         agent_cfg = SACConfig(**OmegaConf.to_container(cfg.agent, resolve=True))
         space = self.env.single_action_space
         images = self.spec.get("observation_images")
+        self.classifier = None
+        if cfg.get("reward_classifier"):
+            from robo_rl.success_classifier import load_classifier
+
+            self.classifier = load_classifier(cfg.reward_classifier, images or {}, self.device)
         self.agent = SAC(self.spec["observation_size"], space.low, space.high, agent_cfg,
                          critic_obs_dim=critic_obs_dim, device=self.device, images=images)
         if cfg.start_from_nominal_action and getattr(self.env, "nominal_action", None) is not None:
@@ -349,7 +354,7 @@ class Trainer:
         if self.privileged:
             raise ValueError("demos cannot feed a privileged critic (datasets hold no privileged state); "
                              "set privileged_critic=false")
-        transitions = load_transitions(dataset, self.spec)
+        transitions = self._rewarded(load_transitions(dataset, self.spec))
         self.replay.add(Source.DEMO, **transitions)
         self.demo_transitions = len(transitions["reward"])
 
@@ -406,12 +411,23 @@ class Trainer:
     def _store(self, collected: CollectedStep) -> None:
         """Put collected transitions into the replay buffers by source and count them."""
         for source, transitions in collected.tagged:
-            self.replay.add(source, **transitions)
+            self.replay.add(source, **self._rewarded(transitions))
         self.recent_returns.extend(collected.finished_returns)
         self.recent_intervention_rates.extend(collected.finished_intervention_rates)
         self.episodes_done += len(collected.finished_returns)
         self.intervention_steps += collected.intervention_steps
         self.env_steps += collected.env_steps
+
+    def _rewarded(self, transitions: dict[str, Any]) -> dict[str, Any]:
+        """Transitions with the reward classifier's verdict on their next observations as the reward (unchanged
+        without a classifier)."""
+        if self.classifier is None:
+            return transitions
+        next_obs = transitions["next_obs"]
+        rows = range(0, len(transitions["reward"]), 1024)  # demos arrive all at once
+        verdict = torch.cat([self.classifier.success({k: v[i:i + 1024].to(self.device) for k, v in next_obs.items()})
+                             for i in rows])
+        return {**transitions, "reward": verdict.float().to(transitions["reward"].device)}
 
     def _update(self) -> None:
         """One agent.update call on a batch drawn from the replay buffers."""

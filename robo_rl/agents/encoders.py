@@ -73,6 +73,18 @@ def conv_stack(channels: Sequence[int], strides: Sequence[int]) -> nn.Sequential
     return nn.Sequential(*layers, nn.Flatten())
 
 
+def flat_size(stack: nn.Sequential, shape: Sequence[int], name: str) -> int:
+    """How many features `stack` makes of an image of `shape` (height, width, 3); ValueError naming the camera
+    if the image is too small for its convolutions."""
+    height, width = int(shape[0]), int(shape[1])
+    try:
+        with torch.no_grad():
+            return int(stack(torch.zeros(1, 3, height, width)).shape[1])
+    except RuntimeError:
+        raise ValueError(f"camera {name!r}: {height}x{width} images are too small for the encoder's convolutions "
+                         "(agent.encoder.channels and strides); use larger images or fewer strided layers") from None
+
+
 class ImageEncoder(nn.Module):
     """Observations {"state": (B, state_dim), camera: (B, H, W, 3) uint8, ...} -> features (B, out_dim)."""
 
@@ -82,9 +94,7 @@ class ImageEncoder(nn.Module):
         self.convs = nn.ModuleDict({name: conv_stack(config.channels, config.strides) for name in self.names})
         self.projections = nn.ModuleDict()
         for name in self.names:
-            height, width, _ = images[name]
-            with torch.no_grad():
-                flat = self.convs[name](torch.zeros(1, 3, height, width)).shape[1]
+            flat = flat_size(self.convs[name], images[name], name)
             self.projections[name] = nn.Sequential(nn.Linear(flat, config.features), nn.LayerNorm(config.features),
                                                    nn.Tanh())
         self.out_dim = config.features * len(self.names) + state_dim

@@ -178,3 +178,8 @@ def test_a_pretrained_encoder_loads_from_a_local_file_and_stays_frozen(tmp_path)
     assert not torch.equal(agent.encoder.projections["front"][0].weight, projection)  # the projection learns
     with pytest.raises(ValueError, match="agent.encoder.pretrained=.*is not a file"):
         small_agent(encoder={"channels": [8, 8], "strides": [2, 1], "pretrained": str(tmp_path / "missing.pt")})
+
+
+def test_images_too_small_for_the_encoder_are_one_error_naming_the_camera():
+    with pytest.raises(ValueError, match=r"camera 'front': 12x12 images are too small for the encoder's convolutions"):
+        SAC(2, -np.ones(1), np.ones(1), SACConfig(compile=False), images={"front": (12, 12, 3)})
