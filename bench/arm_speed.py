@@ -15,7 +15,6 @@ Prints a table and the targets (>= 10,000 env steps/s; >= 20x gym-hil's physics 
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import subprocess
@@ -25,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from peers import machine_line, peer_python, write_results
+from peers import machine_line, peer_bench_arguments, peer_python, write_results
 from sim_speed import measure
 
 ROOT = Path(__file__).resolve().parent
@@ -70,12 +69,7 @@ def bench_gym_hil(seconds: float, repeats: int, image_obs: bool = False) -> dict
 
 def main() -> None:
     """Run every measurement, print the table and the targets, write JSON."""
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--seconds", type=float, default=2.0)
-    parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--json", type=Path, default=ROOT / "results" / "arm_speed.json")
-    parser.add_argument("--no-peer", action="store_true", help="skip gym-hil")
-    args = parser.parse_args()
+    args = peer_bench_arguments(__doc__, "arm_speed.json", "gym-hil").parse_args()
     print(machine_line(), flush=True)
     plan = [(n, t, p) for p in ("random", "expert") for n, t in ((64, 2), (256, 2), (1024, 2))] + [(256, 1, "random")]
     rows = []

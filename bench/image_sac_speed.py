@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import copy
 import statistics
-import time
 from pathlib import Path
 from typing import Callable
 
@@ -28,21 +27,11 @@ import torch.nn.functional as F
 from torch import nn
 
 from peers import machine_line, write_results
+from sim_speed import measure
 
 ROOT = Path(__file__).resolve().parent
 BATCH, STATE, ACTION, PAD = 128, 7, 4, 4
 CAMERAS = ("front", "wrist")
-
-
-def rate(step: Callable[[], None], seconds: float) -> float:
-    """Calls per second of `step` over `seconds`, after two warm-up calls."""
-    step()
-    step()
-    calls, start = 0, time.perf_counter()
-    while time.perf_counter() - start < seconds:
-        step()
-        calls += 1
-    return calls / (time.perf_counter() - start)
 
 
 def observations(size: int) -> dict[str, torch.Tensor]:
@@ -181,7 +170,7 @@ def main() -> None:
         rates: dict[str, list[float]] = {name: [] for name in updates}
         for round_ in range(args.rounds):
             for name, update in updates.items():
-                rates[name].append(rate(update, args.seconds))
+                rates[name].append(measure(update, 1, args.seconds, 1))
         for name, values in rates.items():
             rows.append({"size": size, "implementation": name, "updates_per_s": statistics.median(values),
                          "rounds": values})

@@ -3,6 +3,7 @@ package's), and writing the results."""
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import platform
@@ -53,3 +54,15 @@ def write_results(path: Path, results: Any) -> None:
         results = {"machine": {**machine(), **results.get("machine", {})}, **results}
     path.write_text(json.dumps(results, indent=2))
     print(f"wrote {path}")
+
+
+def peer_bench_arguments(doc: str, json_name: str, peer: str, seconds: float = 2.0,
+                         repeats: int = 3) -> argparse.ArgumentParser:
+    """The options every peer benchmark takes: --seconds and --repeats per measurement, --json (default
+    bench/results/<json_name>), --no-peer to skip the named peer."""
+    parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--seconds", type=float, default=seconds)
+    parser.add_argument("--repeats", type=int, default=repeats)
+    parser.add_argument("--json", type=Path, default=Path(__file__).resolve().parent / "results" / json_name)
+    parser.add_argument("--no-peer", action="store_true", help=f"skip {peer}")
+    return parser

@@ -18,7 +18,6 @@ Run it on an idle machine: a busy core slows every worker.
 
 from __future__ import annotations
 
-import argparse
 import os
 from pathlib import Path
 from typing import Any
@@ -28,7 +27,7 @@ os.environ.setdefault("MUJOCO_GL", "egl")  # the in-process peer; the render wor
 import numpy as np  # noqa: E402
 
 from arm_speed import bench_gym_hil  # noqa: E402
-from peers import machine_line, write_results  # noqa: E402
+from peers import machine_line, peer_bench_arguments, write_results  # noqa: E402
 from sim_speed import measure  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent
@@ -115,12 +114,7 @@ def bench_single_renderer(default_scene: bool, seconds: float, repeats: int) -> 
 
 def main() -> None:
     """Run every measurement, print the table and the target, write JSON."""
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--seconds", type=float, default=2.0)
-    parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--json", type=Path, default=ROOT / "results" / "render_speed.json")
-    parser.add_argument("--no-peer", action="store_true", help="skip gym-hil")
-    args = parser.parse_args()
+    args = peer_bench_arguments(__doc__, "render_speed.json", "gym-hil").parse_args()
     print(machine_line(), flush=True)
     plan: list[tuple[str, Any]] = [
         ("render workers, N=64, 1 process", lambda: bench_pool(64, 1, args.seconds, args.repeats)),

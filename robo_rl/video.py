@@ -32,6 +32,7 @@ def record_rollouts(run: str | Path, out: str | Path | None = None, episodes: in
     from PIL import Image
 
     import sim  # noqa: F401  (registers the ids)
+    from robo_rl import observations
     from robo_rl.checkpoint import agent_from_checkpoint, load_checkpoint, policy_file
 
     state = load_checkpoint(policy_file(run, checkpoint))
@@ -46,11 +47,13 @@ def record_rollouts(run: str | Path, out: str | Path | None = None, episodes: in
         for t in range(100_000):
             if t % frame_every == 0:
                 frames.append(Image.fromarray(np.asarray(env.render())))
+            batch = {k: v[None] for k, v in obs.items()} if isinstance(obs, dict) else np.asarray(obs)[None]
             with torch.no_grad():
-                action = agent.act(torch.as_tensor(obs, dtype=torch.float32)[None], deterministic=True)[0].numpy()
+                action = agent.act(observations.to_tensor(batch, agent.device), deterministic=True)[0].cpu().numpy()
             obs, _, terminated, truncated, _ = env.step(action)
             if terminated or truncated:
                 break
+    env.close()  # its render workers, if it has cameras
     out = Path(out) if out else Path(run) / "rollout.gif"
     fps = env.metadata.get("render_fps", 50) / frame_every
     frames[0].save(out, save_all=True, append_images=frames[1:], duration=int(1000 / fps), loop=0)

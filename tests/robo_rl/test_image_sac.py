@@ -142,11 +142,12 @@ def test_training_on_the_arms_cameras_checkpoints_resumes_and_evaluates(tmp_path
                  "eval.interval_env_steps=480", "checkpoint.interval_env_steps=240", "buffer.capacity=1000",
                  "agent.actor_hidden=[32,32]", "agent.critic_hidden=[32,32]", "agent.batch_size=32",
                  "agent.encoder.channels=[8,8]", "agent.encoder.strides=[2,2]", "logging.progress_bar=false",
-                 "logging.tensorboard=false"]
+                 "logging.tensorboard=false", "logging.video=true"]
     with initialize_config_dir(config_dir=CONFIGS, version_base="1.3"):
         cfg = compose(config_name="train", overrides=overrides)
     summary = Trainer(cfg, tmp_path).run()
     assert summary["env_steps"] >= 480 and summary["updates"] > 0
+    assert (tmp_path / "rollout.gif").stat().st_size > 0  # the policy acted on its own camera images
     state = load_checkpoint(tmp_path)
     assert state["env_spec"]["observation_images"] == {"front": [24, 24, 3], "wrist": [24, 24, 3]}
     assert state["env_spec"]["observation_size"] == 7  # tool position and velocity, gripper opening
