@@ -1,6 +1,7 @@
 # robo-rl: `make train` runs the main job, `make test` the test suite. Both create .venv and install
 # what they need (torch pinned to the local CPU wheel torch==2.13.0; on a CUDA machine, install a CUDA
-# build of torch into .venv first and it is kept).
+# build of torch into .venv first and it is kept). pip --no-compile: Python compiles what is imported, when it
+# is first imported, instead of every file of every package at install (torch alone: 59 s -> 23 s here).
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
@@ -28,8 +29,8 @@ $(STAMP): pyproject.toml Makefile
 	@$(PYTHON) -m venv $(VENV) 2>/dev/null || { \
 	  echo "python3 -m venv failed: installing Debian's python3-venv"; \
 	  apt-get update && apt-get install -y --no-install-recommends python3-venv && $(PYTHON) -m venv $(VENV); }
-	$(PY) -m pip install --quiet --disable-pip-version-check "$(TORCH)"
-	$(PY) -m pip install --quiet --disable-pip-version-check -e ".[dev]"
+	$(PY) -m pip install --quiet --disable-pip-version-check --no-compile "$(TORCH)"
+	$(PY) -m pip install --quiet --disable-pip-version-check --no-compile -e ".[dev]"
 	@touch $(STAMP)
 
 # Main job: the Crazyflie-family hover policy (README, "One policy for the Crazyflie family") into
@@ -99,10 +100,10 @@ $(ROS_STAMP): pyproject.toml Makefile $(STAMP)
 	@$(PYTHON) -m venv $(ROS_VENV) 2>/dev/null || { \
 	  echo "python3 -m venv failed: installing Debian's python3-venv"; \
 	  apt-get update && apt-get install -y --no-install-recommends python3-venv && $(PYTHON) -m venv $(ROS_VENV); }
-	$(ROS_PY) -m pip install --quiet --disable-pip-version-check "$(TORCH)"
-	$(ROS_PY) -m pip install --quiet --disable-pip-version-check $(ROS_PACKAGES) \
+	$(ROS_PY) -m pip install --quiet --disable-pip-version-check --no-compile "$(TORCH)"
+	$(ROS_PY) -m pip install --quiet --disable-pip-version-check --no-compile $(ROS_PACKAGES) \
 	  "ray==$$($(PY) -c 'import ray; print(ray.__version__)')"
-	$(ROS_PY) -m pip install --quiet --disable-pip-version-check --no-deps -e .
+	$(ROS_PY) -m pip install --quiet --disable-pip-version-check --no-compile --no-deps -e .
 	@touch $(ROS_STAMP)
 
 # unshare (util-linux) and ip (iproute2) put the DDS tests in a loopback-only network namespace

@@ -2,7 +2,7 @@
 camera images (success or not), trained from labelled frames, whose verdict on each new observation is the
 reward of a training run (`python -m robo_rl.train reward_classifier=<file>`).
 
-    python -m robo_rl.success_classifier dataset=<Minari id or folder> out=<file.pt> [epochs=30] [seed=0]
+    python -m robo_rl.success_classifier dataset=<Minari id or folder> out=<file.pt> [epochs=30] [seed=0] [device=auto]
 
 The frames are a recorded dataset's images (`python -m robo_rl.record` with cameras), each labelled by the
 `is_success` the recorder stored for the step that led to it (the simulator's verdict; on a robot, the
@@ -70,8 +70,10 @@ def precision_recall(predicted: np.ndarray, labels: np.ndarray) -> dict[str, flo
 
 def train_classifier(frames: Mapping[str, np.ndarray], labels: np.ndarray, episode: np.ndarray, epochs: int = 30,
                      seed: int = 0, held_out: float = 0.2, batch_size: int = 128, shift: int = 4,
-                     device: str | torch.device = "cpu") -> tuple[SuccessClassifier, dict[str, Any]]:
+                     device: str | torch.device = "cpu", progress: bool = False) -> tuple[SuccessClassifier, dict[str, Any]]:
     """A classifier trained on the frames of 80% of the episodes, and its scores on the other 20%'s frames."""
+    from tqdm import tqdm
+
     torch.manual_seed(seed)
     train_episodes, test_episodes = split_episodes(int(episode.max()) + 1, held_out, seed)
     train_rows, test_rows = np.isin(episode, train_episodes), np.isin(episode, test_episodes)
@@ -85,7 +87,7 @@ def train_classifier(frames: Mapping[str, np.ndarray], labels: np.ndarray, episo
     weight = torch.tensor((1.0 - positives) / max(positives, 1e-6))
     loss_fn = nn.BCEWithLogitsLoss(pos_weight=weight.to(device))
     generator = torch.Generator().manual_seed(seed)
-    for _ in range(epochs):
+    for _ in tqdm(range(epochs), desc="train classifier", unit="epoch", disable=not progress):
         for batch in rows[torch.randperm(len(rows), generator=generator)].split(batch_size):
             obs = {name: random_shift(images[batch], torch.randint(0, 2 * shift + 1, (len(batch), 2),
                                                                     generator=generator), shift).to(device)
@@ -138,18 +140,24 @@ def load_classifier(path: str | Path, images: Mapping[str, Sequence[int]] | None
 @command
 def main(argv: list[str]) -> None:
     """`key=value` arguments: dataset (required), out (required), epochs, seed."""
-    usage = "usage: python -m robo_rl.success_classifier dataset=<Minari id or folder> out=<file.pt> [epochs=30] [seed=0]"
-    args = key_values(argv, {"dataset": str, "out": str, "epochs": (int, 1), "seed": int}, usage)
+    usage = ("usage: python -m robo_rl.success_classifier dataset=<Minari id or folder> out=<file.pt> [epochs=30] "
+             "[seed=0] [device=auto]")
+    args = key_values(argv, {"dataset": str, "out": str, "epochs": (int, 1), "seed": int, "device": str}, usage)
     if "out" not in args:
         from sim.errors import ConfigError
 
         raise ConfigError(f"out=<file.pt> is required; {usage}")
     from robo_rl.datasets import load_labelled_frames
+    from robo_rl.options import check_device
+    from robo_rl.train import select_device
 
+    check_device(args.get("device", "auto"))
+    device = select_device(args.get("device", "auto"))
     out = Path(args["out"])
     frames, labels, episode = load_labelled_frames(args["dataset"])
     out.parent.mkdir(parents=True, exist_ok=True)  # before the training, not after
-    model, scores = train_classifier(frames, labels, episode, epochs=args.get("epochs", 30), seed=args.get("seed", 0))
+    model, scores = train_classifier(frames, labels, episode, epochs=args.get("epochs", 30), seed=args.get("seed", 0),
+                                     device=device, progress=True)
     save_classifier(model, scores, out, args["dataset"])
     Path(f"{out}.json").write_text(json.dumps(scores, indent=2))
     print(f"held-out frames: {scores['frames']} ({scores['successes']} successes) of episodes "

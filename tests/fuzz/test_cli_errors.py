@@ -38,6 +38,10 @@ def run_cli(args: list[str], tmp_path) -> subprocess.CompletedProcess:
     (["-m", "robo_rl.record", "env=reach", "dataset=./my_demos", "hydra.run.dir=rec"],
      "error: dataset=./my_demos must be a Minari id"),
     (["-m", "robo_rl.video", "run=no_such_run"], "error: "),
+    (["-m", "robo_rl.success_classifier", "dataset=d", "out=c.pt", "device=gpu"],
+     "error: device must be auto, cpu, cuda, cuda:<index> or mps, got 'gpu'"),
+    (["-m", "robo_rl.success_classifier", "dataset=no_such/data-v0", "out=c.pt"], "error: no Minari dataset at "),
+    (["-m", "robo_rl.success_classifier", "dataset=no_such/data-v0"], "error: out=<file.pt> is required"),
     # plain key=value CLIs: an argument without '=' was a ValueError traceback out of dict()
     (["-m", "robo_rl.video", "no_such_run"], "error: argument 'no_such_run': expected key=value with key one of run,"),
     (["-m", "robo_rl.export.in_the_loop", "bundle=b", "steps=many"], "error: steps=many: steps must be a whole number"),
