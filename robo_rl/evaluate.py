@@ -53,9 +53,12 @@ def evaluate_run(run: str | Path, checkpoint: str | Path | None = "best", episod
     device_ = select_device(device)
     state, run_cfg, agent = load_policy(run, checkpoint, device_)
     env = make_vector_env(run_cfg.env, episodes, device_, overrides=changes or {}, cameras=True)
-    check_compatible(state, env_spec(env, run_cfg.env.id))
-    start = time.perf_counter()
-    result = evaluate_policy(lambda o: agent.act(o, deterministic=True), env, seed, device_)
+    try:
+        check_compatible(state, env_spec(env, run_cfg.env.id))
+        start = time.perf_counter()
+        result = evaluate_policy(lambda o: agent.act(o, deterministic=True), env, seed, device_)
+    finally:
+        env.close()  # its render workers, where it has cameras
     return {
         "run": str(run), "checkpoint": state["path"], "env_id": run_cfg.env.id, "changes": changes or {},
         "episodes": episodes, "seed": seed, "trained_env_steps": state["counters"]["env_steps"],
