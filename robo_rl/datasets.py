@@ -20,6 +20,8 @@ import gymnasium as gym
 import numpy as np
 import torch
 
+from sim.observation import as_arrays, observation_row
+
 DATA_FORMAT = "hdf5"
 
 
@@ -65,16 +67,6 @@ def record_episodes(env: Any, act: Callable[[np.ndarray], np.ndarray], episodes:
         obs = next_obs
     bar.close()
     return accepted
-
-
-def as_arrays(obs: Any) -> Any:
-    """A batch of observations as numpy: an array, or a dict of arrays (camera observations)."""
-    return {k: np.asarray(v) for k, v in obs.items()} if isinstance(obs, Mapping) else np.asarray(obs)
-
-
-def observation_row(obs: Any, index: int) -> Any:
-    """A copy of one env's observation from a batch (array, or dict of arrays)."""
-    return {k: v[index].copy() for k, v in obs.items()} if isinstance(obs, Mapping) else obs[index].copy()
 
 
 def stack_observations(rows: list[Any]) -> Any:

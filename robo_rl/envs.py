@@ -65,9 +65,9 @@ def _own_vehicle_only(base: dict, overrides: Mapping[str, Any]) -> dict:
     return {key: value for key, value in base.items() if key != "vehicle_overrides"}
 
 
-def check_env_config(env_cfg: Mapping[str, Any], cameras: bool = False) -> None:
-    """ConfigError unless env_cfg's id is known and its `overrides` make a valid config of that env (what
-    building the env would check; cameras only where `cameras`), without building it."""
+def check_env_config(env_cfg: Mapping[str, Any], cameras: bool = False) -> Any:
+    """The env config that env_cfg's id and `overrides` make, checked as building the env would check it (cameras
+    only where `cameras`), without building it; ConfigError otherwise."""
     env_id = env_cfg.get("id")
     check_env_id(env_id)
     overrides = env_cfg.get("overrides")
@@ -76,11 +76,20 @@ def check_env_config(env_cfg: Mapping[str, Any], cameras: bool = False) -> None:
     config = make_env_config(env_id, dict(overrides or {}))
     if not cameras:
         refuse_cameras(config)
+    return config
+
+
+def camera_images(config: Any) -> dict[str, tuple[int, int, int]]:
+    """The camera images an env config's observation holds, (height, width, 3) by name; {} without cameras."""
+    cameras = getattr(config, "cameras", None)
+    if not getattr(cameras, "enabled", False):
+        return {}
+    return {name: (cameras.height, cameras.width, 3) for name in cameras.names}
 
 
 def refuse_cameras(config: Any) -> None:
     """ConfigError for an env config with cameras, where the command takes state observations only."""
-    if getattr(getattr(config, "cameras", None), "enabled", False):
+    if camera_images(config):
         raise ConfigError("env.overrides.cameras.enabled: camera observations are recorded, trained and evaluated "
                           "by robo_rl.record, robo_rl.train (runner=local) and robo_rl.evaluate; runner=ray, export, "
                           "distill and the robustness suite take state observations only")

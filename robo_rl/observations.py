@@ -71,11 +71,6 @@ def cat(batches: Sequence[Observation]) -> Observation:
     return torch.cat(list(batches))
 
 
-def rows(obs: Observation) -> int:
-    """How many observations in the batch."""
-    return int(state_of(obs).shape[0])
-
-
 def flat(prefix: str, obs: Observation) -> dict[str, torch.Tensor]:
     """An observation batch as flat named tensors: `prefix` for a vector, `prefix.<key>` for a dict's parts."""
     if isinstance(obs, dict):

@@ -131,19 +131,17 @@ def check_options(cfg: DictConfig, command: str, require_all: bool = True) -> No
         from robo_rl.envs import check_env_config
 
         cameras = command == "record" or OmegaConf.select(cfg, "runner.kind", default="local") == "local"
-        check_env_config(OmegaConf.to_container(cfg.env, resolve=True), cameras=cameras)  # before Hydra makes the run folder
-    if command == "train" and OmegaConf.select(cfg, "reward_classifier", default=None):
-        from robo_rl.success_classifier import load_classifier
+        # before Hydra makes the run folder
+        env_config = check_env_config(OmegaConf.to_container(cfg.env, resolve=True), cameras=cameras)
+        if command == "train" and OmegaConf.select(cfg, "reward_classifier", default=None):
+            from robo_rl.envs import camera_images
+            from robo_rl.success_classifier import load_classifier
 
-        load_classifier(str(cfg.reward_classifier))  # a file that is not a classifier, before the run folder
-        from sim.registration import make_env_config
-
-        overrides = cfg.env.get("overrides")
-        env_config = make_env_config(cfg.env.id, OmegaConf.to_container(overrides, resolve=True)
-                                     if OmegaConf.is_config(overrides) else dict(overrides or {}))
-        if not getattr(getattr(env_config, "cameras", None), "enabled", False):
-            raise ConfigError(f"reward_classifier reads camera images; {cfg.env.id} has none here (turn its cameras "
-                              "on, e.g. env=so_arm100_pick_cube_pixels)")
+            images = camera_images(env_config)
+            if not images:
+                raise ConfigError(f"reward_classifier reads camera images; {cfg.env.id} has none here (turn its "
+                                  "cameras on, e.g. env=so_arm100_pick_cube_pixels)")
+            load_classifier(str(cfg.reward_classifier), images)  # a file that is not one, or of other cameras
     kind = OmegaConf.select(cfg, "intervention.kind", default=None)
     if command == "train" and kind is not None:
         from robo_rl.interventions import INTERVENTION_KINDS

@@ -18,10 +18,10 @@ import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
 from robo_rl.cli import hydra_command
-from robo_rl.datasets import (as_arrays, check_dataset_id, episode_from_steps, observation_row, record_episodes,
-                              write_dataset)
+from robo_rl.datasets import check_dataset_id, episode_from_steps, record_episodes, write_dataset
 from robo_rl.envs import make_vector_env
 from robo_rl.teleop import TELEOP_DEVICES, Teleop, make_teleop
+from sim.observation import as_arrays, observation_row
 
 
 def record(cfg: DictConfig) -> str:

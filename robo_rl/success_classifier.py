@@ -25,6 +25,7 @@ from torch import nn
 
 from robo_rl.agents.encoders import conv_stack, flat_size, pixels, random_shift
 from robo_rl.cli import command, key_values
+from sim.errors import ConfigError
 
 FORMAT = 1
 THRESHOLD = 0.5  # probability above which a frame counts as a success
@@ -34,8 +35,9 @@ class SuccessClassifier(nn.Module):
     """Camera images {name: (B, H, W, 3) uint8} -> the logit of success (B,)."""
 
     def __init__(self, images: Mapping[str, Sequence[int]], channels: Sequence[int] = (16, 32, 32, 32),
-                 strides: Sequence[int] = (2, 2, 2, 1), hidden: int = 64):
+                 strides: Sequence[int] = (2, 2, 2, 1), hidden: int = 64, threshold: float = THRESHOLD):
         super().__init__()
+        self.threshold = threshold
         self.images = {name: tuple(shape) for name, shape in sorted(images.items())}
         self.settings = {"channels": list(channels), "strides": list(strides), "hidden": hidden}
         self.convs = nn.ModuleDict({name: conv_stack(channels, strides) for name in self.images})
@@ -47,9 +49,9 @@ class SuccessClassifier(nn.Module):
         return self.head(torch.cat([self.convs[name](pixels(obs[name])) for name in self.images], -1)).squeeze(-1)
 
     @torch.no_grad()
-    def success(self, obs: Mapping[str, torch.Tensor], threshold: float = THRESHOLD) -> torch.Tensor:
-        """Whether each observation shows a success (B,) bool."""
-        return torch.sigmoid(self(obs)) > threshold
+    def success(self, obs: Mapping[str, torch.Tensor]) -> torch.Tensor:
+        """Whether each observation shows a success (B,) bool: its probability above `threshold`."""
+        return torch.sigmoid(self(obs)) > self.threshold
 
 
 def split_episodes(episodes: int, held_out: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
@@ -110,7 +112,7 @@ def save_classifier(model: SuccessClassifier, scores: Mapping[str, Any], path: P
     from robo_rl.checkpoint import write_atomically
 
     state = {"format": FORMAT, "images": {k: list(v) for k, v in model.images.items()}, "settings": model.settings,
-             "weights": model.state_dict(), "scores": dict(scores), "dataset": dataset, "threshold": THRESHOLD}
+             "weights": model.state_dict(), "scores": dict(scores), "dataset": dataset, "threshold": model.threshold}
     write_atomically(path, lambda f: torch.save(state, f))
 
 
@@ -118,12 +120,12 @@ def load_classifier(path: str | Path, images: Mapping[str, Sequence[int]] | None
                     device: str | torch.device = "cpu") -> SuccessClassifier:
     """The classifier in `path`; ConfigError if it is not one, or if `images` (the env's cameras) lacks a
     camera it reads or has it at another size."""
-    from sim.errors import ConfigError
-
     try:
         state = torch.load(path, map_location="cpu", weights_only=True)
-        model = SuccessClassifier(state["images"], **state["settings"])
+        model = SuccessClassifier(state["images"], **state["settings"], threshold=float(state["threshold"]))
         model.load_state_dict(state["weights"])
+        if not 0.0 < model.threshold < 1.0:
+            raise ValueError(f"threshold {model.threshold}")
     except FileNotFoundError:
         raise ConfigError(f"reward_classifier={path}: no such file") from None
     except Exception as error:  # noqa: BLE001 (a file that is not a classifier fails in many ways)
@@ -144,8 +146,6 @@ def main(argv: list[str]) -> None:
              "[seed=0] [device=auto]")
     args = key_values(argv, {"dataset": str, "out": str, "epochs": (int, 1), "seed": int, "device": str}, usage)
     if "out" not in args:
-        from sim.errors import ConfigError
-
         raise ConfigError(f"out=<file.pt> is required; {usage}")
     from robo_rl.datasets import load_labelled_frames
     from robo_rl.options import check_device
@@ -154,6 +154,11 @@ def main(argv: list[str]) -> None:
     check_device(args.get("device", "auto"))
     device = select_device(args.get("device", "auto"))
     out = Path(args["out"])
+    if out.exists():  # replace an earlier classifier, never another file
+        try:
+            load_classifier(out)
+        except ConfigError:
+            raise ConfigError(f"out={out} exists and is not a success classifier; give a new path") from None
     frames, labels, episode = load_labelled_frames(args["dataset"])
     out.parent.mkdir(parents=True, exist_ok=True)  # before the training, not after
     model, scores = train_classifier(frames, labels, episode, epochs=args.get("epochs", 30), seed=args.get("seed", 0),

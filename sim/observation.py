@@ -7,7 +7,9 @@ A layout is the contract the export and every deployment target build observatio
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import Any, Mapping
+
+import numpy as np
 
 
 @dataclasses.dataclass(frozen=True)
@@ -56,3 +58,29 @@ class ObservationLayout:
         slices = self.slices()
         kept = tuple(f for f in self.fields if f.name in names)
         return ObservationLayout(kept), [i for f in kept for i in range(slices[f.name].start, slices[f.name].stop)]
+
+
+# A batch of observations is an array (N, size), or with cameras a dict of arrays (N, ...) by name: the helpers
+# below treat both alike (robo_rl.observations does the same for torch tensors).
+def as_arrays(obs: Any) -> Any:
+    """A batch of observations as numpy: an array, or a dict of arrays."""
+    return {k: np.asarray(v) for k, v in obs.items()} if isinstance(obs, Mapping) else np.asarray(obs)
+
+
+def copy_observation(obs: Any) -> Any:
+    """A copy of a batch of observations."""
+    return {k: v.copy() for k, v in obs.items()} if isinstance(obs, Mapping) else obs.copy()
+
+
+def observation_row(obs: Any, index: int) -> Any:
+    """A copy of one observation of a batch."""
+    return {k: v[index].copy() for k, v in obs.items()} if isinstance(obs, Mapping) else obs[index].copy()
+
+
+def set_observation_rows(obs: Any, ids: np.ndarray, source: Any) -> None:
+    """Rows `ids` of a batch of observations from the same rows of `source`."""
+    if isinstance(obs, Mapping):
+        for key, value in obs.items():
+            value[ids] = source[key][ids]
+    else:
+        obs[ids] = source[ids]

@@ -99,7 +99,13 @@ class ImageEncoder(nn.Module):
                                                    nn.Tanh())
         self.out_dim = config.features * len(self.names) + state_dim
         if config.pretrained is not None:
-            self.convs.load_state_dict(torch.load(config.pretrained, map_location="cpu", weights_only=True))
+            try:
+                self.convs.load_state_dict(torch.load(config.pretrained, map_location="cpu", weights_only=True))
+            except Exception as error:  # noqa: BLE001 (a file of something else fails in many ways)
+                first = (str(error).strip().splitlines() or [type(error).__name__])[0][:200]
+                raise ValueError(f"agent.encoder.pretrained={config.pretrained} is not a state dict of the encoder's "
+                                 f"convolutions (ImageEncoder.convs, cameras {self.names}, channels "
+                                 f"{list(config.channels)}): {first}") from None
             self.convs.requires_grad_(False)
 
     def forward(self, obs: Mapping[str, torch.Tensor]) -> torch.Tensor:

@@ -13,8 +13,8 @@ made a 128x128 frame 40x slower (bench/render_speed.py).
 
 from __future__ import annotations
 
+import copy
 import dataclasses
-import math
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -52,7 +52,7 @@ class CameraConfig:
     width: int = 128
     height: int = 128
     shadows: bool = False
-    workers: int = 0  # render processes; 0: one per core, at most one per simulation
+    workers: int = 0  # render processes (at most one per simulation); 0: one per core
     backend: str = "auto"  # offscreen OpenGL: "egl", "osmesa", or "auto" (EGL, else OSMesa)
     # what the observation's "state" vector holds: the robot's own senses, as SERL's image tasks give them;
     # where the cube is, the cameras show (rewards and success still come from the simulator)
@@ -62,8 +62,9 @@ class CameraConfig:
     def validate(self) -> None:
         """Raise ConfigError unless the names are distinct (numbers are range-checked by the env's table;
         that each name is a camera of the model, by the renderer)."""
-        if not self.names or len(set(self.names)) != len(self.names):
-            raise ConfigError(f"cameras.names must be distinct camera names, got {list(self.names)}")
+        if not self.names or len(set(self.names)) != len(self.names) or "state" in self.names:
+            raise ConfigError(f"cameras.names must be distinct camera names, none called 'state' (the observation's "
+                              f"vector), got {list(self.names)}")
         if self.backend not in ("auto", *GL_BACKENDS):
             raise ConfigError(f"cameras.backend must be 'auto', {', '.join(repr(b) for b in GL_BACKENDS)}, "
                               f"got {self.backend!r}")
@@ -118,20 +119,17 @@ def draw_appearance(rng: np.random.Generator, n: int, layout: AppearanceLayout,
     return rows
 
 
-def rotation_quat(rotvec: np.ndarray) -> np.ndarray:
-    """The unit quaternion (w, x, y, z) of a rotation vector [rad]."""
-    angle = float(np.linalg.norm(rotvec))
-    if angle < 1e-12:
-        return np.array([1.0, 0.0, 0.0, 0.0])
-    return np.array([math.cos(angle / 2), *(math.sin(angle / 2) * rotvec / angle)])
+def camera_ids(model: mujoco.MjModel, names: tuple[str, ...] | list[str], where: str = "the model") -> list[int]:
+    """The ids of the named cameras of `model` (called `where` in messages); ConfigError naming the first it
+    lacks and the ones it has."""
+    import mujoco
 
-
-def quat_multiply(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """The Hamilton product a * b of quaternions (w, x, y, z)."""
-    w1, x1, y1, z1 = a
-    w2, x2, y2, z2 = b
-    return np.array([w1 * w2 - x1 * x2 - y1 * y2 - z1 * z2, w1 * x2 + x1 * w2 + y1 * z2 - z1 * y2,
-                     w1 * y2 - x1 * z2 + y1 * w2 + z1 * x2, w1 * z2 + x1 * y2 - y1 * x2 + z1 * w2])
+    ids = [mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_CAMERA, name) for name in names]
+    for name, camera in zip(names, ids):
+        if camera < 0:
+            known = [model.camera(i).name for i in range(model.ncam)]
+            raise ConfigError(f"cameras.names: {where} has no camera {name!r}; it has {known}")
+    return ids
 
 
 class CameraRenderer:
@@ -148,14 +146,8 @@ class CameraRenderer:
 
         self.mujoco = mujoco
         self.config = config
-        model = self.model = _copy_model(model)
-        self.camera_ids = []
-        for name in config.names:
-            camera = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_CAMERA, name)
-            if camera < 0:
-                known = [model.camera(i).name for i in range(model.ncam)]
-                raise ConfigError(f"cameras.names: the model has no camera {name!r}; it has {known}")
-            self.camera_ids.append(camera)
+        model = self.model = copy.copy(model)  # changed below and per simulation; the caller's stays as it is
+        self.camera_ids = camera_ids(model, config.names)
         self.layout = AppearanceLayout(len(config.names), model.ngeom)
         w, h = config.width, config.height
         self.tiles_per_row = max(1, self.MAX_BUFFER // (w * len(config.names))) * len(config.names)
@@ -227,14 +219,16 @@ class CameraRenderer:
 
     def _apply(self, row: np.ndarray) -> None:
         """Write one appearance row into the render model."""
-        model, nominal, parts = self.model, self.nominal, self.layout.split(row)
+        mujoco, model, nominal, parts = self.mujoco, self.model, self.nominal, self.layout.split(row)
+        rotation, turn = np.zeros(9), np.zeros(4)
         for k, camera in enumerate(self.camera_ids):
             quat = nominal["cam_quat"][camera]
-            # offsets in the camera's own frame: its position moves along its own axes
-            rotation = np.zeros(9)
-            self.mujoco.mju_quat2Mat(rotation, quat)
+            # offsets in the camera's own frame: its position moves along its own axes, it turns about them
+            mujoco.mju_quat2Mat(rotation, quat)
             model.cam_pos[camera] = nominal["cam_pos"][camera] + rotation.reshape(3, 3) @ parts["camera_position"][k]
-            model.cam_quat[camera] = quat_multiply(quat, rotation_quat(parts["camera_rotation"][k]))
+            turn[:] = (1.0, 0.0, 0.0, 0.0)
+            mujoco.mju_quatIntegrate(turn, parts["camera_rotation"][k], 1.0)
+            mujoco.mju_mulQuat(model.cam_quat[camera], quat, turn)
             model.cam_fovy[camera] = nominal["cam_fovy"][camera] * parts["fovy_scale"][k]
         model.light_pos[:] = nominal["light_pos"] + parts["light_position"]
         model.light_diffuse[:] = np.clip(nominal["light_diffuse"] * parts["light_intensity"], 0.0, 1.0)
@@ -246,9 +240,3 @@ class CameraRenderer:
         """Free the GL resources (the context must still be current)."""
         self.context.free()
 
-
-def _copy_model(model: mujoco.MjModel) -> mujoco.MjModel:
-    """A copy that the renderer may change (cameras, lights, colours, sizes) without touching the caller's."""
-    import copy
-
-    return copy.copy(model)

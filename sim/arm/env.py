@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+from pathlib import Path
 from typing import Any, Mapping
 
 import gymnasium as gym
@@ -29,12 +30,13 @@ import mujoco.batch
 import numpy as np
 from gymnasium.vector import AutoresetMode, VectorEnv
 
-from sim.arm.cameras import AppearanceLayout, CameraConfig, draw_appearance
+from sim.arm.cameras import AppearanceLayout, CameraConfig, camera_ids, draw_appearance
 from sim.arm.controller import BatchedImpedanceController, ImpedanceGains, load_impedance_arm
 from sim.arm.tasks import arm_task_named
-from sim.arm.robot import PANDA_LIKE, SO_ARM100_LIKE, ArmSpec
+from sim.arm.robot import PANDA_LIKE, SO_ARM100_LIKE, ArmSpec, load_arm
 from sim.errors import ConfigError
-from sim.observation import ObservationField, ObservationLayout
+from sim.observation import (ObservationField, ObservationLayout, copy_observation, observation_row,
+                             set_observation_rows)
 from sim.validation import Interval, at_least_zero, check_ranges, coerce, merge, positive
 
 HOME = PANDA_LIKE.home  # the Panda-class arm's start: tool about 0.49 m above the table, pointing down
@@ -125,6 +127,8 @@ class ArmTaskConfig:
             raise ConfigError(f"config.episode_seconds must last at least one control step, got {self.episode_seconds:g}")
         self.randomization.validate()
         self.cameras.validate()
+        if self.cameras.enabled:  # the names against the arm's MJCF, before anything is built
+            camera_ids(load_arm(self.spec), self.cameras.names, Path(self.spec.mjcf).name)
 
 
 # What each number of an arm config may be, by field path (see sim.validation): wide enough for any
@@ -264,10 +268,6 @@ class ArmVectorEnv(VectorEnv):
         "state" and one uint8 (height, width, 3) image per camera."""
         from sim.arm.render_pool import RenderPool
 
-        known = [self.model.camera(i).name for i in range(self.model.ncam)]
-        unknown = [name for name in cameras.names if name not in known]
-        if unknown:
-            raise ConfigError(f"cameras.names: {self.config.spec.mjcf.name} has no camera {unknown[0]!r}; it has {known}")
         try:
             self.policy_layout, self._state_index = self.layout.subset(cameras.state_fields)
         except ValueError as error:
@@ -369,10 +369,10 @@ class ArmVectorEnv(VectorEnv):
         observation = self._with_images(obs)
         if done.any():
             ids = np.flatnonzero(done)
-            info["final_obs"] = _copy_observation(observation)
+            info["final_obs"] = copy_observation(observation)
             info["_final_obs"] = done.copy()
             self._reset(ids)
-            _set_rows(observation, ids, self._with_images(self._observe(), ids))
+            set_observation_rows(observation, ids, self._with_images(self._observe(), ids))
             info["params"] = {k: v.copy() for k, v in self.params.items()}
         self._warnings_seen = self._instability_warnings()
         return observation, reward, terminated, truncated, info
@@ -441,25 +441,6 @@ class ArmVectorEnv(VectorEnv):
         return self.task.reward(terms, success, self.config.dense), success, terms
 
 
-def _copy_observation(obs: Any) -> Any:
-    """A copy of a batched observation (an array, or a dict of arrays)."""
-    return {k: v.copy() for k, v in obs.items()} if isinstance(obs, dict) else obs.copy()
-
-
-def _set_rows(obs: Any, ids: np.ndarray, source: Any) -> None:
-    """Rows `ids` of a batched observation (array or dict of arrays) from `source`'s same rows."""
-    if isinstance(obs, dict):
-        for key, value in obs.items():
-            value[ids] = source[key][ids]
-    else:
-        obs[ids] = source[ids]
-
-
-def _row(obs: Any, index: int) -> Any:
-    """One simulation's observation from a batched one."""
-    return {k: v[index] for k, v in obs.items()} if isinstance(obs, dict) else obs[index]
-
-
 class ArmEnv(gym.Env):
     """One arm on a task: `ArmVectorEnv` with a single simulation, under the plain gymnasium Env API."""
 
@@ -477,12 +458,12 @@ class ArmEnv(gym.Env):
         """Start an episode (seeded cube placement / reach point, and with cameras their appearance)."""
         super().reset(seed=seed)
         obs, info = self.vector.reset(seed=seed)
-        return _row(obs, 0), info
+        return observation_row(obs, 0), info
 
     def step(self, action: Any) -> tuple[Any, float, bool, bool, dict]:
         """One control step; at the time limit returns the episode's last observation (no autoreset)."""
         obs, reward, terminated, truncated, info = self.vector.step(np.asarray(action, dtype=np.float64)[None])
-        last = _row(info["final_obs"] if terminated[0] or truncated[0] else obs, 0)
+        last = observation_row(info["final_obs"] if terminated[0] or truncated[0] else obs, 0)
         return last, float(reward[0]), bool(terminated[0]), bool(truncated[0]), {
             "is_success": bool(info["is_success"][0]),
             "reward_terms": {k: float(v[0]) for k, v in info["reward_terms"].items()}}

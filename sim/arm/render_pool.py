@@ -28,6 +28,7 @@ import numpy as np
 from sim.arm.cameras import GL_BACKENDS, AppearanceLayout, CameraConfig
 from sim.errors import ConfigError
 
+FILE_PREFIX = "robo_rl_render_"
 START_TIMEOUT_S = 60.0
 RENDER_TIMEOUT_S = 60.0
 
@@ -65,6 +66,12 @@ def shared_shapes(num_envs: int, nq: int, ngeom: int, config: CameraConfig) -> d
             "images": ((num_envs, len(config.names), config.height, config.width, 3), "uint8")}
 
 
+def shared_folder() -> str:
+    """Where the shared memory file is made: /dev/shm (memory) where it exists and is writable, else the
+    temporary folder."""
+    return "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else tempfile.gettempdir()
+
+
 def default_workers(num_envs: int) -> int:
     """One worker per core this process may use, at most one per simulation."""
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
@@ -80,12 +87,11 @@ class RenderPool:
 
     def __init__(self, model: Any, num_envs: int, config: CameraConfig, workers: int = 0):
         self.num_envs, self.config = num_envs, config
-        workers = workers or default_workers(num_envs)
-        if not 1 <= workers <= num_envs:
-            raise ConfigError(f"cameras.workers must be between 0 (automatic) and num_envs={num_envs}, got {workers}")
+        if workers < 0:
+            raise ConfigError(f"cameras.workers must be >= 0 (0: one per core), got {workers}")
+        workers = min(workers or default_workers(num_envs), num_envs)  # a worker without simulations would idle
         self.shapes = shared_shapes(num_envs, model.nq, model.ngeom, config)
-        folder = "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else tempfile.gettempdir()
-        handle, self.path = tempfile.mkstemp(prefix="robo_rl_render_", dir=folder)
+        handle, self.path = tempfile.mkstemp(prefix=FILE_PREFIX, dir=shared_folder())
         os.close(handle)
         self.workers: list[subprocess.Popen] = []
         try:

@@ -179,6 +179,9 @@ def test_a_pretrained_encoder_loads_from_a_local_file_and_stays_frozen(tmp_path)
     assert not torch.equal(agent.encoder.projections["front"][0].weight, projection)  # the projection learns
     with pytest.raises(ValueError, match="agent.encoder.pretrained=.*is not a file"):
         small_agent(encoder={"channels": [8, 8], "strides": [2, 1], "pretrained": str(tmp_path / "missing.pt")})
+    torch.save({"something": torch.zeros(3)}, tmp_path / "other.pt")  # e.g. another network's weights
+    with pytest.raises(ValueError, match=r"agent.encoder.pretrained=.*other.pt is not a state dict of the encoder's"):
+        small_agent(encoder={"channels": [8, 8], "strides": [2, 1], "pretrained": str(tmp_path / "other.pt")})
 
 
 def test_images_too_small_for_the_encoder_are_one_error_naming_the_camera():

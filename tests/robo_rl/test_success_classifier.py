@@ -73,6 +73,14 @@ def test_labelled_frames_come_from_a_dataset_recorded_with_cameras_and_only_from
                                  "MINARI_DATASETS_PATH": str(tmp_path / "minari"), "HOME": str(tmp_path)})
     assert result.returncode == 2 and result.stderr.strip().count("\n") == 0, result.stderr
     assert "has no camera images" in result.stderr and not (tmp_path / "out").exists()
+    precious = tmp_path / "notes.txt"
+    precious.write_text("not a classifier")
+    result = subprocess.run([sys.executable, "-m", "robo_rl.success_classifier", "dataset=cls/pixels-v0",
+                             f"out={precious}"], capture_output=True, text=True, cwd=tmp_path,
+                            env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1",
+                                 "MINARI_DATASETS_PATH": str(tmp_path / "minari"), "HOME": str(tmp_path)})
+    assert result.returncode == 2 and "exists and is not a success classifier" in result.stderr, result.stderr
+    assert precious.read_text() == "not a classifier"  # never overwritten
 
 
 def test_a_run_with_a_reward_classifier_stores_its_verdicts_as_rewards(tmp_path):
@@ -98,3 +106,21 @@ def test_a_run_with_a_reward_classifier_stores_its_verdicts_as_rewards(tmp_path)
     rows = slice(0, len(trainer.replay.online))
     next_obs = {name: storage[f"next_obs.{name}"][rows] for name in ("front", "wrist")}
     np.testing.assert_array_equal(storage["reward"][rows].numpy(), trainer.classifier.success(next_obs).float().numpy())
+
+
+def test_a_classifier_of_other_cameras_or_an_env_without_cameras_is_refused_before_any_run_folder(tmp_path):
+    frames, labels, episode = bright_square_frames(4, 20)
+    model, scores = train_classifier({"front": frames["front"]}, labels, episode, epochs=1)
+    save_classifier(model, scores, tmp_path / "c.pt", "synthetic")  # reads 32x32 front images
+    for args, message in (
+            (["+experiment=pick_cube_pixels"], r"reads camera 'front' at \[32, 32, 3\]; the env has"),
+            (["env=so_arm100_pick_cube"], "reward_classifier reads camera images; robo_rl/SOArm100PickCube-v0 has none")):
+        result = subprocess.run([sys.executable, "-m", "robo_rl.train", *args, f"reward_classifier={tmp_path / 'c.pt'}",
+                                 f"hydra.run.dir={tmp_path / 'run'}"], capture_output=True, text=True, cwd=tmp_path,
+                                env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1",
+                                     "HOME": str(tmp_path)})
+        assert result.returncode == 2 and len(result.stderr.strip().splitlines()) == 1, result.stderr
+        import re
+
+        assert re.search(message, result.stderr), result.stderr
+        assert not (tmp_path / "run").exists()

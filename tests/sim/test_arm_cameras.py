@@ -13,7 +13,7 @@ from gymnasium.utils.env_checker import check_env
 
 from sim.arm.cameras import AppearanceLayout, CameraRandomization, draw_appearance
 from sim.arm.env import ArmEnv, ArmVectorEnv
-from sim.arm.render_pool import RenderError, RenderPool
+from sim.arm.render_pool import FILE_PREFIX, RenderError, RenderPool, shared_folder
 from sim.errors import ConfigError
 
 SMALL = {"enabled": True, "width": 64, "height": 48, "workers": 1}
@@ -150,10 +150,11 @@ def test_auto_falls_back_to_osmesa_where_egl_cannot_start(monkeypatch):
 @pytest.mark.parametrize("cameras, message", [
     ({"enabled": True, "names": ["wrist", "top"]}, "cameras.names: so_arm100.xml has no camera 'top'"),
     ({"enabled": True, "names": ["wrist", "wrist"]}, "cameras.names must be distinct"),
+    ({"enabled": True, "names": ["state"]}, "none called 'state'"),
     ({"enabled": True, "width": 4}, "cameras.width must lie in [8, 2048] px, got 4"),
     ({"enabled": True, "backend": "vulkan"}, "cameras.backend must be 'auto', 'egl', 'osmesa', got 'vulkan'"),
     ({"enabled": True, "randomization": {"ambient": [0.5, 0.1]}}, "cameras.randomization.ambient"),
-    ({"enabled": True, "workers": 3}, "cameras.workers must be between 0 (automatic) and num_envs=2, got 3"),
+    ({"enabled": True, "workers": -1}, "cameras.workers must lie in [0, 256], got -1"),
     ({"enabled": True, "state_fields": ["tool_position", "joint_angles"]},
      "cameras.state_fields: unknown observation field 'joint_angles'"),
 ])
@@ -177,12 +178,11 @@ def test_a_dead_render_worker_is_an_error_not_a_hang():
 
 
 def test_no_shared_memory_file_is_left_behind():
-    folder = "/dev/shm" if os.path.isdir("/dev/shm") else None
-    if folder is None:
-        pytest.skip("no /dev/shm")
-    before = {f for f in os.listdir(folder) if f.startswith("robo_rl_render_")}
     env = ArmVectorEnv("pick_cube", 2, robot="so_arm100", cameras=SMALL)
-    env.reset(seed=0)
-    during = {f for f in os.listdir(folder) if f.startswith("robo_rl_render_")}
-    env.close()
-    assert during == before
+    try:
+        path = env._render_pool.path
+        assert os.path.dirname(path) == shared_folder() and os.path.basename(path).startswith(FILE_PREFIX)
+        env.reset(seed=0)
+        assert not os.path.exists(path)  # unlinked once the workers had mapped it, while they still render
+    finally:
+        env.close()
