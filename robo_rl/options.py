@@ -79,7 +79,7 @@ OPTIONS: dict[str, dict[str, tuple[Any, Interval | None]]] = {
     "export": {
         "run": (str, None), "checkpoint": (str, None), "out": (str | None, None), "pairs": (int, Interval(8, 10**5)),
         "seed": (int, SEED), "safe_action": (str | tuple[float, ...], None), "onnx.opset": (int, Interval(7, 30)),
-        "onnx.ir_version": (int, Interval(3, 20)), "c_prefix": (str, None),
+        "onnx.ir_version": (int, Interval(3, 20)), "c": (bool | str, None), "c_prefix": (str, None),
         "vehicle": (str | None, None),
     },
     "record": {
@@ -168,6 +168,8 @@ def check_options(cfg: DictConfig, command: str, require_all: bool = True) -> No
                                                      or min(cfg.student.actor_hidden) < 1):
             raise ConfigError(f"student.actor_hidden must be a list of positive layer widths, got "
                               f"{list(cfg.student.actor_hidden)}")
+    if command == "export" and "c" in cfg and c_choice(cfg.c) not in ("auto", "true", "false"):
+        raise ConfigError(f"c must be auto, true or false, got {cfg.c!r}")
     if command == "export" and OmegaConf.select(cfg, "vehicle", default=None) is not None:
         from robo_rl.export.bundle import check_vehicle_name
         from robo_rl.export.errors import ExportError
@@ -178,6 +180,11 @@ def check_options(cfg: DictConfig, command: str, require_all: bool = True) -> No
             raise ConfigError(str(error)) from None
     if command in OPTIONS:
         check_known_keys(OmegaConf.to_container(cfg, resolve=False), known_keys(command), command)
+
+
+def c_choice(value: Any) -> str:
+    """export's `c` option as a word: Hydra reads c=true and c=false as booleans."""
+    return {True: "true", False: "false"}.get(value, str(value)) if isinstance(value, bool) else str(value)
 
 
 def check_known_keys(given: Mapping[str, Any], known: Mapping[str, Any], command: str, prefix: str = "") -> None:

@@ -31,6 +31,30 @@ def trained_run(tmp_path_factory):
     return run
 
 
+PIXEL_RUN_OVERRIDES = [
+    "+experiment=pick_cube_pixels", "demos=null", "env.overrides.cameras.width=24", "env.overrides.cameras.height=24",
+    "num_envs=4", "torch_threads=1", "total_env_steps=480", "learning_starts=240", "eval.episodes=2",
+    "eval.interval_env_steps=480", "checkpoint.interval_env_steps=240", "buffer.capacity=1000",
+    "agent.actor_hidden=[32,32]", "agent.critic_hidden=[32,32]", "agent.batch_size=32",
+    "agent.encoder.channels=[8,8]", "agent.encoder.strides=[2,2]", "logging.progress_bar=false",
+    "logging.tensorboard=false", "logging.video=true"]
+
+
+@pytest.fixture(scope="session")
+def pixel_run(tmp_path_factory):
+    """A briefly trained SO-ARM100 pick-cube run on its two cameras (24x24): 480 env steps, checkpointed."""
+    from hydra import compose, initialize_config_dir
+
+    from robo_rl.train import Trainer
+    from tests.robo_rl.quick import CONFIGS
+
+    run = tmp_path_factory.mktemp("pixel_run")
+    with initialize_config_dir(config_dir=CONFIGS, version_base="1.3"):
+        cfg = compose(config_name="train", overrides=PIXEL_RUN_OVERRIDES)
+    Trainer(cfg, run).run()
+    return run
+
+
 @pytest.fixture(scope="session")
 def exported_bundle(trained_run, tmp_path_factory):
     """`trained_run` exported as a policy bundle."""

@@ -11,6 +11,11 @@ vehicle's `thrust_max_newton`, reset the action history to its hover command, an
 that it runs on the flight firmware whose per-motor limits the bundle records. Export verifies ONNX Runtime and (where a C compiler exists) the host-compiled C on those pairs
 before it writes anything under its final name.
 
+A policy on camera images exports to ONNX only: inputs "state" and one uint8 (batch, height, width, 3) RGB
+image per camera, named after the camera, each listed in policy.json's `observation.images` with the
+camera's mount in the training scene; its recorded pairs' images are in `recorded_images.npz`. The C
+generator takes policies on state vectors only, so such a bundle has no C and the firmware tools refuse it.
+
 Export never deletes what it did not create: the bundle is built in a fresh hidden folder beside `out` and
 then renamed to `out`. An existing `out` is replaced only if it is empty or a bundle that export wrote
 (every file in it listed in its BUNDLE_MARKER, or for bundles from before the marker: policy.json of this
@@ -27,7 +32,7 @@ import uuid
 import tempfile
 import warnings
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 import torch
@@ -38,38 +43,46 @@ from robo_rl.envs import env_spec, make_vector_env
 from robo_rl.export.c_generator import check_prefix, generate_c, generate_layout_header
 from robo_rl.export.errors import ExportError
 from robo_rl.export.kinematics import arm_kinematics, arm_task_config
-from robo_rl.export.policy_spec import DeterministicPolicy, PolicySpec
+from robo_rl.export.policy_spec import DeterministicPolicy, ImagePolicy, Policy, PolicySpec, policy_actions
+from robo_rl.observations import STATE
+from sim.observation import observation_row
 from robo_rl_ros.core.bundle import BUNDLE_FORMAT  # the contract, defined where the robot reads it
 
 TOLERANCE = 1e-5  # absolute, per action entry: ONNX Runtime and C against PyTorch
 C_SELF_TEST_PAIRS = 8
 RANDOM_TEST_VECTORS = 1000  # random observations each target must also reproduce
 BUNDLE_MARKER = ".robo_rl_bundle.json"  # written last into every bundle: its format and the files export wrote
-def record_pairs(policy: DeterministicPolicy, env: Any, count: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
-    """`count` (observation, action) pairs of the deterministic policy flying `env` (count envs, seeded):
-    env i contributes its observation after 3 i steps, so the pairs span starts, recoveries and hover."""
+RECORDED_IMAGES = "recorded_images.npz"  # a camera policy's recorded pairs' images, one (pairs, H, W, 3) per camera
+NO_C_FOR_IMAGES = ("a policy on camera images has no C: the C generator takes policies on state vectors (ONNX runs "
+                   "it, e.g. in the ROS 2 arm node)")
+def record_pairs(policy: Policy, env: Any, count: int, seed: int) -> tuple[Any, np.ndarray]:
+    """`count` (observation, action) pairs of the deterministic policy driving `env` (count envs, seeded):
+    env i contributes its observation after 3 i steps, so the pairs span starts, recoveries and hover. The
+    observations are an array (count, obs), or for a camera env a dict of the states and the images."""
     obs, _ = env.reset(seed=seed)
-    observations = []
-    with torch.no_grad():
-        for step in range(3 * count):
-            if step % 3 == 0:
-                observations.append(np.asarray(obs[step // 3], dtype=np.float32).copy())
-            action = policy(torch.as_tensor(np.asarray(obs), dtype=torch.float32)).numpy()
-            obs, *_ = env.step(action)
-        observations_array = np.stack(observations)
-        actions = policy(torch.as_tensor(observations_array)).numpy()
-    return observations_array, actions
+    rows = []
+    for step in range(3 * count):
+        if step % 3 == 0:
+            rows.append(observation_row(obs, step // 3))
+        obs, *_ = env.step(policy_actions(policy, obs))
+    if isinstance(rows[0], Mapping):
+        observations: Any = {key: np.stack([row[key] for row in rows]) for key in rows[0]}
+        observations[STATE] = observations[STATE].astype(np.float32)
+    else:
+        observations = np.stack(rows).astype(np.float32)
+    return observations, policy_actions(policy, observations)
 
 
-def export_onnx(policy: DeterministicPolicy, obs_size: int, path: Path, opset: int, ir_version: int) -> None:
-    """Write `policy` as ONNX (input "observation" (batch, obs), output "action" (batch, act))."""
+def export_onnx(policy: Policy, example: Any, path: Path, opset: int, ir_version: int) -> None:
+    """Write `policy` as ONNX: its `input_names` (batch first; "observation" (batch, obs) for a vector policy),
+    output "action" (batch, act); `example` a numpy batch of observations to trace it with."""
     import onnx
 
-    dummy = torch.zeros(1, obs_size)
+    names = policy.input_names
     with warnings.catch_warnings():  # the TorchScript exporter is deprecated, still exact and dependency-free
         warnings.simplefilter("ignore", DeprecationWarning)
-        torch.onnx.export(policy, (dummy,), str(path), input_names=["observation"], output_names=["action"],
-                          dynamic_axes={"observation": {0: "batch"}, "action": {0: "batch"}},
+        torch.onnx.export(policy, policy.inputs(example), str(path), input_names=names, output_names=["action"],
+                          dynamic_axes={**{name: {0: "batch"} for name in names}, "action": {0: "batch"}},
                           opset_version=opset, dynamo=False)
     model = onnx.load(str(path))
     model.ir_version = ir_version  # pinned so that older ONNX Runtime builds on robots load it
@@ -77,12 +90,18 @@ def export_onnx(policy: DeterministicPolicy, obs_size: int, path: Path, opset: i
     onnx.save(model, str(path))
 
 
-def onnx_actions(path: Path, observations: np.ndarray) -> np.ndarray:
-    """Actions from ONNX Runtime (CPU) for a batch of observations."""
+def onnx_actions(path: Path, observations: Any) -> np.ndarray:
+    """Actions from ONNX Runtime (CPU) for a batch of observations (an array, or a dict of the states and the
+    cameras' uint8 images)."""
     import onnxruntime
 
     session = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
-    return session.run(["action"], {"observation": observations.astype(np.float32)})[0]
+    if isinstance(observations, Mapping):
+        feed = {key: np.asarray(value, dtype=np.float32 if key == STATE else np.uint8)
+                for key, value in observations.items()}
+    else:
+        feed = {"observation": np.asarray(observations, dtype=np.float32)}
+    return session.run(["action"], feed)[0]
 
 
 def check_vehicle_name(vehicle: str | None) -> None:
@@ -138,19 +157,26 @@ def _deployment_constants(description: dict[str, Any], deployment: dict[str, Any
     return constants
 
 
+C_CHOICES = ("auto", "true", "false")  # export's `c`: generate the C where the policy allows, always, never
+
+
 def export_bundle(run: str | Path, checkpoint: str | None = "best", out: str | Path | None = None, pairs: int = 16,
                   seed: int = 0, safe_action: str | Sequence[float] = "nominal", opset: int = 17,
-                  ir_version: int = 8, prefix: str = "policy", vehicle: str | None = None) -> Path:
+                  ir_version: int = 8, prefix: str = "policy", vehicle: str | None = None, c: str = "auto") -> Path:
     """Export a run's policy to the folder `out` (default `<run>/export`); returns that folder.
 
     checkpoint: "best", "last" or a checkpoint file. pairs: recorded (observation, action) pairs (>= 8).
     safe_action: the action for invalid observations: "nominal" (the env's nominal action, e.g. the
     deployment vehicle's hover thrust, else the middle of the range), "midpoint", or explicit values.
     vehicle: the quadrotor the policy is deployed on (a name in sim.quadrotor.model.VEHICLES; default the
-    run's training vehicle).
+    run's training vehicle). c: "auto" generates the C of every policy on state vectors and none for a policy
+    on camera images (ONNX only: the ROS 2 arm node runs it), "true" refuses a policy the C generator cannot
+    take, "false" writes no C.
     """
     if pairs < 8:
         raise ExportError(f"at least 8 recorded pairs are needed, got {pairs}")
+    if c not in C_CHOICES:
+        raise ExportError(f"c={c!r} is not a choice; allowed: {', '.join(C_CHOICES)}")
     try:
         check_prefix(prefix)
     except ValueError as error:
@@ -163,7 +189,23 @@ def export_bundle(run: str | Path, checkpoint: str | None = "best", out: str | P
     if run_cfg.env.get("privileged_actor", False):
         raise ExportError(f"run={run} is a teacher (env.privileged_actor=true): its policy reads simulator state no "
                           "vehicle measures; distill it into a deployable policy with python -m robo_rl.distill")
-    env = make_vector_env(run_cfg.env, pairs, torch.device("cpu"), threads=1)
+    images = state["env_spec"].get("observation_images") or {}
+    if images and c == "true":
+        raise ExportError(f"c=true: run={run} is a policy on camera images ({', '.join(sorted(images))}), and the C "
+                          "generator takes policies on state vectors only (a microcontroller has no camera pipeline); "
+                          "export its ONNX with c=auto and run it with the ROS 2 arm node")
+    env = make_vector_env(run_cfg.env, pairs, torch.device("cpu"), threads=1, cameras=bool(images))
+    try:
+        return _export(state, run_cfg, env, run, out, pairs, seed, safe_action, opset, ir_version, prefix, vehicle,
+                       c != "false" and not images)
+    finally:
+        env.close()
+
+
+def _export(state: dict[str, Any], run_cfg: Any, env: Any, run: str | Path, out: Path, pairs: int, seed: int,
+            safe_action: str | Sequence[float], opset: int, ir_version: int, prefix: str, vehicle: str | None,
+            with_c: bool) -> Path:
+    """export_bundle's work once the run's env is built."""
     check_compatible(state, env_spec(env, run_cfg.env.id))
     agent = agent_from_checkpoint(state, torch.device("cpu"))
     env_description = env.description()
@@ -174,7 +216,8 @@ def export_bundle(run: str | Path, checkpoint: str | None = "best", out: str | P
     nominal = None if deployment is None else np.full(4, deployment["hover_command"], dtype=np.float32)
     spec = PolicySpec.from_actor(agent.policy_actor, agent.config.activation,
                                  safe_action=_safe_action(safe_action, env, nominal))
-    policy = DeterministicPolicy(agent.policy_actor, spec).eval()
+    policy: Policy = (DeterministicPolicy(agent.policy_actor, spec) if agent.encoder is None
+                      else ImagePolicy(agent.encoder, agent.policy_actor, spec)).eval()
     observations, actions = record_pairs(policy, env, pairs, seed)
 
     created_parents = [parent for parent in out.parents if not parent.exists()]  # removed again on failure
@@ -183,30 +226,29 @@ def export_bundle(run: str | Path, checkpoint: str | None = "best", out: str | P
     staging.chmod(0o755)
     done = False
     try:
-        export_onnx(policy, spec.obs_size, staging / "policy.onnx", opset, ir_version)
-        onnx_error = float(np.abs(onnx_actions(staging / "policy.onnx", observations) - actions).max())
-        if not onnx_error <= TOLERANCE:
-            raise ExportError(f"ONNX Runtime differs from PyTorch by {onnx_error:.3g} > {TOLERANCE}")
-        c_dir = staging / "c"
-        c_dir.mkdir()
-        description = f"{run_cfg.env.id} policy from {Path(run).resolve().name}"
-        # the firmware self-test keeps the first C_SELF_TEST_PAIRS (flash is precious); policy.json keeps all
-        c_pairs = list(zip(observations, actions))[:C_SELF_TEST_PAIRS]
-        for name, text in generate_c(spec, c_pairs, prefix, TOLERANCE, description).items():
-            (c_dir / name).write_text(text)
+        export_onnx(policy, observations, staging / "policy.onnx", opset, ir_version)
         if env_description["robot"] == "arm":  # what a target needs of the arm: its kinematic chain
             env_description = {"config": arm_task_config(env.config), **env_description,
                                "kinematics": arm_kinematics(env.model, env.config.spec)}
-        if env_description.get("observation_layout"):
-            (c_dir / f"{prefix}_layout.h").write_text(generate_layout_header(
-                env_description["observation_layout"], env_description["control_hz"],
-                _deployment_constants(env_description, deployment), prefix))
-        vectors = check_vectors(policy, spec, observations, RANDOM_TEST_VECTORS, seed)
-        verification = {"tolerance": TOLERANCE, "onnxruntime_max_abs_error": onnx_error,
-                        "c_host": _verify_c_on_host(c_dir, prefix, vectors),
-                        "cortex_m4": _verify_c_on_cortex_m4(c_dir, vectors)}
+        if isinstance(policy, ImagePolicy):
+            np.savez_compressed(staging / RECORDED_IMAGES, **{name: observations[name] for name in policy.encoder.names})
+            env_description["cameras"] = camera_mounts(env.model, policy.encoder.names)
+            verification = {"tolerance": TOLERANCE, **_verify_onnx_on_images(staging / "policy.onnx", policy,
+                                                                               observations, actions, seed),
+                            **{target: {"checked": False, "reason": NO_C_FOR_IMAGES} for target in ("c_host", "cortex_m4")}}
+        else:
+            onnx_error = float(np.abs(onnx_actions(staging / "policy.onnx", observations) - actions).max())
+            if not onnx_error <= TOLERANCE:
+                raise ExportError(f"ONNX Runtime differs from PyTorch by {onnx_error:.3g} > {TOLERANCE}")
+            verification = {"tolerance": TOLERANCE, "onnxruntime_max_abs_error": onnx_error}
+            if with_c:
+                verification |= _write_and_verify_c(staging / "c", policy, spec, observations, actions, prefix,
+                                                    run_cfg, run, env_description, deployment, seed)
+            else:
+                verification |= {target: {"checked": False, "reason": "exported with c=false"}
+                                 for target in ("c_host", "cortex_m4")}
         manifest = _manifest(state, env_description, spec, run, observations, actions, verification, opset,
-                             ir_version, prefix, deployment)
+                             ir_version, prefix if with_c else None, deployment, policy)
         (staging / "policy.json").write_text(json.dumps(manifest, indent=2))
         files = sorted(str(p.relative_to(staging)) for p in staging.rglob("*") if p.is_file())
         (staging / BUNDLE_MARKER).write_text(json.dumps({"format": BUNDLE_FORMAT, "files": files}, indent=2))
@@ -223,9 +265,63 @@ def export_bundle(run: str | Path, checkpoint: str | None = "best", out: str | P
     return out
 
 
+def _write_and_verify_c(c_dir: Path, policy: DeterministicPolicy, spec: PolicySpec, observations: np.ndarray,
+                        actions: np.ndarray, prefix: str, run_cfg: Any, run: str | Path,
+                        env_description: dict[str, Any], deployment: dict[str, Any] | None,
+                        seed: int) -> dict[str, Any]:
+    """Generate the C of a policy on state vectors into `c_dir` and verify it on the host and on the emulated
+    Cortex-M4; the verification entries of policy.json."""
+    c_dir.mkdir()
+    description = f"{run_cfg.env.id} policy from {Path(run).resolve().name}"
+    # the firmware self-test keeps the first C_SELF_TEST_PAIRS (flash is precious); policy.json keeps all
+    c_pairs = list(zip(observations, actions))[:C_SELF_TEST_PAIRS]
+    for name, text in generate_c(spec, c_pairs, prefix, TOLERANCE, description).items():
+        (c_dir / name).write_text(text)
+    if env_description.get("observation_layout"):
+        (c_dir / f"{prefix}_layout.h").write_text(generate_layout_header(
+            env_description["observation_layout"], env_description["control_hz"],
+            _deployment_constants(env_description, deployment), prefix))
+    vectors = check_vectors(policy, spec, observations, RANDOM_TEST_VECTORS, seed)
+    return {"c_host": _verify_c_on_host(c_dir, prefix, vectors), "cortex_m4": _verify_c_on_cortex_m4(c_dir, vectors)}
+
+
+def _verify_onnx_on_images(path: Path, policy: ImagePolicy, observations: dict[str, np.ndarray],
+                           actions: np.ndarray, seed: int) -> dict[str, Any]:
+    """ONNX Runtime against PyTorch on the recorded observations and on as many with random images and states
+    (twice the recorded spread); ExportError beyond TOLERANCE."""
+    rng = np.random.default_rng(seed)
+    states = observations[STATE]
+    random_obs = {STATE: (states.mean(0) + (2.0 * states.std(0) + 1e-3) * rng.standard_normal(states.shape)
+                          ).astype(np.float32),
+                  **{name: rng.integers(0, 256, observations[name].shape, dtype=np.uint8)
+                     for name in policy.encoder.names}}
+    errors = [float(np.abs(onnx_actions(path, obs) - expected).max())
+              for obs, expected in ((observations, actions), (random_obs, policy_actions(policy, random_obs)))]
+    if not max(errors) <= TOLERANCE:
+        raise ExportError(f"ONNX Runtime differs from PyTorch by {max(errors):.3g} > {TOLERANCE}")
+    return {"onnxruntime_max_abs_error": errors[0], "onnxruntime_random_inputs": len(states),
+            "onnxruntime_random_inputs_max_abs_error": errors[1]}
+
+
+def camera_mounts(model: Any, names: Sequence[str]) -> list[dict[str, Any]]:
+    """Where each named camera of a MuJoCo model sits (its body, position and orientation in that body,
+    vertical field of view): what a real camera must match to show the policy what training showed it."""
+    import mujoco
+
+    mounts = []
+    for name in names:
+        cam = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_CAMERA, name)
+        mounts.append({"name": name, "body": model.body(int(model.cam_bodyid[cam])).name,
+                       "pos": model.cam_pos[cam].tolist(), "quat": model.cam_quat[cam].tolist(),
+                       "fovy_deg": float(model.cam_fovy[cam]),
+                       "frame": "MuJoCo camera: looks along -z, y up; pos and quat (w, x, y, z) in the body's frame"})
+    return mounts
+
+
 def read_manifest(bundle: str | Path) -> dict[str, Any]:
-    """The policy.json of an exported bundle, with the entries the host tools read (env_id, training.env_config
-    and checkpoint, observation and action sizes); ExportError naming what is missing otherwise."""
+    """The policy.json of an exported bundle for the firmware tools, with the entries they read (env_id,
+    training.env_config and checkpoint, observation and action sizes) and generated C; ExportError naming what
+    is missing otherwise."""
     path = Path(bundle) / "policy.json"
     try:
         manifest = json.loads(path.read_text())
@@ -241,6 +337,14 @@ def read_manifest(bundle: str | Path) -> dict[str, Any]:
     if not ok:
         raise ExportError(f"bundle={bundle}: {path} lacks env_id, training.env_config, training.checkpoint or the "
                           "observation and action sizes; export the run again")
+    files = manifest.get("files")
+    if not (isinstance(files, dict) and files.get("c_source")):
+        cameras = [str(image.get("name")) for image in manifest["observation"].get("images") or []
+                   if isinstance(image, dict)]
+        why = (f"it is a policy on camera images ({', '.join(cameras)}), which the C generator does not take" if cameras
+               else "it was exported with c=false")
+        raise ExportError(f"bundle={bundle} holds no generated C for the firmware: {why}; run its ONNX with the ROS 2 "
+                          "node, or export a policy on state vectors with c=auto")
     return manifest
 
 
@@ -380,9 +484,26 @@ def _verify_c_on_cortex_m4(c_dir: Path, vectors: tuple[np.ndarray, np.ndarray, n
 
 
 def _manifest(state: dict[str, Any], description: dict[str, Any], spec: PolicySpec, run: str | Path,
-              observations: np.ndarray, actions: np.ndarray, verification: dict[str, Any], opset: int,
-              ir_version: int, prefix: str, deployment: dict[str, Any] | None = None) -> dict[str, Any]:
+              observations: Any, actions: np.ndarray, verification: dict[str, Any], opset: int,
+              ir_version: int, prefix: str | None, deployment: dict[str, Any] | None, policy: Policy) -> dict[str, Any]:
+    """policy.json (prefix None: no C was generated)."""
     observation_layout = description.get("observation_layout") or state["env_spec"].get("observation_layout")
+    network = spec.to_json()
+    normalization = {"mean": spec.obs_mean.tolist(), "std": spec.obs_std.tolist(),
+                     "formula": "(obs - mean) / std, inside the network's input (ONNX and C)"}
+    images: list[dict[str, Any]] = []
+    if isinstance(policy, ImagePolicy):
+        states = observations[STATE]
+        normalization = {"mean": [0.0] * states.shape[1], "std": [1.0] * states.shape[1],
+                         "formula": "none: the state enters the network as it is"}
+        del network["observation_normalization"]  # of the encoder's features, which the network makes itself
+        network = {**network, "type": "cnn_encoder_then_mlp", "encoder": policy.encoder_json(),
+                   "parameters": network["parameters"] + policy.encoder_json()["parameters"]}
+        mounts = {mount["name"]: mount for mount in description["cameras"]}
+        images = [{"name": name, "onnx_input": name, "height": int(observations[name].shape[1]),
+                   "width": int(observations[name].shape[2]), "channels": 3, "dtype": "uint8", "encoding": "rgb8",
+                   "mount": mounts[name]} for name in policy.encoder.names]
+        observations = states
     return {
         "format": BUNDLE_FORMAT,
         "env_id": state["env_spec"]["id"],
@@ -390,10 +511,10 @@ def _manifest(state: dict[str, Any], description: dict[str, Any], spec: PolicySp
         "task": description["task"],
         "control_hz": description.get("control_hz", state["env_spec"].get("control_hz")),
         "observation": {
-            "size": spec.obs_size,
+            "size": int(observations.shape[1]),  # with cameras: the state vector's (ONNX input "state")
             "layout": observation_layout,
-            "normalization": {"mean": spec.obs_mean.tolist(), "std": spec.obs_std.tolist(),
-                              "formula": "(obs - mean) / std, inside the network's input (ONNX and C)"},
+            "normalization": normalization,
+            **({"images": images} if images else {}),
         },
         "action": {
             "size": spec.action_size,
@@ -404,7 +525,7 @@ def _manifest(state: dict[str, Any], description: dict[str, Any], spec: PolicySp
             "safe_action": spec.safe_action.tolist(),
             "deterministic": True,
         },
-        "network": spec.to_json(),
+        "network": network,
         "training": {
             "run": str(Path(run).resolve()),
             "checkpoint": state["path"],
@@ -415,8 +536,10 @@ def _manifest(state: dict[str, Any], description: dict[str, Any], spec: PolicySp
             "vehicle_parameters": description.get("vehicle_parameters"),
         },
         "files": {"onnx": "policy.onnx", "onnx_opset": opset, "onnx_ir_version": ir_version,
-                  "c_header": f"c/{prefix}.h", "c_source": f"c/{prefix}.c",
-                  "c_layout": f"c/{prefix}_layout.h" if description.get("observation_layout") else None},
+                  "onnx_inputs": policy.input_names,
+                  "c_header": f"c/{prefix}.h" if prefix else None, "c_source": f"c/{prefix}.c" if prefix else None,
+                  "c_layout": f"c/{prefix}_layout.h" if prefix and description.get("observation_layout") else None,
+                  **({"recorded_images": RECORDED_IMAGES} if images else {})},
         "recorded_pairs": [{"observation": o.tolist(), "action": a.tolist()} for o, a in zip(observations, actions)],
         "verification": verification,
         **({"deployment": deployment} if deployment is not None else {}),

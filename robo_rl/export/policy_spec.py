@@ -4,18 +4,21 @@
 optional LayerNorm, activation, the mean head, tanh squash and affine scaling to the action range).
 `DeterministicPolicy` is the same computation as a torch module, with observation normalization in
 front and the clamp to the action range behind: what ONNX exports and what every target must reproduce.
+`ImagePolicy` is its counterpart for camera observations: the image encoder in front of the actor.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence, Union
 
 import numpy as np
 import torch
 from torch import nn
 
+from robo_rl.agents.encoders import ImageEncoder
 from robo_rl.agents.networks import ACTIVATIONS, TanhGaussianActor
+from robo_rl.observations import STATE
 
 LAYER_NORM_EPS = 1e-5  # torch.nn.LayerNorm's default, used by the actor's optional LayerNorm
 
@@ -128,7 +131,8 @@ class PolicySpec:
 
 
 class DeterministicPolicy(nn.Module):
-    """The exported computation as a torch module: normalize, the actor's mean action, clamp to the range."""
+    """The exported computation as a torch module: normalize, the actor's mean action, clamp to the range.
+    ONNX input "observation" (B, obs)."""
 
     def __init__(self, actor: TanhGaussianActor, spec: PolicySpec):
         super().__init__()
@@ -138,7 +142,64 @@ class DeterministicPolicy(nn.Module):
         self.register_buffer("low", torch.as_tensor(spec.action_low))
         self.register_buffer("high", torch.as_tensor(spec.action_high))
 
+    @property
+    def input_names(self) -> list[str]:
+        """The ONNX graph's inputs, in `forward`'s order."""
+        return ["observation"]
+
+    def inputs(self, observations: np.ndarray) -> tuple[torch.Tensor, ...]:
+        """`forward`'s arguments for a numpy batch of observations."""
+        return (torch.as_tensor(np.asarray(observations), dtype=torch.float32),)
+
     def forward(self, observation: torch.Tensor) -> torch.Tensor:
         """Actions (B, act) for observations (B, obs)."""
         action = self.actor.deterministic((observation - self.obs_mean) / self.obs_std)
         return torch.minimum(torch.maximum(action, self.low), self.high)
+
+
+class ImagePolicy(nn.Module):
+    """The exported computation of a policy on camera images: the image encoder's features of the state and
+    every camera's uint8 (B, H, W, 3) image, the actor's mean action, clamp to the range. ONNX inputs "state"
+    (B, state) and one per camera, named after it (sorted, as the encoder orders them)."""
+
+    def __init__(self, encoder: ImageEncoder, actor: TanhGaussianActor, spec: PolicySpec):
+        super().__init__()
+        self.encoder, self.actor = encoder, actor
+        self.register_buffer("low", torch.as_tensor(spec.action_low))
+        self.register_buffer("high", torch.as_tensor(spec.action_high))
+
+    @property
+    def input_names(self) -> list[str]:
+        """The ONNX graph's inputs, in `forward`'s order."""
+        return [STATE, *self.encoder.names]
+
+    def inputs(self, observations: Mapping[str, np.ndarray]) -> tuple[torch.Tensor, ...]:
+        """`forward`'s arguments for a numpy batch of dict observations."""
+        return (torch.as_tensor(np.asarray(observations[STATE]), dtype=torch.float32),
+                *(torch.as_tensor(np.asarray(observations[name]), dtype=torch.uint8) for name in self.encoder.names))
+
+    def forward(self, state: torch.Tensor, *images: torch.Tensor) -> torch.Tensor:
+        """Actions (B, act) for states (B, state) and the cameras' images (B, H, W, 3) in `input_names` order."""
+        features = self.encoder({STATE: state, **dict(zip(self.encoder.names, images))})
+        action = self.actor.deterministic(features)
+        return torch.minimum(torch.maximum(action, self.low), self.high)
+
+    def encoder_json(self) -> dict[str, Any]:
+        """The encoder's description for policy.json's `network`."""
+        convs = [m for m in self.encoder.convs[self.encoder.names[0]] if isinstance(m, nn.Conv2d)]
+        return {"cameras": list(self.encoder.names), "input": "uint8 (B, H, W, 3) RGB, as x / 255 - 0.5",
+                "convolutions": [{"out": m.out_channels, "kernel": list(m.kernel_size), "stride": list(m.stride),
+                                  "activation": "relu"} for m in convs],
+                "features_per_camera": int(self.encoder.projections[self.encoder.names[0]][0].out_features),
+                "projection": "linear, layer_norm, tanh",
+                "then": "the cameras' features (in camera order) and the state, concatenated, into the actor",
+                "parameters": int(sum(p.numel() for p in self.encoder.parameters()))}
+
+
+Policy = Union[DeterministicPolicy, ImagePolicy]
+
+
+def policy_actions(policy: Policy, observations: Any) -> np.ndarray:
+    """The policy's actions (B, act) for a numpy batch of observations (vectors, or dicts with images)."""
+    with torch.no_grad():
+        return policy(*policy.inputs(observations)).numpy()

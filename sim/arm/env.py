@@ -416,6 +416,10 @@ class ArmVectorEnv(VectorEnv):
         self._renderer.update_scene(data, self._camera)
         return self._renderer.render()
 
+    def observation(self) -> Any:
+        """Every simulation's observation of its current state, as reset and step return it."""
+        return self._with_images(self._observe())
+
     def _with_images(self, state: np.ndarray, ids: np.ndarray | None = None) -> Any:
         """The observation: `state` alone, or with cameras a dict of it and the cameras' images of
         simulations `ids` (all if None; the other rows' images are left as they were)."""

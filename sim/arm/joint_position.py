@@ -141,3 +141,34 @@ class SimulatedArm:
         return ArmState(self.time, self.names, self._qpos[0, self._qpos_adr].copy(), self._qvel[0, self._dof_adr].copy(),
                         self._actuator_force[0, self._dof_adr].copy(), self._qpos[0, cube:cube + 3].copy(),
                         self._qpos[0, cube + 3:cube + 7].copy(), lift, lift >= self.config.lift_height)
+
+    @property
+    def cameras(self) -> tuple[str, ...]:
+        """The cameras the scene renders (its config's `cameras.names` when they are on, else none)."""
+        return tuple(self.config.cameras.names) if self.config.cameras.enabled else ()
+
+    def images(self) -> dict[str, np.ndarray]:
+        """What each camera sees now: uint8 RGB (height, width, 3) by camera, rendered exactly as the env renders
+        its observation's images."""
+        if not self.cameras:
+            return {}
+        observation = self.env.observation()
+        return {name: observation[name][0] for name in self.cameras}
+
+    def set_pose(self, positions: Sequence[float], cube_position: Sequence[float],
+                 cube_quaternion: Sequence[float]) -> None:
+        """Put the scene in a pose: joint positions in `names` order, the cube's position and orientation (w, x,
+        y, z), velocities zero; e.g. to render what the cameras see in a pose a robot reported."""
+        positions = np.asarray(positions, dtype=np.float64)
+        if positions.shape != (len(self.names),):
+            raise ValueError(f"positions needs one value per joint of {list(self.names)}, got {positions.shape}")
+        cube = self.env._cube_qpos
+        self._qpos[0, self._qpos_adr] = positions
+        self._qpos[0, cube:cube + 3] = cube_position
+        self._qpos[0, cube + 3:cube + 7] = cube_quaternion
+        self._qvel[0] = 0.0
+        self.env.batch.forward(ids=np.arange(1), stage=mujoco.mjtStage.mjSTAGE_VEL)
+
+    def close(self) -> None:
+        """Stop the scene's render workers, if any."""
+        self.env.close()

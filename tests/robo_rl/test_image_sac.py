@@ -129,33 +129,27 @@ def test_a_compiled_image_agent_is_refused_with_one_line():
         small_agent(compile=True)
 
 
-def test_training_on_the_arms_cameras_checkpoints_resumes_and_evaluates(tmp_path):
+def test_training_on_the_arms_cameras_checkpoints_resumes_and_evaluates(pixel_run, tmp_path):
+    import shutil
+
     from hydra import compose, initialize_config_dir
 
     from robo_rl.checkpoint import load_checkpoint
     from robo_rl.evaluate import evaluate_run
     from robo_rl.train import Trainer
+    from tests.conftest import PIXEL_RUN_OVERRIDES
 
-    overrides = ["+experiment=pick_cube_pixels", "demos=null", "env.overrides.cameras.width=24",
-                 "env.overrides.cameras.height=24",
-                 "num_envs=4", "torch_threads=1", "total_env_steps=480", "learning_starts=240", "eval.episodes=2",
-                 "eval.interval_env_steps=480", "checkpoint.interval_env_steps=240", "buffer.capacity=1000",
-                 "agent.actor_hidden=[32,32]", "agent.critic_hidden=[32,32]", "agent.batch_size=32",
-                 "agent.encoder.channels=[8,8]", "agent.encoder.strides=[2,2]", "logging.progress_bar=false",
-                 "logging.tensorboard=false", "logging.video=true"]
-    with initialize_config_dir(config_dir=CONFIGS, version_base="1.3"):
-        cfg = compose(config_name="train", overrides=overrides)
-    summary = Trainer(cfg, tmp_path).run()
-    assert summary["env_steps"] >= 480 and summary["updates"] > 0
-    assert (tmp_path / "rollout.gif").stat().st_size > 0  # the policy acted on its own camera images
-    state = load_checkpoint(tmp_path)
+    assert (pixel_run / "rollout.gif").stat().st_size > 0  # the policy acted on its own camera images
+    state = load_checkpoint(pixel_run)
+    assert state["counters"]["env_steps"] >= 480 and state["counters"]["updates"] > 0
     assert state["env_spec"]["observation_images"] == {"front": [24, 24, 3], "wrist": [24, 24, 3]}
     assert state["env_spec"]["observation_size"] == 7  # tool position and velocity, gripper opening
     agent_from_checkpoint(state)  # its probe, images included, reproduces
+    run = shutil.copytree(pixel_run, tmp_path / "run")  # the session's run stays as it was for other tests
     with initialize_config_dir(config_dir=CONFIGS, version_base="1.3"):
-        more = compose(config_name="train", overrides=[*overrides, "total_env_steps=720", f"resume={tmp_path}"])
-    assert Trainer(more, tmp_path, overrides=["total_env_steps=720", f"resume={tmp_path}"]).run()["env_steps"] >= 720
-    assert evaluate_run(tmp_path, episodes=2)["episodes"] == 2
+        more = compose(config_name="train", overrides=[*PIXEL_RUN_OVERRIDES, "total_env_steps=720", f"resume={run}"])
+    assert Trainer(more, run, overrides=["total_env_steps=720", f"resume={run}"]).run()["env_steps"] >= 720
+    assert evaluate_run(run, episodes=2)["episodes"] == 2
 
 
 def test_a_pretrained_encoder_loads_from_a_local_file_and_stays_frozen(tmp_path):

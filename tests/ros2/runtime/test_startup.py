@@ -32,6 +32,19 @@ def test_bad_parameters_exit_with_one_error(workspace, overrides, message):
 
 
 PICK_BUNDLE = HOVER_BUNDLE.parent / "pick_bundle"
+PIXELS_BUNDLE = HOVER_BUNDLE.parent / "pick_pixels_bundle"
+
+
+@pytest.mark.parametrize("overrides, message", [
+    ({"image_topics": ["side=/side/image_raw"]},
+     "image_topics entry 'side=/side/image_raw' must be camera=topic with one of the policy's cameras (front, wrist)"),
+    ({"image_topics": ["front"]}, "image_topics entry 'front' must be camera=topic"),
+    ({"image_timeout": 0.0}, "image_timeout must be > 0 seconds, got 0.0"),
+])
+def test_the_arm_node_refuses_bad_camera_parameters_with_one_error(workspace, overrides, message):
+    install = workspace["install"]
+    node = NodeProcess(install, "arm_policy_node", [], {"bundle_path": str(PIXELS_BUNDLE), **overrides})
+    _assert_one_error(node, message)
 
 
 @pytest.mark.parametrize("overrides, message", [
@@ -44,6 +57,9 @@ PICK_BUNDLE = HOVER_BUNDLE.parent / "pick_bundle"
     ({"bundle_path": str(PICK_BUNDLE), "inbox": "robot", "deadband": 1.5}, "deadband must be in [0, 1)"),
     ({"bundle_path": str(PICK_BUNDLE), "inbox": "robot", "evaluate_every": -1},
      "evaluate_every must be >= 0 (0: no evaluation episodes), got -1"),
+    ({"bundle_path": str(PIXELS_BUNDLE), "inbox": "robot",
+      "command_joints": ["shoulder_pan", "shoulder_lift", "elbow_flex", "wrist_flex", "wrist_roll"]},
+     "is a policy on camera images (front, wrist); the robot actor ships state observations to the learner"),
 ])
 def test_the_robot_actor_refuses_bad_parameters_with_one_error(workspace, overrides, message):
     install = workspace["install"]

@@ -10,6 +10,12 @@ name), and the object's pose on `object_topic` (geometry_msgs/PoseStamped; empty
 and the gripper opening as Float64MultiArray on /<gripper_controller_name>/commands (empty: none).
 One timer at the bundle's control rate; with a joint missing, NaN or a state older than `state_timeout`
 the node holds the last command (see robo_rl_ros.core.arm).
+
+A policy on camera images also reads one sensor_msgs/Image per camera (best effort, depth 1; rgb8, bgr8,
+rgba8 or bgra8 of exactly the policy's size, any row padding), from `image_topics` ("camera=topic" entries;
+default /<camera>/image_raw), and holds while an image is missing, of another size, or older than
+`image_timeout`. With `publish_observation_images` it republishes, each tick, the images the policy read on
+~/observation/<camera> (rgb8, the source image's header): what the policy saw, to view or record.
 """
 
 from __future__ import annotations
@@ -19,12 +25,13 @@ from builtin_interfaces.msg import Duration
 from geometry_msgs.msg import PoseStamped
 from rclpy.node import Node
 from rclpy.parameter import Parameter
-from sensor_msgs.msg import JointState
-from std_msgs.msg import Float64MultiArray
+from sensor_msgs.msg import Image, JointState
+from std_msgs.msg import Float64MultiArray, Header
 from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 
 from robo_rl_ros.core.arm import ArmPolicyController, ArmSettings, ArmTickResult
 from robo_rl_ros.core.bundle import BundleError, load_bundle
+from robo_rl_ros.core.images import image_topics, rgb8_fields, rgb_image
 from robo_rl_ros.node_clock import NodeSeconds
 from robo_rl_ros.qos import COMMAND_QOS, SENSOR_QOS
 from robo_rl_ros.realtime import configure_realtime
@@ -45,6 +52,7 @@ class ArmPolicyNode(Node):
             "command_joints": Parameter.Type.STRING_ARRAY, "gripper_controller_name": "gripper_controller",
             "state_timeout": 0.1,
             "max_joint_speed": 1.0, "ik_damping": 0.05, "orientation_gain": 1.0, "realtime_priority": 0,
+            "image_topics": Parameter.Type.STRING_ARRAY, "image_timeout": 0.2, "publish_observation_images": False,
         }.items()}
         if not p["bundle_path"]:
             raise StartupError(f"{node_name}: parameter bundle_path is required")
@@ -53,9 +61,16 @@ class ArmPolicyNode(Node):
         try:
             bundle = load_bundle(p["bundle_path"])
             self.controller = ArmPolicyController(bundle, ArmSettings(
-                tuple(p["goal"]), p["state_timeout"], p["max_joint_speed"], p["ik_damping"], p["orientation_gain"]))
+                tuple(p["goal"]), p["state_timeout"], p["max_joint_speed"], p["ik_damping"], p["orientation_gain"],
+                image_timeout=p["image_timeout"]))
         except BundleError as error:
             raise StartupError(f"{node_name}: {error}") from error
+        try:
+            self._image_topics = image_topics(p["image_topics"] or [], list(self.controller.cameras))
+        except ValueError as error:
+            raise StartupError(f"{node_name}: {error}") from error
+        if not p["image_timeout"] > 0:
+            raise StartupError(f"{node_name}: image_timeout must be > 0 seconds, got {p['image_timeout']}")
         joints = list(self.controller.chain.joints)
         self.command_joints = list(p["command_joints"] or joints)
         if sorted(self.command_joints) != sorted(joints):
@@ -70,6 +85,14 @@ class ArmPolicyNode(Node):
         self.create_subscription(JointState, p["joint_states_topic"], self._store_joints, SENSOR_QOS)
         if p["object_topic"]:
             self.create_subscription(PoseStamped, p["object_topic"], self._store_object, SENSOR_QOS)
+        self._images: dict[str, tuple[float, Image]] = {}
+        self._consumed_images: dict[str, Image] = {}
+        self._image_headers: dict[str, Header] = {}  # of the image each camera's policy input came from
+        for camera, topic in self._image_topics.items():
+            self.create_subscription(Image, topic, lambda msg, camera=camera: self._store_image(camera, msg),
+                                     SENSOR_QOS)
+        self._observation_pubs = ({camera: self.create_publisher(Image, f"~/observation/{camera}", SENSOR_QOS)
+                                   for camera in self._image_topics} if p["publish_observation_images"] else {})
         controller = p["controller_name"]
         if self.output == "forward_command":
             self._command_pub = self.create_publisher(Float64MultiArray, f"/{controller}/commands", COMMAND_QOS)
@@ -82,9 +105,10 @@ class ArmPolicyNode(Node):
         self._timer = self.create_timer(self._period, self._tick)
         self._was_moving = True
         configure_realtime(self, p["realtime_priority"])
+        cameras = "".join(f", camera {name} from {topic}" for name, topic in self._image_topics.items())
         self.get_logger().info(f"driving {bundle.env_id} from {bundle.directory} at {bundle.control_hz:g} Hz "
-                               f"({self.controller.task}, goal {self._goal_text(p['goal'])}), {self.output} on /{controller}, "
-                               f"inference in {self.controller.policy.engine}")
+                               f"({self.controller.task}, goal {self._goal_text(p['goal'])}), {self.output} on /{controller}"
+                               f"{cameras}, inference in {self.controller.policy.engine}")
 
     def _goal_text(self, goal: list[float]) -> str:
         """The goal as the log states it: the reach point, or where pick-cube takes it from."""
@@ -98,6 +122,28 @@ class ArmPolicyNode(Node):
     def _store_object(self, msg: PoseStamped) -> None:
         self._object = msg
 
+    def _store_image(self, camera: str, msg: Image) -> None:
+        self._images[camera] = (self._now(), msg)
+
+    def _take_images(self) -> None:
+        """Give the controller the cameras' images received since the last tick (a bad one is one warning)."""
+        for camera, (received, msg) in self._images.items():
+            if self._consumed_images.get(camera) is msg:
+                continue
+            self._consumed_images[camera] = msg
+            try:
+                image = rgb_image(msg.height, msg.width, msg.encoding, msg.step, msg.data)
+            except ValueError as error:
+                self.get_logger().warn(f"ignoring an image from {self._image_topics[camera]}: {error}",
+                                       throttle_duration_sec=1.0)
+                continue
+            problem = self.controller.update_image(camera, received, image)
+            if problem:
+                self.get_logger().warn(f"ignoring an image from {self._image_topics[camera]}: {problem}",
+                                       throttle_duration_sec=1.0)
+            else:
+                self._image_headers[camera] = msg.header
+
     def _take_state(self) -> None:
         """Give the controller the joint state and object pose received since the last tick."""
         latest = self._joint_state
@@ -109,6 +155,7 @@ class ArmPolicyNode(Node):
         if self._object is not None:
             position = self._object.pose.position
             self.controller.update_object(np.array([position.x, position.y, position.z]))
+        self._take_images()
 
     def _tick(self) -> None:
         now = self._now()
@@ -132,6 +179,11 @@ class ArmPolicyNode(Node):
             self._command_pub.publish(JointTrajectory(joint_names=self.command_joints, points=[point]))
         if self._gripper_pub is not None and result.gripper_command is not None:
             self._gripper_pub.publish(Float64MultiArray(data=[float(result.gripper_command)]))
+        if self._observation_pubs and result.moving and result.images:
+            for camera, image in result.images.items():
+                msg = Image(header=self._image_headers[camera], **rgb8_fields(image))
+                self._observation_pubs[camera].publish(msg)
+
 
 
 def main(args: list[str] | None = None) -> int:

@@ -9,6 +9,9 @@ per timer period, and talks as ros2_control's controllers would:
   joint_state_broadcaster's is not guaranteed), `object_pose_topic` (geometry_msgs/PoseStamped of the
   cube, world frame), `success_topic` (std_msgs/Bool: the cube is `lift_height` above its start), all at
   `state_rate_hz`; then `/clock` (the simulation time);
+- for a bundle trained on camera images: each camera's image (sensor_msgs/Image, rgb8, frame_id the camera's
+  name) on `image_topics` ("camera=topic" entries; default /<camera>/image_raw) at `camera_rate_hz` (0: the
+  bundle's control rate), rendered exactly as the training env rendered its observations;
 - in (reliable): `/<controller_name>/commands` (std_msgs/Float64MultiArray, joint positions in
   `controller_joints` order, as forward_command_controller) and `/<gripper_controller_name>/commands`
   (one value: the opening per finger [m]).
@@ -29,10 +32,11 @@ from __future__ import annotations
 import numpy as np
 from geometry_msgs.msg import PoseStamped
 from rclpy.parameter import Parameter
-from sensor_msgs.msg import JointState
+from sensor_msgs.msg import Image, JointState
 from std_msgs.msg import Bool, Float64MultiArray
 from std_srvs.srv import Trigger
 
+from robo_rl_ros.core.images import image_topics, rgb8_fields
 from robo_rl_ros.messages import fill_pose, time_msg
 from robo_rl_ros.qos import COMMAND_QOS, SENSOR_QOS
 from robo_rl_ros.sim_common import SimulatedRobotNode
@@ -56,6 +60,7 @@ class ArmSimBridgeNode(SimulatedRobotNode):
             "controller_name": "arm_controller", "controller_joints": Parameter.Type.STRING_ARRAY,
             "gripper_controller_name": "gripper_controller", "state_rate_hz": 100.0,
             "new_placement_on_reset": False, "kp": Parameter.Type.DOUBLE_ARRAY, "kd": Parameter.Type.DOUBLE_ARRAY, "wait_for_subscribers": 0,
+            "image_topics": Parameter.Type.STRING_ARRAY, "camera_rate_hz": 0.0,
         }, SIMULATOR_MISSING)
         p, bundle = self.params, self.bundle
         if p["kp"] is None or p["kd"] is None:
@@ -73,23 +78,37 @@ class ArmSimBridgeNode(SimulatedRobotNode):
             raise StartupError(f"controller_joints {self.controller_joints} must list the arm joints {list(self.sim.joints)}")
         self._state_index = [names.index(n) for n in self.state_order]
         self._command_index = [self.sim.joints.index(n) for n in self.controller_joints]
-        self.substeps = int(round(1.0 / (p["state_rate_hz"] * self.sim.dt)))
-        if self.substeps < 1 or abs(self.substeps * p["state_rate_hz"] * self.sim.dt - 1.0) > 1e-6:
-            raise StartupError(f"state_rate_hz {p['state_rate_hz']} must divide the physics rate {1.0 / self.sim.dt:g} Hz")
+        self.substeps = self._substeps("state_rate_hz", p["state_rate_hz"])
+        try:
+            self._image_topics = image_topics(p["image_topics"] or [], list(self.sim.cameras))
+        except ValueError as error:
+            raise StartupError(f"arm_sim_bridge_node: {error}") from error
+        self.camera_substeps = self._substeps("camera_rate_hz", p["camera_rate_hz"] or bundle.control_hz)
         self._first_command: float | None = None
         self._time_before_reset = 0.0  # simulated seconds of the episodes before the last reset
         self._paused = p["wait_for_subscribers"] > 0
         self._joint_pub = self.create_publisher(JointState, p["joint_states_topic"], SENSOR_QOS)
         self._cube_pub = self.create_publisher(PoseStamped, p["object_pose_topic"], SENSOR_QOS)
         self._success_pub = self.create_publisher(Bool, p["success_topic"], SENSOR_QOS)
+        self._image_pubs = {camera: self.create_publisher(Image, topic, SENSOR_QOS)
+                            for camera, topic in self._image_topics.items()}
         self.create_subscription(Float64MultiArray, f"/{p['controller_name']}/commands", self._on_arm, COMMAND_QOS)
         self.create_subscription(Float64MultiArray, f"/{p['gripper_controller_name']}/commands", self._on_gripper,
                                  COMMAND_QOS)
         self.start(self.sim.dt)
         cube = self.sim.state().cube_position
+        cameras = "".join(f", camera {name} on {topic}" for name, topic in self._image_topics.items())
+        cameras += f" at {1.0 / (self.camera_substeps * self.sim.dt):g} Hz" if cameras else ""
         self.get_logger().info(f"simulating {bundle.env_id} (seed {p['seed']}, cube at {np.round(cube, 3).tolist()}), "
-                               f"physics at {1.0 / self.sim.dt:g} Hz, state at {p['state_rate_hz']:g} Hz, "
+                               f"physics at {1.0 / self.sim.dt:g} Hz, state at {p['state_rate_hz']:g} Hz{cameras}, "
                                f"joint PD kp {list(p['kp'])} kd {list(p['kd'])}")
+
+    def _substeps(self, name: str, rate_hz: float) -> int:
+        """Physics steps per period of a rate that must divide the physics rate; StartupError otherwise."""
+        substeps = int(round(1.0 / (rate_hz * self.sim.dt))) if rate_hz > 0 else 0
+        if substeps < 1 or abs(substeps * rate_hz * self.sim.dt - 1.0) > 1e-6:
+            raise StartupError(f"{name} {rate_hz} must divide the physics rate {1.0 / self.sim.dt:g} Hz")
+        return substeps
 
     def _on_arm(self, msg: Float64MultiArray) -> None:
         values = np.asarray(msg.data, dtype=np.float64)
@@ -132,8 +151,17 @@ class ArmSimBridgeNode(SimulatedRobotNode):
             since = "" if self._first_command is None else f", {self.sim.succeeded_at - self._first_command:.2f} s after the first command"
             self.get_logger().info(f"task success: cube lifted {self.sim.config.lift_height:g} m at "
                                    f"t={self.sim.succeeded_at:.3f} s{since}")
+        if self._image_pubs and self.sim.steps % self.camera_substeps == 0:
+            self._publish_images()  # before the state: a tick woken by the state finds the image of that instant
         if self.sim.steps % self.substeps == 0:
             self._publish_state()
+
+    def _publish_images(self) -> None:
+        stamp = time_msg(self._time_before_reset + self.sim.time)
+        for camera, image in self.sim.images().items():
+            msg = Image(**rgb8_fields(image))
+            msg.header.stamp, msg.header.frame_id = stamp, camera
+            self._image_pubs[camera].publish(msg)
 
     def _publish_state(self) -> None:
         state = self.sim.state()

@@ -48,6 +48,10 @@ class RobotActorNode(ArmPolicyNode):
 
     def __init__(self) -> None:
         super().__init__("robot_actor_node")
+        if self.controller.cameras:
+            raise StartupError(f"robot_actor_node: {self.controller.bundle.directory} is a policy on camera images "
+                               f"({', '.join(self.controller.cameras)}); the robot actor ships state observations to "
+                               "the learner (runner=ray trains on state observations only): run it with arm_policy_node")
         p = {name: self.declare_parameter(name, default).value for name, default in {
             "ray_address": "auto", "inbox": "", "learner_timeout_s": 1.0, "retry_s": 1.0,
             "success_topic": "/pick_cube/success", "twist_topic": "/spacenav/twist", "joy_topic": "/spacenav/joy",

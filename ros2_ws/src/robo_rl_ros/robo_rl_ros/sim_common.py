@@ -38,7 +38,7 @@ class SimulatedRobotNode(Node, ABC):
 
     Declares `COMMON_PARAMETERS` and the bridge's own (`parameters`: name -> default or type) into
     `self.params`, loads the bundle (`self.bundle`) and its training env config (`self.env_config`,
-    randomization off unless the `randomization` parameter), and opens /clock (`self.clock`). One
+    randomization off unless the `randomization` parameter, the cameras' appearance included), and opens /clock (`self.clock`). One
     StartupError if the simulator could not be imported (`simulator_missing`) or the bundle is absent or
     invalid. The bridge then builds its simulation and calls `start`.
     """
@@ -59,6 +59,8 @@ class SimulatedRobotNode(Node, ABC):
         self.env_config: dict[str, Any] = dict(self.bundle.env_config)
         if not self.params["randomization"]:
             self.env_config["randomization"] = {"enabled": False}
+            if isinstance(self.env_config.get("cameras"), dict):  # lights, colours and camera poses as modelled
+                self.env_config["cameras"] = {**self.env_config["cameras"], "randomization": {"enabled": False}}
         self.clock = ClockPublisher(self, self.params["publish_clock"])
 
     def start(self, period: float) -> None:

@@ -11,6 +11,11 @@ is the task's: the reach point (`ArmSettings.goal`) for reach; for pick-cube, as
 object position). With a joint missing
 from the joint state, non-finite values, or a state older than the timeout, it holds the last
 command; it moves again on the first tick with a good state.
+
+A policy on camera images (SERL's pixel tasks) reads the robot's own state (a subset of the arm fields, e.g.
+tool position and velocity and gripper opening) and one RGB image per camera; the tick holds while a
+camera's latest image is missing, of another size than the policy's, or older than `image_timeout`. Where
+its fields need no object position (the cameras show the cube), none is waited for.
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ from robo_rl_ros.core.watchdog import StateWatchdog
 
 ARM_FIELDS = {"tool_position": 3, "tool_velocity": 3, "gripper_opening": 1, "cube_position": 3,
               "cube_minus_tool": 3, "goal_minus_tool": 3}
+OBJECT_FIELDS = ("cube_position", "cube_minus_tool")  # fields computed from the object's position
 
 
 @dataclasses.dataclass(frozen=True)
@@ -42,6 +48,7 @@ class ArmSettings:
     # [m/rad] how much a radian of orientation error counts against a metre of position error in the IK's
     # least squares; a Cartesian impedance with stiffnesses k_t and k_r trades them as sqrt(k_r / k_t)
     orientation_weight: float = 1.0
+    image_timeout: float = 0.2  # [s] a policy on camera images holds when a camera's latest image is older
 
 
 @dataclasses.dataclass(frozen=True)
@@ -54,6 +61,7 @@ class ArmTickResult:
     gripper_command: float | None  # opening per finger [m]
     observation: np.ndarray | None
     action: np.ndarray | None = None  # the action applied (after the safety filter), None while holding
+    images: dict[str, np.ndarray] | None = None  # a policy on camera images: the images it read, by camera
 
 
 class ArmPolicyController:
@@ -70,7 +78,8 @@ class ArmPolicyController:
             if ARM_FIELDS.get(entry.name) != entry.size:
                 raise BundleError(f"observation field {entry.name!r} (size {entry.size}) is not an arm field: {ARM_FIELDS}")
             self.slices[entry.name] = entry.slice
-        if set(self.slices) != set(ARM_FIELDS):
+        self.cameras = {camera.name: camera for camera in bundle.cameras}
+        if not self.cameras and set(self.slices) != set(ARM_FIELDS):
             raise BundleError(f"the observation layout lacks the arm fields {sorted(set(ARM_FIELDS) - set(self.slices))}")
         task = bundle.env_config
         try:
@@ -78,6 +87,8 @@ class ArmPolicyController:
             self.workspace = np.array(task["workspace"], dtype=np.float64).T  # (2, 3)
             self.task = bundle.task  # policy.json's task: what the goal is (a point, or the lift above the cube)
             self.lift_height = float(task["lift_height"]) if self.task == "pick_cube" else 0.0
+            self.needs_object = bool(set(OBJECT_FIELDS) & set(self.slices)) or (
+                self.task == "pick_cube" and "goal_minus_tool" in self.slices)
         except (KeyError, TypeError, ValueError) as error:
             raise BundleError("policy.json training.env_config lacks the arm task's action_scale and workspace: "
                               f"{error!r}") from error
@@ -104,6 +115,7 @@ class ArmPolicyController:
         self._gripper: float | None = None
         self._orientation: np.ndarray | None = None
         self._moving = False
+        self._images: dict[str, tuple[float, np.ndarray]] = {}  # camera -> (when received, RGB image)
 
     def new_episode(self) -> None:
         """The scene was put back at a start (a reset between training episodes): the next tick that moves
@@ -131,6 +143,28 @@ class ArmPolicyController:
         self.watchdog.feed(now)
         return True
 
+    def update_image(self, camera: str, now: float, image: np.ndarray) -> str:
+        """Take a camera's RGB (height, width, 3) uint8 image; "" if taken, else why not (a camera the policy
+        does not read, or an image of another size: the cameras must give what the policy was trained on)."""
+        expected = self.cameras.get(camera)
+        if expected is None:
+            return f"the policy reads no camera {camera!r}; it reads {sorted(self.cameras)}"
+        if image.shape != expected.shape or image.dtype != np.uint8:
+            return (f"camera {camera!r} gives {image.dtype} {image.shape[1]}x{image.shape[0]} images, the policy reads "
+                    f"uint8 {expected.width}x{expected.height} (crop or resize it to that, e.g. with image_proc)")
+        self._images[camera] = (now, image)
+        return ""
+
+    def _images_problem(self, now: float) -> str:
+        """Why the cameras' latest images cannot be used now ("" if they can)."""
+        for name in self.cameras:
+            if name not in self._images:
+                return f"no image from camera {name!r} yet"
+            age = now - self._images[name][0]
+            if not age <= self.settings.image_timeout:
+                return f"the image from camera {name!r} is {age * 1e3:.0f} ms old"
+        return ""
+
     def update_object(self, position: np.ndarray) -> None:
         """The latest object (cube) position, world frame."""
         self.object_position = np.asarray(position, dtype=np.float64)
@@ -145,12 +179,11 @@ class ArmPolicyController:
         tool, _, jacobian = self.chain.forward(q)
         obs = np.empty(self.bundle.observation_size)
         s = self.slices
-        obs[s["tool_position"]] = tool
-        obs[s["tool_velocity"]] = jacobian[:3] @ qdot
-        obs[s["gripper_opening"]] = opening
-        obs[s["cube_position"]] = self.object_position
-        obs[s["cube_minus_tool"]] = self.object_position - tool
-        obs[s["goal_minus_tool"]] = self.goal - tool
+        values = {"tool_position": lambda: tool, "tool_velocity": lambda: jacobian[:3] @ qdot,
+                  "gripper_opening": lambda: opening, "cube_position": lambda: self.object_position,
+                  "cube_minus_tool": lambda: self.object_position - tool, "goal_minus_tool": lambda: self.goal - tool}
+        for name, where in self.slices.items():
+            obs[where] = values[name]()
         return obs.astype(np.float32)
 
     def tick(self, now: float, act: Callable[[np.ndarray], np.ndarray] | None = None) -> ArmTickResult:
@@ -159,21 +192,27 @@ class ArmPolicyController:
         through the same safety filter, IK and limits."""
         reason = self._invalid or ("" if self.watchdog.is_fresh(now) else
                                    f"joint state is {self.watchdog.age(now) * 1e3:.0f} ms old")
-        if not reason and not np.all(np.isfinite(self.object_position)):
+        if not reason and self.needs_object and not np.all(np.isfinite(self.object_position)):
             reason = "no object position"
+        if not reason and self.cameras:
+            reason = self._images_problem(now)
         if reason:
             self._moving = False
             return ArmTickResult(False, reason, self._command, self._gripper, None)
         q = self._q
         assert q is not None
-        if not np.all(np.isfinite(self.goal)):  # pick-cube: the lift goal above the cube's start
+        if self.needs_object and not np.all(np.isfinite(self.goal)):  # pick-cube: the lift goal above the cube's start
             self.goal = self.object_position + (0.0, 0.0, self.lift_height)
         if self._command is None or not self._moving:
             self._command = q.copy()  # start (or resume) from where the arm is
             self._orientation = self.chain.forward(q)[1] if self._orientation is None else self._orientation
         self._moving = True
         obs = self.observation(q, self._qdot, self._opening)
-        action = self.action_filter((act or self.policy)(obs)).action
+        images = {name: image for name, (_, image) in self._images.items()} if self.cameras else None
+        if act is not None:
+            action = self.action_filter(act(obs)).action
+        else:
+            action = self.action_filter(self.policy(obs, images) if images else self.policy(obs)).action
         tool, rotation, jacobian = self.chain.forward(q)
         target = np.clip(tool + self.action_scale * action[:3], self.workspace[0], self.workspace[1])
         orientation_error = self.settings.orientation_gain * _rotation_error(self._orientation, rotation)
@@ -188,7 +227,7 @@ class ArmPolicyController:
         step = self.settings.max_joint_speed * self.dt
         self._command = np.clip(desired, self._command - step, self._command + step)
         self._gripper = self.gripper_high + (self.gripper_low - self.gripper_high) * 0.5 * (action[3] + 1.0)
-        return ArmTickResult(True, "", self._command.copy(), self._gripper, obs, action)
+        return ArmTickResult(True, "", self._command.copy(), self._gripper, obs, action, images)
 
 
 def limited_ik_step(jacobian: np.ndarray, error: np.ndarray, q: np.ndarray, lower: np.ndarray, upper: np.ndarray,

@@ -1,5 +1,9 @@
 """Load and validate a robo-rl policy bundle (`policy.json` + `policy.onnx`), the export's contract.
 
+A policy on camera images also reads one uint8 RGB image per camera (`observation.images`: name, height,
+width), and its recorded pairs' images are in the file `files.recorded_images` (an .npz of one
+(pairs, height, width, 3) array per camera).
+
 Only numpy and the standard library: this runs on the robot computer.
 """
 
@@ -39,6 +43,20 @@ class LayoutField:
 
 
 @dataclasses.dataclass(frozen=True)
+class CameraInput:
+    """One camera image the policy reads: ONNX input `name`, uint8 RGB (height, width, 3)."""
+
+    name: str
+    height: int
+    width: int
+
+    @property
+    def shape(self) -> tuple[int, int, int]:
+        """The image's array shape."""
+        return (self.height, self.width, 3)
+
+
+@dataclasses.dataclass(frozen=True)
 class PolicyBundle:
     """A validated bundle: what every deployment target reads from `policy.json`."""
 
@@ -61,6 +79,8 @@ class PolicyBundle:
     # policy.json `deployment`: the vehicle the bundle was exported to fly (its vehicle_parameters,
     # thrust_max_newton, hover_command, firmware limits); {} in bundles from before it was recorded
     deployment: dict[str, Any] = dataclasses.field(default_factory=dict)
+    cameras: tuple[CameraInput, ...] = ()  # a policy on camera images: the images it reads, in ONNX input order
+    recorded_images: dict[str, np.ndarray] = dataclasses.field(default_factory=dict)  # (pairs, H, W, 3) per camera
 
     @property
     def onnx_path(self) -> Path:
@@ -158,7 +178,10 @@ def _parse(directory: Path, manifest: dict[str, Any]) -> PolicyBundle:
     if np.any(outside):
         pair = int(np.argwhere(outside)[0][0])
         raise BundleError(f"recorded_pairs[{pair}].action {recorded_act[pair].tolist()} lies outside action.low/high")
-    _onnx_file(_mapping(manifest, "files"))
+    files = _mapping(manifest, "files")
+    _onnx_file(files)
+    cameras = _cameras(observation)
+    recorded_images = _recorded_images(directory, files, cameras, len(pairs)) if cameras else {}
     control_hz = float(manifest["control_hz"])
     if not 0 < control_hz <= MAX_CONTROL_HZ:
         raise BundleError(f"control_hz is {control_hz}; allowed: a number in (0, {MAX_CONTROL_HZ:g}] Hz")
@@ -172,8 +195,51 @@ def _parse(directory: Path, manifest: dict[str, Any]) -> PolicyBundle:
         layout=layout, action_size=act_size, action_low=low, action_high=high, safe_action=safe,
         recorded_observations=recorded_obs, recorded_actions=recorded_act,
         env_config=dict(env_config), vehicle_parameters=dict(vehicle_parameters), manifest=manifest,
-        deployment=dict(deployment),
+        deployment=dict(deployment), cameras=cameras, recorded_images=recorded_images,
     )
+
+
+def _cameras(observation: dict[str, Any]) -> tuple[CameraInput, ...]:
+    """observation.images, checked: distinct names, positive sizes, uint8 RGB."""
+    entries = observation.get("images") or []
+    if not isinstance(entries, list):
+        raise BundleError(f"policy.json: observation.images must be a list of cameras, got {type(entries).__name__}")
+    cameras = []
+    for i, entry in enumerate(entries):
+        if not isinstance(entry, dict):
+            raise BundleError(f"policy.json: observation.images[{i}] must be a JSON object, got {entry!r}")
+        name, height, width = entry.get("name"), entry.get("height"), entry.get("width")
+        if not isinstance(name, str) or not name or name == "state" or any(c.name == name for c in cameras):
+            raise BundleError(f"policy.json: observation.images[{i}].name is {name!r}; allowed: a camera name, "
+                              "distinct, not 'state'")
+        if not all(isinstance(v, int) and not isinstance(v, bool) and 0 < v <= 8192 for v in (height, width)):
+            raise BundleError(f"policy.json: observation.images[{i}] ({name}) is {height}x{width}; allowed: "
+                              "whole numbers of pixels in 1..8192")
+        if (entry.get("dtype"), entry.get("encoding"), entry.get("channels")) != ("uint8", "rgb8", 3):
+            raise BundleError(f"policy.json: observation.images[{i}] ({name}) must be uint8 rgb8 with 3 channels, got "
+                              f"{entry.get('dtype')!r} {entry.get('encoding')!r} with {entry.get('channels')!r}")
+        cameras.append(CameraInput(name, height, width))
+    return tuple(cameras)
+
+
+def _recorded_images(directory: Path, files: dict[str, Any], cameras: tuple[CameraInput, ...],
+                     pairs: int) -> dict[str, np.ndarray]:
+    """The recorded pairs' images from files.recorded_images: one uint8 (pairs, H, W, 3) array per camera."""
+    path = directory / _bundle_file(files, "recorded_images", "recorded_images.npz")
+    if not path.is_file() or not path.resolve().is_relative_to(directory.resolve()):
+        raise BundleError(f"the bundle's recorded images {path} are not a file inside the bundle; a policy on camera "
+                          "images is checked against its recorded pairs at load")
+    try:
+        with np.load(path, allow_pickle=False) as archive:
+            arrays = {camera.name: archive[camera.name] for camera in cameras}
+    except (OSError, ValueError, KeyError, EOFError) as error:  # not an .npz, a camera missing, a corrupt array
+        raise BundleError(f"{path} cannot be read as the cameras' recorded images: {error}") from error
+    for camera in cameras:
+        array = arrays[camera.name]
+        if array.dtype != np.uint8 or array.shape != (pairs, *camera.shape):
+            raise BundleError(f"{path}: {camera.name} is {array.dtype} {array.shape}; policy.json declares uint8 "
+                              f"{(pairs, *camera.shape)} (one image per recorded pair)")
+    return arrays
 
 
 def _mapping(parent: dict[str, Any], key: str, prefix: str = "", required: bool = True) -> dict[str, Any]:
@@ -188,15 +254,20 @@ def _mapping(parent: dict[str, Any], key: str, prefix: str = "", required: bool 
 
 
 def _onnx_file(files: dict[str, Any]) -> str:
-    """files.onnx, checked: the relative name of a file inside the bundle (no absolute path, no '..'), so that
+    """files.onnx, checked (see _bundle_file)."""
+    return _bundle_file(files, "onnx", "policy.onnx")
+
+
+def _bundle_file(files: dict[str, Any], key: str, example: str) -> str:
+    """files[key], checked: the relative name of a file inside the bundle (no absolute path, no '..'), so that
     the node reads nothing the bundle does not hold."""
-    name = files.get("onnx")
-    allowed = "allowed: the relative name of a file inside the bundle, e.g. 'policy.onnx'"
+    name = files.get(key)
+    allowed = f"allowed: the relative name of a file inside the bundle, e.g. {example!r}"
     if not isinstance(name, str) or not name.strip():
-        raise BundleError(f"policy.json: files.onnx is {name!r}; {allowed}")
+        raise BundleError(f"policy.json: files.{key} is {name!r}; {allowed}")
     parts = PurePosixPath(name.replace("\\", "/")).parts  # a Windows separator is no way out either
     if PurePosixPath(name).is_absolute() or Path(name).is_absolute() or ".." in parts or "\0" in name:
-        raise BundleError(f"policy.json: files.onnx is {name!r}, a path out of the bundle; {allowed}")
+        raise BundleError(f"policy.json: files.{key} is {name!r}, a path out of the bundle; {allowed}")
     return name
 
 

@@ -1,6 +1,9 @@
-"""Inference of a bundle's policy: one observation in, one action out."""
+"""Inference of a bundle's policy: one observation (a vector, and for a policy on camera images one uint8 RGB
+image per camera) in, one action out."""
 
 from __future__ import annotations
+
+from typing import Mapping
 
 import numpy as np
 import onnxruntime
@@ -23,7 +26,8 @@ class OnnxPolicy:
     file and runs `batch`. A single observation (`__call__`, once per control tick) runs the same graph in
     numpy (core.onnx_numpy), about twice as fast on the cold cache a tick finds, if that executor supports
     the graph and agrees with ONNX Runtime within `AGREEMENT` on the bundle's recorded observations and
-    perturbations of them; otherwise in ONNX Runtime too. `engine` says which.
+    perturbations of them; otherwise in ONNX Runtime too. `engine` says which. A policy on camera images
+    (inputs "state" and one uint8 (batch, height, width, 3) image per camera) always runs in ONNX Runtime.
     """
 
     def __init__(self, bundle: PolicyBundle):
@@ -36,18 +40,27 @@ class OnnxPolicy:
         except Exception as error:  # onnxruntime raises its own exception types for corrupt files
             raise BundleError(f"ONNX Runtime cannot load {bundle.onnx_path}: {error}") from error
         inputs, outputs = self._session.get_inputs(), self._session.get_outputs()
+        self.cameras = bundle.cameras
+        self._input = "state" if self.cameras else "observation"
+        expected = ([self._input, *(camera.name for camera in self.cameras)], ["action"])
         names = ([i.name for i in inputs], [o.name for o in outputs])
-        if names != (["observation"], ["action"]):
-            raise BundleError(f"{bundle.onnx_path} must have input 'observation' and output 'action', has {names}")
+        if names != expected:
+            raise BundleError(f"{bundle.onnx_path} must have inputs {expected[0]} and output 'action' (as policy.json "
+                              f"declares), has {names}")
         obs_dim, act_dim = inputs[0].shape[-1], outputs[0].shape[-1]
         if obs_dim != bundle.observation_size or act_dim != bundle.action_size:
             raise BundleError(f"{bundle.onnx_path} maps {obs_dim} -> {act_dim} entries, policy.json declares "
                               f"{bundle.observation_size} -> {bundle.action_size}")
+        for camera, graph_input in zip(self.cameras, inputs[1:]):
+            if list(graph_input.shape[1:]) != list(camera.shape) or graph_input.type != "tensor(uint8)":
+                raise BundleError(f"{bundle.onnx_path} takes {graph_input.name} as {graph_input.type} "
+                                  f"{graph_input.shape[1:]}, policy.json declares uint8 {list(camera.shape)}")
         self.observation_size = bundle.observation_size
         self._check_weights(bundle)
         self._check_recorded_pairs(bundle)
         self._feed = np.zeros((1, bundle.observation_size), dtype=np.float32)
-        self._graph, self.engine = self._numpy_graph(bundle)
+        self._graph, self.engine = (self._numpy_graph(bundle) if not self.cameras
+                                    else (None, "onnxruntime (a policy on camera images)"))
 
     @staticmethod
     def _check_weights(bundle: PolicyBundle) -> None:
@@ -63,7 +76,7 @@ class OnnxPolicy:
 
     def _check_recorded_pairs(self, bundle: PolicyBundle) -> None:
         """BundleError unless the network reproduces every recorded pair within PAIR_TOLERANCE."""
-        actions = self.batch(bundle.recorded_observations)
+        actions = self.batch(bundle.recorded_observations, bundle.recorded_images)
         errors = np.abs(actions.astype(np.float64) - bundle.recorded_actions)
         errors[~np.isfinite(errors)] = np.inf  # a NaN action is as wrong as it gets
         worst = int(np.argmax(errors.max(axis=1)))
@@ -91,13 +104,31 @@ class OnnxPolicy:
             return None, f"onnxruntime (numpy differs from ONNX Runtime by {error:.2g})"
         return graph, "numpy"
 
-    def __call__(self, observation: np.ndarray) -> np.ndarray:
-        """The action (float64) for one observation vector."""
+    def __call__(self, observation: np.ndarray, images: Mapping[str, np.ndarray] | None = None) -> np.ndarray:
+        """The action (float64) for one observation vector (and for a policy on camera images, one uint8 RGB
+        (height, width, 3) image per camera by name)."""
         if self._graph is not None:
             return self._graph(observation).astype(np.float64)
         self._feed[0] = observation
-        return self._session.run(["action"], {"observation": self._feed})[0][0].astype(np.float64)
+        feed = {self._input: self._feed, **self._image_feed(images, batched=False)}
+        return self._session.run(["action"], feed)[0][0].astype(np.float64)
 
-    def batch(self, observations: np.ndarray) -> np.ndarray:
-        """Actions (n, act) for observations (n, obs)."""
-        return self._session.run(["action"], {"observation": np.asarray(observations, dtype=np.float32)})[0]
+    def batch(self, observations: np.ndarray, images: Mapping[str, np.ndarray] | None = None) -> np.ndarray:
+        """Actions (n, act) for observations (n, obs) (and images (n, height, width, 3) per camera)."""
+        feed = {self._input: np.asarray(observations, dtype=np.float32), **self._image_feed(images, batched=True)}
+        return self._session.run(["action"], feed)[0]
+
+    def _image_feed(self, images: Mapping[str, np.ndarray] | None, batched: bool) -> dict[str, np.ndarray]:
+        """The cameras' inputs: every camera's image(s), uint8 of its shape; ValueError naming one that is not."""
+        feed = {}
+        for camera in self.cameras:
+            image = None if images is None else images.get(camera.name)
+            if image is None:
+                raise ValueError(f"the policy reads camera {camera.name!r}, and no image of it was given")
+            image = np.asarray(image)
+            shape = image.shape[1:] if batched else image.shape
+            if image.dtype != np.uint8 or tuple(shape) != camera.shape:
+                raise ValueError(f"camera {camera.name!r}: got {image.dtype} {tuple(shape)}, the policy reads uint8 "
+                                 f"{camera.shape}")
+            feed[camera.name] = image if batched else image[None]
+        return feed
