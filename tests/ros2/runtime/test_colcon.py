@@ -12,10 +12,11 @@ def test_colcon_build_installs_executables_launch_and_config(workspace):
     assert (share / "ament_index" / "resource_index" / "packages" / "robo_rl_ros").is_file()
     assert sorted(p.name for p in (share / "robo_rl_ros" / "launch").iterdir()) == [
         "arm_policy.launch.py", "crazyflie_policy.launch.py", "robot_actor.launch.py", "sim_hil.launch.py",
-        "sim_hover.launch.py", "sim_pick.launch.py"]
+        "sim_hover.launch.py", "sim_pick.launch.py", "sim_pick_pixels.launch.py"]
     assert sorted(p.name for p in (share / "robo_rl_ros" / "config").iterdir()) == [
         "arm_policy.yaml", "quadrotor_policy.yaml", "robot_actor.yaml", "scripted_spacenav.yaml", "sim_arm_bridge.yaml",
-        "sim_arm_policy.yaml", "sim_bridge.yaml", "sim_quadrotor_policy.yaml", "sim_robot_actor.yaml"]
+        "sim_arm_policy.yaml", "sim_bridge.yaml", "sim_quadrotor_policy.yaml", "sim_robot_actor.yaml",
+        "sim_so_arm100_bridge.yaml", "sim_so_arm100_pixels_policy.yaml"]
     assert (share / "robo_rl_ros" / "package.xml").is_file()
 
 

@@ -36,7 +36,7 @@ def _keywords(call: ast.Call) -> dict[str, ast.expr]:
 def test_there_are_launch_files_and_executables():
     assert [p.name for p in LAUNCH_FILES] == ["arm_policy.launch.py", "crazyflie_policy.launch.py",
                                               "robot_actor.launch.py", "sim_hil.launch.py", "sim_hover.launch.py",
-                                              "sim_pick.launch.py"]
+                                              "sim_pick.launch.py", "sim_pick_pixels.launch.py"]
     assert _console_scripts() == {"quadrotor_policy_node", "sim_bridge_node", "mcap_recorder_node", "arm_policy_node",
                                   "arm_sim_bridge_node", "robot_actor_node", "scripted_spacenav_node"}
 
