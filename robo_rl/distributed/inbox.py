@@ -48,8 +48,9 @@ class Inbox:
     """Batches from external actors, and the weights the learner published for them (an async Ray actor:
     `take` waits for a batch while `put` calls go on)."""
 
-    def __init__(self, capacity: int):
+    def __init__(self, capacity: int, liveness: tuple[str, int] | None = None):
         self.capacity = capacity
+        self.liveness = liveness  # the learner process's LivenessBeacon, for the links to watch
         self.batches: collections.deque[dict[str, Any]] = collections.deque()
         self.arrived = asyncio.Event()
         self.weights: Weights | None = None
@@ -87,6 +88,7 @@ class Inbox:
             return None
         return tuple(self.weights)
 
-    async def stats(self) -> dict[str, int]:
-        """Queued batches and batches refused because the inbox was full."""
-        return {"queued": len(self.batches), "refused": self.refused}
+    async def stats(self) -> dict[str, Any]:
+        """Queued batches, batches refused because the inbox was full, and the learner's liveness address."""
+        return {"queued": len(self.batches), "refused": self.refused,
+                "liveness": list(self.liveness) if self.liveness else None}

@@ -39,6 +39,7 @@ from robo_rl.envs import env_config_at, make_vector_env
 from robo_rl.interventions import make_intervener
 from robo_rl.train import Trainer
 from robo_rl_ros.core.learner_link import NAMESPACE, first_line
+from robo_rl_ros.core.liveness import LivenessBeacon
 
 log = logging.getLogger(__name__)
 INBOX_WAIT_S = 1.0  # how long one request to the inbox waits for a batch before the learner looks again
@@ -321,12 +322,15 @@ class ActorPool:
                                                         max_task_retries=0)
         self.evaluator = evaluator.remote(settings, eval_episodes, eval_seed, int(runner.evaluator_threads))
         self.inbox: Any = None  # batches from actors this run did not start (robo_rl.distributed.inbox)
+        self.liveness: LivenessBeacon | None = None
         self.inbox_ref: Any = None
         self.from_inbox: collections.deque[dict[str, Any]] = collections.deque()
         self.senders: set[tuple[str, str]] = set()
         if runner.inbox is not None:
+            # a process watching this one that the links connect to: they learn of its end within milliseconds
+            self.liveness = LivenessBeacon(ray.util.get_node_ip_address())
             inbox = ray.remote(Inbox).options(name=str(runner.inbox), namespace=NAMESPACE, num_cpus=0, max_restarts=0)
-            self.inbox = inbox.remote(int(runner.inbox_batches))
+            self.inbox = inbox.remote(int(runner.inbox_batches), self.liveness.address)
             self.inbox_ref = self.inbox.take.remote(INBOX_WAIT_S)
         self.generation = [0] * self.size
         self.started = [False] * self.size       # whether the current incarnation has sent a batch
@@ -430,4 +434,6 @@ class ActorPool:
         for actor in [*self.actors, self.evaluator, self.inbox]:
             if actor is not None:
                 ray.kill(actor, no_restart=True)
+        if self.liveness is not None:
+            self.liveness.close()
 

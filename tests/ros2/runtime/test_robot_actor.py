@@ -4,7 +4,7 @@ the learner a `python -m robo_rl.train +experiment=pick_cube_robot` process of t
 (.venv: its Ray workers run the learner's code), the nodes installed by colcon.
 
 The robot's transitions reach the learner with the person's tagged as interventions; the learner killed with
-SIGKILL, the robot stops commanding at once and stays still; the learner resumed, the robot carries on and
+SIGKILL, the robot stops commanding within one control period and stays still; the learner resumed, the robot carries on and
 the run finishes."""
 
 import json
@@ -83,22 +83,26 @@ def test_the_robot_collects_for_the_learner_stops_the_tick_it_is_lost_and_goes_o
             assert len(commands) > 100, logs()
 
             before_kill = len(actor.output())
+            killed, killed_wall = time.monotonic(), time.time()  # the node's log stamps wall-clock time
             learner.send_signal(signal.SIGKILL)
-            killed = time.monotonic()
             learner.wait(30)
             spin_until(probe, lambda: False, timeout=4.0)
             after = [t - killed for t in commands if t > killed]
-            # the node stopped commanding at its first tick after the link learned of the death from Ray (one
-            # period by construction, test_core_robot_actor.py; here ticks follow the simulated clock of a loaded
-            # machine, hence the margin)
+            # the node stopped commanding at its first tick after the link learned of the death from the learner's
+            # liveness beacon (one period by construction, test_core_robot_actor.py; here ticks follow the
+            # simulated clock of a loaded machine, hence the margin)
             reported, stopped_at = (float(re.search(rf"\[WARN\] \[([0-9.]+)\] \[robot_actor_node\]: {text}",
                                                     actor.output()[before_kill:]).group(1))
                                     for text in ("the learner stopped answering", "not commanding: the learner"))
             assert 0.0 <= stopped_at - reported <= 3 * PERIOD, (stopped_at - reported, logs())
-            # and stayed still: nothing for seconds; the last command within Ray's report of the death
-            assert after and max(after) < 1.0 and time.monotonic() - commands[-1] > 3.0, (after[-5:], logs())
-            print(f"\nlast command {1e3 * max(after):.0f} ms after the learner's SIGKILL ({len(after)} after it); "
-                  f"commands stopped {1e3 * (stopped_at - reported):.1f} ms after the link reported the loss")
+            # the link knew within one control period of the kill (through Ray alone: 0.1-0.2 s, 5-10 ticks)
+            assert "its process ended" in actor.output()[before_kill:] and reported - killed_wall < PERIOD, logs()
+            # and the robot stayed still: nothing for seconds (commands stamped on arrival at the probe, which
+            # was not spinning while the learner was reaped: those include commands sent before the kill)
+            assert time.monotonic() - commands[-1] > 3.0, (after, logs())
+            print(f"\nthe link lost the learner {1e3 * (reported - killed_wall):.1f} ms after its SIGKILL, the node's "
+                  f"next tick ({1e3 * (stopped_at - killed_wall):.1f} ms after it; ticks follow the simulated clock) "
+                  f"did not command; {len(after)} command(s) reached the probe after the kill")
             stopped = len(commands)
 
             learner = _learner(run, ray_head, resume=True)
