@@ -1,24 +1,29 @@
-"""How long after SIGKILL a process is gone, as its peers can see it: the floor under how soon a robot can
-know that its learner died, whatever carries the news (Ray's owner-death report, a closed socket).
+"""How long after SIGKILL a process is gone, as its peers can see it, and how soon its liveness beacon tells
+them: what bounds how soon a robot can know that its learner died.
 
     .venv/bin/python bench/process_teardown.py [--repeats 5]
 
-The kernel frees a killed process's memory before it closes its files and reports the exit, so the time
-grows with what the process holds: a bare Python, one with torch loaded, one also connected to Ray, and one
-holding 0.25 / 0.5 / 1 GB of touched memory (a learner's replay buffer and networks). Prints the median and
-range of SIGKILL -> reaped per case; run it on an idle machine.
+The kernel frees a killed process's memory before it closes its files and reports the exit, so the time to
+"reaped" (and to any socket of the process closing, and to Ray's owner-death report) grows with what the
+process holds: a bare Python, one with torch loaded, one also connected to Ray, and one holding 0.25 / 0.5 /
+1 GB of touched memory (a learner's replay buffer and networks). The learner's liveness beacon
+(robo_rl_ros.core.liveness, a small process polling the learner's /proc/<pid>/stat) closes its connections as
+the process begins to exit. Prints, per case, the median and range of SIGKILL -> the beacon's connection closed
+and SIGKILL -> reaped; run it on an idle machine.
 """
 
 from __future__ import annotations
 
 import argparse
 import signal
+import socket
 import statistics
 import subprocess
 import sys
 import time
 
-READY = "print('ready', flush=True); time.sleep(600)"
+READY = ("from robo_rl_ros.core.liveness import LivenessBeacon; beacon = LivenessBeacon('127.0.0.1'); "
+         "print('ready', beacon.address[1], flush=True); time.sleep(600)")
 CASES = {
     "python": f"import time; {READY}",
     "torch": f"import time, torch; torch.zeros(1); {READY}",
@@ -29,19 +34,25 @@ CASES = {
 }
 
 
-def teardown_seconds(code: str) -> float:
-    """SIGKILL to reaped, for a process running `code` once it says it is ready."""
+def teardown_seconds(code: str) -> tuple[float, float]:
+    """(SIGKILL to the beacon's connection closed, SIGKILL to reaped) for a process running `code` once it says
+    it is ready."""
     process = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                                text=True)
     try:
-        while "ready" not in process.stdout.readline():
+        line = process.stdout.readline()
+        while not line.startswith("ready"):
             if process.poll() is not None:
                 raise SystemExit(f"the process exited ({process.returncode}) before it was ready: {code}")
+            line = process.stdout.readline()
+        connection = socket.create_connection(("127.0.0.1", int(line.split()[1])), timeout=10.0)
         time.sleep(0.5)
         start = time.monotonic()
         process.send_signal(signal.SIGKILL)
+        connection.recv(1)  # returns b"" when the beacon closes it
+        closed = time.monotonic() - start
         process.wait()
-        return time.monotonic() - start
+        return closed, time.monotonic() - start
     finally:
         process.kill()
         process.wait()
@@ -53,10 +64,12 @@ def main() -> None:
     args = parser.parse_args()
     if args.repeats < 1:
         raise SystemExit(f"--repeats must be >= 1, got {args.repeats}")
-    print(f"| process | SIGKILL -> reaped, median (min-max) of {args.repeats} |\n|---|---|")
+    print(f"median (min-max) of {args.repeats}, ms\n\n| process | SIGKILL -> beacon closed | SIGKILL -> reaped |\n"
+          "|---|---|---|")
     for name, code in CASES.items():
-        times = [1e3 * teardown_seconds(code) for _ in range(args.repeats)]
-        print(f"| {name} | {statistics.median(times):.1f} ms ({min(times):.1f}-{max(times):.1f}) |", flush=True)
+        closed, reaped = zip(*(teardown_seconds(code) for _ in range(args.repeats)))
+        cells = [f"{statistics.median(t) * 1e3:.1f} ({min(t) * 1e3:.1f}-{max(t) * 1e3:.1f})" for t in (closed, reaped)]
+        print(f"| {name} | {cells[0]} | {cells[1]} |", flush=True)
 
 
 if __name__ == "__main__":
