@@ -70,3 +70,49 @@ def test_fuzzed_policy_onnx(bundle_copy, report):
         damaged, what = mutate_bytes(data, rng)
         onnx_path.write_bytes(damaged)
         tally.run(f"#{index} {what}", lambda: fly(bundle_copy))
+
+
+PIXELS_BUNDLE = Path(__file__).resolve().parents[1] / "ros2" / "data" / "pick_pixels_bundle"
+PIXELS_MANIFEST_INPUTS = 400
+PIXELS_IMAGES_INPUTS = 100
+
+
+def pick_from_pixels(directory: Path) -> dict:
+    """Start the arm node's core on a bundle on camera images and run one tick with its first recorded images."""
+    from robo_rl_ros.core.arm import ArmPolicyController, ArmSettings
+
+    bundle = load_bundle(directory)
+    controller = ArmPolicyController(bundle, ArmSettings((0.3, 0.0, 0.1)))
+    names = [*controller.chain.joints, controller.chain.gripper_joint]
+    home = [0.0, -1.57, 1.57, 1.57, 0.0]  # the SO-ARM100's home pose, not the (fuzzed) bundle's
+    controller.update_joint_state(0.0, names, [*home[:len(controller.chain.joints)], 0.02], None)
+    for name, images in bundle.recorded_images.items():
+        controller.update_image(name, 0.0, images[0])
+    result = controller.tick(0.01)
+    return {"moving": result.moving, "command": result.joint_command, "gripper": result.gripper_command}
+
+
+@pytest.fixture
+def pixels_copy(sandbox):
+    return shutil.copytree(PIXELS_BUNDLE, sandbox / "pixels")
+
+
+def test_fuzzed_image_bundle(pixels_copy, report):
+    manifest_path = pixels_copy / "policy.json"
+    manifest = json.loads(manifest_path.read_text())
+    tally = report.tally("policy.json of a policy on camera images (ROS core, arm)")
+    tally.run("intact", lambda: pick_from_pixels(pixels_copy))
+    rng = np.random.default_rng([SEED, 6])
+    for index in range(PIXELS_MANIFEST_INPUTS):
+        edited, what = mutate(manifest, rng)
+        manifest_path.write_text(json.dumps(edited))
+        tally.run(f"#{index} {what}", lambda: pick_from_pixels(pixels_copy))
+    manifest_path.write_text(json.dumps(manifest))
+    images_path = pixels_copy / "recorded_images.npz"
+    data = images_path.read_bytes()
+    tally = report.tally("recorded_images.npz bytes (ROS core, arm)")
+    rng = np.random.default_rng([SEED, 7])
+    for index in range(PIXELS_IMAGES_INPUTS):
+        damaged, what = mutate_bytes(data, rng)
+        images_path.write_bytes(damaged)
+        tally.run(f"#{index} {what}", lambda: pick_from_pixels(pixels_copy))

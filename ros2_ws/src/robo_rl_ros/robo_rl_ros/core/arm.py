@@ -98,7 +98,7 @@ class ArmPolicyController:
         if self.orientation_mode not in ("full", "axis"):
             raise BundleError(f"policy.json training.env_config.spec.orientation must be 'full' or 'axis', "
                               f"got {self.orientation_mode!r}")
-        self.gripper_low, self.gripper_high = (float(x) for x in bundle.manifest["kinematics"]["gripper"]["range"])
+        self.gripper_low, self.gripper_high = (float(x) for x in self.chain.gripper_range)
         self.bundle, self.settings = bundle, settings
         self.dt = 1.0 / bundle.control_hz
         self.policy = OnnxPolicy(bundle)

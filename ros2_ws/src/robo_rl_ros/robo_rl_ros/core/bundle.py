@@ -232,8 +232,9 @@ def _recorded_images(directory: Path, files: dict[str, Any], cameras: tuple[Came
     try:
         with np.load(path, allow_pickle=False) as archive:
             arrays = {camera.name: archive[camera.name] for camera in cameras}
-    except (OSError, ValueError, KeyError, EOFError) as error:  # not an .npz, a camera missing, a corrupt array
-        raise BundleError(f"{path} cannot be read as the cameras' recorded images: {error}") from error
+    except Exception as error:  # noqa: BLE001 (a damaged archive fails in zipfile's, zlib's or numpy's own ways)
+        raise BundleError(f"{path} cannot be read as the cameras' recorded images: "
+                          f"{type(error).__name__}: {error}") from error
     for camera in cameras:
         array = arrays[camera.name]
         if array.dtype != np.uint8 or array.shape != (pairs, *camera.shape):

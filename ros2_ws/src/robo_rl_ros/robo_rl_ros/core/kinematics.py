@@ -19,11 +19,24 @@ class _Link:
     anchor: np.ndarray
 
 
-def _link(link: dict) -> _Link:
-    joint = link["joint"]
-    return _Link(np.asarray(link["pos"], dtype=np.float64), quat_to_matrix(np.asarray(link["quat"], dtype=np.float64)),
-                 None if joint is None else np.asarray(joint["axis"], dtype=np.float64),
-                 np.zeros(3) if joint is None else np.asarray(joint["anchor"], dtype=np.float64))
+def _vector(value: object, size: int, name: str) -> np.ndarray:
+    """`value` as `size` finite numbers; BundleError naming it otherwise."""
+    array = np.asarray(value, dtype=np.float64)
+    if array.shape != (size,) or not np.all(np.isfinite(array)):
+        raise BundleError(f"policy.json kinematics: {name} must be {size} finite numbers, got {value!r}")
+    return array
+
+
+def _link(link: dict, index: int) -> _Link:
+    joint, where = link["joint"], f"links[{index}]"
+    quat = _vector(link["quat"], 4, f"{where}.quat")
+    if not np.linalg.norm(quat) > 0:
+        raise BundleError(f"policy.json kinematics: {where}.quat is zero; a rotation needs a unit quaternion")
+    axis = None if joint is None else _vector(joint["axis"], 3, f"{where}.joint.axis")
+    if axis is not None and not np.linalg.norm(axis) > 0:
+        raise BundleError(f"policy.json kinematics: {where}.joint.axis is zero; a hinge needs a direction")
+    return _Link(_vector(link["pos"], 3, f"{where}.pos"), quat_to_matrix(quat), axis,
+                 np.zeros(3) if joint is None else _vector(joint["anchor"], 3, f"{where}.joint.anchor"))
 
 
 class KinematicChain:
@@ -32,13 +45,19 @@ class KinematicChain:
     def __init__(self, description: dict):
         try:
             self.joints = tuple(str(n) for n in description["joints"])
-            self._links = tuple(_link(link) for link in description["links"])
-            limits = [link["joint"]["range"] for link in description["links"] if link["joint"] is not None]
+            self._links = tuple(_link(link, i) for i, link in enumerate(description["links"]))
+            limits = [_vector(link["joint"]["range"], 2, f"links[{i}].joint.range")
+                      for i, link in enumerate(description["links"]) if link["joint"] is not None]
+            if not limits or any(not low <= high for low, high in limits):
+                raise BundleError("policy.json kinematics: every hinge needs a range [low, high] with low <= high")
             self.lower, self.upper = (np.array(x, dtype=np.float64) for x in zip(*limits))
-            self._tool_pos = np.asarray(description["tool"]["pos"], dtype=np.float64)
-            self._tool_rotation = quat_to_matrix(np.asarray(description["tool"]["quat"], dtype=np.float64))
+            self._tool_pos = _vector(description["tool"]["pos"], 3, "tool.pos")
+            self._tool_rotation = quat_to_matrix(_vector(description["tool"]["quat"], 4, "tool.quat"))
             self.gripper_joint = str(description["gripper"]["joint"])
-        except (KeyError, TypeError, ValueError) as error:
+            self.gripper_range = _vector(description["gripper"]["range"], 2, "gripper.range")
+        except BundleError:
+            raise
+        except (KeyError, TypeError, ValueError, IndexError, AttributeError) as error:
             raise BundleError(f"policy.json kinematics is incomplete: {error!r}") from error
         if sum(link.axis is not None for link in self._links) != len(self.joints):
             raise BundleError("policy.json kinematics: the chain's hinge joints do not match its joint list")
