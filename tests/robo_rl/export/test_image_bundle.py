@@ -72,3 +72,15 @@ def test_the_c_export_and_the_firmware_tools_refuse_an_image_policy_with_one_lin
                               "c=true"], capture_output=True, text=True)
     assert command.returncode != 0 and "Traceback" not in command.stderr
     assert command.stderr.strip().count("\n") == 0 and "c=true" in command.stderr
+
+
+def test_c_false_exports_a_state_policy_without_c_and_the_firmware_tools_say_why(trained_run, tmp_path):
+    out = export_bundle(trained_run, out=tmp_path / "bundle", c="false")
+    manifest = json.loads((out / "policy.json").read_text())
+    assert not (out / "c").exists() and manifest["files"]["c_source"] is None
+    assert manifest["verification"]["c_host"] == {"checked": False, "reason": "exported with c=false"}
+    assert manifest["verification"]["onnxruntime_max_abs_error"] <= 1e-5
+    with pytest.raises(ExportError, match="holds no generated C for the firmware: it was exported with c=false"):
+        read_manifest(out)
+    with pytest.raises(ExportError, match="c='sometimes' is not a choice; allowed: auto, true, false"):
+        export_bundle(trained_run, out=tmp_path / "other", c="sometimes")
