@@ -43,33 +43,41 @@ def bundle_copy(exported_bundle, sandbox):
     return copy
 
 
-def test_fuzzed_policy_json(bundle_copy, report):
-    manifest_path = bundle_copy / "policy.json"
+def fuzz_manifest(bundle: Path, start, tally, rng: np.random.Generator, inputs: int) -> None:
+    """Mutated policy.json files of `bundle` through `start` (the node's core on the bundle); every tenth one
+    cut short or not JSON at all. The intact file is put back."""
+    manifest_path = bundle / "policy.json"
     manifest = json.loads(manifest_path.read_text())
-    tally = report.tally("policy.json (ROS core bundle loader)")
-    tally.run("intact", lambda: fly(bundle_copy))
-    rng = np.random.default_rng([SEED, 4])
-    for index in range(MANIFEST_INPUTS):
+    tally.run("intact", lambda: start(bundle))
+    for index in range(inputs):
         edited, what = mutate(manifest, rng)
+        text = json.dumps(edited)  # NaN and Infinity as Python's json writes them, as an editor might
         if index % 10 == 9:  # now and then text that is not JSON at all, or JSON cut short
-            text = json.dumps(edited)
             text, what = text[: int(rng.integers(len(text) + 1))], f"{what}; text truncated"
-        else:
-            text = json.dumps(edited)  # NaN and Infinity as Python's json writes them, as an editor might
         manifest_path.write_text(text)
-        tally.run(f"#{index} {what}", lambda: fly(bundle_copy))
+        tally.run(f"#{index} {what}", lambda: start(bundle))
     manifest_path.write_text(json.dumps(manifest))
+
+
+def fuzz_bytes(path: Path, bundle: Path, start, tally, rng: np.random.Generator, inputs: int) -> None:
+    """Damaged copies of the bundle's file `path` through `start`."""
+    data = path.read_bytes()
+    for index in range(inputs):
+        damaged, what = mutate_bytes(data, rng)
+        path.write_bytes(damaged)
+        tally.run(f"#{index} {what}", lambda: start(bundle))
+    path.write_bytes(data)
+
+
+def test_fuzzed_policy_json(bundle_copy, report):
+    fuzz_manifest(bundle_copy, fly, report.tally("policy.json (ROS core bundle loader)"),
+                  np.random.default_rng([SEED, 4]), MANIFEST_INPUTS)
 
 
 def test_fuzzed_policy_onnx(bundle_copy, report):
     onnx_path = bundle_copy / json.loads((bundle_copy / "policy.json").read_text())["files"]["onnx"]
-    data = onnx_path.read_bytes()
-    tally = report.tally("policy.onnx bytes (ROS core bundle loader)")
-    rng = np.random.default_rng([SEED, 5])
-    for index in range(ONNX_INPUTS):
-        damaged, what = mutate_bytes(data, rng)
-        onnx_path.write_bytes(damaged)
-        tally.run(f"#{index} {what}", lambda: fly(bundle_copy))
+    fuzz_bytes(onnx_path, bundle_copy, fly, report.tally("policy.onnx bytes (ROS core bundle loader)"),
+               np.random.default_rng([SEED, 5]), ONNX_INPUTS)
 
 
 PIXELS_BUNDLE = Path(__file__).resolve().parents[1] / "ros2" / "data" / "pick_pixels_bundle"
@@ -98,21 +106,8 @@ def pixels_copy(sandbox):
 
 
 def test_fuzzed_image_bundle(pixels_copy, report):
-    manifest_path = pixels_copy / "policy.json"
-    manifest = json.loads(manifest_path.read_text())
-    tally = report.tally("policy.json of a policy on camera images (ROS core, arm)")
-    tally.run("intact", lambda: pick_from_pixels(pixels_copy))
-    rng = np.random.default_rng([SEED, 6])
-    for index in range(PIXELS_MANIFEST_INPUTS):
-        edited, what = mutate(manifest, rng)
-        manifest_path.write_text(json.dumps(edited))
-        tally.run(f"#{index} {what}", lambda: pick_from_pixels(pixels_copy))
-    manifest_path.write_text(json.dumps(manifest))
-    images_path = pixels_copy / "recorded_images.npz"
-    data = images_path.read_bytes()
-    tally = report.tally("recorded_images.npz bytes (ROS core, arm)")
-    rng = np.random.default_rng([SEED, 7])
-    for index in range(PIXELS_IMAGES_INPUTS):
-        damaged, what = mutate_bytes(data, rng)
-        images_path.write_bytes(damaged)
-        tally.run(f"#{index} {what}", lambda: pick_from_pixels(pixels_copy))
+    fuzz_manifest(pixels_copy, pick_from_pixels, report.tally("policy.json of a policy on camera images (ROS core, arm)"),
+                  np.random.default_rng([SEED, 6]), PIXELS_MANIFEST_INPUTS)
+    fuzz_bytes(pixels_copy / "recorded_images.npz", pixels_copy, pick_from_pixels,
+               report.tally("recorded_images.npz bytes (ROS core, arm)"), np.random.default_rng([SEED, 7]),
+               PIXELS_IMAGES_INPUTS)

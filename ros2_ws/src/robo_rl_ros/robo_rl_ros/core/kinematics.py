@@ -27,11 +27,17 @@ def _vector(value: object, size: int, name: str) -> np.ndarray:
     return array
 
 
+def _unit_quaternion(value: object, name: str) -> np.ndarray:
+    """`value` as a unit quaternion (w, x, y, z), as the export writes MuJoCo's; BundleError otherwise."""
+    quat = _vector(value, 4, name)
+    if not abs(np.linalg.norm(quat) - 1.0) <= 1e-3:
+        raise BundleError(f"policy.json kinematics: {name} must be a unit quaternion (w, x, y, z), got {value!r}")
+    return quat
+
+
 def _link(link: dict, index: int) -> _Link:
     joint, where = link["joint"], f"links[{index}]"
-    quat = _vector(link["quat"], 4, f"{where}.quat")
-    if not np.linalg.norm(quat) > 0:
-        raise BundleError(f"policy.json kinematics: {where}.quat is zero; a rotation needs a unit quaternion")
+    quat = _unit_quaternion(link["quat"], f"{where}.quat")
     axis = None if joint is None else _vector(joint["axis"], 3, f"{where}.joint.axis")
     if axis is not None and not np.linalg.norm(axis) > 0:
         raise BundleError(f"policy.json kinematics: {where}.joint.axis is zero; a hinge needs a direction")
@@ -52,7 +58,7 @@ class KinematicChain:
                 raise BundleError("policy.json kinematics: every hinge needs a range [low, high] with low <= high")
             self.lower, self.upper = (np.array(x, dtype=np.float64) for x in zip(*limits))
             self._tool_pos = _vector(description["tool"]["pos"], 3, "tool.pos")
-            self._tool_rotation = quat_to_matrix(_vector(description["tool"]["quat"], 4, "tool.quat"))
+            self._tool_rotation = quat_to_matrix(_unit_quaternion(description["tool"]["quat"], "tool.quat"))
             self.gripper_joint = str(description["gripper"]["joint"])
             self.gripper_range = _vector(description["gripper"]["range"], 2, "gripper.range")
         except BundleError:
