@@ -3,11 +3,12 @@
 Ray learns of a killed process in 0.1-0.2 s (its raylet notices, the control store is told, the owner's actors
 are failed), and a socket of the killed process itself closes no sooner: the kernel frees the process's memory
 before its files, 0.1-0.3 s for a learner holding gigabytes. At 50 Hz that is 5-15 ticks of a robot moving on.
-What is visible at once is the process beginning to exit (PF_EXITING in /proc/<pid>/stat, a few ms after
-SIGKILL). So the learner starts this beacon, a small process of its own that accepts the links' TCP
-connections, never writes to them, polls the learner every `POLL_S`, and closes them all and exits as soon as
-the learner begins to exit or is gone; the links read their connection and see it end (core.learner_link). The
-beacon's own death closes them too, as fast (it holds almost no memory). It carries nothing: Ray remains the
+What is visible at once is SIGKILL pending (/proc/<pid>/status: the kernel marks it on every thread as it is
+sent) and then the process beginning to exit (PF_EXITING in /proc/<pid>/stat). So the learner starts this
+beacon, a small process of its own that accepts the links' TCP connections, never writes to them, polls the
+learner every `POLL_S` (about 2% of a core), and closes them all and exits as soon as the learner is killed,
+begins to exit or is gone; the links read their connection and see it end (core.learner_link). The beacon's
+own death closes them too, as fast (it holds almost no memory). It carries nothing: Ray remains the
 transport. Where /proc is absent, the learner's end is seen when its process is gone.
 
 `python -m robo_rl_ros.core.liveness <host> <learner pid>` prints "<port> <token>" and serves.
@@ -25,12 +26,16 @@ import time
 import uuid
 
 PF_EXITING = 0x4  # include/linux/sched.h: set as the process enters do_exit
+SIGKILL_BIT = 1 << (signal.SIGKILL - 1)  # in /proc/<pid>/status's pending-signal masks
 POLL_S = 0.002  # how often the beacon looks at the learner: the most it adds to the links' notice
 
 
 def exiting(pid: int) -> bool:
-    """Whether process `pid` has begun to exit, or is gone."""
+    """Whether process `pid` is dying (a SIGKILL pending, which nothing can catch), has begun to exit, or is
+    gone."""
     try:
+        with open(f"/proc/{pid}/status", "rb") as status:
+            lines = status.read().splitlines()
         with open(f"/proc/{pid}/stat", "rb") as stat:
             text = stat.read()
     except FileNotFoundError:
@@ -43,6 +48,11 @@ def exiting(pid: int) -> bool:
         except PermissionError:
             return False
         return False
+    # the kernel marks SIGKILL pending on every thread as it is sent, before any of them runs again: what a
+    # loaded machine's scheduler delays is only the threads' own exit (PF_EXITING below)
+    for line in lines:
+        if line.startswith((b"SigPnd:", b"ShdPnd:")) and int(line.split()[1], 16) & SIGKILL_BIT:
+            return True
     fields = text.rsplit(b")", 1)[1].split()  # after the command name, which may hold spaces and parentheses
     return fields[0] in (b"Z", b"X") or bool(int(fields[6]) & PF_EXITING)
 
