@@ -497,8 +497,9 @@ def _manifest(state: dict[str, Any], description: dict[str, Any], spec: PolicySp
         normalization = {"mean": [0.0] * states.shape[1], "std": [1.0] * states.shape[1],
                          "formula": "none: the state enters the network as it is"}
         del network["observation_normalization"]  # of the encoder's features, which the network makes itself
-        network = {**network, "type": "cnn_encoder_then_mlp", "encoder": policy.encoder_json(),
-                   "parameters": network["parameters"] + policy.encoder_json()["parameters"]}
+        encoder = policy.encoder_json()
+        network = {**network, "type": "cnn_encoder_then_mlp", "encoder": encoder,
+                   "parameters": network["parameters"] + encoder["parameters"]}
         mounts = {mount["name"]: mount for mount in description["cameras"]}
         images = [{"name": name, "onnx_input": name, "height": int(observations[name].shape[1]),
                    "width": int(observations[name].shape[2]), "channels": 3, "dtype": "uint8", "encoding": "rgb8",

@@ -116,5 +116,9 @@ def test_without_a_liveness_connection_the_link_still_works_on_rays_deadlines(ca
     with caplog.at_level("WARNING"):
         link._watch(None)
         link._watch(["127.0.0.1", 1, "token"])  # nothing listens there
+        for address in (["127.0.0.1", "port", "t"], [None, 10**30, "t"], [1, -5, ["t"]]):  # not a host and port
+            link._watch(address)
+        # an unhashable token: taken without a liveness connection (Ray's deadlines), not a dead link thread
+        assert link._accept_inbox(object(), ["127.0.0.1", 1, ["t"]]) and link._liveness is None
     assert link._liveness is None and not link._gone.is_set()
     assert "offers no liveness connection" in caplog.text and "no liveness connection to the learner at 127.0.0.1:1" in caplog.text

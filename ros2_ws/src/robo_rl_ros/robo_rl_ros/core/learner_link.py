@@ -135,7 +135,7 @@ class LearnerLink:
     def _accept_inbox(self, inbox: Any, liveness: Any) -> bool:
         """Take the inbox that answered, with its learner's liveness address; False for an inbox whose learner
         was seen to end (Ray has not removed it yet: 0.1-0.2 s after a SIGKILL it still answers)."""
-        if isinstance(liveness, (list, tuple)) and len(liveness) == 3 and liveness[2] in self._ended:
+        if isinstance(liveness, (list, tuple)) and len(liveness) == 3 and str(liveness[2]) in self._ended:
             self._lose("the learner stopped answering (its process ended; its inbox is not yet gone)")
             return False
         self._gone.clear()
@@ -184,7 +184,7 @@ class LearnerLink:
             return
         try:
             connection = socket.create_connection((str(address[0]), int(address[1])), timeout=self.timeout_s)
-        except OSError as error:
+        except (OSError, ValueError, TypeError, OverflowError) as error:  # unreachable, or not a host and port
             log.warning("no liveness connection to the learner at %s:%s (%s): its end is noticed by Ray's deadlines "
                         "only (0.1-0.2 s when its process is killed)", address[0], address[1], first_line(error))
             return
