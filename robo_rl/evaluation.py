@@ -44,10 +44,12 @@ def evaluate_policy(policy: Callable[[torch.Tensor], torch.Tensor], env: Any, se
     `options` (e.g. given start states, or episode parameters per env).
 
     Returns success_rate (share of episodes with `is_success` on their last step), mean_return,
-    mean_length, and per-episode arrays (returns, successes, lengths).
+    mean_length, per-episode arrays (returns, successes, lengths) and, where the env reports them, each
+    episode's drawn parameters (`params`, the reset's `info["params"]`).
     """
     n = env.num_envs
-    obs, _ = env.reset(seed=seed, options=dict(options) if options is not None else None)
+    obs, reset_info = env.reset(seed=seed, options=dict(options) if options is not None else None)
+    params = reset_info.get("params") if isinstance(reset_info, Mapping) else None
     returns, lengths = np.zeros(n), np.zeros(n, dtype=np.int64)
     success = np.zeros(n, dtype=bool)
     running = np.ones(n, dtype=bool)
@@ -63,7 +65,7 @@ def evaluate_policy(policy: Callable[[torch.Tensor], torch.Tensor], env: Any, se
         running &= ~done
     return {"success_rate": float(success.mean()), "mean_return": float(returns.mean()),
             "mean_length": float(lengths.mean()), "returns": returns, "successes": success,
-            "lengths": lengths}
+            "lengths": lengths, "params": params}
 
 
 def env_uses_torch(env: Any) -> bool:

@@ -35,7 +35,7 @@ from robo_rl.train import select_device
 from sim.errors import ConfigError
 from sim.quadrotor import episode_starts
 from sim.quadrotor.config import make_config
-from sim.quadrotor.model import VEHICLES
+from sim.quadrotor.model import VEHICLES, QuadrotorParams, load_model
 from sim.quadrotor.tasks import task_named
 from sim.registration import QUADROTOR_ENV_IDS
 
@@ -264,7 +264,8 @@ def run_suite(run: str | Path, suite: Suite, checkpoint: str | None = "best", de
         held_out = {"episodes": suite.held_out_episodes, "seed": suite.held_out_seed,
                     "start_set": suite.held_out_start_set,
                     "success_rate": result["success_rate"], "mean_return": result["mean_return"],
-                    "mean_length": result["mean_length"]}
+                    "mean_length": result["mean_length"],
+                    "vehicles": held_out_vehicles(result["params"], result["successes"])}
     rows = []
     for cell in cells:
         r, s = results[cell], specialist_results.get(cell)
@@ -281,6 +282,60 @@ def run_suite(run: str | Path, suite: Suite, checkpoint: str | None = "best", de
     report["checks"] = target_checks(report, suite)
     report["seconds"] = time.perf_counter() - start
     return report
+
+
+# What the held-out breakdown groups the vehicles by: (key of held_out_vehicles' rows, label, unit).
+HELD_OUT_FEATURES = (("latency_steps", "latency", "steps"), ("thrust_to_weight", "thrust-to-weight", ""),
+                     ("motor_tau_fall_ms", "rotor fall", "ms"), ("motor_tau_rise_ms", "rotor rise", "ms"),
+                     ("mass_g", "mass", "g"), ("wind_n", "wind", "N"))
+
+
+def held_out_vehicles(params: Mapping[str, Any] | None, successes: np.ndarray) -> list[dict[str, float]] | None:
+    """One row per held-out vehicle: its drawn mass [g], thrust-to-weight ratio, rotor rise and fall time
+    constants [ms], latency [control steps], wind force [N], arm scale, and whether it succeeded (None where
+    the env reports no episode parameters)."""
+    if params is None:
+        return None
+    gravity = QuadrotorParams.from_model(load_model()).gravity  # every vehicle's MJCF has the same
+    mass = np.asarray(params["mass"], dtype=float)
+    full_thrust = (np.asarray(params["thrust_scale"], dtype=float)
+                   * np.asarray(params["thrust_curve"], dtype=float).sum(axis=1, keepdims=True)).sum(axis=1)
+    columns = {"mass_g": 1e3 * mass, "thrust_to_weight": full_thrust / (mass * gravity),
+               "motor_tau_rise_ms": 1e3 * np.asarray(params["motor_tau_rise"], dtype=float),
+               "motor_tau_fall_ms": 1e3 * np.asarray(params["motor_tau_fall"], dtype=float),
+               "latency_steps": np.asarray(params["latency_steps"], dtype=float),
+               "wind_n": np.linalg.norm(np.asarray(params["disturbance_force"], dtype=float), axis=1),
+               "arm_scale": np.asarray(params["arm_scale"], dtype=float)}
+    return [{**{k: round(float(v[i]), 6) for k, v in columns.items()}, "success": bool(successes[i])}
+            for i in range(len(successes))]
+
+
+def held_out_breakdown(vehicles: Sequence[Mapping[str, Any]], key: str) -> list[tuple[float, float, int, float]]:
+    """Success of the held-out vehicles grouped by `key`: per distinct value where it takes at most four
+    (latency), else per third of the drawn values; rows of (low, high, vehicles, success rate)."""
+    values = np.array([v[key] for v in vehicles], dtype=float)
+    success = np.array([v["success"] for v in vehicles], dtype=float)
+    distinct = np.unique(values)
+    if len(distinct) <= 4:
+        groups = [(x, x, values == x) for x in distinct]
+    else:
+        edges = np.quantile(values, [0.0, 1 / 3, 2 / 3, 1.0])
+        groups = [(edges[i], edges[i + 1], (values >= edges[i]) & ((values < edges[i + 1]) | (i == 2)))
+                  for i in range(3)]
+    return [(float(lo), float(hi), int(mask.sum()), float(success[mask].mean())) for lo, hi, mask in groups
+            if mask.any()]
+
+
+def format_held_out_breakdown(vehicles: Sequence[Mapping[str, Any]]) -> list[str]:
+    """One line per feature of HELD_OUT_FEATURES: the held-out success rate per group of that feature."""
+    lines = []
+    for key, label, unit in HELD_OUT_FEATURES:
+        groups = []
+        for lo, hi, n, rate in held_out_breakdown(vehicles, key):
+            span = f"{lo:.3g}" if lo == hi else f"{lo:.3g}-{hi:.3g}"
+            groups.append(f"{span}: {100 * rate:.0f}% of {n}")
+        lines.append(f"  by {label}{f' [{unit}]' if unit else ''}: " + " | ".join(groups))
+    return lines
 
 
 def _lookup(report: Mapping[str, Any]) -> dict[tuple[str, str, int, bool], Mapping[str, Any]]:
@@ -368,6 +423,8 @@ def format_table(report: Mapping[str, Any]) -> str:
         starts = held_out.get("start_set") or "the run's own"
         lines.append(f"held-out vehicles (the run's training distribution, seed {held_out['seed']}, {starts} starts): "
                      f"{100 * held_out['success_rate']:.0f}% over {held_out['episodes']} episodes")
+        if held_out.get("vehicles"):
+            lines += format_held_out_breakdown(held_out["vehicles"])
     lines.append("targets:")
     lines += [f"  {c['status']:4s} {c['check']}: {c['detail']}" for c in report["checks"]]
     return "\n".join(lines)

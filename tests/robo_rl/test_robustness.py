@@ -77,6 +77,15 @@ def test_the_suite_prints_its_table_and_writes_json_and_a_heatmap(trained_run, t
     assert "/" not in rows["crazyflie_l2f_paper moderate"].split("moderate", 1)[1]
     assert f"held-out vehicles (the run's training distribution, seed 777777, the run's own starts): " \
            f"{100 * report['held_out']['success_rate']:.0f}% over 10 episodes" in out
+    # each held-out vehicle's drawn parameters and outcome, and the success per group of each parameter
+    vehicles = report["held_out"]["vehicles"]
+    assert len(vehicles) == 10
+    assert np.mean([v["success"] for v in vehicles]) == pytest.approx(report["held_out"]["success_rate"])
+    for v in vehicles:
+        assert 10 < v["mass_g"] < 100 and 1.0 < v["thrust_to_weight"] < 20 and v["latency_steps"] in (0, 1, 2, 3)
+        assert v["motor_tau_rise_ms"] >= 0 and v["motor_tau_fall_ms"] >= 0 and v["wind_n"] >= 0
+    for label in ("latency [steps]", "thrust-to-weight", "rotor fall [ms]", "rotor rise [ms]", "mass [g]", "wind [N]"):
+        assert f"  by {label}: " in out
 
     # the targets: latency 1 is not in this suite; the specialist's check compares a policy with itself
     checks = {c["check"]: c for c in report["checks"]}
@@ -121,6 +130,32 @@ def test_bad_input_is_one_line_and_creates_nothing(trained_run, tmp_path):
         assert error.startswith(expected), (argv, error)
         assert status == "status 2", (argv, status)
     assert sorted(tmp_path.rglob("*")) == before
+
+
+def test_held_out_vehicles_report_their_drawn_parameters_and_group_by_each():
+    """The rows come from the env's episode parameters (thrust-to-weight from the thrust curve at full command
+    over the weight); the breakdown groups by value where there are few, else by thirds."""
+    from robo_rl.envs import make_vector_env
+    from robo_rl.robustness import held_out_breakdown, held_out_vehicles
+
+    env_cfg = {"id": "robo_rl/CrazyflieHover-v0", "backend": "torch", "compile": False, "overrides": {
+        "randomization": {"enabled": True, "mass_scale": [0.9, 1.5], "thrust_to_weight": [1.5, 2.5],
+                          "latency_steps": [0, 3], "motor_tau_fall_scale": [0.5, 2.0], "thrust_scale": [1.0, 1.0]}}}
+    env = make_vector_env(env_cfg, 60, torch.device("cpu"))
+    _, info = env.reset(seed=3)
+    env.close()
+    rows = held_out_vehicles(info["params"], np.arange(60) % 3 == 0)
+    masses = np.array([r["mass_g"] for r in rows])
+    assert masses.max() / masses.min() > 1.3
+    assert all(1.5 - 1e-6 <= r["thrust_to_weight"] <= 2.5 + 1e-6 for r in rows)
+    assert {r["latency_steps"] for r in rows} == {0.0, 1.0, 2.0, 3.0}
+    by_latency = held_out_breakdown(rows, "latency_steps")
+    assert [(lo, hi) for lo, hi, _, _ in by_latency] == [(0, 0), (1, 1), (2, 2), (3, 3)]
+    assert sum(n for _, _, n, _ in by_latency) == 60
+    thirds = held_out_breakdown(rows, "mass_g")
+    assert len(thirds) == 3 and sum(n for _, _, n, _ in thirds) == 60 and thirds[0][0] == masses.min()
+    assert sum(n * rate for _, _, n, rate in thirds) == pytest.approx(20)
+    assert held_out_vehicles(None, np.zeros(3, dtype=bool)) is None
 
 
 def test_start_states_are_the_simulators_and_the_same_for_the_same_seed():
