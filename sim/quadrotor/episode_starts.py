@@ -104,11 +104,14 @@ def uniforms(xp: Any, key: Any, env: Any, episode: Any, count: int = UNIFORM_COU
     numpy or torch (`xp`) int64 arrays; `key` an int below 2^63 or an int64 tensor of shape (1,).
     """
     base = _mix(key ^ _mix(env * (1 << 32) + episode))
+    # (j + 1) * golden for each number j, wrapped to int64 here rather than as arange(...) * golden: compiled
+    # for CUDA, Inductor folds an arange times a constant into Triton index arithmetic, which is 32-bit
+    increments = [_signed(((j + 1) * _GOLDEN) % (1 << 64)) for j in range(count)]
     if xp is np:
-        slots = np.arange(1, count + 1, dtype=np.int64)
+        steps = np.array(increments, dtype=np.int64)
     else:
-        slots = xp.arange(1, count + 1, device=env.device, dtype=xp.int64)
-    bits = _shift_right(_mix(base[None] + slots[:, None] * _signed(_GOLDEN)), 11)  # 53 random bits
+        steps = xp.tensor(increments, device=env.device, dtype=xp.int64)
+    bits = _shift_right(_mix(base[None] + steps[:, None]), 11)  # 53 random bits
     return (bits.astype(np.float64) if xp is np else bits.to(xp.float64)) * 2.0**-53
 
 
