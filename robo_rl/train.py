@@ -363,8 +363,10 @@ class Trainer:
         """Train until `total_env_steps`, evaluating and checkpointing on the way; returns the summary."""
         try:
             self._train()
-        finally:  # also on an error or Ctrl-C: the checkpoint being written reaches the disk
+        finally:  # also on an error or Ctrl-C: the checkpoint being written and the scalars logged reach the disk
             self.checkpoints.close()
+            if self.writer:
+                self.writer.flush()
         return self.finish()
 
     def _train(self) -> None:
