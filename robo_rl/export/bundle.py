@@ -44,7 +44,8 @@ from robo_rl.export.c_generator import check_prefix, generate_c, generate_layout
 from robo_rl.export.errors import ExportError
 from robo_rl.export.kinematics import arm_kinematics, arm_task_config
 from robo_rl.export.policy_spec import DeterministicPolicy, ImagePolicy, Policy, PolicySpec, policy_actions
-from robo_rl.observations import STATE
+from robo_rl.evaluation import env_uses_torch
+from robo_rl.observations import STATE, to_numpy
 from sim.observation import observation_row
 from robo_rl_ros.core.bundle import BUNDLE_FORMAT  # the contract, defined where the robot reads it
 
@@ -62,15 +63,16 @@ def record_pairs(policy: Policy, env: Any, count: int, seed: int) -> tuple[Any, 
     obs, _ = env.reset(seed=seed)
     rows = []
     for step in range(3 * count):
+        obs = to_numpy(obs) if env_uses_torch(env) else obs  # the torch backend's observations are tensors
         if step % 3 == 0:
             rows.append(observation_row(obs, step // 3))
         obs, *_ = env.step(policy_actions(policy, obs))
     if isinstance(rows[0], Mapping):
-        observations: Any = {key: np.stack([row[key] for row in rows]) for key in rows[0]}
-        observations[STATE] = observations[STATE].astype(np.float32)
+        recorded: Any = {key: np.stack([row[key] for row in rows]) for key in rows[0]}
+        recorded[STATE] = recorded[STATE].astype(np.float32)
     else:
-        observations = np.stack(rows).astype(np.float32)
-    return observations, policy_actions(policy, observations)
+        recorded = np.stack(rows).astype(np.float32)
+    return recorded, policy_actions(policy, recorded)
 
 
 def export_onnx(policy: Policy, example: Any, path: Path, opset: int, ir_version: int) -> None:

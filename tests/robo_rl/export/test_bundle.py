@@ -74,6 +74,24 @@ def test_bundle_reproduces_the_pytorch_policy_in_every_target(trained_run, tmp_p
         np.testing.assert_allclose(compiled.batch(random_obs)[0], expected, atol=1e-5, rtol=0)
 
 
+def test_a_run_on_the_torch_backend_exports(trained_run, tmp_path):
+    """make train's policy trains on the torch backend, whose observations are tensors: its pairs are recorded
+    and reproduced like a numpy env's (the export failed there with "'Tensor' object has no attribute 'copy'")."""
+    state = torch.load(trained_run / "best_policy.pt", weights_only=False)
+    state["config"]["env"]["backend"] = "torch"
+    torch.save(seal(state), tmp_path / "torch_backend.pt")
+    out = export_bundle(trained_run, checkpoint=str(tmp_path / "torch_backend.pt"), out=tmp_path / "bundle",
+                        pairs=8, c="false")
+    manifest = json.loads((out / "policy.json").read_text())
+    observations = np.array([p["observation"] for p in manifest["recorded_pairs"]], np.float32)
+    assert len({tuple(o) for o in observations.round(4)}) == 8
+    agent = SAC.from_checkpoint(state)
+    np.testing.assert_allclose(np.array([p["action"] for p in manifest["recorded_pairs"]], np.float32),
+                               agent.act(torch.as_tensor(observations), deterministic=True).numpy(), atol=1e-6, rtol=0)
+    np.testing.assert_allclose(onnx_actions(out / "policy.onnx", observations),
+                               agent.act(torch.as_tensor(observations), deterministic=True).numpy(), atol=1e-5, rtol=0)
+
+
 def test_export_command_writes_the_bundle_and_rejects_bad_requests(trained_run, tmp_path):
     result = subprocess.run([sys.executable, "-m", "robo_rl.export", f"run={trained_run}", f"out={tmp_path / 'b'}",
                              "checkpoint=last", "safe_action=[0.1,0.1,0.1,0.1]"],
