@@ -377,10 +377,11 @@ class QuadrotorBatch(InStepRestart, PrivilegedObservation):
         pos, quat, vel, angvel = self.physics.state()
         rotation = quat_to_matrix(xp, quat)
         pos_err, vel_err = self._errors(pos, vel, self.targets, self.steps)
-        values = StepValues(pos, vel, angvel, pos_err, vel_err, rotation[8], command, self.previous_action)
+        values = StepValues(pos, vel, angvel, pos_err, vel_err, rotation[8], command, self.previous_action,
+                            self._hover_commands(m))
         finite = xp.isfinite(pos).all(0) & xp.isfinite(vel).all(0) & xp.isfinite(angvel).all(0)
         terminated = ~finite | task.terminated(m, values, config)
-        terms = task.reward_terms(m, values, terminated, config, self.constants.hover_command)
+        terms = task.reward_terms(m, values, terminated, config)
         reward = xp.zeros_like(terms["alive"])
         for name, scale in self.constants.reward_scales.items():
             reward = reward + scale * terms[name]
@@ -394,6 +395,12 @@ class QuadrotorBatch(InStepRestart, PrivilegedObservation):
         self.last_observed = state[STATE_HISTORY_FIELDS]
         obs = self._assemble(state, self.history, self.state_history)
         return StepResult(obs, reward, terminated, truncated, is_success, terms)
+
+    def _hover_commands(self, m: ArrayMath) -> list[Any]:
+        """Per rotor, the command that holds each env's vehicle in the air (4 rows; motor.hover_commands)."""
+        mass = self.physics.mass if self.xp is torch else starts.params_view(self.current_starts).mass
+        return motor.hover_commands(m, mass, list(self.thrust_scale), list(self.thrust_curve),
+                                    self.constants.thrust_curve, float(self.params.gravity))
 
     def _errors(self, pos: Any, vel: Any, targets: Any, steps: Any) -> tuple[Any, Any]:
         """Position and velocity errors (3, n) to the task's reference at the episodes' times."""

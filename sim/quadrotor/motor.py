@@ -59,6 +59,25 @@ def rotor_speed_setpoint(xp: Any, command: Any, thrust_curve: Sequence[float]) -
     return xp.clip((-c1 + xp.sqrt(discriminant)) / (2.0 * c2), 0.0, 1.0)
 
 
+def hover_commands(m: Any, mass: Any, thrust_scale: Sequence[Any], thrust_curve: Sequence[Any],
+                   nominal_curve: Sequence[float], gravity: float) -> list[Any]:
+    """Per rotor, the normalized command that holds a vehicle in the air (4 rows): the rotor speed at which its
+    own thrust curve (`thrust_curve`, 3 rows, times the rotor's `thrust_scale`) lifts a quarter of its weight,
+    as the command whose setpoint that speed is on the nominal curve the controller inverts
+    (`rotor_speed_setpoint`). `m` is a math namespace (sim.kernel_expr), so the native step traces it too."""
+    n0, n1, n2 = (float(c) for c in nominal_curve)
+    c0, c1, c2 = thrust_curve
+    commands = []
+    for scale in thrust_scale:
+        lift = mass * (0.25 * gravity) / scale - c0
+        discriminant = c1 * c1 + 4.0 * c2 * lift
+        discriminant = m.where(discriminant < 0.0, m.zeros_like(discriminant), discriminant)
+        # the root of c2 w^2 + c1 w - lift in the form that also holds for a linear curve (c2 = 0)
+        speed = (2.0 * lift) / (c1 + m.sqrt(discriminant))
+        commands.append((n0 + speed * (n1 + n2 * speed)) * (1.0 / (n0 + n1 + n2)))
+    return commands
+
+
 def lag_factors(xp: Any, timestep: float, tau_rise: Any, tau_fall: Any) -> tuple[Any, Any]:
     """Per-substep decay factors exp(-h / tau) for rising and falling speed (0 for tau = 0: no lag)."""
     rise = xp.exp(-timestep / xp.clip(tau_rise, 1e-9, None))

@@ -180,11 +180,11 @@ inline V inverse_norm(V norm2) {
 // What the task's reward terms, termination and success read of a state (sim.quadrotor.tasks.StepValues).
 struct StepRows {
   V position[3], velocity[3], angular_velocity[3], position_error[3], velocity_error[3], uprightness,
-      command[4], previous_command[4];
+      command[4], previous_command[4], hover_command[4];
 };
 
 // The task's functions, traced from its task object (sim.quadrotor.tasks; native_step.task_header):
-// task_reference, task_terminated, task_reward_terms, task_within_success.
+// task_reference, task_terminated, task_reward_terms, task_within_success, vehicle_hover_commands.
 #include "native_step_task.h"
 
 struct Fields {  // the noise-free observation fields of a state (QuadrotorBatch._state_fields)
@@ -577,10 +577,14 @@ ALWAYS_INLINE Outcome evaluate_block(const Block& b, const Arrays& a, const Roto
     values.velocity_error[j] = f.value[12 + j];
   }
   values.uprightness = f.value[11];
+  V thrust_scale[4];
   for (int r = 0; r < 4; ++r) {
     values.command[r] = command[r];
     values.previous_command[r] = b.load(a.previous_action, r);
+    thrust_scale[r] = b.load(a.thrust_scale, r);
   }
+  const V curve[3] = {b.load(a.thrust_curve, 0), b.load(a.thrust_curve, 1), b.load(a.thrust_curve, 2)};
+  vehicle_hover_commands(b.load(a.mass, 0), thrust_scale, curve, values.hover_command);
   const M all_finite = finite(px) & finite(py) & finite(pz) & finite(vx) & finite(vy) & finite(vz) &
                        finite(wx) & finite(wy) & finite(wz);
   M task_ended, within;

@@ -29,7 +29,7 @@ import torch
 from sim.errors import ConfigError
 from sim.kernel_expr import CppMath, Expr
 from sim.quadrotor import episode_starts as starts
-from sim.quadrotor import rotations
+from sim.quadrotor import motor, rotations
 from sim.quadrotor.tasks import StepValues
 
 if TYPE_CHECKING:
@@ -189,7 +189,8 @@ def header(batch: QuadrotorBatch) -> str:
 def task_headers(batch: QuadrotorBatch) -> dict[str, str]:
     """The task's functions as C++, traced from `batch.task` (sim.kernel_expr): task_reference,
     task_terminated, task_reward_terms and task_within_success on the step's float vectors (V, StepRows in
-    the kernel), and task_targets on the episode starts' double vectors (DV)."""
+    the kernel), vehicle_hover_commands (motor.hover_commands) likewise, and task_targets on the episode
+    starts' double vectors (DV)."""
     task, config = batch.task, batch.config
 
     def rows(m: CppMath, name: str, count: int) -> list[Expr]:
@@ -204,13 +205,13 @@ def task_headers(batch: QuadrotorBatch) -> dict[str, str]:
     def step_values(m: CppMath) -> StepValues:
         fields = ("position", "velocity", "angular_velocity", "position_error", "velocity_error")
         return StepValues(*(rows(m, f"s.{name}", 3) for name in fields), m.input("s.uprightness"),
-                          rows(m, "s.command", 4), rows(m, "s.previous_command", 4))
+                          rows(m, "s.command", 4), rows(m, "s.previous_command", 4), rows(m, "s.hover_command", 4))
 
     m = CppMath("float")
     functions.append(m.function("inline void task_terminated(const StepRows& s, M& terminated)",
                                 [("terminated", task.terminated(m, step_values(m), config))]))
     m = CppMath("float")
-    terms = task.reward_terms(m, step_values(m), m.input("terminated"), config, batch.constants.hover_command)
+    terms = task.reward_terms(m, step_values(m), m.input("terminated"), config)
     if tuple(terms) != task.term_names:
         raise ConfigError(f"task {task.name}'s reward_terms gives {tuple(terms)}, its term_names are {task.term_names}")
     functions.append(m.function("inline void task_reward_terms(const StepRows& s, M terminated, V term[NUM_TERMS])",
@@ -218,6 +219,11 @@ def task_headers(batch: QuadrotorBatch) -> dict[str, str]:
     m = CppMath("float")
     functions.append(m.function("inline void task_within_success(const StepRows& s, M& within)",
                                 [("within", task.within_success(m, step_values(m), config))]))
+    m = CppMath("float")
+    hover = motor.hover_commands(m, m.input("mass"), rows(m, "scale", 4), rows(m, "curve", 3),
+                                 batch.constants.thrust_curve, float(batch.params.gravity))
+    functions.append(m.function("inline void vehicle_hover_commands(V mass, const V scale[4], const V curve[3], V hover[4])",
+                                [(f"hover[{r}]", hover[r]) for r in range(4)]))
     m = CppMath("double")
     target = task.targets(m, rows(m, "u", 3), config)
     starts_function = m.function("inline void task_targets(const DV u[3], DV target[3])",

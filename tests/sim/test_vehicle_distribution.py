@@ -237,3 +237,37 @@ def test_difficulty_shrinks_every_range_towards_the_nominal_vehicle_on_every_pat
     native = params(0.5, "torch", "native")
     for name, value in half.items():
         np.testing.assert_allclose(native[name], value, rtol=1e-12, err_msg=name)
+
+
+@pytest.mark.parametrize("path", ["mujoco_batch", "torch_eager", "torch_native"])
+def test_each_drawn_vehicle_hovers_at_the_command_its_action_cost_is_centred_on(path):
+    """The action reward term is centred on each drawn vehicle's own hover command (per rotor): commanding it
+    costs nothing on every path and holds the vehicle where it started (rotors without lag, so that they
+    start at its speed), where the nominal vehicle's command, on which the term was centred before, lets a
+    weak vehicle fall and a strong one climb."""
+    backend = "mujoco_batch" if path == "mujoco_batch" else "torch"
+    compile = {"torch_eager": False, "torch_native": "native"}.get(path, False)
+    still = {**WIDE, "disturbance_force": 0.0, "disturbance_torque": 0.0, "latency_steps": (0, 0),
+             "motor_tau_scale": (0.0, 0.0), **NOISE_OFF}
+
+    def fly(command: str) -> tuple[np.ndarray, np.ndarray, float]:
+        env = QuadrotorVectorEnv("hover", num_envs=64, backend=backend, device="cpu", compile=compile,
+                                 randomization=still, initial_state={"hover_fraction": 1.0})
+        env.reset(seed=4)
+        batch = env.batch
+        from sim.kernel_expr import ArrayMath
+        hover = np.stack([np.asarray(r, dtype=np.float64) for r in batch._hover_commands(ArrayMath(batch.xp))], 1)
+        action = hover if command == "own" else np.full_like(hover, batch.params.hover_command)
+        action_cost, ended = 0.0, np.zeros(64, dtype=bool)
+        for _ in range(30):
+            _, _, terminated, _, info = env.step(action.astype(np.float32))
+            ended |= np.asarray(terminated)
+            action_cost = max(action_cost, float(np.abs(np.asarray(info["reward_terms"]["action"])).max()))
+        return hover, np.where(ended, np.inf, np.asarray(env.batch.physics.state()[2])[2]), action_cost
+
+    hover, climb, cost = fly("own")
+    assert hover.min() < 0.4 and hover.max() > 0.55  # the family spans weaker and stronger vehicles
+    assert cost < 1e-9
+    assert np.abs(climb).max() < 0.01, np.abs(climb).max()  # m/s after 0.3 s; none ended
+    _, climb_nominal, cost_nominal = fly("nominal")  # the rotors' own thrust errors also tip some over
+    assert np.abs(climb_nominal).max() > 0.3 and cost_nominal > 1e-3

@@ -26,6 +26,7 @@ class StepValues:
     uprightness: Any  # cos(tilt): the body z axis's world z component
     command: Rows  # 4: the normalized thrusts applied this step
     previous_command: Rows  # 4: those of the step before
+    hover_command: Rows  # 4: per rotor, the command that holds this episode's vehicle in the air (motor.hover_commands)
 
 
 def squared_norm(rows: Rows) -> Any:
@@ -61,7 +62,7 @@ class QuadrotorTask:
         "velocity": 0.0,  # |v - v_ref|^2 [m^2/s^2]
         "speed": -0.1,  # |v - v_ref| [m/s]
         "angular_velocity": 0.0,  # |omega|^2 [rad^2/s^2]
-        "action": -0.2,  # sum_i (a_i - a_hover)^2
+        "action": -0.2,  # sum_i (a_i - a_hover,i)^2, a_hover,i the command that holds the drawn vehicle
         "action_rate": 0.0,  # sum_i (a_i - a_i,prev)^2: reported, not rewarded by default
         "alive": 1.1,  # per step survived
         "termination": 0.0,  # on the step that terminates (ending the alive stream is the penalty)
@@ -99,8 +100,7 @@ class QuadrotorTask:
         return (out | (s.position[2] < config.min_altitude) | (squared_norm(s.velocity) > config.max_speed**2)
                 | (squared_norm(s.angular_velocity) > config.max_angular_speed**2))
 
-    def reward_terms(self, m: Any, s: StepValues, terminated: Any, config: QuadrotorEnvConfig,
-                     hover_command: float) -> dict[str, Any]:
+    def reward_terms(self, m: Any, s: StepValues, terminated: Any, config: QuadrotorEnvConfig) -> dict[str, Any]:
         """The named reward terms (`reward_scales`' keys, in their order), each a row."""
         dist2 = squared_norm(s.position_error)
         vel_err2 = squared_norm(s.velocity_error)
@@ -112,7 +112,9 @@ class QuadrotorTask:
             "velocity": vel_err2,
             "speed": m.sqrt(vel_err2),
             "angular_velocity": squared_norm(s.angular_velocity),
-            "action": squared_norm([c - hover_command for c in s.command]),
+            # around this vehicle's own hover command: around the nominal vehicle's, a weaker or heavier draw
+            # paid for the thrust that holds it and learned to hover low
+            "action": squared_norm([c - h for c, h in zip(s.command, s.hover_command)]),
             "action_rate": squared_norm([c - p for c, p in zip(s.command, s.previous_command)]),
             "alive": m.ones_like(dist2),
             "termination": m.as_float(terminated),

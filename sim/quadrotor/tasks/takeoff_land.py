@@ -83,10 +83,9 @@ class TakeoffLand(QuadrotorTask):
         on_floor = s.position[2] < config.floor_height + LANDED_CLEARANCE
         return super().terminated(m, s, config) | (on_floor & (s.uprightness < math.cos(math.radians(TIPPED_OVER_DEG))))
 
-    def reward_terms(self, m: Any, s: StepValues, terminated: Any, config: QuadrotorEnvConfig,
-                     hover_command: float) -> dict[str, Any]:
+    def reward_terms(self, m: Any, s: StepValues, terminated: Any, config: QuadrotorEnvConfig) -> dict[str, Any]:
         """The shared terms, and `landed`: standing still on the landing pad."""
-        terms = super().reward_terms(m, s, terminated, config, hover_command)
+        terms = super().reward_terms(m, s, terminated, config)
         terms["landed"] = m.as_float(self.within_success(m, s, config))
         return terms
 
