@@ -5,7 +5,9 @@ parameters; any other run's policy reads the student's own observation). A secon
 `fast_rotor_teacher=<run>`, labels the vehicles whose rotors respond faster than `fast_rotor_tau`. The student
 is a policy of the same env that sees only what the vehicle measures, with the histories its env config gives
 it, fitted by DAgger (robo_rl.agents.distillation) in `num_envs` simulated vehicles drawn from the teacher's
-distribution at the difficulty the teacher reached. Every `eval.interval_iterations` the student flies the
+distribution at the difficulty the teacher reached. `task=<quadrotor task>` has the student (and the teachers'
+labels) fly another task on the same vehicles: a family teacher trained on hover tracks any reference, so that
+it teaches reach and figure-eight. Every `eval.interval_iterations` the student flies the
 fixed evaluation episodes; the teachers flew the same ones once at the start, and the success rates are
 printed side by side.
 
@@ -36,6 +38,7 @@ from robo_rl.evaluate import load_policy
 from robo_rl.evaluation import as_tensor, evaluate_policy
 from robo_rl.plotting import plot_learning_curve
 from robo_rl.train import curriculum_levels, policy_state, seed_everything, select_device
+from sim.errors import ConfigError
 
 
 def check_teacher(run: Any, checkpoint: str | None = "last", role: str = "teacher") -> str:
@@ -90,11 +93,30 @@ def env_at(env_cfg: DictConfig, difficulty: float | None, privileged_actor: bool
     return OmegaConf.merge(plain, changes)
 
 
-def check_env_overrides(teacher: Any, overrides: Any) -> None:
-    """ConfigError unless `overrides` make a valid config of the teacher run's env."""
+def task_env(env_cfg: DictConfig, task: str | None) -> DictConfig:
+    """The teacher's env config flying quadrotor task `task` (None: its own) with the same vehicles: the task's
+    env id, targets, reward and success criterion, and the teacher's nominal vehicle, around which its
+    randomization draws (each task's defaults name their own). ConfigError for a task the teacher cannot fly."""
+    if task is None:
+        return env_cfg
+    from sim.quadrotor.config import default_config
+    from sim.quadrotor.tasks import task_named
+    from sim.registration import QUADROTOR_ENV_IDS
+
+    new = task_named(task)
+    if env_cfg.id not in QUADROTOR_ENV_IDS:
+        raise ConfigError(f"task={task}: the teacher flies {env_cfg.id}, not a quadrotor task")
+    vehicle = OmegaConf.select(env_cfg, "overrides.vehicle", default=None) or \
+        default_config(QUADROTOR_ENV_IDS[env_cfg.id]).vehicle
+    plain = OmegaConf.create(OmegaConf.to_container(env_cfg, resolve=True))
+    return OmegaConf.merge(plain, {"id": new.env_id, "overrides": {"vehicle": vehicle}})
+
+
+def check_env_overrides(teacher: Any, overrides: Any, task: str | None = None) -> None:
+    """ConfigError unless `overrides` make a valid config of the teacher run's env (flying `task`)."""
     from robo_rl.envs import check_env_config
 
-    env_cfg = env_at(OmegaConf.load(Path(str(teacher)) / "config.yaml").env, None, False, overrides)
+    env_cfg = env_at(task_env(OmegaConf.load(Path(str(teacher)) / "config.yaml").env, task), None, False, overrides)
     check_env_config(OmegaConf.to_container(env_cfg, resolve=True))
 
 
@@ -116,8 +138,9 @@ class Distiller:
                            else teacher_difficulty(teacher_cfg, level))
         # a privileged teacher reads the privileged observation, any other policy the student's own
         self.privileged_teacher = bool(teacher_cfg.env.get("privileged_actor", False))
-        self.student_env_cfg = env_at(teacher_cfg.env, self.difficulty, False, cfg.env_overrides)
-        teacher_env_cfg = env_at(teacher_cfg.env, self.difficulty, self.privileged_teacher, cfg.env_overrides)
+        flown = task_env(teacher_cfg.env, cfg.task)  # the student's task, on the teacher's vehicles
+        self.student_env_cfg = env_at(flown, self.difficulty, False, cfg.env_overrides)
+        teacher_env_cfg = env_at(flown, self.difficulty, self.privileged_teacher, cfg.env_overrides)
         privileged = self.privileged_teacher or bool(teacher_cfg.env.get("privileged_observation", False))
         self.env = make_vector_env(self.student_env_cfg, int(cfg.num_envs), self.device,
                                    threads=int(cfg.torch_threads), privileged=privileged)
@@ -128,7 +151,7 @@ class Distiller:
                                   "again")
         self.eval_env = make_vector_env(self.student_env_cfg, int(cfg.eval.episodes), self.device)
         self.teacher_eval_env = make_vector_env(teacher_env_cfg, int(cfg.eval.episodes), self.device)
-        self.spec = env_spec(self.env, teacher_cfg.env.id)
+        self.spec = env_spec(self.env, flown.id)
         self.fast_teacher_path: str | None = None
         self.fast_teacher = self._load_fast_rotor_teacher() if cfg.fast_rotor_teacher is not None else None
         agent_cfg = dict(state["agent_config"], actor_average_rate=0.0, compile=False)

@@ -65,6 +65,7 @@ OPTIONS: dict[str, dict[str, tuple[Any, Interval | None]]] = {
         "teacher": (str, None), "checkpoint": (str, None), "device": (str, None), "torch_threads": (int, Interval(0, 4096)),
         "fast_rotor_teacher": (str | None, None), "fast_rotor_checkpoint": (str, None),
         "fast_rotor_tau": (float, Interval(0.0, 10.0)), "env_overrides": (dict[str, Any] | None, None),
+        "task": (str | None, None),
         "seed": (int, SEED), "difficulty": (float | None, Interval(0.0, 1.0)), "num_envs": (int, Interval(1, 2**20)),
         "rollout_steps": (int, Interval(1, 10**6)), "iterations": (int, Interval(1, 10**6)),
         "student.actor_hidden": (tuple[int, ...] | None, None),
@@ -163,7 +164,7 @@ def check_options(cfg: DictConfig, command: str, require_all: bool = True) -> No
                 check_fast_rotor_teacher(cfg.fast_rotor_teacher, cfg.fast_rotor_checkpoint, cfg.teacher)
         except CheckpointError as error:
             raise ConfigError(str(error)) from None
-        check_env_overrides(cfg.teacher, cfg.env_overrides)
+        check_env_overrides(cfg.teacher, cfg.env_overrides, cfg.task)
         if cfg.student.actor_hidden is not None and (not cfg.student.actor_hidden
                                                      or min(cfg.student.actor_hidden) < 1):
             raise ConfigError(f"student.actor_hidden must be a list of positive layer widths, got "

@@ -146,3 +146,32 @@ def test_a_privileged_fast_rotor_teacher_and_invalid_env_overrides_are_refused_w
     wrong = _distill(teacher_run, tmp_path / "student", "env_overrides={randomization: {motor_tau_scale: [1.0, 0.5]}}")
     assert wrong.returncode == 2 and "motor_tau_scale must be a [low, high] range" in wrong.stderr
     assert len(wrong.stderr.strip().splitlines()) == 1 and not (tmp_path / "student").exists()
+
+
+def test_a_student_of_another_task_flies_it_on_the_teachers_vehicles(teacher_run, tmp_path):
+    """task=reach: the student (and the teacher's labels) fly reach's targets and success criterion, with the
+    teacher's nominal vehicle (each task's defaults name their own) and histories; an unknown task is one line."""
+    from hydra import compose, initialize_config_dir
+
+    from robo_rl.distill import Distiller, task_env
+    from tests.robo_rl.quick import CONFIGS
+
+    hover = OmegaConf.create({"id": "robo_rl/CrazyflieHover-v0", "backend": "torch", "overrides": {"state_history": 8}})
+    reach = task_env(hover, "reach")
+    assert reach.id == "robo_rl/CrazyflieReach-v0" and reach.overrides.vehicle == "crazyflie_l2f_paper"
+    assert reach.overrides.state_history == 8 and task_env(hover, None) is hover
+    with initialize_config_dir(config_dir=CONFIGS, version_base="1.3"):
+        cfg = compose(config_name="distill", overrides=[
+            f"teacher={teacher_run}", "task=reach", "num_envs=64", "rollout_steps=1", "eval.episodes=4",
+            "torch_threads=1", "logging.tensorboard=false"])
+    distiller = Distiller(cfg, tmp_path / "reach")
+    assert distiller.spec["id"] == "robo_rl/CrazyflieReach-v0"
+    assert distiller.student_env_cfg.overrides.vehicle == "crazyflie_rltools"  # the quick teacher's own
+    assert distiller.run_cfg.env.id == "robo_rl/CrazyflieReach-v0"
+    _, info = distiller.env.reset(seed=1)
+    targets = info["params"]["target"]
+    assert abs(targets[:, 0]).max() > 0.2 and targets.std(0).min() > 0.05  # reach's targets, not the centre
+
+    refused = _distill(teacher_run, tmp_path / "student", "task=backflip")
+    assert refused.returncode == 2 and "unknown quadrotor task 'backflip'" in refused.stderr
+    assert len(refused.stderr.strip().splitlines()) == 1 and not (tmp_path / "student").exists()
