@@ -41,24 +41,34 @@ $(STAMP): pyproject.toml Makefile
 #   2. their student (python -m robo_rl.distill) in <run> itself (checkpoints, best_policy.pt, TensorBoard logs,
 #      learning_curve.png, summary.json), on vehicles whose rotor constants are scaled from 0: the vehicles with
 #      rotors under 20 ms are labelled by the fast-rotor teacher, the others by the family teacher.
-# SEED=1 for another training seed. The single-vehicle recipe (2-3 min): .venv/bin/python -m robo_rl.train
+# SEED=1 for another training seed. TASK=reach or TASK=figure_eight distills the same family teachers (trained on
+# hover: they track any reference) into a student of that task; TEACHERS=<run>/teachers reuses the teachers of an
+# earlier run instead of training them (a student in 1-2 min). The single-vehicle recipe (2-3 min): .venv/bin/python -m robo_rl.train
 TIMESTAMP := $(shell date +%Y-%m-%d_%H-%M-%S)
 RUN ?= outputs/train-$(TIMESTAMP)
 SEED ?= 0
+TASK ?= hover
+TEACHERS ?=
+TEACHER_DIR := $(if $(TEACHERS),$(TEACHERS),$(RUN)/teachers)
 STUDENT_VEHICLES := 'env_overrides={randomization: {motor_tau_scale: [0.0, 1.0]}}'
 train: $(STAMP)
 	@$(MAKE) --no-print-directory system-deps STRICT=0  # without them the export skips its STM32F405 check
-	@mkdir -p $(RUN)/teachers
-	@echo "training the fast-rotor teacher in the background: $(RUN)/teachers/fast_rotors.log"
-	@$(PY) -m robo_rl.train +experiment=hover_family_fast_rotors seed=$(SEED) torch_threads=1 \
+	@if [ -n "$(TEACHERS)" ]; then \
+	  for t in family fast_rotors; do [ -f "$(TEACHERS)/$$t/config.yaml" ] || { \
+	    echo "TEACHERS=$(TEACHERS) holds no $$t teacher run ($(TEACHERS)/$$t/config.yaml): give the teachers folder of a make train run" >&2; exit 2; }; done; \
+	else \
+	  mkdir -p $(RUN)/teachers; \
+	  echo "training the fast-rotor teacher in the background: $(RUN)/teachers/fast_rotors.log"; \
+	  $(PY) -m robo_rl.train +experiment=hover_family_fast_rotors seed=$(SEED) torch_threads=1 \
 	    logging.progress_bar=false hydra.run.dir=$(RUN)/teachers/fast_rotors > $(RUN)/teachers/fast_rotors.log 2>&1 & \
 	  fast=$$!; trap 'kill $$fast 2>/dev/null' INT TERM; \
 	  $(PY) -m robo_rl.train +experiment=hover_family seed=$(SEED) torch_threads=1 \
 	    hydra.run.dir=$(RUN)/teachers/family || { kill $$fast 2>/dev/null; exit 1; }; \
 	  echo "waiting for the fast-rotor teacher"; \
-	  wait $$fast || { echo "the fast-rotor teacher failed: see $(RUN)/teachers/fast_rotors.log" >&2; exit 1; }
-	$(PY) -m robo_rl.distill teacher=$(RUN)/teachers/family checkpoint=best fast_rotor_teacher=$(RUN)/teachers/fast_rotors \
-	  $(STUDENT_VEHICLES) difficulty=1.0 seed=$(SEED) hydra.run.dir=$(RUN)
+	  wait $$fast || { echo "the fast-rotor teacher failed: see $(RUN)/teachers/fast_rotors.log" >&2; exit 1; }; \
+	fi
+	$(PY) -m robo_rl.distill teacher=$(TEACHER_DIR)/family checkpoint=best fast_rotor_teacher=$(TEACHER_DIR)/fast_rotors \
+	  $(STUDENT_VEHICLES) task=$(TASK) difficulty=1.0 seed=$(SEED) hydra.run.dir=$(RUN)
 	$(PY) -m robo_rl.export run=$(RUN)
 
 # One hover policy per named vehicle (configs/experiment/specialist.yaml) into outputs/specialists/<vehicle>:
