@@ -27,8 +27,10 @@ def teacher_run(tmp_path_factory):
     from tests.robo_rl.quick import quick_config
 
     run = tmp_path_factory.mktemp("teacher")
+    # seed 1: a teacher that flies after 24k env steps (return ~60 against ~-10 untrained); seed 0's barely
+    # flies (~14), too little to measure what a student takes from it
     cfg = quick_config("env.privileged_actor=true", "+env.overrides.state_history=2", "total_env_steps=24000",
-                       "eval.interval_env_steps=24000", "checkpoint.interval_env_steps=24000",
+                       "eval.interval_env_steps=24000", "checkpoint.interval_env_steps=24000", "seed=1",
                        "agent.actor_average_rate=0.0", "logging.tensorboard=false")  # as test_short_run_learns...
     Trainer(cfg, run).run()
     return run
@@ -70,7 +72,7 @@ def test_a_student_learns_the_teachers_flying_from_its_own_observations_and_eval
     first, last = summary["history"][0], summary["history"][-1]
     teacher_return = last["teacher_mean_return"]
     # the untrained student falls sooner than the teacher; the distilled one closes most of the gap
-    assert teacher_return > first["mean_return"] + 10 and last["teacher_mean_length"] > first["mean_length"] + 15
+    assert teacher_return > first["mean_return"] + 40 and last["teacher_mean_length"] > first["mean_length"] + 15
     assert last["mean_return"] - first["mean_return"] >= 0.75 * (teacher_return - first["mean_return"]), summary["history"]
     assert last["mean_length"] >= 0.9 * last["teacher_mean_length"], summary["history"]
     state = load_checkpoint(policy_file(out, "last"))
