@@ -488,10 +488,12 @@ def agent_from_checkpoint(state: Mapping[str, Any], device: str | torch.device =
     return agent
 
 
-def check_compatible(state: dict[str, Any], env_spec: dict[str, Any]) -> None:
-    """Raise CheckpointError unless the checkpoint was trained on an env with this id and these spaces."""
+def check_compatible(state: dict[str, Any], env_spec: dict[str, Any], same_env: bool = True) -> None:
+    """Raise CheckpointError unless the checkpoint was trained on an env with this id (same_env=False: any id, as
+    for a policy flying another task) and these spaces."""
     saved = state.get("env_spec", {})
-    for key in ("id", "observation_size", "action_size", "observation_layout", "observation_images"):
+    keys = ("id",) * same_env + ("observation_size", "action_size", "observation_layout", "observation_images")
+    for key in keys:
         if saved.get(key) != env_spec.get(key):
             raise CheckpointError(
                 f"checkpoint {state.get('path')} was trained on a different env: {key} is {saved.get(key)!r} "

@@ -33,12 +33,11 @@ from robo_rl.agents.distillation import AggregatedDataset, DistillationConfig, S
 from robo_rl.agents.sac import SAC, SACConfig
 from robo_rl.checkpoint import CheckpointError, policy_file, require_run_dir, save_best_policy, save_checkpoint
 from robo_rl.cli import hydra_command
-from robo_rl.envs import env_spec, make_vector_env
+from robo_rl.envs import env_spec, make_vector_env, task_env
 from robo_rl.evaluate import load_policy
 from robo_rl.evaluation import as_tensor, evaluate_policy
 from robo_rl.plotting import plot_learning_curve
 from robo_rl.train import curriculum_levels, policy_state, seed_everything, select_device
-from sim.errors import ConfigError
 
 
 def check_teacher(run: Any, checkpoint: str | None = "last", role: str = "teacher") -> str:
@@ -91,25 +90,6 @@ def env_at(env_cfg: DictConfig, difficulty: float | None, privileged_actor: bool
     if difficulty is not None:
         changes["overrides"] = OmegaConf.merge(changes["overrides"], {"randomization": {"difficulty": float(difficulty)}})
     return OmegaConf.merge(plain, changes)
-
-
-def task_env(env_cfg: DictConfig, task: str | None) -> DictConfig:
-    """The teacher's env config flying quadrotor task `task` (None: its own) with the same vehicles: the task's
-    env id, targets, reward and success criterion, and the teacher's nominal vehicle, around which its
-    randomization draws (each task's defaults name their own). ConfigError for a task the teacher cannot fly."""
-    if task is None:
-        return env_cfg
-    from sim.quadrotor.config import default_config
-    from sim.quadrotor.tasks import task_named
-    from sim.registration import QUADROTOR_ENV_IDS
-
-    new = task_named(task)
-    if env_cfg.id not in QUADROTOR_ENV_IDS:
-        raise ConfigError(f"task={task}: the teacher flies {env_cfg.id}, not a quadrotor task")
-    vehicle = OmegaConf.select(env_cfg, "overrides.vehicle", default=None) or \
-        default_config(QUADROTOR_ENV_IDS[env_cfg.id]).vehicle
-    plain = OmegaConf.create(OmegaConf.to_container(env_cfg, resolve=True))
-    return OmegaConf.merge(plain, {"id": new.env_id, "overrides": {"vehicle": vehicle}})
 
 
 def check_env_overrides(teacher: Any, overrides: Any, task: str | None = None) -> None:

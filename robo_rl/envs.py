@@ -6,7 +6,7 @@ from typing import Any, Mapping
 
 import gymnasium as gym
 import torch
-from omegaconf import OmegaConf
+from omegaconf import DictConfig, OmegaConf
 
 import sim  # noqa: F401  (registers the robo_rl/* ids)
 from sim.errors import ConfigError
@@ -121,3 +121,21 @@ def env_spec(env: Any, env_id: str) -> dict[str, Any]:
     }
 
 
+def task_env(env_cfg: DictConfig, task: str | None) -> DictConfig:
+    """A quadrotor env config flying task `task` (None: its own) on the same vehicles: the task's env id, targets,
+    reference, reward and success criterion, with the config's nominal vehicle kept, around which its
+    randomization draws (each task's defaults name their own). ConfigError for an unknown task or an env
+    that is no quadrotor's."""
+    if task is None:
+        return env_cfg
+    from sim.quadrotor.config import default_config
+    from sim.quadrotor.tasks import task_named
+    from sim.registration import QUADROTOR_ENV_IDS
+
+    new = task_named(task)
+    if env_cfg.id not in QUADROTOR_ENV_IDS:
+        raise ConfigError(f"task={task}: {env_cfg.id} is not a quadrotor task")
+    vehicle = OmegaConf.select(env_cfg, "overrides.vehicle", default=None) or \
+        default_config(QUADROTOR_ENV_IDS[env_cfg.id]).vehicle
+    plain = OmegaConf.create(OmegaConf.to_container(env_cfg, resolve=True))
+    return OmegaConf.merge(plain, {"id": new.env_id, "overrides": {"vehicle": vehicle}})

@@ -59,7 +59,7 @@ OPTIONS: dict[str, dict[str, tuple[Any, Interval | None]]] = {
         "targets.start_set": (str, None),
         "targets.latency_steps": (tuple[int, ...], None), "targets.min_success": (float, Interval(0.0, 1.0)),
         "targets.specialist_start_set": (str, None), "targets.specialist_gap": (float, Interval(0.0, 1.0)),
-        "targets.held_out": (float, Interval(0.0, 1.0)),
+        "targets.held_out": (float, Interval(0.0, 1.0)), "task": (str | None, None),
     },
     "distill": {
         "teacher": (str, None), "checkpoint": (str, None), "device": (str, None), "torch_threads": (int, Interval(0, 4096)),

@@ -11,7 +11,8 @@ of what that vehicle reaches from those starts.
 
 Prints the table and PASS/FAIL lines against the suite's `targets`, and writes robustness.json and
 robustness.png (a heatmap) into the command's folder under `<run>/robustness/`. configs/robustness.yaml
-holds the suite.
+holds the suite. `task=reach` (or another quadrotor task) has the policy and its specialists fly that task on the
+same vehicles, as the run's policy observes it.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from robo_rl.checkpoint import check_compatible, require_run_dir
 from robo_rl.cli import hydra_command
-from robo_rl.envs import env_spec, make_vector_env
+from robo_rl.envs import env_spec, make_vector_env, task_env
 from robo_rl.evaluate import load_policy
 from robo_rl.evaluation import evaluate_policy
 from robo_rl.train import select_device
@@ -80,6 +81,7 @@ class Suite:
     targets: Targets
     firmware_limits: bool = True  # each named vehicle's flight-firmware thrust limits (Vehicle.firmware_thrust_*)
     held_out_start_set: str | None = None  # None: the run's own training starts
+    task: str | None = None  # another quadrotor task every policy flies (robo_rl.envs.task_env); None: its own
 
     def cells(self, vehicles: Sequence[str] | None = None) -> list[Cell]:
         """The named-vehicle cells (of `vehicles`, default all of the suite's), in table order."""
@@ -91,7 +93,7 @@ def suite_from_config(cfg: DictConfig | Mapping[str, Any]) -> Suite:
     """The suite of a robustness config; ConfigError naming the option for an unknown vehicle (in `vehicles`
     or `specialists`), a start set the env refuses, or a specialist folder that is not a run with a policy."""
     keys = ("vehicles", "latency_steps", "start_sets", "wind", "episodes", "seed", "held_out", "specialists",
-            "specialists_dir", "targets", "firmware_limits")
+            "specialists_dir", "targets", "firmware_limits", "task")
     cfg = {key: OmegaConf.to_container(cfg.get(key), resolve=True) if OmegaConf.is_config(cfg.get(key)) else cfg.get(key)
            for key in keys}
     vehicles = tuple(VEHICLES) if cfg["vehicles"] is None else tuple(cfg["vehicles"])
@@ -127,12 +129,15 @@ def suite_from_config(cfg: DictConfig | Mapping[str, Any]) -> Suite:
             known = ", ".join(vehicles)
             raise ConfigError(f"specialists.{name}: not a vehicle of this suite; its vehicles: {known}")
         check_run(folder, option=f"specialists.{name}")
+    task = cfg.get("task")
+    if task is not None:
+        task_named(task)  # one ConfigError naming the known tasks
     targets = cfg.get("targets") or {}
     targets = Targets(**{**targets, "latency_steps": tuple(targets.get("latency_steps", Targets.latency_steps))})
     return Suite(vehicles, latencies, start_sets, float(cfg["wind"]), int(cfg["episodes"]), int(cfg["seed"]),
                  int(cfg["held_out"]["episodes"]), int(cfg["held_out"]["seed"]), specialists, targets,
                  bool(True if cfg.get("firmware_limits") is None else cfg["firmware_limits"]),
-                 _held_out_start_set(cfg["held_out"].get("start_set"), start_sets))
+                 _held_out_start_set(cfg["held_out"].get("start_set"), start_sets), task)
 
 
 def _held_out_start_set(name: Any, start_sets: Mapping[str, Any]) -> str | None:
@@ -221,7 +226,7 @@ def evaluate_cells(state: Mapping[str, Any], run_cfg: DictConfig, policy: Callab
     for vehicle, batch in by_vehicle.items():
         env = make_vector_env(run_cfg.env, n * len(batch), device, overrides=_vehicle_overrides(vehicle, suite))
         try:
-            check_compatible(dict(state), env_spec(env, run_cfg.env.id))
+            check_compatible(dict(state), env_spec(env, run_cfg.env.id), same_env=suite.task is None)
             starts = {name: start_states(env.config, suite.start_sets[name], n, suite.seed)
                       for name in {cell.start_set for cell in batch}}
             result = evaluate_policy(policy, env, suite.seed, device, _reset_options(batch, starts, winds))
@@ -236,18 +241,28 @@ def evaluate_cells(state: Mapping[str, Any], run_cfg: DictConfig, policy: Callab
     return results
 
 
+def _load_flying(run: str | Path, checkpoint: str | None, device: torch.device,
+                 task: str | None) -> tuple[dict[str, Any], DictConfig, Any]:
+    """A run's policy (load_policy) with its env config flying `task` on the run's vehicles (None: its own)."""
+    state, run_cfg, agent = load_policy(run, checkpoint, device)
+    if task is not None:
+        check_quadrotor_env(run_cfg.env.id, f"run={run}")
+        run_cfg = OmegaConf.merge(run_cfg, {"env": task_env(run_cfg.env, task)})
+    return state, run_cfg, agent
+
+
 def run_suite(run: str | Path, suite: Suite, checkpoint: str | None = "best", device: str = "auto") -> dict[str, Any]:
     """The suite's results for a run's policy (and its specialists), as the JSON the command writes."""
     start = time.perf_counter()
     device_ = select_device(device)
-    state, run_cfg, agent = load_policy(run, checkpoint, device_)
+    state, run_cfg, agent = _load_flying(run, checkpoint, device_, suite.task)
     check_quadrotor_env(run_cfg.env.id, f"run={run}")
     cells = suite.cells()
     results = evaluate_cells(state, run_cfg, lambda o: agent.act(o, deterministic=True), cells, suite, device_)
     specialist_results: dict[Cell, dict[str, Any]] = {}
     specialist_checkpoints: dict[str, str] = {}
     for vehicle, folder in suite.specialists.items():
-        s_state, s_cfg, s_agent = load_policy(folder, "best", device_)
+        s_state, s_cfg, s_agent = _load_flying(folder, "best", device_, suite.task)
         specialist_checkpoints[vehicle] = str(s_state["path"])
         specialist_results.update(evaluate_cells(s_state, s_cfg, lambda o, a=s_agent: a.act(o, deterministic=True),
                                                  suite.cells([vehicle]), suite, device_))
@@ -257,7 +272,7 @@ def run_suite(run: str | Path, suite: Suite, checkpoint: str | None = "best", de
             "initial_state": suite.start_sets[suite.held_out_start_set]}
         env = make_vector_env(run_cfg.env, suite.held_out_episodes, device_, overrides=starts)
         try:
-            check_compatible(state, env_spec(env, run_cfg.env.id))
+            check_compatible(state, env_spec(env, run_cfg.env.id), same_env=suite.task is None)
             result = evaluate_policy(lambda o: agent.act(o, deterministic=True), env, suite.held_out_seed, device_)
         finally:
             env.close()
@@ -273,7 +288,7 @@ def run_suite(run: str | Path, suite: Suite, checkpoint: str | None = "best", de
                      "mean_length": r["mean_length"],
                      "specialist_success_rate": None if s is None else s["success_rate"]})
     report = {
-        "run": str(run), "checkpoint": str(state["path"]), "env_id": str(run_cfg.env.id),
+        "run": str(run), "checkpoint": str(state["path"]), "env_id": str(run_cfg.env.id), "task": suite.task,
         "trained_env_steps": int(state["counters"]["env_steps"]),
         "suite": {**{k: v for k, v in dataclasses.asdict(suite).items() if k != "targets"},
                   "targets": dataclasses.asdict(suite.targets)},
@@ -405,7 +420,7 @@ def format_table(report: Mapping[str, Any]) -> str:
     row_labels, column_labels, policy, specialist = table_grid(report)
     cell_width = 9 if np.isfinite(specialist).any() else 5
     label_width = max(len(label) for label in row_labels) + 1
-    lines = [f"success [%] over {suite['episodes']} episodes per cell (seed {suite['seed']}; same starts in every "
+    lines = [f"{report['task']}: " * bool(report.get("task")) + f"success [%] over {suite['episodes']} episodes per cell (seed {suite['seed']}; same starts in every "
              f"cell of a start set; wind: constant force uniform in +-{suite['wind']:g} N per axis)"
              + ("; policy / specialist" if cell_width == 9 else ""),
              f"{'vehicle / starts':{label_width}s}"

@@ -155,7 +155,8 @@ def test_a_student_of_another_task_flies_it_on_the_teachers_vehicles(teacher_run
     teacher's nominal vehicle (each task's defaults name their own) and histories; an unknown task is one line."""
     from hydra import compose, initialize_config_dir
 
-    from robo_rl.distill import Distiller, task_env
+    from robo_rl.distill import Distiller
+    from robo_rl.envs import task_env
     from tests.robo_rl.quick import CONFIGS
 
     hover = OmegaConf.create({"id": "robo_rl/CrazyflieHover-v0", "backend": "torch", "overrides": {"state_history": 8}})

@@ -158,6 +158,22 @@ def test_held_out_vehicles_report_their_drawn_parameters_and_group_by_each():
     assert held_out_vehicles(None, np.zeros(3, dtype=bool)) is None
 
 
+def test_the_suite_flies_a_runs_policy_on_another_task_and_refuses_an_unknown_one(trained_run, tmp_path):
+    """task=figure_eight: the hover run's policy flies the figure-eight's env on the same vehicles; the table
+    names the task; an unknown task is one line."""
+    run = _copy_run(trained_run, tmp_path / "run")
+    result = _commands([[f"run={run}", "vehicles=[crazyflie_rltools]", "latency_steps=[0]", "episodes=5",
+                         "held_out.episodes=5", "task=figure_eight"], [f"run={run}", "task=backflip"]])
+    statuses = [line for line in result.stderr.splitlines() if line.startswith("status")]
+    assert statuses == ["status 0", "status 2"], result.stderr[-3000:]
+    assert "unknown quadrotor task 'backflip'; known tasks: hover, reach, figure_eight" in result.stderr
+    assert result.stdout.startswith("figure_eight: success [%]")
+    folders = list((run / "robustness").iterdir())
+    assert len(folders) == 1
+    report = json.loads((folders[0] / "robustness.json").read_text())
+    assert report["task"] == "figure_eight" and report["env_id"] == "robo_rl/CrazyflieFigureEight-v0"
+
+
 def test_start_states_are_the_simulators_and_the_same_for_the_same_seed():
     config = make_config("hover")
     moderate = {"position_range": 0.2, "max_tilt_deg": 30.0, "velocity_range": 0.5, "angular_velocity_range": 0.5,
