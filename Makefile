@@ -53,6 +53,8 @@ TEACHER_DIR := $(if $(TEACHERS),$(TEACHERS),$(RUN)/teachers)
 STUDENT_VEHICLES := 'env_overrides={randomization: {motor_tau_scale: [0.0, 1.0]}}'
 train: $(STAMP)
 	@$(MAKE) --no-print-directory system-deps STRICT=0  # without them the export skips its STM32F405 check
+	@$(PY) -c "import sys; from sim.quadrotor.tasks import TASKS; \
+	  sys.exit(None if '$(TASK)' in TASKS else 'TASK=$(TASK) is not a quadrotor task; known: ' + ', '.join(TASKS))"
 	@if [ -n "$(TEACHERS)" ]; then \
 	  for t in family fast_rotors; do [ -f "$(TEACHERS)/$$t/config.yaml" ] || { \
 	    echo "TEACHERS=$(TEACHERS) holds no $$t teacher run ($(TEACHERS)/$$t/config.yaml): give the teachers folder of a make train run" >&2; exit 2; }; done; \

@@ -492,7 +492,9 @@ def check_compatible(state: dict[str, Any], env_spec: dict[str, Any], same_env: 
     """Raise CheckpointError unless the checkpoint was trained on an env with this id (same_env=False: any id, as
     for a policy flying another task) and these spaces."""
     saved = state.get("env_spec", {})
-    keys = ("id",) * same_env + ("observation_size", "action_size", "observation_layout", "observation_images")
+    keys = ["observation_size", "action_size", "observation_layout", "observation_images"]
+    if same_env:
+        keys.insert(0, "id")
     for key in keys:
         if saved.get(key) != env_spec.get(key):
             raise CheckpointError(

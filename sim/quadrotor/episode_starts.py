@@ -10,6 +10,8 @@ no start drawn ahead of time. Starts are feature-major arrays (START_SIZE, n), f
 
 from __future__ import annotations
 
+import functools
+
 from typing import Any
 
 import numpy as np
@@ -97,6 +99,13 @@ def _mix(x: Any) -> Any:
     return x ^ _shift_right(x, 31)
 
 
+@functools.lru_cache(maxsize=None)
+def _increments(count: int) -> tuple[int, ...]:
+    """(j + 1) * golden for j < count, wrapped to int64 here rather than computed as arange(...) * golden: compiled
+    for CUDA, Inductor folds an arange times a constant into Triton index arithmetic, which is 32-bit."""
+    return tuple(_signed(((j + 1) * _GOLDEN) % (1 << 64)) for j in range(count))
+
+
 def uniforms(xp: Any, key: Any, env: Any, episode: Any, count: int = UNIFORM_COUNT) -> Any:
     """Uniform numbers in [0, 1), (count, n) float64, of episodes `episode` (n,) of envs `env` (n,):
     number j is SplitMix64's mix of base + (j + 1) * golden, base = mix(key ^ mix(env * 2^32 + episode)).
@@ -104,9 +113,7 @@ def uniforms(xp: Any, key: Any, env: Any, episode: Any, count: int = UNIFORM_COU
     numpy or torch (`xp`) int64 arrays; `key` an int below 2^63 or an int64 tensor of shape (1,).
     """
     base = _mix(key ^ _mix(env * (1 << 32) + episode))
-    # (j + 1) * golden for each number j, wrapped to int64 here rather than as arange(...) * golden: compiled
-    # for CUDA, Inductor folds an arange times a constant into Triton index arithmetic, which is 32-bit
-    increments = [_signed(((j + 1) * _GOLDEN) % (1 << 64)) for j in range(count)]
+    increments = _increments(count)
     if xp is np:
         steps = np.array(increments, dtype=np.int64)
     else:
