@@ -95,6 +95,11 @@ class QuadrotorEnvConfig:
     # past observed velocity errors and body rates in the observation: with the past actions, what a policy
     # needs to tell how this vehicle answers its commands (thrust-to-weight, angular authority, delay)
     state_history: int = 0
+    # [m] the observed position error is scaled down to this norm where it is longer (0: not limited): a
+    # reference far away looks like one this far in its direction, so that a policy trained on errors of a few
+    # decimetres flies to a farther target at the speed it learned for them (reach), rather than meeting an
+    # error it never saw
+    position_error_limit: float = 0.0
     center: tuple[float, float, float] = (0.0, 0.0, 1.0)  # hover target / start point / figure-eight centre
     reach_range: tuple[float, float, float] = (0.5, 0.5, 0.3)  # reach targets: centre +- this per axis [m]
     figure_eight_amplitude: float = 0.5  # [m] half-width along x; y half-width is half of it
@@ -172,6 +177,7 @@ RANGES: dict[str, Interval] = {
     "episode_seconds": positive(3600.0, "s"),
     "action_history": at_least_zero(256),
     "state_history": at_least_zero(64),
+    "position_error_limit": at_least_zero(100.0, "m"),
     "center": Interval(-100.0, 100.0, unit="m"),
     "reach_range": at_least_zero(100.0, "m"),
     "figure_eight_amplitude": at_least_zero(100.0, "m"),

@@ -23,7 +23,7 @@ from sim.quadrotor.autoreset import InStepRestart
 from sim.quadrotor.privileged import PrivilegedObservation
 from sim.quadrotor.config import QuadrotorEnvConfig, RandomizationConfig, vehicle_from_config
 from sim.quadrotor.model import QuadrotorParams, load_model
-from sim.quadrotor.observation import STATE_HISTORY_FIELDS, STATE_HISTORY_SIZE, quadrotor_layout
+from sim.quadrotor.observation import STATE_HISTORY_FIELDS, STATE_HISTORY_SIZE, limited_position_error, quadrotor_layout
 from sim.quadrotor.physics import MujocoBatchPhysics, MujocoSinglePhysics, TorchPhysics
 from sim.quadrotor import episode_starts as starts
 from sim.quadrotor.randomization import EpisodeParams, at_difficulty, nominal_params
@@ -439,9 +439,17 @@ class QuadrotorBatch(InStepRestart, PrivilegedObservation):
         return pos_err, quat_to_matrix(xp, quat), vel_err, angvel
 
     def _observed_state(self, pos_err: Any, rotation: Any, vel_err: Any, angvel: Any, noise: Any) -> Any:
-        """The state fields as observed, feature-major (18, n): `noise` standard normal (18, n) or None."""
-        state = self.xp.concatenate([pos_err, rotation, vel_err, angvel], 0)
-        return state if noise is None else state + noise * self.noise_std
+        """The state fields as observed, feature-major (18, n): `noise` standard normal (18, n) or None; the
+        position error, noise included (as a deployment's estimate), limited to `position_error_limit`."""
+        xp = self.xp
+        state = xp.concatenate([pos_err, rotation, vel_err, angvel], 0)
+        if noise is not None:
+            state = state + noise * self.noise_std
+        if self.config.position_error_limit:
+            limited = limited_position_error(ArrayMath(xp), [state[k] for k in range(3)],
+                                             self.config.position_error_limit)
+            state = xp.concatenate([xp.stack(limited, 0), state[3:]], 0)
+        return state
 
     def _assemble(self, state: Any, history: Any, state_history: Any) -> Any:
         """Observations (n, obs_dim), a transposed view of a feature-major array: the observed state, the action

@@ -30,6 +30,7 @@ from sim.errors import ConfigError
 from sim.kernel_expr import CppMath, Expr
 from sim.quadrotor import episode_starts as starts
 from sim.quadrotor import motor, rotations
+from sim.quadrotor.observation import limited_position_error
 from sim.quadrotor.tasks import StepValues
 
 if TYPE_CHECKING:
@@ -189,7 +190,8 @@ def header(batch: QuadrotorBatch) -> str:
 def task_headers(batch: QuadrotorBatch) -> dict[str, str]:
     """The task's functions as C++, traced from `batch.task` (sim.kernel_expr): task_reference,
     task_terminated, task_reward_terms and task_within_success on the step's float vectors (V, StepRows in
-    the kernel), vehicle_hover_commands (motor.hover_commands) likewise, and task_targets on the episode
+    the kernel), vehicle_hover_commands (motor.hover_commands) and observed_position_error
+    (observation.limited_position_error) likewise, and task_targets on the episode
     starts' double vectors (DV)."""
     task, config = batch.task, batch.config
 
@@ -224,6 +226,10 @@ def task_headers(batch: QuadrotorBatch) -> dict[str, str]:
                                  batch.constants.thrust_curve, float(batch.params.gravity))
     functions.append(m.function("inline void vehicle_hover_commands(V mass, const V scale[4], const V curve[3], V hover[4])",
                                 [(f"hover[{r}]", hover[r]) for r in range(4)]))
+    m = CppMath("float")
+    limited = limited_position_error(m, rows(m, "error", 3), config.position_error_limit)
+    functions.append(m.function("inline void observed_position_error(const V error[3], V limited[3])",
+                                [(f"limited[{k}]", limited[k]) for k in range(3)]))
     m = CppMath("double")
     target = task.targets(m, rows(m, "u", 3), config)
     starts_function = m.function("inline void task_targets(const DV u[3], DV target[3])",

@@ -6,6 +6,8 @@ The layout is the contract the export and every deployment target build observat
 
 from __future__ import annotations
 
+from typing import Any, Sequence
+
 from sim.observation import ObservationField, ObservationLayout
 
 
@@ -18,7 +20,9 @@ def quadrotor_layout(action_history: int, state_history: int = 0) -> Observation
     """Observation layout for a quadrotor task with `action_history` past actions and `state_history` past
     observed velocity errors and body rates."""
     fields = [
-        ObservationField("position_error", 3, "m", "position minus reference position, world frame"),
+        ObservationField("position_error", 3, "m",
+                         "position minus reference position, world frame, scaled down to the norm "
+                         "position_error_limit where it is longer (config; 0: not limited)"),
         ObservationField("rotation_matrix", 9, "1", "body-to-world rotation matrix, row-major"),
         ObservationField("velocity_error", 3, "m/s",
                          "linear velocity minus reference velocity, world frame (the velocity for hover/reach)"),
@@ -37,3 +41,15 @@ def quadrotor_layout(action_history: int, state_history: int = 0) -> Observation
             "observation's",
         ))
     return ObservationLayout(tuple(fields))
+
+
+def limited_position_error(m: Any, error: Sequence[Any], limit: float) -> list[Any]:
+    """The position error (3 rows) as observed: scaled down to norm `limit` [m] where it is longer (0: as it is).
+    Written against `m` (sim.kernel_expr) so that the native step compiles the same expression."""
+    if not limit:
+        return list(error)
+    squared = error[0] * error[0] + error[1] * error[1] + error[2] * error[2]
+    beyond = squared > limit * limit
+    # the square root of the larger of the two keeps the division finite where the error is 0
+    scale = limit / m.sqrt(m.where(beyond, squared, m.ones_like(squared) * (limit * limit)))
+    return [m.where(beyond, e * scale, e) for e in error]
