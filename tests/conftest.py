@@ -65,14 +65,15 @@ def exported_bundle(trained_run, tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def state_history_run(tmp_path_factory):
-    """`trained_run`'s settings with 4 past velocity errors and body rates in the observation (state_history)."""
+    """`trained_run`'s settings with 4 past velocity errors and body rates in the observation (state_history) and
+    the position error observed up to 0.15 m (position_error_limit), as make train's family policy observes."""
     from robo_rl.train import Trainer
     from tests.robo_rl.quick import quick_config
 
     run = tmp_path_factory.mktemp("state_history_run")
     cfg = quick_config("total_env_steps=1600", "learning_starts=800", "eval.interval_env_steps=1600",
                        "checkpoint.interval_env_steps=1600", "logging.tensorboard=false",
-                       "+env.overrides.state_history=4")
+                       "+env.overrides.state_history=4", "+env.overrides.position_error_limit=0.15")
     Trainer(cfg, run).run()
     return run
 

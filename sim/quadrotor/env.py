@@ -175,7 +175,8 @@ class QuadrotorVectorEnv(VectorEnv):
             # what on-board glue needs beyond the layout (firmware/crazyflie reads them from policy_layout.h)
             "deployment_constants": {"thrust_max_newton": params.thrust_max, "hover_command": params.hover_command,
                                      "action_history": self.config.action_history,
-                                     "max_position_error_m": self.config.max_position_error},
+                                     "max_position_error_m": self.config.max_position_error,
+                                     "position_error_limit_m": self.config.position_error_limit},
             "action_layout": [
                 {"name": f"m{i}_thrust", "size": 1, "unit": "fraction of thrust_max",
                  "description": f"motor M{i} commanded thrust (crazyflie-firmware control_t.normalizedForces[{i - 1}] "

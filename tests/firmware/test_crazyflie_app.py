@@ -106,12 +106,15 @@ def test_observation_built_on_board_equals_the_simulators(bundle, request, tmp_p
                                     shared=True)))
     env = hover_env(bundle)
     history_steps, state_steps = env.unwrapped.config.action_history, env.unwrapped.config.state_history
-    target = np.asarray(env.unwrapped.config.center, np.float32)
     history = (ctypes.c_float * (4 * max(history_steps, 1)))()
     state_history = state_history_struct(state_steps)
+    limit = env.unwrapped.config.position_error_limit
     rng = np.random.default_rng(0)
-    for episode in range(2):  # the second start: the app's take-over, where both histories start over
-        obs, _ = env.reset(seed=3 + episode)
+    farthest = 0.0
+    # the second start: the app's take-over, where both histories start over; the third: a setpoint 0.47 m off
+    for episode, offset in enumerate([(0.0, 0.0, 0.0), (0.0, 0.0, 0.0), (0.3, -0.3, 0.2)]):
+        target = np.asarray(env.unwrapped.config.center, np.float32) + np.asarray(offset, np.float32)
+        obs, _ = env.reset(seed=3 + episode, options={"target": target})
         lib.rr_history_reset(history, ctypes.c_float(env.unwrapped.batch.params.hover_command))
         lib.rr_state_history_reset(ctypes.byref(state_history))
         for _ in range(20):
@@ -121,11 +124,17 @@ def test_observation_built_on_board_equals_the_simulators(bundle, request, tmp_p
             lib.rr_observation_build(flight, (ctypes.c_float * 3)(*target), (ctypes.c_float * 3)(0, 0, 0), history,
                                      ctypes.byref(state_history), built)
             np.testing.assert_allclose(np.array(built), obs, atol=2e-6, rtol=0)
+            farthest = max(farthest, float(np.linalg.norm(np.array(built)[:3])))
             lib.rr_state_history_push(ctypes.byref(state_history), built)
             action = rng.uniform(0.3, 0.6, 4).astype(np.float32)
             obs, _, terminated, _, _ = env.step(action)
             assert not terminated
             lib.rr_history_push(history, (ctypes.c_float * 4)(*action))
+    if limit:  # the far setpoint is observed at the limit: the limit was in play
+        assert "POLICY_POSITION_ERROR_LIMIT_M" in (bundle / "c" / "policy_layout.h").read_text()
+        assert farthest == pytest.approx(limit, rel=1e-5)
+    else:
+        assert farthest > 0.3
 
 
 def test_state_history_holds_the_previous_observed_velocity_errors_and_body_rates(state_history_bundle, tmp_path):

@@ -80,9 +80,12 @@ def test_observation_with_a_state_history_equals_the_simulators_and_starts_over_
     assert builder.state_history_length == env.config.state_history == 4
     hover = np.full(4, state_history_policy.vehicle_parameters["hover_command"])
     history, states = ActionHistory(builder.history_length, 4, hover), StateHistory(builder.state_history_length)
+    limit = builder.position_error_limit
+    assert limit == env.config.position_error_limit == 0.15
     rng = np.random.default_rng(4)
-    target = np.array([0.1, -0.2, 1.1])
-    for episode in range(2):  # the second: a take-over, where both histories start over
+    farthest = 0.0
+    # the second: a take-over, where both histories start over; its setpoint 0.5 m away is observed at the limit
+    for episode, target in enumerate([np.array([0.1, -0.2, 1.1]), np.array([0.5, -0.3, 1.2])]):
         sim_obs, _ = env.reset(seed=episode, options={"target": target, "initial_state": {
             "position": [0.2, -0.1, 1.0], "quaternion": [0.9, 0.2, -0.3, 0.1], "velocity": [0.5, -0.3, 0.2 * episode],
             "angular_velocity": [1.0, -2.0, 0.5 + episode]}})
@@ -94,12 +97,25 @@ def test_observation_with_a_state_history_equals_the_simulators_and_starts_over_
             state = VehicleState(*(x[:, 0].copy() for x in env.batch.physics.state()))
             obs = builder.build(state, target, np.zeros(3), history, states)
             np.testing.assert_allclose(obs, sim_obs, atol=2e-6, rtol=0, err_msg=f"episode {episode} step {step}")
+            farthest = max(farthest, float(np.linalg.norm(obs[:3])))
             states.push(builder.observed(obs))
             action = rng.uniform(0.2, 0.7, size=4)
             previous = sim_obs
             sim_obs, *_ = env.step(action)
             history.push(action)
             np.testing.assert_array_equal(sim_obs[50:56], previous[12:18])  # ... and later: newest first
+    assert farthest == pytest.approx(limit, rel=1e-5)
+
+
+def test_a_bundle_with_an_unusable_position_error_limit_is_refused_in_one_line(state_history_policy):
+    import dataclasses
+
+    from robo_rl_ros.core.bundle import BundleError
+    for value in (-0.1, float("nan"), "far", True):
+        broken = dataclasses.replace(state_history_policy,
+                                     env_config={**state_history_policy.env_config, "position_error_limit": value})
+        with pytest.raises(BundleError, match="position_error_limit"):
+            QuadrotorObservation(broken)
 
 
 def test_the_controller_starts_its_state_history_over_when_it_takes_over(state_history_policy):

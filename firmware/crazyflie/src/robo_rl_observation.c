@@ -1,5 +1,8 @@
 #include "robo_rl_observation.h"
 
+#include <math.h>
+#include <stdbool.h>
+
 #if defined(POLICY_OBS_LAYOUT_SIZE) && POLICY_OBS_LAYOUT_SIZE != POLICY_OBS_SIZE
 #error "policy_layout.h and policy.h disagree on the observation size: copy both from the same export"
 #endif
@@ -78,10 +81,20 @@ void rr_observation_build(const rr_flight_state_t *state, const float target_pos
         2.0f * (x * y + w * z), 1.0f - 2.0f * (x * x + z * z), 2.0f * (y * z - w * x),
         2.0f * (x * z - w * y), 2.0f * (y * z + w * x), 1.0f - 2.0f * (x * x + y * y),
     };
+    float error[3];
     for (int k = 0; k < 3; ++k) {
-        obs[POLICY_OBS_POSITION_ERROR_OFFSET + k] = state->position[k] - target_position[k];
+        error[k] = state->position[k] - target_position[k];
         obs[POLICY_OBS_VELOCITY_ERROR_OFFSET + k] = state->velocity[k] - target_velocity[k];
         obs[POLICY_OBS_ANGULAR_VELOCITY_OFFSET + k] = state->body_rates[k];
+    }
+    /* a setpoint farther than the limit is observed at the limit, in its direction (as in the simulator:
+     * sim/quadrotor/observation.py limited_position_error) */
+    const float limit = (float)POLICY_POSITION_ERROR_LIMIT_M;
+    const float squared = error[0] * error[0] + error[1] * error[1] + error[2] * error[2];
+    const bool beyond = limit > 0.0f && squared > limit * limit;
+    const float scale = beyond ? limit / sqrtf(squared) : 1.0f;
+    for (int k = 0; k < 3; ++k) {
+        obs[POLICY_OBS_POSITION_ERROR_OFFSET + k] = beyond ? error[k] * scale : error[k];
     }
     for (int k = 0; k < 9; ++k) {
         obs[POLICY_OBS_ROTATION_MATRIX_OFFSET + k] = rotation[k];

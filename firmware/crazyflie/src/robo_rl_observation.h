@@ -11,6 +11,9 @@
 #define POLICY_STATE_HISTORY 0 /* a policy exported before the state history: it observes none */
 #endif
 #define RR_STATE_HISTORY_STEPS POLICY_STATE_HISTORY
+#ifndef POLICY_POSITION_ERROR_LIMIT_M
+#define POLICY_POSITION_ERROR_LIMIT_M 0.0f /* a policy exported before the limit: it observes the error as it is */
+#endif
 #define RR_STATE_HISTORY_VALUES 6 /* per step: velocity error (3, world frame), body rates (3, body frame) */
 
 typedef struct {
@@ -43,7 +46,9 @@ void rr_state_history_reset(rr_state_history_t *history);
 /* Shift in the velocity error and body rates of `obs`, the observation the policy was just given. */
 void rr_state_history_push(rr_state_history_t *history, const float *obs);
 
-/* obs[POLICY_OBS_SIZE] from the state, the target position and velocity (world frame) and the histories. */
+/* obs[POLICY_OBS_SIZE] from the state, the target position and velocity (world frame) and the histories. The
+ * position error is scaled down to the norm POLICY_POSITION_ERROR_LIMIT_M where it is longer (the simulator's
+ * position_error_limit; 0: not limited). */
 void rr_observation_build(const rr_flight_state_t *state, const float target_position[3],
                           const float target_velocity[3], const rr_action_history_t *history,
                           const rr_state_history_t *state_history, float *obs);

@@ -1,7 +1,7 @@
 """The policy's observation vector, assembled from the vehicle state exactly as the bundle's layout says.
 
 Quadrotor fields (sim/quadrotor/observation.py, sim/quadrotor/core.py): position_error (3, world, position
-minus reference), rotation_matrix (9, body to world, row-major), velocity_error (3, world), angular_velocity
+minus reference, scaled down to the training env's position_error_limit where longer), rotation_matrix (9, body to world, row-major), velocity_error (3, world), angular_velocity
 (3, body rates), action_history (4 k: the last k commanded actions, most recent first, M1..M4 each) and
 state_history (6 h: the velocity error and body rates of the previous h observations, most recent first; at an
 episode's start, here when the policy takes over, every entry holds the first observation's).
@@ -9,6 +9,7 @@ episode's start, here when the policy takes over, every entry holds the first ob
 
 from __future__ import annotations
 
+import math
 from typing import NamedTuple
 
 import numpy as np
@@ -84,6 +85,24 @@ class StateHistory:
             self._entries = []
 
 
+def limited_position_error(error: list[float], limit: float) -> list[float]:
+    """The position error as the simulator observes it: scaled down to norm `limit` [m] where it is longer (a
+    setpoint farther away is seen at the limit in its direction); 0: as it is."""
+    squared = error[0] * error[0] + error[1] * error[1] + error[2] * error[2]
+    if not limit or squared <= limit * limit:
+        return error
+    scale = limit / math.sqrt(squared)
+    return [e * scale for e in error]
+
+
+def _position_error_limit(env_config: dict) -> float:
+    """The bundle's position_error_limit [m] (0 in bundles exported before it existed); BundleError if unusable."""
+    value = env_config.get("position_error_limit", 0.0)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value < math.inf:
+        raise BundleError(f"training.env_config.position_error_limit is {value!r}; allowed: a number >= 0 [m]")
+    return float(value)
+
+
 class QuadrotorObservation:
     """Builds a quadrotor bundle's observation from a `VehicleState`, a reference and the action history."""
 
@@ -109,6 +128,8 @@ class QuadrotorObservation:
         self.history_length = history[0] // bundle.action_size if history else 0
         states = [entry.size for entry in bundle.layout if entry.name == "state_history"]
         self.state_history_length = states[0] // STATE_HISTORY_VALUES if states else 0
+        # [m] the training env's position_error_limit (0: the error is observed as it is)
+        self.position_error_limit = _position_error_limit(bundle.env_config)
         offsets = {entry.name: entry.offset for entry in bundle.layout}
         self._velocity_error = slice(offsets["velocity_error"], offsets["velocity_error"] + 3)
         self._angular_velocity = slice(offsets["angular_velocity"], offsets["angular_velocity"] + 3)
@@ -123,7 +144,8 @@ class QuadrotorObservation:
         velocity_error = [velocity[i] - target_v[i] for i in range(3)]
         rates = floats(state.angular_velocity)
         values = {
-            "position_error": [position[i] - target_p[i] for i in range(3)],
+            "position_error": limited_position_error([position[i] - target_p[i] for i in range(3)],
+                                                     self.position_error_limit),
             "rotation_matrix": rotation_entries(state.quaternion),
             "velocity_error": velocity_error,
             "angular_velocity": rates,
