@@ -20,9 +20,10 @@ def quadrotor_layout(action_history: int, state_history: int = 0) -> Observation
     """Observation layout for a quadrotor task with `action_history` past actions and `state_history` past
     observed velocity errors and body rates."""
     fields = [
-        ObservationField("position_error", 3, "m",
-                         "position minus reference position, world frame, scaled down to the norm "
-                         "position_error_limit where it is longer (config; 0: not limited)"),
+        # (with config.position_error_limit, scaled down to that norm where longer: the layout, which checkpoints
+        # and bundles are checked against, stays the same; policy.json records the limit in its env config and
+        # deployment constants)
+        ObservationField("position_error", 3, "m", "position minus reference position, world frame"),
         ObservationField("rotation_matrix", 9, "1", "body-to-world rotation matrix, row-major"),
         ObservationField("velocity_error", 3, "m/s",
                          "linear velocity minus reference velocity, world frame (the velocity for hover/reach)"),
