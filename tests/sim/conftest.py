@@ -29,3 +29,16 @@ def excitation() -> np.ndarray:
     rng = np.random.default_rng(0)
     t = np.arange(200)[:, None]
     return np.clip(0.68 + 0.05 * np.sin(0.1 * t + np.arange(4)) + rng.normal(0, 0.02, (200, 4)), 0, 1)
+
+
+def native_and_eager(config: Any, num_envs: int, seed: int) -> tuple[Any, Any]:
+    """The same torch-backend batch (in-step restarts, privileged observations) on the native step and on the
+    eager step, both reset: what the tests that compare the two step side by side."""
+    from sim.quadrotor.core import QuadrotorBatch
+
+    made = []
+    for compile in ("native", False):
+        batch = QuadrotorBatch(config, num_envs, "torch", seed=seed, compile=compile, autoreset=True, privileged=True)
+        batch.reset()
+        made.append(batch)
+    return made[0], made[1]

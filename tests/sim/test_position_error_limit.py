@@ -11,6 +11,7 @@ import torch
 from sim.errors import ConfigError
 from sim.quadrotor.config import make_config
 from sim.quadrotor.core import QuadrotorBatch
+from tests.sim.conftest import native_and_eager
 
 LIMIT = 0.15
 # start offsets from the reference: beyond the limit on one axis, on all three, inside it, exactly on the reference
@@ -57,13 +58,7 @@ def test_without_a_limit_the_error_is_observed_as_it_is():
 
 def test_the_native_step_limits_the_noisy_error_as_the_eager_step_does():
     """Observation noise on and the reach task (targets up to 0.77 m away), restarts inside the step."""
-    def batch(compile: bool | str) -> QuadrotorBatch:
-        made = QuadrotorBatch(make_config("reach", position_error_limit=0.1), 37, "torch", seed=3, compile=compile,
-                              autoreset=True, privileged=True)
-        made.reset()
-        return made
-
-    native, eager = batch("native"), batch(False)
+    native, eager = native_and_eager(make_config("reach", position_error_limit=0.1), 37, seed=3)
     rng = np.random.default_rng(1)
     limited = 0
     for _ in range(60):

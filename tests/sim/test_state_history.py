@@ -8,9 +8,9 @@ import pytest
 import torch
 
 from sim.quadrotor.config import make_config
-from sim.quadrotor.core import QuadrotorBatch
 from sim.quadrotor.env import QuadrotorVectorEnv
 from sim.quadrotor.observation import STATE_HISTORY_FIELDS
+from tests.sim.conftest import native_and_eager
 
 HISTORY = 3
 
@@ -45,13 +45,8 @@ def test_the_history_holds_the_previous_observations_and_restarts_with_each_epis
 
 def test_the_native_step_keeps_the_history_as_the_eager_step_does():
     """Noise on, restarts inside the step, resets from Python, 37 envs (a partial block)."""
-    def batch(compile: bool | str) -> QuadrotorBatch:
-        made = QuadrotorBatch(make_config("hover", state_history=HISTORY, randomization={"latency_steps": (0, 2)}),
-                              37, "torch", seed=3, compile=compile, autoreset=True, privileged=True)
-        made.reset()
-        return made
-
-    native, eager = batch("native"), batch(False)
+    config = make_config("hover", state_history=HISTORY, randomization={"latency_steps": (0, 2)})
+    native, eager = native_and_eager(config, 37, seed=3)
     rng = np.random.default_rng(1)
     restarts = 0
     for step in range(150):

@@ -12,9 +12,8 @@ import torch
 
 from sim.errors import ConfigError
 from sim.quadrotor.config import make_config
-from sim.quadrotor.core import QuadrotorBatch
 from sim.quadrotor.env import QuadrotorVectorEnv
-from tests.sim.conftest import fixed_randomization
+from tests.sim.conftest import fixed_randomization, native_and_eager
 
 # Wide ranges, every one of them drawn (what a family-of-vehicles training distribution exercises)
 WIDE: dict[str, Any] = {
@@ -89,13 +88,7 @@ def test_the_same_seed_draws_the_same_vehicles_on_every_path():
 def test_the_native_step_restarts_episodes_with_the_distribution_as_the_eager_step_does():
     """Over a rollout with many crashes, the kernel's restarts (drawn in C++), states, observations and
     privileged observations equal the eager step's with every range of the distribution drawn."""
-    def batch(compile: bool | str) -> QuadrotorBatch:
-        config = make_config("hover", randomization={**WIDE, **NOISE_OFF})
-        made = QuadrotorBatch(config, 40, "torch", seed=2, compile=compile, autoreset=True, privileged=True)
-        made.reset()
-        return made
-
-    native, eager = batch("native"), batch(False)
+    native, eager = native_and_eager(make_config("hover", randomization={**WIDE, **NOISE_OFF}), 40, seed=2)
     rng = np.random.default_rng(0)
     restarts = 0
     for _ in range(150):
