@@ -50,6 +50,9 @@ SEED ?= 0
 TASK ?= hover
 TEACHERS ?=
 TEACHER_DIR := $(if $(TEACHERS),$(TEACHERS),$(RUN)/teachers)
+# each teacher keeps its latest checkpoint only (replay buffer included, 0.86 GB each; resume=<teacher run> goes on
+# from it): with the default three, a run took 5.1 GB
+TEACHER_CHECKPOINTS := checkpoint.keep=1
 STUDENT_VEHICLES := 'env_overrides={randomization: {motor_tau_scale: [0.0, 1.0]}}'
 train: $(STAMP)
 	@$(MAKE) --no-print-directory system-deps STRICT=0  # without them the export skips its STM32F405 check
@@ -61,10 +64,10 @@ train: $(STAMP)
 	else \
 	  mkdir -p $(RUN)/teachers; \
 	  echo "training the fast-rotor teacher in the background: $(RUN)/teachers/fast_rotors.log"; \
-	  $(PY) -m robo_rl.train +experiment=hover_family_fast_rotors seed=$(SEED) torch_threads=1 \
+	  $(PY) -m robo_rl.train +experiment=hover_family_fast_rotors seed=$(SEED) torch_threads=1 $(TEACHER_CHECKPOINTS) \
 	    logging.progress_bar=false hydra.run.dir=$(RUN)/teachers/fast_rotors > $(RUN)/teachers/fast_rotors.log 2>&1 & \
 	  fast=$$!; trap 'kill $$fast 2>/dev/null' INT TERM; \
-	  $(PY) -m robo_rl.train +experiment=hover_family seed=$(SEED) torch_threads=1 \
+	  $(PY) -m robo_rl.train +experiment=hover_family seed=$(SEED) torch_threads=1 $(TEACHER_CHECKPOINTS) \
 	    hydra.run.dir=$(RUN)/teachers/family || { kill $$fast 2>/dev/null; exit 1; }; \
 	  echo "waiting for the fast-rotor teacher"; \
 	  wait $$fast || { echo "the fast-rotor teacher failed: see $(RUN)/teachers/fast_rotors.log" >&2; exit 1; }; \
