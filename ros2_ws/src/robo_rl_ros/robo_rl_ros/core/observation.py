@@ -1,10 +1,11 @@
 """The policy's observation vector, assembled from the vehicle state exactly as the bundle's layout says.
 
 Quadrotor fields (sim/quadrotor/observation.py, sim/quadrotor/core.py): position_error (3, world, position
-minus reference, scaled down to the training env's position_error_limit where longer), rotation_matrix (9, body to world, row-major), velocity_error (3, world), angular_velocity
-(3, body rates), action_history (4 k: the last k commanded actions, most recent first, M1..M4 each) and
-state_history (6 h: the velocity error and body rates of the previous h observations, most recent first; at an
-episode's start, here when the policy takes over, every entry holds the first observation's).
+minus reference, scaled down to the training env's position_error_limit where longer), rotation_matrix (9, body
+to world, row-major), velocity_error (3, world), angular_velocity (3, body rates), action_history (4 k: the last
+k commanded actions, most recent first, M1..M4 each) and state_history (6 h: the velocity error and body rates of
+the previous h observations, most recent first; at an episode's start, here when the policy takes over, every
+entry holds the first observation's).
 """
 
 from __future__ import annotations
