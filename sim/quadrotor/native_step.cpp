@@ -335,13 +335,14 @@ constexpr int STATE_ROWS = 6, STATE_FIRST = 12;  // observation.STATE_HISTORY_FI
 constexpr int STATE_HISTORY_ROW = 18 + 4 * ACTION_HISTORY;  // the observation's first state-history row
 inline void write_fields(const Block& b, const Rows& observation, const Fields& f, const Rows& noise,
                          V observed[STATE_ROWS]) {
-  V value[18];
-  for (int j = 0; j < 18; ++j) value[j] = NOISE ? f.value[j] + b.load(noise, j) * NOISE_STD[j] : f.value[j];
-  V error[3] = {value[0], value[1], value[2]};
-  observed_position_error(error, value);  // the config's position_error_limit, noise included
-  for (int j = 0; j < 18; ++j) {
-    b.store(observation, j, value[j]);
-    if (j >= STATE_FIRST && j < STATE_FIRST + STATE_ROWS) observed[j - STATE_FIRST] = value[j];
+  V error[3], limited[3];
+  for (int j = 0; j < 3; ++j) error[j] = NOISE ? f.value[j] + b.load(noise, j) * NOISE_STD[j] : f.value[j];
+  observed_position_error(error, limited);  // the config's position_error_limit, noise included
+  for (int j = 0; j < 3; ++j) b.store(observation, j, limited[j]);
+  for (int j = 3; j < 18; ++j) {
+    const V value = NOISE ? f.value[j] + b.load(noise, j) * NOISE_STD[j] : f.value[j];
+    b.store(observation, j, value);
+    if (j >= STATE_FIRST && j < STATE_FIRST + STATE_ROWS) observed[j - STATE_FIRST] = value;
   }
 }
 
