@@ -76,12 +76,20 @@ train: $(STAMP)
 	  $(STUDENT_VEHICLES) task=$(TASK) difficulty=1.0 seed=$(SEED) hydra.run.dir=$(RUN)
 	$(PY) -m robo_rl.export run=$(RUN)
 
-# One hover policy per named vehicle (configs/experiment/specialist.yaml) into outputs/specialists/<vehicle>:
-# the ceilings the robustness suite prints (python -m robo_rl.robustness run=<run> specialists_dir=outputs/specialists).
+# The ceilings the robustness suite prints (python -m robo_rl.robustness run=<run> specialists_dir=outputs/specialists):
+# per named vehicle, a hover policy trained on it alone (configs/experiment/specialist.yaml) across the suite's
+# latencies into outputs/specialists/<vehicle>, and one per latency in SPECIALIST_LATENCIES into
+# outputs/specialists/<vehicle>-latency<k> (one trained at 30 ms flies it where the first flies none); each cell's
+# ceiling is the best of them. 500k env steps each, 2-4 min here; SPECIALIST_LATENCIES= for the first kind only.
+SPECIALIST_LATENCIES ?= 0 1 2 3
 specialists: $(STAMP)
 	for vehicle in $$($(PY) -c "from sim.quadrotor.model import VEHICLES; print(*VEHICLES)"); do \
 	  $(PY) -m robo_rl.train +experiment=specialist +env.overrides.vehicle=$$vehicle \
-	    hydra.run.dir=outputs/specialists/$$vehicle $(ARGS) || exit 1; done
+	    hydra.run.dir=outputs/specialists/$$vehicle $(ARGS) || exit 1; \
+	  for latency in $(SPECIALIST_LATENCIES); do \
+	    $(PY) -m robo_rl.train +experiment=specialist +env.overrides.vehicle=$$vehicle \
+	      "env.overrides.randomization.latency_steps=[$$latency,$$latency]" \
+	      hydra.run.dir=outputs/specialists/$$vehicle-latency$$latency $(ARGS) || exit 1; done; done
 
 bench: $(STAMP)
 	$(PY) bench/sim_speed.py

@@ -7,7 +7,9 @@ from the run's own training distribution with a seed that no training uses. Ever
 starts from the same states, and every wind cell of it meets the same forces, so that cells compare
 episode by episode. A specialist (a run trained on one vehicle alone, `specialists: {vehicle: run dir}`)
 flies its own vehicle's cells in the same command and is printed next to each success rate as the ceiling
-of what that vehicle reaches from those starts.
+of what that vehicle reaches from those starts. A vehicle may have specialists for one latency each as well
+(`{vehicle}-latency{k}: run dir`): a policy trained at one latency flies it better than one trained across
+them, so each cell's ceiling is the best of the vehicle's specialists that fly it.
 
 Prints the table and PASS/FAIL lines against the suite's `targets`, and writes robustness.json and
 robustness.png (a heatmap) into the command's folder under `<run>/robustness/`. configs/robustness.yaml
@@ -19,6 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 import time
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
@@ -77,7 +80,7 @@ class Suite:
     seed: int  # start states and wind forces of the named-vehicle cells
     held_out_episodes: int
     held_out_seed: int
-    specialists: dict[str, str]  # vehicle -> run dir
+    specialists: dict[str, str]  # vehicle (every latency) or `{vehicle}-latency{k}` (latency k only) -> run dir
     targets: Targets
     firmware_limits: bool = True  # each named vehicle's flight-firmware thrust limits (Vehicle.firmware_thrust_*)
     held_out_start_set: str | None = None  # None: the run's own training starts
@@ -118,16 +121,22 @@ def suite_from_config(cfg: DictConfig | Mapping[str, Any]) -> Suite:
         except ConfigError as error:
             raise ConfigError(f"start_sets.{name}: {error}") from None
     specialists = {str(k): str(v) for k, v in (cfg.get("specialists") or {}).items()}
-    if cfg.get("specialists_dir"):  # one run per vehicle, named by it (make specialists); given ones win
+    if cfg.get("specialists_dir"):  # runs named by vehicle and latency (make specialists); given ones win
         folder = Path(cfg["specialists_dir"])
         if not folder.is_dir():
             raise ConfigError(f"specialists_dir={folder}: no such folder (make specialists trains one run per vehicle there)")
-        found = {name: str(folder / name) for name in vehicles if (folder / name / "config.yaml").is_file()}
+        names = [specialist_name(v, lat) for v in vehicles for lat in (None, *latencies)]
+        found = {name: str(folder / name) for name in names if (folder / name / "config.yaml").is_file()}
         specialists = {**found, **specialists}
     for name, folder in specialists.items():
-        if name not in vehicles:
+        vehicle, latency = specialist_cells(name)
+        if vehicle not in vehicles:
             known = ", ".join(vehicles)
-            raise ConfigError(f"specialists.{name}: not a vehicle of this suite; its vehicles: {known}")
+            raise ConfigError(f"specialists.{name}: not a vehicle of this suite (or <vehicle>-latency<k>); its "
+                              f"vehicles: {known}")
+        if latency is not None and latency not in latencies:
+            raise ConfigError(f"specialists.{name}: latency {latency} is not one of the suite's latency_steps "
+                              f"{list(latencies)}")
         check_run(folder, option=f"specialists.{name}")
     task = cfg.get("task")
     if task is not None:
@@ -138,6 +147,18 @@ def suite_from_config(cfg: DictConfig | Mapping[str, Any]) -> Suite:
                  int(cfg["held_out"]["episodes"]), int(cfg["held_out"]["seed"]), specialists, targets,
                  bool(True if cfg.get("firmware_limits") is None else cfg["firmware_limits"]),
                  _held_out_start_set(cfg["held_out"].get("start_set"), start_sets), task)
+
+
+def specialist_name(vehicle: str, latency: int | None) -> str:
+    """The name (key of `specialists`, folder under `specialists_dir`) of a vehicle's specialist for every
+    latency (None) or for one."""
+    return vehicle if latency is None else f"{vehicle}-latency{latency}"
+
+
+def specialist_cells(name: str) -> tuple[str, int | None]:
+    """The vehicle and latency (None: every latency) whose cells the specialist called `name` flies."""
+    match = re.fullmatch(r"(.+)-latency(\d+)", name)
+    return (name, None) if match is None else (match.group(1), int(match.group(2)))
 
 
 def _held_out_start_set(name: Any, start_sets: Mapping[str, Any]) -> str | None:
@@ -259,13 +280,17 @@ def run_suite(run: str | Path, suite: Suite, checkpoint: str | None = "best", de
     check_quadrotor_env(run_cfg.env.id, f"run={run}")
     cells = suite.cells()
     results = evaluate_cells(state, run_cfg, lambda o: agent.act(o, deterministic=True), cells, suite, device_)
-    specialist_results: dict[Cell, dict[str, Any]] = {}
+    specialist_results: dict[Cell, dict[str, Any]] = {}  # each cell: the best of the specialists that fly it
     specialist_checkpoints: dict[str, str] = {}
-    for vehicle, folder in suite.specialists.items():
+    for name, folder in suite.specialists.items():
+        vehicle, latency = specialist_cells(name)
         s_state, s_cfg, s_agent = _load_flying(folder, "best", device_, suite.task)
-        specialist_checkpoints[vehicle] = str(s_state["path"])
-        specialist_results.update(evaluate_cells(s_state, s_cfg, lambda o, a=s_agent: a.act(o, deterministic=True),
-                                                 suite.cells([vehicle]), suite, device_))
+        specialist_checkpoints[name] = str(s_state["path"])
+        flown = [cell for cell in suite.cells([vehicle]) if latency in (None, cell.latency_steps)]
+        for cell, result in evaluate_cells(s_state, s_cfg, lambda o, a=s_agent: a.act(o, deterministic=True),
+                                           flown, suite, device_).items():
+            if cell not in specialist_results or result["success_rate"] > specialist_results[cell]["success_rate"]:
+                specialist_results[cell] = {**result, "specialist": name}
     held_out = None
     if suite.held_out_episodes:
         starts = {} if suite.held_out_start_set is None else {
@@ -286,7 +311,8 @@ def run_suite(run: str | Path, suite: Suite, checkpoint: str | None = "best", de
         r, s = results[cell], specialist_results.get(cell)
         rows.append({**dataclasses.asdict(cell), "success_rate": r["success_rate"], "mean_return": r["mean_return"],
                      "mean_length": r["mean_length"],
-                     "specialist_success_rate": None if s is None else s["success_rate"]})
+                     "specialist_success_rate": None if s is None else s["success_rate"],
+                     "specialist": None if s is None else s["specialist"]})
     report = {
         "run": str(run), "checkpoint": str(state["path"]), "env_id": str(run_cfg.env.id), "task": suite.task,
         "trained_env_steps": int(state["counters"]["env_steps"]),
@@ -378,16 +404,17 @@ def target_checks(report: Mapping[str, Any], suite: Suite) -> list[dict[str, Any
         if t.specialist_start_set not in suite.start_sets:
             checks.append({"check": name, "status": "n/a", "detail": "not in this suite"})
             continue
-        if vehicle not in suite.specialists:
+        rows = [r for r in report["cells"] if r["vehicle"] == vehicle and r["start_set"] == t.specialist_start_set
+                and r["specialist_success_rate"] is not None]
+        if not rows:
             checks.append({"check": name, "status": "n/a", "detail": f"no specialist (specialists.{vehicle}=<run>)"})
             continue
-        rows = [r for r in report["cells"] if r["vehicle"] == vehicle and r["start_set"] == t.specialist_start_set]
         worst = max(rows, key=lambda r: r["specialist_success_rate"] - r["success_rate"])
         gap = worst["specialist_success_rate"] - worst["success_rate"]
         checks.append({"check": name, "status": "PASS" if gap <= t.specialist_gap + 1e-9 else "FAIL",
                        "detail": f"largest gap {100 * gap:+.0f} points: {100 * worst['success_rate']:.0f}% vs "
-                                 f"{100 * worst['specialist_success_rate']:.0f}% (latency {worst['latency_steps']}"
-                                 f"{', wind' if worst['wind'] else ''})"})
+                                 f"{100 * worst['specialist_success_rate']:.0f}% of {worst['specialist']} (latency "
+                                 f"{worst['latency_steps']}{', wind' if worst['wind'] else ''})"})
     held_out = report.get("held_out")
     name = f"held-out vehicles from the training distribution: >= {100 * t.held_out:.0f}%"
     if held_out is None:

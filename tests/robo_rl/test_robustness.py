@@ -44,7 +44,9 @@ def _copy_run(run: Path, to: Path) -> Path:
 def test_the_suite_prints_its_table_and_writes_json_and_a_heatmap(trained_run, tmp_path):
     run = _copy_run(trained_run, tmp_path / "run")
     specialist = _copy_run(trained_run, tmp_path / "specialist")  # the same policy: its numbers must match
-    result = _commands([[f"run={run}", *SMALL, f"+specialists.crazyflie_rltools={specialist}"]])
+    # crazyflie_l2f_paper has a specialist for latency 2 only: it flies those cells alone
+    result = _commands([[f"run={run}", *SMALL, f"+specialists.crazyflie_rltools={specialist}",
+                         f"+specialists.crazyflie_l2f_paper-latency2={specialist}"]])
     assert result.stderr.strip().endswith("status 0"), result.stderr[-3000:]
     out = result.stdout
     folders = list((run / "robustness").iterdir())
@@ -59,10 +61,12 @@ def test_the_suite_prints_its_table_and_writes_json_and_a_heatmap(trained_run, t
         for lat in (0, 2) for w in (False, True)}
     for cell in cells:
         assert 0.0 <= cell["success_rate"] <= 1.0 and 1 <= cell["mean_length"] <= 500
-        if cell["vehicle"] == "crazyflie_rltools":  # flown by its specialist, here the same policy
+        if cell["vehicle"] == "crazyflie_rltools" or cell["latency_steps"] == 2:  # specialists: the same policy
             assert cell["specialist_success_rate"] == cell["success_rate"]
+            assert cell["specialist"] == ("crazyflie_rltools" if cell["vehicle"] == "crazyflie_rltools"
+                                          else "crazyflie_l2f_paper-latency2")
         else:
-            assert cell["specialist_success_rate"] is None
+            assert cell["specialist_success_rate"] is None and cell["specialist"] is None
     assert report["held_out"]["episodes"] == 10 and report["held_out"]["seed"] == 777777
     assert report["held_out"]["start_set"] is None and report["suite"]["firmware_limits"] is True
     assert report["suite"]["episodes"] == 10 and report["suite"]["latency_steps"] == [0, 2]
@@ -74,7 +78,7 @@ def test_the_suite_prints_its_table_and_writes_json_and_a_heatmap(trained_run, t
     first = next(c for c in cells if c["vehicle"] == "crazyflie_rltools" and c["start_set"] == "l2f")
     rate = round(100 * first["success_rate"])
     assert f"{rate} / {rate}" in rows["crazyflie_rltools l2f"]
-    assert "/" not in rows["crazyflie_l2f_paper moderate"].split("moderate", 1)[1]
+    assert rows["crazyflie_l2f_paper moderate"].split("moderate", 1)[1].count("/") == 2  # latency 2, +- wind
     assert f"held-out vehicles (the run's training distribution, seed 777777, the run's own starts): " \
            f"{100 * report['held_out']['success_rate']:.0f}% over 10 episodes" in out
     # each held-out vehicle's drawn parameters and outcome, and the success per group of each parameter
@@ -87,11 +91,12 @@ def test_the_suite_prints_its_table_and_writes_json_and_a_heatmap(trained_run, t
     for label in ("latency [steps]", "thrust-to-weight", "rotor fall [ms]", "rotor rise [ms]", "mass [g]", "wind [N]"):
         assert f"  by {label}: " in out
 
-    # the targets: latency 1 is not in this suite; the specialist's check compares a policy with itself
+    # the targets: latency 1 is not in this suite; the specialists' checks compare a policy with itself
     checks = {c["check"]: c for c in report["checks"]}
     assert all(c["status"] in ("PASS", "FAIL", "n/a") for c in checks.values())
     assert checks["crazyflie_rltools: from l2f starts within 3 points of its specialist"]["status"] == "PASS"
-    assert checks["crazyflie_l2f_paper: from l2f starts within 3 points of its specialist"]["status"] == "n/a"
+    l2f_paper = checks["crazyflie_l2f_paper: from l2f starts within 3 points of its specialist"]
+    assert l2f_paper["status"] == "PASS" and "of crazyflie_l2f_paper-latency2 (latency 2" in l2f_paper["detail"]
     moderate = "crazyflie_rltools: >= 95% from moderate starts at latency 0, 1, 2, with and without wind"
     assert checks[moderate]["status"] == "n/a"
     held_out = checks["held-out vehicles from the training distribution: >= 90%"]
@@ -116,6 +121,8 @@ def test_bad_input_is_one_line_and_creates_nothing(trained_run, tmp_path):
         ([f"run={not_a_run}"], f"error: run={not_a_run} is not a training run directory"),
         ([f"run={run}", "vehicles=[crazyflie_rltools,crazyflie_x]"], "error: vehicles: unknown vehicle 'crazyflie_x'"),
         ([f"run={run}", "+specialists.crazyflie_x=" + str(run)], "error: specialists.crazyflie_x: not a vehicle"),
+        ([f"run={run}", f"+specialists.crazyflie_rltools-latency5={run}"],
+         "error: specialists.crazyflie_rltools-latency5: latency 5 is not one of the suite's latency_steps [0, 1, 2, 3]"),
         ([f"run={run}", f"+specialists.crazyflie_rltools={not_a_run}"],
          f"error: specialists.crazyflie_rltools={not_a_run} is not a training run directory"),
         ([f"run={run}", "start_sets.moderate.max_tilt_deg=400"],
@@ -200,15 +207,20 @@ def test_the_suite_config_names_every_vehicle_unless_told():
 
 
 def test_specialists_dir_finds_one_run_per_vehicle_and_given_specialists_win(trained_run, tmp_path):
-    """`make specialists` leaves outputs/specialists/<vehicle>; the suite takes the runs it finds there."""
+    """`make specialists` leaves outputs/specialists/<vehicle> and <vehicle>-latency<k>; the suite takes the runs it
+    finds there for its vehicles and latencies."""
     folder = tmp_path / "specialists"
     rltools = _copy_run(trained_run, folder / "crazyflie_rltools")
+    late = _copy_run(trained_run, folder / "crazyflie_l2f_paper-latency3")
+    _copy_run(trained_run, folder / "crazyflie_l2f_paper-latency7")  # no latency of this suite
     other = _copy_run(trained_run, tmp_path / "other")
     cfg = OmegaConf.load(CONFIG)
     cfg.run, cfg.specialists_dir = "unused", str(folder)
-    assert suite_from_config(cfg).specialists == {"crazyflie_rltools": str(rltools)}  # vehicles without a run: none
+    assert suite_from_config(cfg).specialists == {"crazyflie_rltools": str(rltools),
+                                                  "crazyflie_l2f_paper-latency3": str(late)}
     cfg.specialists = {"crazyflie_rltools": str(other)}
-    assert suite_from_config(cfg).specialists == {"crazyflie_rltools": str(other)}
+    assert suite_from_config(cfg).specialists == {"crazyflie_rltools": str(other),
+                                                  "crazyflie_l2f_paper-latency3": str(late)}
     cfg.specialists, cfg.specialists_dir = None, str(tmp_path / "missing")
     with pytest.raises(ConfigError, match="specialists_dir=.*missing: no such folder"):
         suite_from_config(cfg)
