@@ -1,8 +1,9 @@
 """Distill a teacher into a deployable student: `python -m robo_rl.distill teacher=<run dir>`.
 
 The teacher is a run, typically trained with `env.privileged_actor=true` (its policy reads the drawn vehicle's
-parameters; any other run's policy reads the student's own observation). A second teacher,
-`fast_rotor_teacher=<run>`, labels the vehicles whose rotors respond faster than `fast_rotor_tau`. The student
+parameters; any other run's policy reads the student's own observation). Two more teachers may label a share of
+the vehicles: `fast_rotor_teacher=<run>` those whose rotors respond faster than `fast_rotor_tau`, and
+`latency_teacher=<run>` those whose commands act `latency_from` or more control steps late. The student
 is a policy of the same env that sees only what the vehicle measures, with the histories its env config gives
 it, fitted by DAgger (robo_rl.agents.distillation) in `num_envs` simulated vehicles drawn from the teacher's
 distribution at the difficulty the teacher reached. `task=<quadrotor task>` has the student (and the teachers'
@@ -50,20 +51,21 @@ def check_teacher(run: Any, checkpoint: str | None = "last", role: str = "teache
     return folder
 
 
-def check_fast_rotor_teacher(run: Any, checkpoint: str | None, teacher: Any) -> str:
-    """`run` if it can label fast-rotor vehicles for `teacher`'s student: a run holding `checkpoint` whose
-    policy reads the student's observation (the teacher's env, no privileged actor); else a CheckpointError."""
-    folder = check_teacher(run, checkpoint, role="fast_rotor_teacher")
+def check_labelling_teacher(run: Any, checkpoint: str | None, teacher: Any, role: str) -> str:
+    """`run` if it can label a share of `teacher`'s student's vehicles (the option `role` names it): a run
+    holding `checkpoint` whose policy reads the student's observation (the teacher's env, no privileged actor);
+    else a CheckpointError."""
+    folder = check_teacher(run, checkpoint, role=role)
     own, theirs = (OmegaConf.load(Path(str(f)) / "config.yaml").env for f in (folder, teacher))
     if own.get("privileged_actor", False):
-        raise CheckpointError(f"fast_rotor_teacher={run} was trained with env.privileged_actor=true; it must read "
+        raise CheckpointError(f"{role}={run} was trained with env.privileged_actor=true; it must read "
                               "the student's observation")
     if own.id != theirs.id:
-        raise CheckpointError(f"fast_rotor_teacher={run} flies {own.id}, teacher={teacher} flies {theirs.id}")
+        raise CheckpointError(f"{role}={run} flies {own.id}, teacher={teacher} flies {theirs.id}")
     from sim.registration import QUADROTOR_ENV_IDS
 
-    if theirs.id not in QUADROTOR_ENV_IDS:  # only quadrotors have rotor time constants to route by
-        raise CheckpointError(f"fast_rotor_teacher= needs a quadrotor teacher; teacher={teacher} flies {theirs.id}")
+    if theirs.id not in QUADROTOR_ENV_IDS:  # only quadrotors have rotor time constants and latency to route by
+        raise CheckpointError(f"{role}= needs a quadrotor teacher; teacher={teacher} flies {theirs.id}")
     return folder
 
 
@@ -71,6 +73,11 @@ def fast_rotors(params: dict[str, Any], tau: float) -> np.ndarray:
     """Which vehicles (rows of `info["params"]`) have rotors whose rise and fall time constants are both below
     `tau` [s]."""
     return (np.asarray(params["motor_tau_rise"]).reshape(-1) < tau) & (np.asarray(params["motor_tau_fall"]).reshape(-1) < tau)
+
+
+def long_latency(params: dict[str, Any], steps: int) -> np.ndarray:
+    """Which vehicles (rows of `info["params"]`) act on their commands at least `steps` control steps late."""
+    return np.asarray(params["latency_steps"]).reshape(-1) >= steps
 
 
 def teacher_difficulty(teacher_cfg: DictConfig, level: int) -> float | None:
@@ -132,8 +139,8 @@ class Distiller:
         self.eval_env = make_vector_env(self.student_env_cfg, int(cfg.eval.episodes), self.device)
         self.teacher_eval_env = make_vector_env(teacher_env_cfg, int(cfg.eval.episodes), self.device)
         self.spec = env_spec(self.env, flown.id)
-        self.fast_teacher_path: str | None = None
-        self.fast_teacher = self._load_fast_rotor_teacher() if cfg.fast_rotor_teacher is not None else None
+        self.fast_teacher, self.fast_teacher_path = self._load_labelling_teacher("fast_rotor_teacher", "fast_rotor_checkpoint")
+        self.latency_teacher, self.latency_teacher_path = self._load_labelling_teacher("latency_teacher", "latency_checkpoint")
         agent_cfg = dict(state["agent_config"], actor_average_rate=0.0, compile=False)
         if cfg.student.actor_hidden is not None:
             agent_cfg["actor_hidden"] = list(cfg.student.actor_hidden)
@@ -148,6 +155,7 @@ class Distiller:
             "env": self.student_env_cfg, "agent": agent_cfg, "seed": int(cfg.seed), "curriculum": {"levels": []},
             "distill": {"teacher": str(cfg.teacher), "teacher_checkpoint": self.teacher_path,
                         "fast_rotor_teacher_checkpoint": self.fast_teacher_path,
+                        "latency_teacher_checkpoint": self.latency_teacher_path,
                         "difficulty": self.difficulty, **OmegaConf.to_container(cfg, resolve=True)}})
         self.env_steps = self.updates = 0
         self.wall_seconds = 0.0
@@ -158,17 +166,18 @@ class Distiller:
 
             self.writer = SummaryWriter(str(self.run_dir / "tensorboard"))
 
-    def _load_fast_rotor_teacher(self) -> Any:
-        """The fast-rotor teacher's policy; it must read the student's observation."""
+    def _load_labelling_teacher(self, option: str, checkpoint_option: str) -> tuple[Any, str | None]:
+        """The policy and checkpoint path of the teacher that option `option` names for a share of the vehicles
+        (None, None without one); it must read the student's observation."""
         cfg = self.cfg
-        folder = check_fast_rotor_teacher(cfg.fast_rotor_teacher, cfg.fast_rotor_checkpoint, cfg.teacher)
-        state, _, policy = load_policy(folder, cfg.fast_rotor_checkpoint, self.device)
+        if cfg[option] is None:
+            return None, None
+        folder = check_labelling_teacher(cfg[option], cfg[checkpoint_option], cfg.teacher, option)
+        state, _, policy = load_policy(folder, cfg[checkpoint_option], self.device)
         if policy.obs_dim != self.spec["observation_size"]:
-            raise CheckpointError(f"fast_rotor_teacher={cfg.fast_rotor_teacher} reads {policy.obs_dim} inputs, the "
-                                  f"student's observation has {self.spec['observation_size']} (another env "
-                                  "config's histories)")
-        self.fast_teacher_path = state["path"]
-        return policy
+            raise CheckpointError(f"{option}={cfg[option]} reads {policy.obs_dim} inputs, the student's "
+                                  f"observation has {self.spec['observation_size']} (another env config's histories)")
+        return policy, str(state["path"])
 
     def run(self) -> dict[str, Any]:
         """Distill for `iterations`; returns the summary (also written to summary.json)."""
@@ -212,6 +221,9 @@ class Distiller:
         for _ in range(int(self.cfg.rollout_steps)):
             obs_t, teacher_t = as_tensor(obs, self.device), as_tensor(teacher_obs, self.device)
             target = self.teacher.act(teacher_t, deterministic=True)
+            if self.latency_teacher is not None:
+                target = torch.where(self.late_rows, self.latency_teacher.act(obs_t, deterministic=True), target)
+            # the fast-rotor teacher trained across every latency: its vehicles are its own at any latency
             if self.fast_teacher is not None:
                 target = torch.where(self.fast_rows, self.fast_teacher.act(obs_t, deterministic=True), target)
             self.dataset.add(obs_t, target)
@@ -226,11 +238,16 @@ class Distiller:
         return obs, teacher_obs
 
     def _route(self, info: dict[str, Any]) -> None:
-        """Which envs' vehicles the fast-rotor teacher labels, from the episode parameters that reset and
-        restarting steps report."""
-        if self.fast_teacher is not None and "params" in info:
+        """Which envs' vehicles the fast-rotor and the latency teachers label, from the episode parameters that
+        reset and restarting steps report."""
+        if "params" not in info:
+            return
+        if self.fast_teacher is not None:
             rows = fast_rotors(info["params"], float(self.cfg.fast_rotor_tau))
             self.fast_rows = torch.as_tensor(rows, device=self.device)[:, None]
+        if self.latency_teacher is not None:
+            rows = long_latency(info["params"], int(self.cfg.latency_from))
+            self.late_rows = torch.as_tensor(rows, device=self.device)[:, None]
 
     def _fit(self) -> float:
         """`updates_per_iteration` regression steps on the aggregated data; the mean loss."""
@@ -276,6 +293,7 @@ class Distiller:
                    "updates": self.updates, "wall_seconds": self.wall_seconds, "teacher": str(self.cfg.teacher),
                    "teacher_success_rate": self.teacher_result["success_rate"], "difficulty": self.difficulty,
                    "fast_rotor_teacher": None if self.fast_teacher is None else str(self.cfg.fast_rotor_teacher),
+                   "latency_teacher": None if self.latency_teacher is None else str(self.cfg.latency_teacher),
                    "final": self.history[-1], "history": self.history, "run_dir": str(self.run_dir)}
         (self.run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
         return summary

@@ -156,15 +156,19 @@ def check_options(cfg: DictConfig, command: str, require_all: bool = True) -> No
         suite_from_config(cfg)
     if command == "distill":
         from robo_rl.checkpoint import CheckpointError
-        from robo_rl.distill import check_env_overrides, check_fast_rotor_teacher, check_teacher
+        from robo_rl.distill import check_env_overrides, check_labelling_teacher, check_teacher
 
         try:
             check_teacher(cfg.teacher, cfg.checkpoint)
-            if cfg.fast_rotor_teacher is not None:
-                check_fast_rotor_teacher(cfg.fast_rotor_teacher, cfg.fast_rotor_checkpoint, cfg.teacher)
+            for option, checkpoint in (("fast_rotor_teacher", "fast_rotor_checkpoint"),
+                                       ("latency_teacher", "latency_checkpoint")):
+                if cfg[option] is not None:
+                    check_labelling_teacher(cfg[option], cfg[checkpoint], cfg.teacher, option)
         except CheckpointError as error:
             raise ConfigError(str(error)) from None
         check_env_overrides(cfg.teacher, cfg.env_overrides, cfg.task)
+        if not isinstance(cfg.latency_from, int) or isinstance(cfg.latency_from, bool) or cfg.latency_from < 1:
+            raise ConfigError(f"latency_from must be a whole number of control steps >= 1, got {cfg.latency_from!r}")
         if cfg.student.actor_hidden is not None and (not cfg.student.actor_hidden
                                                      or min(cfg.student.actor_hidden) < 1):
             raise ConfigError(f"student.actor_hidden must be a list of positive layer widths, got "

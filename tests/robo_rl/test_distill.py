@@ -1,6 +1,6 @@
 """Teacher-student distillation: the student imitates a privileged teacher from its own observations and is a
 run that evaluation and export take like any other; a fast-rotor teacher labels exactly the vehicles whose rotors
-respond fast; a privileged teacher is never exported."""
+respond fast, a latency teacher the late ones; a privileged teacher is never exported."""
 
 from __future__ import annotations
 
@@ -139,12 +139,56 @@ def test_the_fast_rotor_teacher_labels_exactly_the_fast_rotor_vehicles_that_env_
                               distiller.teacher.act(privileged, deterministic=True)[fast])
 
 
+class _Constant:
+    """A stand-in labelling teacher whose every action is `value`: which teacher labelled a row is then plain."""
+
+    def __init__(self, value: float):
+        self.value = value
+
+    def act(self, obs, deterministic=True):
+        return torch.full((len(obs), 4), self.value)
+
+
+def test_the_latency_teacher_labels_the_late_vehicles_and_the_fast_rotor_teacher_keeps_its_own_at_any_latency(
+        teacher_run, student_run, tmp_path):
+    from hydra import compose, initialize_config_dir
+
+    from robo_rl.distill import Distiller, long_latency
+    from tests.robo_rl.quick import CONFIGS
+
+    assert long_latency({"latency_steps": [0, 2, 3, 5]}, 3).tolist() == [False, False, True, True]
+    with initialize_config_dir(config_dir=CONFIGS, version_base="1.3"):
+        cfg = compose(config_name="distill", overrides=[
+            f"teacher={teacher_run}", f"fast_rotor_teacher={student_run}", "fast_rotor_checkpoint=last",
+            f"latency_teacher={student_run}", "latency_checkpoint=last", "latency_from=2",
+            "env_overrides={randomization: {motor_tau_scale: [0.0, 1.0], latency_steps: [0, 3]}}",
+            "num_envs=64", "rollout_steps=1", "eval.episodes=4", "torch_threads=1", "logging.tensorboard=false"])
+    distiller = Distiller(cfg, tmp_path / "routed")
+    obs, info = distiller.env.reset(seed=3)
+    distiller._route(info)
+    fast, late = distiller.fast_rows[:, 0], distiller.late_rows[:, 0]
+    latency = torch.as_tensor(info["params"]["latency_steps"]).reshape(-1)
+    assert torch.equal(late, latency >= 2)
+    assert (late & ~fast).any() and (~late & ~fast).any() and fast.any()
+    distiller.fast_teacher, distiller.latency_teacher = _Constant(0.75), _Constant(0.25)
+    distiller._rollout(obs, info["privileged_obs"], teacher_share=1.0)
+    labels = distiller.dataset.action[:64]
+    assert torch.all(labels[fast] == 0.75)
+    assert torch.all(labels[late & ~fast] == 0.25)
+    family = distiller.teacher.act(torch.as_tensor(info["privileged_obs"]), deterministic=True)
+    assert torch.allclose(labels[~late & ~fast], family[~late & ~fast])
+
+
 def test_a_privileged_fast_rotor_teacher_and_invalid_env_overrides_are_refused_with_one_line_before_any_folder(teacher_run, tmp_path):
-    refused = _distill(teacher_run, tmp_path / "student", f"fast_rotor_teacher={teacher_run}")
-    assert refused.returncode == 2, refused.stderr[-2000:]
-    assert "was trained with env.privileged_actor=true" in refused.stderr
-    assert len(refused.stderr.strip().splitlines()) == 1
-    assert not (tmp_path / "student").exists()
+    for option in ("fast_rotor_teacher", "latency_teacher"):
+        refused = _distill(teacher_run, tmp_path / "student", f"{option}={teacher_run}")
+        assert refused.returncode == 2, refused.stderr[-2000:]
+        assert f"{option}={teacher_run} was trained with env.privileged_actor=true" in refused.stderr
+        assert len(refused.stderr.strip().splitlines()) == 1
+        assert not (tmp_path / "student").exists()
+    late = _distill(teacher_run, tmp_path / "student", "latency_from=0")
+    assert late.returncode == 2 and "latency_from must be a whole number of control steps >= 1" in late.stderr
+    assert len(late.stderr.strip().splitlines()) == 1 and not (tmp_path / "student").exists()
     wrong = _distill(teacher_run, tmp_path / "student", "env_overrides={randomization: {motor_tau_scale: [1.0, 0.5]}}")
     assert wrong.returncode == 2 and "motor_tau_scale must be a [low, high] range" in wrong.stderr
     assert len(wrong.stderr.strip().splitlines()) == 1 and not (tmp_path / "student").exists()
