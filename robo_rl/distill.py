@@ -39,6 +39,7 @@ from robo_rl.evaluate import load_policy
 from robo_rl.evaluation import as_tensor, evaluate_policy
 from robo_rl.plotting import plot_learning_curve
 from robo_rl.train import curriculum_levels, policy_state, seed_everything, select_device
+from sim.errors import ConfigError
 
 
 def check_teacher(run: Any, checkpoint: str | None = "last", role: str = "teacher") -> str:
@@ -99,12 +100,24 @@ def env_at(env_cfg: DictConfig, difficulty: float | None, privileged_actor: bool
     return OmegaConf.merge(plain, changes)
 
 
-def check_env_overrides(teacher: Any, overrides: Any, task: str | None = None) -> None:
-    """ConfigError unless `overrides` make a valid config of the teacher run's env (flying `task`)."""
+def check_env_overrides(teacher: Any, overrides: Any, task: str | None = None) -> Any:
+    """The student's env config: the teacher run's env (flying `task`) with `overrides`; ConfigError unless
+    they make a valid one."""
     from robo_rl.envs import check_env_config
 
     env_cfg = env_at(task_env(OmegaConf.load(Path(str(teacher)) / "config.yaml").env, task), None, False, overrides)
-    check_env_config(OmegaConf.to_container(env_cfg, resolve=True))
+    return check_env_config(OmegaConf.to_container(env_cfg, resolve=True))
+
+
+def check_latency_teacher_labels(config: Any, latency_from: int) -> None:
+    """ConfigError unless the student's vehicles (env `config`) include some that act `latency_from` or more
+    control steps late, which a latency teacher labels: without them it would teach nothing."""
+    randomization = config.randomization
+    most = int(randomization.latency_steps[1]) if randomization.enabled else 0
+    if most < latency_from:
+        raise ConfigError(f"latency_teacher labels the vehicles at latency_from={latency_from} or more control steps, "
+                          f"but the student's vehicles act at most {most} late: widen them, e.g. "
+                          f"'env_overrides={{randomization: {{latency_steps: [0, {latency_from}]}}}}'")
 
 
 class Distiller:

@@ -156,7 +156,8 @@ def check_options(cfg: DictConfig, command: str, require_all: bool = True) -> No
         suite_from_config(cfg)
     if command == "distill":
         from robo_rl.checkpoint import CheckpointError
-        from robo_rl.distill import check_env_overrides, check_labelling_teacher, check_teacher
+        from robo_rl.distill import (check_env_overrides, check_labelling_teacher, check_latency_teacher_labels,
+                                     check_teacher)
 
         try:
             check_teacher(cfg.teacher, cfg.checkpoint)
@@ -166,9 +167,11 @@ def check_options(cfg: DictConfig, command: str, require_all: bool = True) -> No
                     check_labelling_teacher(cfg[option], cfg[checkpoint], cfg.teacher, option)
         except CheckpointError as error:
             raise ConfigError(str(error)) from None
-        check_env_overrides(cfg.teacher, cfg.env_overrides, cfg.task)
+        student_env = check_env_overrides(cfg.teacher, cfg.env_overrides, cfg.task)
         if not isinstance(cfg.latency_from, int) or isinstance(cfg.latency_from, bool) or cfg.latency_from < 1:
             raise ConfigError(f"latency_from must be a whole number of control steps >= 1, got {cfg.latency_from!r}")
+        if cfg.latency_teacher is not None:
+            check_latency_teacher_labels(student_env, cfg.latency_from)
         if cfg.student.actor_hidden is not None and (not cfg.student.actor_hidden
                                                      or min(cfg.student.actor_hidden) < 1):
             raise ConfigError(f"student.actor_hidden must be a list of positive layer widths, got "

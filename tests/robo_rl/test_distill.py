@@ -179,13 +179,19 @@ def test_the_latency_teacher_labels_the_late_vehicles_and_the_fast_rotor_teacher
     assert torch.allclose(labels[~late & ~fast], family[~late & ~fast])
 
 
-def test_a_privileged_fast_rotor_teacher_and_invalid_env_overrides_are_refused_with_one_line_before_any_folder(teacher_run, tmp_path):
+def test_a_privileged_fast_rotor_teacher_and_invalid_env_overrides_are_refused_with_one_line_before_any_folder(
+        teacher_run, student_run, tmp_path):
     for option in ("fast_rotor_teacher", "latency_teacher"):
         refused = _distill(teacher_run, tmp_path / "student", f"{option}={teacher_run}")
         assert refused.returncode == 2, refused.stderr[-2000:]
         assert f"{option}={teacher_run} was trained with env.privileged_actor=true" in refused.stderr
         assert len(refused.stderr.strip().splitlines()) == 1
         assert not (tmp_path / "student").exists()
+    # a latency teacher for vehicles the student never flies (the quick teacher's act at most 1 step late) teaches nothing
+    idle = _distill(teacher_run, tmp_path / "student", f"latency_teacher={student_run}", "latency_checkpoint=last")
+    assert idle.returncode == 2, idle.stderr[-2000:]
+    assert "the student's vehicles act at most 1 late" in idle.stderr and len(idle.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "student").exists()
     late = _distill(teacher_run, tmp_path / "student", "latency_from=0")
     assert late.returncode == 2 and "latency_from must be a whole number of control steps >= 1" in late.stderr
     assert len(late.stderr.strip().splitlines()) == 1 and not (tmp_path / "student").exists()
