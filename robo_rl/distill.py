@@ -109,6 +109,19 @@ def check_env_overrides(teacher: Any, overrides: Any, task: str | None = None) -
     return check_env_config(OmegaConf.to_container(env_cfg, resolve=True))
 
 
+def check_reads_student_observation(student_env: Any, run: Any, task: str | None, option: str) -> None:
+    """ConfigError unless the labelling teacher `run` (given as `option`) observes as the student's env config
+    `student_env` does: the same past actions and states, so the same observation size."""
+    from sim.quadrotor.observation import quadrotor_layout
+
+    own = check_env_overrides(run, None, task)
+    sizes = [quadrotor_layout(c.action_history, c.state_history).size for c in (own, student_env)]
+    if sizes[0] != sizes[1]:
+        raise ConfigError(f"{option}={run} reads {sizes[0]} inputs ({own.action_history} past actions, "
+                          f"{own.state_history} past states), the student's observation has {sizes[1]} "
+                          f"({student_env.action_history}, {student_env.state_history}): train it with the same histories")
+
+
 def check_latency_teacher_labels(config: Any, latency_from: int) -> None:
     """ConfigError unless the student's vehicles (env `config`) include some that act `latency_from` or more
     control steps late, which a latency teacher labels: without them it would teach nothing."""

@@ -157,7 +157,7 @@ def check_options(cfg: DictConfig, command: str, require_all: bool = True) -> No
     if command == "distill":
         from robo_rl.checkpoint import CheckpointError
         from robo_rl.distill import (check_env_overrides, check_labelling_teacher, check_latency_teacher_labels,
-                                     check_teacher)
+                                     check_reads_student_observation, check_teacher)
 
         try:
             check_teacher(cfg.teacher, cfg.checkpoint)
@@ -170,6 +170,9 @@ def check_options(cfg: DictConfig, command: str, require_all: bool = True) -> No
         student_env = check_env_overrides(cfg.teacher, cfg.env_overrides, cfg.task)
         if not isinstance(cfg.latency_from, int) or isinstance(cfg.latency_from, bool) or cfg.latency_from < 1:
             raise ConfigError(f"latency_from must be a whole number of control steps >= 1, got {cfg.latency_from!r}")
+        for option in ("fast_rotor_teacher", "latency_teacher"):
+            if cfg[option] is not None:
+                check_reads_student_observation(student_env, cfg[option], cfg.task, option)
         if cfg.latency_teacher is not None:
             check_latency_teacher_labels(student_env, cfg.latency_from)
         if cfg.student.actor_hidden is not None and (not cfg.student.actor_hidden

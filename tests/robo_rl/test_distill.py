@@ -5,6 +5,7 @@ respond fast, a latency teacher the late ones; a privileged teacher is never exp
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 
@@ -192,6 +193,16 @@ def test_a_privileged_fast_rotor_teacher_and_invalid_env_overrides_are_refused_w
     assert idle.returncode == 2, idle.stderr[-2000:]
     assert "the student's vehicles act at most 1 late" in idle.stderr and len(idle.stderr.strip().splitlines()) == 1
     assert not (tmp_path / "student").exists()
+    # a labelling teacher that observes other histories than the student's (a run trained with another state history)
+    other = tmp_path / "other_histories"
+    shutil.copytree(student_run, other, ignore=shutil.ignore_patterns("tensorboard", "checkpoints"))
+    config = OmegaConf.load(other / "config.yaml")
+    config.env.overrides.state_history = 4
+    OmegaConf.save(config, other / "config.yaml")
+    wide = _distill(teacher_run, tmp_path / "student", f"fast_rotor_teacher={other}")
+    assert wide.returncode == 2, wide.stderr[-2000:]
+    assert f"fast_rotor_teacher={other} reads" in wide.stderr and "(8, 2): train it with the same histories" in wide.stderr
+    assert len(wide.stderr.strip().splitlines()) == 1 and not (tmp_path / "student").exists()
     late = _distill(teacher_run, tmp_path / "student", "latency_from=0")
     assert late.returncode == 2 and "latency_from must be a whole number of control steps >= 1" in late.stderr
     assert len(late.stderr.strip().splitlines()) == 1 and not (tmp_path / "student").exists()
