@@ -1,0 +1,367 @@
+"""How far per-vehicle teachers take one deployable hover student: RAPTOR's recipe, scaled to this machine.
+
+`make train`'s student trails the specialists from learning-to-fly starts by 16-46 points, and its family
+teacher fails the same starts. This script separates the two causes: the teachers' quality, and what the
+student cannot tell from its history about the vehicle it flies. Each student env flies one fixed vehicle,
+labelled by a teacher trained on that vehicle alone; the student (the family's 64-64 actor with 8 past
+actions and states) is fitted by DAgger (`robo_rl.agents.distillation`, `robo_rl.distill`'s settings: 40
+iterations of 100 steps, the teacher's share falling to 0 over 5). Two teacher sets:
+
+- `--teachers specialists`: the named vehicles' per-latency specialists (`make specialists`); an env at
+  latency k is labelled by its vehicle's `<vehicle>-latency<k>`. The teachers are the suite's own ceilings on
+  the suite's own vehicles: an upper bound, not a recipe. `--vehicle-id` also gives the student a one-hot of
+  its vehicle, which it could not have on a robot: the gap that remains without it is identification.
+- `--teachers pool`: `--pool-size` vehicles drawn from a family run's training distribution (`--family-run`,
+  at difficulty 1, drawn with `--pool-seed`), a specialist trained on each at latency 0 (`--pool-steps` env
+  steps, two at a time, into `--pool-dir`), those reaching `--min-success` kept. `--family-share` of the envs
+  fly the family run's own vehicles instead, labelled by its family and fast-rotor teachers. The named vehicles
+  are in no pool.
+
+The student flies the robustness suite's cells (`configs/robustness.yaml`, at the student's latencies) and, for
+a pool, 200 vehicles of the family at latency 0 from both start sets, next to the family run's own student.
+Prints the tables and writes bench/results/teacher_pool_<name>.json.
+
+    python bench/teacher_pool.py --teachers specialists --latency 0 3 [--vehicle-id] [--hidden 256 256]
+    python bench/teacher_pool.py --teachers pool --family-run outputs/lim-s0 [--family-share 0.5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+import torch
+from omegaconf import DictConfig, OmegaConf
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from robo_rl.agents.distillation import AggregatedDataset, DistillationConfig, StudentRegression  # noqa: E402
+from robo_rl.agents.sac import SAC, SACConfig  # noqa: E402
+from robo_rl.checkpoint import CheckpointError, require_run_dir  # noqa: E402
+from robo_rl.distill import fast_rotors  # noqa: E402
+from robo_rl.envs import env_spec, make_vector_env  # noqa: E402
+from robo_rl.evaluate import load_policy  # noqa: E402
+from robo_rl.evaluation import evaluate_policy  # noqa: E402
+from robo_rl.robustness import evaluate_cells, suite_from_config  # noqa: E402
+from sim.errors import ConfigError  # noqa: E402
+from sim.kernel_expr import ArrayMath  # noqa: E402
+from sim.quadrotor.model import VEHICLES  # noqa: E402
+from sim.quadrotor.observation import limited_position_error  # noqa: E402
+
+RESULTS = ROOT / "bench" / "results"
+DEVICE = torch.device("cpu")
+FAMILY_EPISODES, FAMILY_SEED = 200, 777777  # the suite's held-out seed
+
+
+class Group:
+    """Student envs that fly one vehicle (or the family) and the teacher that labels them."""
+
+    def __init__(self, name: str, env: Any, label: Callable[[torch.Tensor, dict], torch.Tensor], seed: int):
+        self.name, self.env, self.label = name, env, label
+        self.obs, info = env.reset(seed=seed)
+        self.obs = torch.as_tensor(self.obs)
+        self.params = info["params"]
+
+
+def teacher_input(policy: Any, position_error_limit: float) -> Callable[[torch.Tensor], torch.Tensor]:
+    """The teacher's observation from the student's: the student's leading entries (the same fields and action
+    history, the state history cut to the teacher's) with the teacher's own position error limit."""
+    m = ArrayMath(torch)
+
+    def project(obs: torch.Tensor) -> torch.Tensor:
+        obs = obs[:, : policy.obs_dim]
+        if not position_error_limit:
+            return obs
+        error = limited_position_error(m, [obs[:, k] for k in range(3)], position_error_limit)
+        return torch.cat([torch.stack(error, 1), obs[:, 3:]], 1)
+
+    return project
+
+
+def own_teacher(run: str | Path) -> Callable[[torch.Tensor, dict], torch.Tensor]:
+    """A labeller that asks `run`'s policy, whatever the env's parameters."""
+    _, cfg, policy = load_policy(run, "best", DEVICE)
+    project = teacher_input(policy, float(cfg.env.overrides.get("position_error_limit", 0.0)))
+    return lambda obs, params: policy.act(project(obs), deterministic=True)
+
+
+def env_with(env_cfg: DictConfig, **overrides: Any) -> DictConfig:
+    """`env_cfg` with `overrides` merged into its config overrides."""
+    return OmegaConf.merge(env_cfg, {"overrides": overrides})
+
+
+def specialist_groups(folder: Path, latencies: list[int], envs_per_vehicle: int,
+                      student: dict[str, Any]) -> list[Group]:
+    """One group per named vehicle flown at `latencies`, each env labelled by the vehicle's specialist at its latency."""
+    groups = []
+    for vehicle in VEHICLES:
+        runs = {k: folder / f"{vehicle}-latency{k}" for k in latencies}
+        missing = [str(r) for r in runs.values() if not (r / "best_policy.pt").is_file()]
+        if missing:
+            sys.exit(f"--specialists {folder}: missing {', '.join(missing)} (make specialists trains them)")
+        labellers = {k: own_teacher(run) for k, run in runs.items()}
+
+        def label(obs: torch.Tensor, params: dict, labellers: dict = labellers) -> torch.Tensor:
+            latency = torch.as_tensor(np.asarray(params["latency_steps"]).reshape(-1))
+            target = torch.empty(len(obs), 4)
+            for k, labeller in labellers.items():
+                rows = latency == k
+                if rows.any():
+                    target[rows] = labeller(obs[rows], params)
+            return target
+
+        cfg = env_with(OmegaConf.load(runs[latencies[0]] / "config.yaml").env, **student,
+                       randomization={"latency_steps": [min(latencies), max(latencies)]})
+        groups.append(Group(vehicle, make_vector_env(cfg, envs_per_vehicle, DEVICE), label, len(groups)))
+    return groups
+
+
+def draw_pool(run: Path, size: int, seed: int) -> list[dict[str, Any]]:
+    """`size` vehicles of a run's training distribution at difficulty 1: `vehicle_overrides` and a latency each."""
+    cfg = env_with(OmegaConf.load(run / "config.yaml").env, randomization={"difficulty": 1.0})
+    env = make_vector_env(cfg, size, DEVICE)
+    _, info = env.reset(seed=seed)
+    env.close()
+    p = {k: np.asarray(v) for k, v in info["params"].items()}
+    nominal = VEHICLES[str(cfg.overrides.get("vehicle", "crazyflie_l2f_paper"))]
+    return [{"mass": float(p["mass"][i]), "inertia": [float(x) for x in p["inertia"][i]],
+             "rotor_offset": float(nominal.rotor_offset * p["arm_scale"][i]),
+             "thrust_curve": [float(x) for x in p["thrust_curve"][i]],
+             "yaw_torque_ratio": float(np.abs(p["yaw_torque_coefficients"][i]).mean()),
+             "motor_tau_rise": float(p["motor_tau_rise"][i]), "motor_tau_fall": float(p["motor_tau_fall"][i]),
+             "latency_steps": int(p["latency_steps"][i])} for i in range(size)]
+
+
+def train_pool(pool: list[dict[str, Any]], folder: Path, steps: int, drawn_latency: bool) -> None:
+    """A specialist (configs/experiment/specialist.yaml) per pool vehicle not yet trained, two at a time, at the
+    vehicle's drawn latency or (drawn_latency false) at latency 0."""
+    def train(i: int) -> None:
+        run = folder / f"v{i}"
+        if (run / "summary.json").is_file():
+            return
+        vehicle = {k: v for k, v in pool[i].items() if k != "latency_steps"}
+        overrides = json.dumps(vehicle).replace('"', "")
+        latency = pool[i]["latency_steps"] if drawn_latency else 0
+        with open(folder / f"v{i}.log", "w") as log:
+            subprocess.run([sys.executable, "-m", "robo_rl.train", "+experiment=specialist",
+                            f"+env.overrides.vehicle_overrides={overrides}", f"env.overrides.randomization.latency_steps=[{latency},{latency}]",
+                            f"total_env_steps={steps}", "torch_threads=1", "logging.progress_bar=false",
+                            f"hydra.run.dir={run}"], check=True, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT)
+        # its checkpoints carry the replay buffer (about 250 MB each): the pool needs only the best policy
+        shutil.rmtree(run / "checkpoints", ignore_errors=True)
+        print(f"pool vehicle {i}: {json.loads((run / 'summary.json').read_text())['final']['success_rate']:.0%}", flush=True)
+
+    folder.mkdir(parents=True, exist_ok=True)
+    with ThreadPoolExecutor(2) as workers:
+        list(workers.map(train, range(len(pool))))
+
+
+def pool_groups(args: argparse.Namespace, student: dict[str, Any]) -> tuple[list[Group], list[int]]:
+    """One group per kept pool vehicle, plus the family's own vehicles for `--family-share`; the kept indices."""
+    pool = draw_pool(args.pool_from or args.family_run / "teachers" / "family", args.pool_size, args.pool_seed)
+    train_pool(pool, args.pool_dir, args.pool_steps, args.pool_latency == "drawn")
+    kept = [i for i in range(len(pool)) if max(h["success_rate"] for h in json.loads(
+        (args.pool_dir / f"v{i}" / "summary.json").read_text())["history"]) >= args.min_success]
+    per_vehicle = max(1, round(args.num_envs * (1 - args.family_share) / len(kept)))
+    groups = []
+    for i in kept:
+        run = args.pool_dir / f"v{i}"
+        cfg = env_with(OmegaConf.load(run / "config.yaml").env, **student)  # at the latency it trained at
+        groups.append(Group(f"v{i}", make_vector_env(cfg, per_vehicle, DEVICE), own_teacher(run), len(groups)))
+    if args.family_share > 0:
+        family, fast = (own_teacher(args.family_run / "teachers" / t) for t in ("family", "fast_rotors"))
+
+        def label(obs: torch.Tensor, params: dict) -> torch.Tensor:
+            rows = torch.as_tensor(fast_rotors(params, 0.02))[:, None]
+            return torch.where(rows, fast(obs, params), family(obs, params))
+
+        latency = [0, 0] if args.pool_latency == "0" else [0, 3]
+        cfg = env_with(OmegaConf.load(args.family_run / "config.yaml").env, **student,
+                       randomization={"latency_steps": latency, "difficulty": 1.0})
+        groups.append(Group("family", make_vector_env(cfg, round(args.num_envs * args.family_share), DEVICE), label,
+                            len(groups)))
+    return groups, kept
+
+
+def distill(groups: list[Group], student: SAC, settings: DistillationConfig, iterations: int) -> list[float]:
+    """DAgger over every group's envs (robo_rl.distill's loop, one vector env per vehicle); the losses."""
+    regression = StudentRegression(student.actor, settings.lr)
+    dataset = AggregatedDataset(settings.dataset_capacity, student.obs_dim, 4, DEVICE)
+    losses = []
+    for iteration in range(iterations):
+        share = settings.teacher_share(iteration)
+        with torch.no_grad():
+            for _ in range(100):
+                for group in groups:
+                    target = group.label(group.obs, group.params)
+                    dataset.add(group.obs, target)
+                    action = student.act(group.obs, deterministic=True)
+                    if share > 0:
+                        action = torch.where(torch.rand(len(action), 1) < share, target, action)
+                    obs, _, _, _, info = group.env.step(action)
+                    group.obs = torch.as_tensor(obs)
+                    if "params" in info:
+                        group.params = info["params"]
+        losses.append(float(np.mean([regression.update(*dataset.sample(settings.batch_size))
+                                     for _ in range(settings.updates_per_iteration)])))
+        print(f"iteration {iteration + 1}/{iterations}: loss {losses[-1]:.4f}", flush=True)
+    return losses
+
+
+def main() -> None:
+    """Build the teachers' groups, distill, fly the suite's cells (and the family), report."""
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--teachers", choices=("specialists", "pool"), required=True)
+    parser.add_argument("--specialists", type=Path, default=ROOT / "outputs" / "specialists")
+    parser.add_argument("--latency", type=int, nargs="+", default=[0, 3], help="student latency range (min max)")
+    parser.add_argument("--vehicle-id", action="store_true", help="specialists: the student also reads a one-hot of its vehicle")
+    parser.add_argument("--family-run", type=Path, default=ROOT / "outputs" / "lim-s0", help="a make train run")
+    parser.add_argument("--pool-size", type=int, default=16)
+    parser.add_argument("--pool-seed", type=int, default=4242)
+    parser.add_argument("--pool-steps", type=int, default=300_000)
+    parser.add_argument("--pool-from", type=Path, default=None,
+                        help="the run whose distribution the pool is drawn from (default: the family run's family teacher)")
+    parser.add_argument("--pool-latency", choices=("0", "drawn"), default="0")
+    parser.add_argument("--pool-dir", type=Path, default=ROOT / "outputs" / "teacher_pool")
+    parser.add_argument("--min-success", type=float, default=0.0, help="pool: keep teachers with at least this best success")
+    parser.add_argument("--family-share", type=float, default=0.0)
+    parser.add_argument("--hidden", type=int, nargs="+", default=[64, 64])
+    parser.add_argument("--state-history", type=int, default=8)
+    parser.add_argument("--num-envs", type=int, default=1600)
+    parser.add_argument("--iterations", type=int, default=40)
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--name", default=None, help="results file suffix")
+    args = parser.parse_args()
+    if args.vehicle_id and args.teachers != "specialists":
+        sys.exit("--vehicle-id: only with --teachers specialists (a pool vehicle has no name on a robot either)")
+    if not 0.0 <= args.family_share < 1.0:
+        sys.exit(f"--family-share {args.family_share}: must be in [0, 1)")
+    require_run_dir(args.family_run, "--family-run", need_policy=True)  # its student's actor settings and vehicles
+    if args.teachers == "pool":
+        for teacher in ("family", "fast_rotors"):
+            require_run_dir(args.family_run / "teachers" / teacher, f"--family-run's {teacher} teacher", need_policy=True)
+        if args.pool_from is not None:
+            require_run_dir(args.pool_from, "--pool-from")
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(args.seed)
+    # the family's position error limit only matters beyond 0.15 m (reach); the teachers here trained without one
+    student_env = {"state_history": args.state_history, "position_error_limit": 0.0}
+    latencies = list(range(min(args.latency), max(args.latency) + 1))
+    kept = None
+    if args.teachers == "specialists":
+        groups = specialist_groups(args.specialists, latencies, args.num_envs // len(VEHICLES), student_env)
+    else:
+        latencies = [0] if args.pool_latency == "0" else [0, 1, 2, 3]
+        groups, kept = pool_groups(args, student_env)
+    names = [g.name for g in groups]
+    one_hot = (lambda name: torch.eye(len(names))[names.index(name)]) if args.vehicle_id else None
+    if one_hot:  # the student's input: its observation and its vehicle's one-hot
+        for group in groups:
+            label, row = group.label, one_hot(group.name)
+            group.label = lambda obs, params, label=label: label(obs[:, :-len(names)], params)
+            group.env = _WithOneHot(group.env, row)
+            group.obs = torch.cat([group.obs, row.expand(len(group.obs), -1)], 1)
+    reference = groups[0]
+    agent_cfg = dict(load_policy(args.family_run, "best", DEVICE)[0]["agent_config"], actor_average_rate=0.0,
+                     compile=False, actor_hidden=list(args.hidden))
+    space = reference.env.single_action_space
+    student = SAC(reference.obs.shape[1], space.low, space.high, SACConfig(**agent_cfg), device=DEVICE)
+    start = time.perf_counter()
+    losses = distill(groups, student, DistillationConfig(), args.iterations)
+    distill_seconds = time.perf_counter() - start
+    for group in groups:
+        group.env.close()
+
+    suite_cfg = OmegaConf.load(ROOT / "configs" / "robustness.yaml")
+    suite = suite_from_config(OmegaConf.merge(suite_cfg, {"run": "student", "latency_steps": latencies}))
+    run_cfg = OmegaConf.create({"env": OmegaConf.to_container(env_with(
+        OmegaConf.load(args.family_run / "config.yaml").env, **student_env))})
+    probe = make_vector_env(run_cfg.env, 1, DEVICE)
+    state = {"env_spec": env_spec(probe, run_cfg.env.id), "path": "student"}
+    probe.close()
+    cells = {}
+    for vehicle in VEHICLES:
+        vehicle_cells = [c for c in suite.cells() if c.vehicle == vehicle]
+        act = student_act(student, one_hot(vehicle) if one_hot else None)
+        cells.update(evaluate_cells(state, run_cfg, act, vehicle_cells, suite, DEVICE))
+    rows = [{"vehicle": c.vehicle, "latency_steps": c.latency_steps, "start_set": c.start_set, "wind": c.wind,
+             "success_rate": r["success_rate"]} for c, r in cells.items()]
+    print(f"\nstudent of {args.teachers} ({len(groups)} groups), distilled in {distill_seconds:.0f} s; success %, "
+          f"latency {latencies}:")
+    for vehicle in VEHICLES:
+        line = [f"{s}{'+wind' if w else ''} " + "/".join(
+            f"{100 * r['success_rate']:.0f}" for r in rows
+            if (r["vehicle"], r["start_set"], r["wind"]) == (vehicle, s, w)) for s in ("l2f", "moderate") for w in (False, True)]
+        print(f"  {vehicle:28s} " + " | ".join(line))
+    family = None
+    if args.teachers == "pool":
+        family = fly_family(args.family_run, student, student_env, suite_cfg, latencies)
+        for start_set, result in family.items():
+            print(f"  family at latency {latencies[0]}-{latencies[-1]}, {start_set} starts ({FAMILY_EPISODES} vehicles): student "
+                  f"{result['student']:.0%}, {args.family_run.name} {result['family_run']:.0%}")
+    name = args.name or f"{args.teachers}"
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    out = RESULTS / f"teacher_pool_{name}.json"
+    out.write_text(json.dumps({"args": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()},
+                               "kept_pool_vehicles": kept, "distill_seconds": distill_seconds, "losses": losses,
+                               "cells": rows, "family": family}, indent=1))
+    print(f"wrote {out}")
+
+
+def student_act(student: SAC, one_hot: torch.Tensor | None) -> Callable[[torch.Tensor], torch.Tensor]:
+    """The student's deterministic action, its vehicle's one-hot appended where it reads one."""
+    if one_hot is None:
+        return lambda obs: student.act(obs, deterministic=True)
+    return lambda obs: student.act(torch.cat([obs, one_hot.expand(len(obs), -1)], 1), deterministic=True)
+
+
+def fly_family(family_run: Path, student: SAC, student_env: dict[str, Any], suite_cfg: DictConfig,
+               latencies: list[int]) -> dict[str, Any]:
+    """Success of the student and of the family run's own student on 200 family vehicles at `latencies`."""
+    _, run_cfg, own = load_policy(family_run, "best", DEVICE)
+    result = {}
+    for start_set, starts in (("l2f", None), ("moderate", OmegaConf.to_container(suite_cfg.start_sets.moderate))):
+        changes: dict[str, Any] = {"randomization": {"latency_steps": [latencies[0], latencies[-1]], "difficulty": 1.0}}
+        if starts:
+            changes["initial_state"] = starts
+        row = {}
+        for who, policy, extra in (("student", student, student_env), ("family_run", own, {})):
+            env = make_vector_env(env_with(run_cfg.env, **changes, **extra), FAMILY_EPISODES, DEVICE)
+            row[who] = evaluate_policy(lambda o, p=policy: p.act(o, deterministic=True), env, FAMILY_SEED, DEVICE)["success_rate"]
+            env.close()
+        result[start_set] = row
+    return result
+
+
+class _WithOneHot:
+    """A vector env whose observations carry a fixed one-hot row (the student's vehicle identity)."""
+
+    def __init__(self, env: Any, row: torch.Tensor):
+        self.env, self.row = env, row
+        self.single_action_space = env.single_action_space
+
+    def step(self, action: torch.Tensor) -> tuple:
+        obs, *rest = self.env.step(action)
+        obs = torch.as_tensor(obs)
+        return (torch.cat([obs, self.row.expand(len(obs), -1)], 1), *rest)
+
+    def close(self) -> None:
+        self.env.close()
+
+
+if __name__ == "__main__":
+    try:
+        main()
+    except (CheckpointError, ConfigError) as error:  # a missing or foreign run: one line, exit 2
+        print(f"error: {error}", file=sys.stderr)
+        sys.exit(2)
