@@ -11,6 +11,7 @@ iterations of 100 steps, the teacher's share falling to 0 over 5). Two teacher s
   latency k is labelled by its vehicle's `<vehicle>-latency<k>`. The teachers are the suite's own ceilings on
   the suite's own vehicles: an upper bound, not a recipe. `--vehicle-id` also gives the student a one-hot of
   its vehicle, which it could not have on a robot: the gap that remains without it is identification.
+  `--latency-id` gives it a one-hot of its latency (with either teacher set), which a deployment could declare.
 - `--teachers pool`: `--pool-size` vehicles drawn from a family run's training distribution (`--family-run`,
   at difficulty 1, drawn with `--pool-seed`), a specialist trained on each at latency 0 (`--pool-steps` env
   steps, two at a time, into `--pool-dir`), those reaching `--min-success` kept. `--family-share` of the envs
@@ -21,7 +22,7 @@ The student flies the robustness suite's cells (`configs/robustness.yaml`, at th
 a pool, 200 vehicles of the family at latency 0 from both start sets, next to the family run's own student.
 Prints the tables and writes bench/results/teacher_pool_<name>.json.
 
-    python bench/teacher_pool.py --teachers specialists --latency 0 3 [--vehicle-id] [--hidden 256 256]
+    python bench/teacher_pool.py --teachers specialists --latency 0 3 [--vehicle-id] [--latency-id] [--hidden 256 256]
     python bench/teacher_pool.py --teachers pool --family-run outputs/lim-s0 [--family-share 0.5]
 """
 
@@ -111,7 +112,7 @@ def specialist_groups(folder: Path, latencies: list[int], envs_per_vehicle: int,
         labellers = {k: own_teacher(run) for k, run in runs.items()}
 
         def label(obs: torch.Tensor, params: dict, labellers: dict = labellers) -> torch.Tensor:
-            latency = torch.as_tensor(np.asarray(params["latency_steps"]).reshape(-1))
+            latency = latency_of(params)
             target = torch.empty(len(obs), 4)
             for k, labeller in labellers.items():
                 rows = latency == k
@@ -192,7 +193,38 @@ def pool_groups(args: argparse.Namespace, student: dict[str, Any]) -> tuple[list
     return groups, kept
 
 
-def distill(groups: list[Group], student: SAC, settings: DistillationConfig, iterations: int) -> list[float]:
+Identity = Callable[[str, torch.Tensor], torch.Tensor]  # (vehicle name, latency per env) -> extra student inputs
+
+
+def identity_inputs(names: list[str], vehicle: bool, latency: bool) -> Identity | None:
+    """What the student is told beyond its observation, which no robot measures: a one-hot of its vehicle
+    among `names` and/or of its latency (0-3 steps); None: nothing."""
+    if not (vehicle or latency):
+        return None
+
+    def inputs(name: str, latency_steps: torch.Tensor) -> torch.Tensor:
+        parts = []
+        if vehicle:
+            parts.append(torch.eye(len(names))[names.index(name)].expand(len(latency_steps), -1))
+        if latency:
+            parts.append(torch.eye(4)[latency_steps.long()])
+        return torch.cat(parts, 1)
+
+    return inputs
+
+
+def student_input(obs: torch.Tensor, name: str, latency_steps: torch.Tensor, identity: Identity | None) -> torch.Tensor:
+    """The student's input: the observation, then what `identity` tells it."""
+    return obs if identity is None else torch.cat([obs, identity(name, latency_steps)], 1)
+
+
+def latency_of(params: dict) -> torch.Tensor:
+    """Each env's latency [control steps] from the episode parameters an env reports."""
+    return torch.as_tensor(np.asarray(params["latency_steps"]).reshape(-1))
+
+
+def distill(groups: list[Group], student: SAC, identity: Identity | None, settings: DistillationConfig,
+            iterations: int) -> list[float]:
     """DAgger over every group's envs (robo_rl.distill's loop, one vector env per vehicle); the losses."""
     regression = StudentRegression(student.actor, settings.lr)
     dataset = AggregatedDataset(settings.dataset_capacity, student.obs_dim, 4, DEVICE)
@@ -203,8 +235,9 @@ def distill(groups: list[Group], student: SAC, settings: DistillationConfig, ite
             for _ in range(100):
                 for group in groups:
                     target = group.label(group.obs, group.params)
-                    dataset.add(group.obs, target)
-                    action = student.act(group.obs, deterministic=True)
+                    inputs = student_input(group.obs, group.name, latency_of(group.params), identity)
+                    dataset.add(inputs, target)
+                    action = student.act(inputs, deterministic=True)
                     if share > 0:
                         action = torch.where(torch.rand(len(action), 1) < share, target, action)
                     obs, _, _, _, info = group.env.step(action)
@@ -224,6 +257,7 @@ def main() -> None:
     parser.add_argument("--specialists", type=Path, default=ROOT / "outputs" / "specialists")
     parser.add_argument("--latency", type=int, nargs="+", default=[0, 3], help="student latency range (min max)")
     parser.add_argument("--vehicle-id", action="store_true", help="specialists: the student also reads a one-hot of its vehicle")
+    parser.add_argument("--latency-id", action="store_true", help="the student also reads a one-hot of its latency")
     parser.add_argument("--family-run", type=Path, default=ROOT / "outputs" / "lim-s0", help="a make train run")
     parser.add_argument("--pool-size", type=int, default=16)
     parser.add_argument("--pool-seed", type=int, default=4242)
@@ -263,21 +297,15 @@ def main() -> None:
     else:
         latencies = [0] if args.pool_latency == "0" else [0, 1, 2, 3]
         groups, kept = pool_groups(args, student_env)
-    names = [g.name for g in groups]
-    one_hot = (lambda name: torch.eye(len(names))[names.index(name)]) if args.vehicle_id else None
-    if one_hot:  # the student's input: its observation and its vehicle's one-hot
-        for group in groups:
-            label, row = group.label, one_hot(group.name)
-            group.label = lambda obs, params, label=label: label(obs[:, :-len(names)], params)
-            group.env = _WithOneHot(group.env, row)
-            group.obs = torch.cat([group.obs, row.expand(len(group.obs), -1)], 1)
+    identity = identity_inputs([g.name for g in groups], args.vehicle_id, args.latency_id)
     reference = groups[0]
     agent_cfg = dict(load_policy(args.family_run, "best", DEVICE)[0]["agent_config"], actor_average_rate=0.0,
                      compile=False, actor_hidden=list(args.hidden))
     space = reference.env.single_action_space
-    student = SAC(reference.obs.shape[1], space.low, space.high, SACConfig(**agent_cfg), device=DEVICE)
+    inputs = student_input(reference.obs, reference.name, latency_of(reference.params), identity).shape[1]
+    student = SAC(inputs, space.low, space.high, SACConfig(**agent_cfg), device=DEVICE)
     start = time.perf_counter()
-    losses = distill(groups, student, DistillationConfig(), args.iterations)
+    losses = distill(groups, student, identity, DistillationConfig(), args.iterations)
     distill_seconds = time.perf_counter() - start
     for group in groups:
         group.env.close()
@@ -291,9 +319,11 @@ def main() -> None:
     probe.close()
     cells = {}
     for vehicle in VEHICLES:
-        vehicle_cells = [c for c in suite.cells() if c.vehicle == vehicle]
-        act = student_act(student, one_hot(vehicle) if one_hot else None)
-        cells.update(evaluate_cells(state, run_cfg, act, vehicle_cells, suite, DEVICE))
+        for latency in latencies:  # a student told its latency is told each cell's
+            flown = [c for c in suite.cells() if c.vehicle == vehicle and c.latency_steps == latency]
+            act = (lambda obs, v=vehicle, k=latency: student.act(
+                student_input(obs, v, torch.full((len(obs),), k), identity), deterministic=True))
+            cells.update(evaluate_cells(state, run_cfg, act, flown, suite, DEVICE))
     rows = [{"vehicle": c.vehicle, "latency_steps": c.latency_steps, "start_set": c.start_set, "wind": c.wind,
              "success_rate": r["success_rate"]} for c, r in cells.items()]
     print(f"\nstudent of {args.teachers} ({len(groups)} groups), distilled in {distill_seconds:.0f} s; success %, "
@@ -305,7 +335,7 @@ def main() -> None:
         print(f"  {vehicle:28s} " + " | ".join(line))
     family = None
     if args.teachers == "pool":
-        family = fly_family(args.family_run, student, student_env, suite_cfg, latencies)
+        family = fly_family(args.family_run, student, identity, student_env, suite_cfg, latencies)
         for start_set, result in family.items():
             print(f"  family at latency {latencies[0]}-{latencies[-1]}, {start_set} starts ({FAMILY_EPISODES} vehicles): student "
                   f"{result['student']:.0%}, {args.family_run.name} {result['family_run']:.0%}")
@@ -318,15 +348,8 @@ def main() -> None:
     print(f"wrote {out}")
 
 
-def student_act(student: SAC, one_hot: torch.Tensor | None) -> Callable[[torch.Tensor], torch.Tensor]:
-    """The student's deterministic action, its vehicle's one-hot appended where it reads one."""
-    if one_hot is None:
-        return lambda obs: student.act(obs, deterministic=True)
-    return lambda obs: student.act(torch.cat([obs, one_hot.expand(len(obs), -1)], 1), deterministic=True)
-
-
-def fly_family(family_run: Path, student: SAC, student_env: dict[str, Any], suite_cfg: DictConfig,
-               latencies: list[int]) -> dict[str, Any]:
+def fly_family(family_run: Path, student: SAC, identity: Identity | None, student_env: dict[str, Any],
+               suite_cfg: DictConfig, latencies: list[int]) -> dict[str, Any]:
     """Success of the student and of the family run's own student on 200 family vehicles at `latencies`."""
     _, run_cfg, own = load_policy(family_run, "best", DEVICE)
     result = {}
@@ -337,26 +360,15 @@ def fly_family(family_run: Path, student: SAC, student_env: dict[str, Any], suit
         row = {}
         for who, policy, extra in (("student", student, student_env), ("family_run", own, {})):
             env = make_vector_env(env_with(run_cfg.env, **changes, **extra), FAMILY_EPISODES, DEVICE)
-            row[who] = evaluate_policy(lambda o, p=policy: p.act(o, deterministic=True), env, FAMILY_SEED, DEVICE)["success_rate"]
+            act = lambda o, p=policy: p.act(o, deterministic=True)  # noqa: E731
+            if who == "student" and identity is not None:
+                # each env's latency, as the evaluation's reset (the same seed) will draw it again
+                latency = latency_of(env.reset(seed=FAMILY_SEED)[1]["params"])
+                act = lambda o: student.act(student_input(o, "family", latency, identity), deterministic=True)  # noqa: E731
+            row[who] = evaluate_policy(act, env, FAMILY_SEED, DEVICE)["success_rate"]
             env.close()
         result[start_set] = row
     return result
-
-
-class _WithOneHot:
-    """A vector env whose observations carry a fixed one-hot row (the student's vehicle identity)."""
-
-    def __init__(self, env: Any, row: torch.Tensor):
-        self.env, self.row = env, row
-        self.single_action_space = env.single_action_space
-
-    def step(self, action: torch.Tensor) -> tuple:
-        obs, *rest = self.env.step(action)
-        obs = torch.as_tensor(obs)
-        return (torch.cat([obs, self.row.expand(len(obs), -1)], 1), *rest)
-
-    def close(self) -> None:
-        self.env.close()
 
 
 if __name__ == "__main__":
