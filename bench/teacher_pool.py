@@ -48,7 +48,7 @@ sys.path.insert(0, str(ROOT))
 from robo_rl.agents.distillation import AggregatedDataset, DistillationConfig, StudentRegression  # noqa: E402
 from robo_rl.agents.sac import SAC, SACConfig  # noqa: E402
 from robo_rl.checkpoint import CheckpointError, require_run_dir  # noqa: E402
-from robo_rl.distill import fast_rotors  # noqa: E402
+from robo_rl.distill import env_at, fast_rotors  # noqa: E402
 from robo_rl.envs import env_spec, make_vector_env  # noqa: E402
 from robo_rl.evaluate import load_policy  # noqa: E402
 from robo_rl.evaluation import evaluate_policy  # noqa: E402
@@ -95,11 +95,6 @@ def own_teacher(run: str | Path) -> Callable[[torch.Tensor, dict], torch.Tensor]
     return lambda obs, params: policy.act(project(obs), deterministic=True)
 
 
-def env_with(env_cfg: DictConfig, **overrides: Any) -> DictConfig:
-    """`env_cfg` with `overrides` merged into its config overrides."""
-    return OmegaConf.merge(env_cfg, {"overrides": overrides})
-
-
 def specialist_groups(folder: Path, latencies: list[int], envs_per_vehicle: int,
                       student: dict[str, Any]) -> list[Group]:
     """One group per named vehicle flown at `latencies`, each env labelled by the vehicle's specialist at its latency."""
@@ -120,15 +115,15 @@ def specialist_groups(folder: Path, latencies: list[int], envs_per_vehicle: int,
                     target[rows] = labeller(obs[rows], params)
             return target
 
-        cfg = env_with(OmegaConf.load(runs[latencies[0]] / "config.yaml").env, **student,
-                       randomization={"latency_steps": [min(latencies), max(latencies)]})
+        cfg = env_at(OmegaConf.load(runs[latencies[0]] / "config.yaml").env, None, False, OmegaConf.create(
+            {**student, "randomization": {"latency_steps": [min(latencies), max(latencies)]}}))
         groups.append(Group(vehicle, make_vector_env(cfg, envs_per_vehicle, DEVICE), label, len(groups)))
     return groups
 
 
 def draw_pool(run: Path, size: int, seed: int) -> list[dict[str, Any]]:
     """`size` vehicles of a run's training distribution at difficulty 1: `vehicle_overrides` and a latency each."""
-    cfg = env_with(OmegaConf.load(run / "config.yaml").env, randomization={"difficulty": 1.0})
+    cfg = env_at(OmegaConf.load(run / "config.yaml").env, 1.0, False)
     env = make_vector_env(cfg, size, DEVICE)
     _, info = env.reset(seed=seed)
     env.close()
@@ -142,22 +137,40 @@ def draw_pool(run: Path, size: int, seed: int) -> list[dict[str, Any]]:
              "latency_steps": int(p["latency_steps"][i])} for i in range(size)]
 
 
+def trained_on(run: Path, vehicle: dict[str, Any], latency: int) -> bool:
+    """Whether the run in `run` trained on this pool vehicle (its vehicle_overrides) at this latency."""
+    env = OmegaConf.load(run / "config.yaml").env.overrides
+    own = OmegaConf.to_container(env.get("vehicle_overrides") or {})
+    same = set(own) == set(vehicle) and all(np.allclose(own[k], vehicle[k], rtol=1e-9, atol=0.0) for k in vehicle)
+    return same and list(env.randomization.latency_steps) == [latency, latency]
+
+
 def train_pool(pool: list[dict[str, Any]], folder: Path, steps: int, drawn_latency: bool) -> None:
     """A specialist (configs/experiment/specialist.yaml) per pool vehicle not yet trained, two at a time, at the
-    vehicle's drawn latency or (drawn_latency false) at latency 0."""
+    vehicle's drawn latency or (drawn_latency false) at latency 0. Exits with one line where `folder` holds a
+    member trained on another vehicle (a pool drawn with another seed, size or distribution)."""
+    members = [({k: v for k, v in member.items() if k != "latency_steps"},
+                member["latency_steps"] if drawn_latency else 0) for member in pool]
+    for i, (vehicle, latency) in enumerate(members):
+        if (folder / f"v{i}" / "config.yaml").is_file() and not trained_on(folder / f"v{i}", vehicle, latency):
+            sys.exit(f"--pool-dir {folder}: v{i} was trained on another vehicle or latency than this pool draws "
+                     "(another --pool-seed, --pool-from or --pool-latency): give a new --pool-dir")
+
     def train(i: int) -> None:
         run = folder / f"v{i}"
         if (run / "summary.json").is_file():
             return
-        vehicle = {k: v for k, v in pool[i].items() if k != "latency_steps"}
+        vehicle, latency = members[i]
         overrides = json.dumps(vehicle).replace('"', "")
-        latency = pool[i]["latency_steps"] if drawn_latency else 0
         with open(folder / f"v{i}.log", "w") as log:
-            subprocess.run([sys.executable, "-m", "robo_rl.train", "+experiment=specialist",
-                            f"+env.overrides.vehicle_overrides={overrides}", f"env.overrides.randomization.latency_steps=[{latency},{latency}]",
-                            f"total_env_steps={steps}", "torch_threads=1", "logging.progress_bar=false",
-                            f"hydra.run.dir={run}"], check=True, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT)
-        # its checkpoints carry the replay buffer (about 250 MB each): the pool needs only the best policy
+            done = subprocess.run([sys.executable, "-m", "robo_rl.train", "+experiment=specialist",
+                                   f"+env.overrides.vehicle_overrides={overrides}",
+                                   f"env.overrides.randomization.latency_steps=[{latency},{latency}]",
+                                   f"total_env_steps={steps}", "torch_threads=1", "logging.progress_bar=false",
+                                   f"hydra.run.dir={run}"], stdout=log, stderr=subprocess.STDOUT, cwd=ROOT)
+        if done.returncode != 0:
+            raise ConfigError(f"training pool vehicle {i} failed (exit {done.returncode}): see {folder / f'v{i}.log'}")
+        # its checkpoints carry the replay buffer (about 230 MB each): the pool needs only the best policy
         shutil.rmtree(run / "checkpoints", ignore_errors=True)
         print(f"pool vehicle {i}: {json.loads((run / 'summary.json').read_text())['final']['success_rate']:.0%}", flush=True)
 
@@ -172,11 +185,13 @@ def pool_groups(args: argparse.Namespace, student: dict[str, Any]) -> tuple[list
     train_pool(pool, args.pool_dir, args.pool_steps, args.pool_latency == "drawn")
     kept = [i for i in range(len(pool)) if max(h["success_rate"] for h in json.loads(
         (args.pool_dir / f"v{i}" / "summary.json").read_text())["history"]) >= args.min_success]
+    if not kept:
+        sys.exit(f"--min-success {args.min_success}: none of the {len(pool)} pool teachers reaches it; lower it")
     per_vehicle = max(1, round(args.num_envs * (1 - args.family_share) / len(kept)))
     groups = []
     for i in kept:
         run = args.pool_dir / f"v{i}"
-        cfg = env_with(OmegaConf.load(run / "config.yaml").env, **student)  # at the latency it trained at
+        cfg = env_at(OmegaConf.load(run / "config.yaml").env, None, False, OmegaConf.create(student))  # at its latency
         groups.append(Group(f"v{i}", make_vector_env(cfg, per_vehicle, DEVICE), own_teacher(run), len(groups)))
     if args.family_share > 0:
         family, fast = (own_teacher(args.family_run / "teachers" / t) for t in ("family", "fast_rotors"))
@@ -186,8 +201,8 @@ def pool_groups(args: argparse.Namespace, student: dict[str, Any]) -> tuple[list
             return torch.where(rows, fast(obs, params), family(obs, params))
 
         latency = [0, 0] if args.pool_latency == "0" else [0, 3]
-        cfg = env_with(OmegaConf.load(args.family_run / "config.yaml").env, **student,
-                       randomization={"latency_steps": latency, "difficulty": 1.0})
+        cfg = env_at(OmegaConf.load(args.family_run / "config.yaml").env, 1.0, False, OmegaConf.create(
+            {**student, "randomization": {"latency_steps": latency}}))
         groups.append(Group("family", make_vector_env(cfg, round(args.num_envs * args.family_share), DEVICE), label,
                             len(groups)))
     return groups, kept
@@ -280,6 +295,17 @@ def main() -> None:
         sys.exit("--vehicle-id: only with --teachers specialists (a pool vehicle has no name on a robot either)")
     if not 0.0 <= args.family_share < 1.0:
         sys.exit(f"--family-share {args.family_share}: must be in [0, 1)")
+    if not 0.0 <= args.min_success <= 1.0:
+        sys.exit(f"--min-success {args.min_success}: must be in [0, 1]")
+    for option in ("pool_size", "pool_steps", "num_envs", "iterations", "threads"):
+        if getattr(args, option) < 1:
+            sys.exit(f"--{option.replace('_', '-')} {getattr(args, option)}: must be at least 1")
+    if min(args.hidden) < 1:
+        sys.exit(f"--hidden {' '.join(map(str, args.hidden))}: layer widths must be at least 1")
+    if args.state_history < 0:
+        sys.exit(f"--state-history {args.state_history}: must be 0 or more")
+    if min(args.latency) < 0 or len(args.latency) > 2:
+        sys.exit(f"--latency {' '.join(map(str, args.latency))}: one or two control-step counts, each 0 or more")
     require_run_dir(args.family_run, "--family-run", need_policy=True)  # its student's actor settings and vehicles
     if args.teachers == "pool":
         for teacher in ("family", "fast_rotors"):
@@ -293,7 +319,7 @@ def main() -> None:
     latencies = list(range(min(args.latency), max(args.latency) + 1))
     kept = None
     if args.teachers == "specialists":
-        groups = specialist_groups(args.specialists, latencies, args.num_envs // len(VEHICLES), student_env)
+        groups = specialist_groups(args.specialists, latencies, max(1, args.num_envs // len(VEHICLES)), student_env)
     else:
         latencies = [0] if args.pool_latency == "0" else [0, 1, 2, 3]
         groups, kept = pool_groups(args, student_env)
@@ -312,8 +338,8 @@ def main() -> None:
 
     suite_cfg = OmegaConf.load(ROOT / "configs" / "robustness.yaml")
     suite = suite_from_config(OmegaConf.merge(suite_cfg, {"run": "student", "latency_steps": latencies}))
-    run_cfg = OmegaConf.create({"env": OmegaConf.to_container(env_with(
-        OmegaConf.load(args.family_run / "config.yaml").env, **student_env))})
+    run_cfg = OmegaConf.create({"env": OmegaConf.to_container(env_at(
+        OmegaConf.load(args.family_run / "config.yaml").env, None, False, OmegaConf.create(student_env)))})
     probe = make_vector_env(run_cfg.env, 1, DEVICE)
     state = {"env_spec": env_spec(probe, run_cfg.env.id), "path": "student"}
     probe.close()
@@ -354,12 +380,13 @@ def fly_family(family_run: Path, student: SAC, identity: Identity | None, studen
     _, run_cfg, own = load_policy(family_run, "best", DEVICE)
     result = {}
     for start_set, starts in (("l2f", None), ("moderate", OmegaConf.to_container(suite_cfg.start_sets.moderate))):
-        changes: dict[str, Any] = {"randomization": {"latency_steps": [latencies[0], latencies[-1]], "difficulty": 1.0}}
+        changes: dict[str, Any] = {"randomization": {"latency_steps": [latencies[0], latencies[-1]]}}
         if starts:
             changes["initial_state"] = starts
         row = {}
         for who, policy, extra in (("student", student, student_env), ("family_run", own, {})):
-            env = make_vector_env(env_with(run_cfg.env, **changes, **extra), FAMILY_EPISODES, DEVICE)
+            env = make_vector_env(env_at(run_cfg.env, 1.0, False, OmegaConf.create({**changes, **extra})),
+                                  FAMILY_EPISODES, DEVICE)
             act = lambda o, p=policy: p.act(o, deterministic=True)  # noqa: E731
             if who == "student" and identity is not None:
                 # each env's latency, as the evaluation's reset (the same seed) will draw it again
