@@ -29,6 +29,9 @@ class DistillationConfig:
     updates_per_iteration: int = 200   # regression steps after each rollout
     dataset_capacity: int = 1_000_000  # aggregated (observation, teacher action) rows; the oldest are dropped
     teacher_iterations: int = 5        # the teacher's share of the actions falls linearly from 1 to 0 over these
+    # the learning rate falls along a half cosine from lr to this fraction of it over the run's updates, so that
+    # the final student is a converged one: at a constant rate consecutive students differ in what they fly
+    final_lr_fraction: float = 0.01
 
     def validate(self) -> None:
         """ValueError naming the first field outside its range."""
@@ -37,6 +40,8 @@ class DistillationConfig:
                 raise ValueError(f"distillation.{name} must be at least 1, got {getattr(self, name)}")
         if not self.lr > 0:
             raise ValueError(f"distillation.lr must be positive, got {self.lr}")
+        if not 0.0 < self.final_lr_fraction <= 1.0:
+            raise ValueError(f"distillation.final_lr_fraction must be in (0, 1], got {self.final_lr_fraction}")
         if int(self.teacher_iterations) < 0:
             raise ValueError(f"distillation.teacher_iterations must be 0 or more, got {self.teacher_iterations}")
 
@@ -70,11 +75,14 @@ class AggregatedDataset:
 
 class StudentRegression:
     """Fits a tanh-Gaussian actor's deterministic action to target actions: mean squared error in units of
-    the action range (so that every action dimension weighs the same), Adam."""
+    the action range (so that every action dimension weighs the same), Adam, its learning rate annealed from
+    `lr` to `lr * final_lr_fraction` along a half cosine over `total_updates` steps."""
 
-    def __init__(self, actor: TanhGaussianActor, lr: float):
+    def __init__(self, actor: TanhGaussianActor, lr: float, total_updates: int, final_lr_fraction: float = 1.0):
         self.actor = actor
         self.optimizer = torch.optim.Adam(actor.parameters(), lr=lr)
+        self.schedule = torch.optim.lr_scheduler.CosineAnnealingLR(
+            self.optimizer, T_max=max(int(total_updates), 1), eta_min=lr * final_lr_fraction)
 
     def loss(self, obs: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
         """Mean squared difference of the actor's and the target's actions as fractions of the action range."""
@@ -87,4 +95,5 @@ class StudentRegression:
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
         self.optimizer.step()
+        self.schedule.step()
         return float(loss.detach())
