@@ -12,8 +12,7 @@ it teaches reach and figure-eight. Every `eval.interval_iterations` the student 
 fixed evaluation episodes; the teachers flew the same ones once at the start, and the success rates are
 printed side by side. The student kept (best_policy.pt) is the final one, fitted at a learning rate annealed to
 `distillation.final_lr_fraction` of its start: the best of the evaluations picks by noise among students
-that differ in what they fly (a 6th-iteration student that scored 38% against the final 34% flew
-crazyflie_pybullet_drones from 38% of moderate starts, the final annealed one from 99%).
+that differ in what they fly (bench/RESULTS.md, "session 16").
 
 The output is a run folder like `robo_rl.train`'s (config.yaml, checkpoints/, best_policy.pt,
 summary.json, learning_curve.png, tensorboard/), so that `robo_rl.evaluate`, `robo_rl.robustness` and

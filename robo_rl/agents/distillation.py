@@ -78,7 +78,7 @@ class StudentRegression:
     the action range (so that every action dimension weighs the same), Adam, its learning rate annealed from
     `lr` to `lr * final_lr_fraction` along a half cosine over `total_updates` steps."""
 
-    def __init__(self, actor: TanhGaussianActor, lr: float, total_updates: int, final_lr_fraction: float = 1.0):
+    def __init__(self, actor: TanhGaussianActor, lr: float, total_updates: int, final_lr_fraction: float):
         self.actor = actor
         self.optimizer = torch.optim.Adam(actor.parameters(), lr=lr)
         self.schedule = torch.optim.lr_scheduler.CosineAnnealingLR(

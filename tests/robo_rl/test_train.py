@@ -52,8 +52,8 @@ def test_short_run_learns_to_stay_airborne(tmp_path):
 def test_the_same_seed_trains_the_same_policy_bit_for_bit_on_the_recipes_path(tmp_path):
     """Training on the CPU is a function of its seed and the code: two runs of the family recipe's path (torch
     backend, native step, drawn vehicles, latency, wind) end with equal weights and replay buffers, so that a
-    change in results between two runs is the code's. (An ulp in the native step's reward, from reordering
-    its writes, was enough to part two seed-0 teachers by 25k env steps and 7 points of final success.)"""
+    change in results between two runs is the code's. (1458c10 moved one reward of the native step by an ulp:
+    enough to part two seed-0 teachers by 25k env steps and 7 points of final success.)"""
     overrides = ("env.backend=torch", "env.compile=true", "total_env_steps=3000", "learning_starts=1000",
                  "eval.interval_env_steps=3000", "checkpoint.interval_env_steps=3000", "logging.tensorboard=false",
                  "+env.overrides.randomization={mass_scale: [0.85, 1.75], latency_steps: [0, 3], disturbance_force: 0.01}")
