@@ -49,6 +49,11 @@ def test_the_node_picks_from_its_cameras_and_its_image_observation_equals_the_si
     bundle = {"bundle_path": str(PIXELS_BUNDLE)}
     try:
         with NodeProcess(install, "arm_policy_node", [node_yaml], bundle) as node:
+            # let the probe discover the node's observation publishers before the episode starts, so that it
+            # sees the early frames too (DDS discovery between two processes can take seconds under load)
+            topics = [f"/arm_policy_node/observation/{camera}" for camera in CAMERAS]
+            assert spin_until(probe, lambda: all(probe.count_publishers(topic) > 0 for topic in topics),
+                              timeout=60.0), node.output()
             # the bridge waits for the node's and the probe's /joint_states subscriptions
             with NodeProcess(install, "arm_sim_bridge_node", [bridge_yaml],
                              dict(bundle, seed=seed, wait_for_subscribers=2)) as bridge:
