@@ -8,9 +8,10 @@ is a policy of the same env that sees only what the vehicle measures, with the h
 it, fitted by DAgger (robo_rl.agents.distillation) in `num_envs` simulated vehicles drawn from the teacher's
 distribution at the difficulty the teacher reached. `task=<quadrotor task>` has the student (and the teachers'
 labels) fly another task on the same vehicles: a family teacher trained on hover tracks any reference, so that
-it teaches reach and figure-eight. Every `eval.interval_iterations` the student flies the
-fixed evaluation episodes; the teachers flew the same ones once at the start, and the success rates are
-printed side by side. The student kept (best_policy.pt) is the final one, fitted at a learning rate annealed to
+it teaches reach and figure-eight. `also_tasks=[...]` has a share of the rollouts fly other tasks besides
+`task`, which alone is evaluated and recorded as the student's env. Every `eval.interval_iterations` the
+student flies the fixed evaluation episodes; the teachers flew the same ones once at the start, and the success
+rates are printed side by side. The student kept (best_policy.pt) is the final one, fitted at a learning rate annealed to
 `distillation.final_lr_fraction` of its start: the best of the evaluations picks by noise among students
 that differ in what they fly (bench/RESULTS.md, "session 16").
 
@@ -24,6 +25,7 @@ from __future__ import annotations
 
 import json
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -124,6 +126,27 @@ def check_reads_student_observation(student_env: Any, run: Any, task: str | None
                           f"({student_env.action_history}, {student_env.state_history}): train it with the same histories")
 
 
+def check_also_tasks(teacher: Any, overrides: Any, task: str | None, also_tasks: list[str], num_envs: int) -> None:
+    """ConfigError unless every one of `also_tasks` is a quadrotor task the student (flying `task` on `teacher`'s
+    vehicles with `overrides`) can also fly in its rollouts: with the same observation, and at least one of
+    the `num_envs` vehicles for each task."""
+    from sim.quadrotor.observation import quadrotor_layout
+
+    if not also_tasks:
+        return
+    if num_envs < 1 + len(also_tasks):
+        raise ConfigError(f"num_envs={num_envs} cannot share its vehicles among {1 + len(also_tasks)} tasks "
+                          f"(task and also_tasks={also_tasks}): give at least {1 + len(also_tasks)}")
+    own = check_env_overrides(teacher, overrides, task)
+    size = quadrotor_layout(own.action_history, own.state_history).size
+    for other in also_tasks:
+        config = check_env_overrides(teacher, overrides, other)
+        if quadrotor_layout(config.action_history, config.state_history).size != size:
+            raise ConfigError(f"also_tasks: {other} observes {config.action_history} past actions and "
+                              f"{config.state_history} past states, the student's task "
+                              f"{own.action_history} and {own.state_history}: the rollouts need one observation")
+
+
 def check_latency_teacher_labels(config: Any, latency_from: int) -> None:
     """ConfigError unless the student's vehicles (env `config`) include some that act `latency_from` or more
     control steps late, which a latency teacher labels: without them it would teach nothing."""
@@ -133,6 +156,17 @@ def check_latency_teacher_labels(config: Any, latency_from: int) -> None:
         raise ConfigError(f"latency_teacher labels the vehicles at latency_from={latency_from} or more control steps, "
                           f"but the student's vehicles act at most {most} late: widen them, e.g. "
                           f"'env_overrides={{randomization: {{latency_steps: [0, {latency_from}]}}}}'")
+
+
+@dataclass
+class Rollout:
+    """A vector env the student's rollouts fly and what it last returned."""
+
+    env: Any
+    obs: Any = None
+    teacher_obs: Any = None
+    fast_rows: Any = None  # (num_envs, 1) bool: vehicles the fast-rotor teacher labels
+    late_rows: Any = None  # (num_envs, 1) bool: vehicles the latency teacher labels
 
 
 class Distiller:
@@ -157,8 +191,15 @@ class Distiller:
         self.student_env_cfg = env_at(flown, self.difficulty, False, cfg.env_overrides)
         teacher_env_cfg = env_at(flown, self.difficulty, self.privileged_teacher, cfg.env_overrides)
         privileged = self.privileged_teacher or bool(teacher_cfg.env.get("privileged_observation", False))
-        self.env = make_vector_env(self.student_env_cfg, int(cfg.num_envs), self.device,
-                                   threads=int(cfg.torch_threads), privileged=privileged)
+        # the rollouts: `task` and each of `also_tasks` flown in an equal share of the num_envs vehicles
+        tasks = [cfg.task, *cfg.also_tasks]
+        shares = np.array_split(np.arange(int(cfg.num_envs)), len(tasks))
+        self.rollouts = [Rollout(make_vector_env(env_at(task_env(teacher_cfg.env, task), self.difficulty, False,
+                                                        cfg.env_overrides),
+                                                 len(share), self.device, threads=int(cfg.torch_threads),
+                                                 privileged=privileged))
+                         for task, share in zip(tasks, shares)]
+        self.env = self.rollouts[0].env
         teacher_inputs = self.env.privileged_size if self.privileged_teacher else self.env.single_observation_space.shape[0]
         if teacher_inputs != self.teacher.obs_dim:
             raise CheckpointError(f"teacher={cfg.teacher} reads {self.teacher.obs_dim} inputs, its env's observation "
@@ -222,14 +263,14 @@ class Distiller:
             self.fast_teacher_result = evaluate_policy(lambda o: self.fast_teacher.act(o, deterministic=True),
                                                        self.eval_env, int(cfg.eval.seed), self.device)
         self._evaluate(start)
-        obs, info = self.env.reset(seed=int(cfg.seed))
-        teacher_obs = info["privileged_obs"] if self.privileged_teacher else obs
-        self._route(info)
+        for index, rollout in enumerate(self.rollouts):
+            self._observe(rollout, *rollout.env.reset(seed=int(cfg.seed) + index))
         iterations = int(cfg.iterations)
         bar = tqdm(range(iterations), desc="distill", unit="it", dynamic_ncols=True,
                    disable=not cfg.logging.progress_bar)
         for iteration in bar:
-            obs, teacher_obs = self._rollout(obs, teacher_obs, self.settings.teacher_share(iteration))
+            for rollout in self.rollouts:
+                self._rollout(rollout, self.settings.teacher_share(iteration))
             loss = self._fit()
             if self.writer:
                 self.writer.add_scalar("distill/loss", loss, self.env_steps)
@@ -245,40 +286,42 @@ class Distiller:
         return self._finish()
 
     @torch.no_grad()
-    def _rollout(self, obs: Any, teacher_obs: Any, teacher_share: float) -> tuple[Any, Any]:
-        """`rollout_steps` steps in every env, flown by the teacher with probability `teacher_share` per env
-        and step and by the student otherwise; every visited observation enters the dataset labelled with
-        the action of the teacher of its vehicle."""
+    def _rollout(self, rollout: Rollout, teacher_share: float) -> None:
+        """`rollout_steps` steps in every env of `rollout`, flown by the teacher with probability `teacher_share`
+        per env and step and by the student otherwise; every visited observation enters the dataset labelled
+        with the action of the teacher of its vehicle."""
+        env = rollout.env
         for _ in range(int(self.cfg.rollout_steps)):
-            obs_t, teacher_t = as_tensor(obs, self.device), as_tensor(teacher_obs, self.device)
+            obs_t, teacher_t = as_tensor(rollout.obs, self.device), as_tensor(rollout.teacher_obs, self.device)
             target = self.teacher.act(teacher_t, deterministic=True)
             if self.latency_teacher is not None:
-                target = torch.where(self.late_rows, self.latency_teacher.act(obs_t, deterministic=True), target)
+                target = torch.where(rollout.late_rows, self.latency_teacher.act(obs_t, deterministic=True), target)
             # the fast-rotor teacher trained across every latency: its vehicles are its own at any latency
             if self.fast_teacher is not None:
-                target = torch.where(self.fast_rows, self.fast_teacher.act(obs_t, deterministic=True), target)
+                target = torch.where(rollout.fast_rows, self.fast_teacher.act(obs_t, deterministic=True), target)
             self.dataset.add(obs_t, target)
             action = self.student.act(obs_t, deterministic=True)
             if teacher_share > 0:
                 flown_by_teacher = torch.rand(len(action), 1, device=self.device) < teacher_share
                 action = torch.where(flown_by_teacher, target, action)
-            obs, _, _, _, info = self.env.step(action if self.env.backend == "torch" else action.cpu().numpy())
-            teacher_obs = info["privileged_obs"] if self.privileged_teacher else obs
-            self._route(info)
-            self.env_steps += self.env.num_envs
-        return obs, teacher_obs
+            obs, _, _, _, info = env.step(action if env.backend == "torch" else action.cpu().numpy())
+            self._observe(rollout, obs, info)
+            self.env_steps += env.num_envs
 
-    def _route(self, info: dict[str, Any]) -> None:
-        """Which envs' vehicles the fast-rotor and the latency teachers label, from the episode parameters that
-        reset and restarting steps report."""
+    def _observe(self, rollout: Rollout, obs: Any, info: dict[str, Any]) -> None:
+        """Record what `rollout`'s envs returned: the student's and the teacher's observations and, from the
+        episode parameters that reset and restarting steps report, which vehicles the fast-rotor and the
+        latency teachers label."""
+        rollout.obs = obs
+        rollout.teacher_obs = info["privileged_obs"] if self.privileged_teacher else obs
         if "params" not in info:
             return
         if self.fast_teacher is not None:
             rows = fast_rotors(info["params"], float(self.cfg.fast_rotor_tau))
-            self.fast_rows = torch.as_tensor(rows, device=self.device)[:, None]
+            rollout.fast_rows = torch.as_tensor(rows, device=self.device)[:, None]
         if self.latency_teacher is not None:
             rows = long_latency(info["params"], int(self.cfg.latency_from))
-            self.late_rows = torch.as_tensor(rows, device=self.device)[:, None]
+            rollout.late_rows = torch.as_tensor(rows, device=self.device)[:, None]
 
     def _fit(self) -> float:
         """`updates_per_iteration` regression steps on the aggregated data; the mean loss."""

@@ -65,7 +65,7 @@ OPTIONS: dict[str, dict[str, tuple[Any, Interval | None]]] = {
         "teacher": (str, None), "checkpoint": (str, None), "device": (str, None), "torch_threads": (int, Interval(0, 4096)),
         "fast_rotor_teacher": (str | None, None), "fast_rotor_checkpoint": (str, None),
         "fast_rotor_tau": (float, Interval(0.0, 10.0)), "env_overrides": (dict[str, Any] | None, None),
-        "task": (str | None, None),
+        "task": (str | None, None), "also_tasks": (tuple[str, ...], None),
         "seed": (int, SEED), "difficulty": (float | None, Interval(0.0, 1.0)), "num_envs": (int, Interval(1, 2**20)),
         "rollout_steps": (int, Interval(1, 10**6)), "iterations": (int, Interval(1, 10**6)),
         "student.actor_hidden": (tuple[int, ...] | None, None),
@@ -157,8 +157,8 @@ def check_options(cfg: DictConfig, command: str, require_all: bool = True) -> No
         suite_from_config(cfg)
     if command == "distill":
         from robo_rl.checkpoint import CheckpointError
-        from robo_rl.distill import (check_env_overrides, check_labelling_teacher, check_latency_teacher_labels,
-                                     check_reads_student_observation, check_teacher)
+        from robo_rl.distill import (check_also_tasks, check_env_overrides, check_labelling_teacher,
+                                     check_latency_teacher_labels, check_reads_student_observation, check_teacher)
 
         try:
             check_teacher(cfg.teacher, cfg.checkpoint)
@@ -169,6 +169,7 @@ def check_options(cfg: DictConfig, command: str, require_all: bool = True) -> No
         except CheckpointError as error:
             raise ConfigError(str(error)) from None
         student_env = check_env_overrides(cfg.teacher, cfg.env_overrides, cfg.task)
+        check_also_tasks(cfg.teacher, cfg.env_overrides, cfg.task, list(cfg.also_tasks), int(cfg.num_envs))
         if not isinstance(cfg.latency_from, int) or isinstance(cfg.latency_from, bool) or cfg.latency_from < 1:
             raise ConfigError(f"latency_from must be a whole number of control steps >= 1, got {cfg.latency_from!r}")
         for option in ("fast_rotor_teacher", "latency_teacher"):

@@ -136,20 +136,20 @@ def test_the_fast_rotor_teacher_labels_exactly_the_fast_rotor_vehicles_that_env_
                 "num_envs=64", "rollout_steps=1", "eval.episodes=4", "torch_threads=1", "logging.tensorboard=false",
                 *extra])
         made = Distiller(cfg, tmp_path / "routed")
-        return made, *made.env.reset(seed=3)
+        obs, info = made.env.reset(seed=3)
+        made._observe(made.rollouts[0], obs, info)
+        return made, obs, info
 
     # the teacher's vehicles (rotor constants 0.8-1.25x 55 / 249 ms) are all slow at fast_rotor_tau=0.02
     plain, _, info = distiller()
-    plain._route(info)
-    assert not plain.fast_rows.any()
+    assert not plain.rollouts[0].fast_rows.any()
     # env_overrides widen the student's vehicles to rotor constants scaled from 0: some go to each teacher
     distiller, obs, info = distiller("env_overrides={randomization: {motor_tau_scale: [0.0, 1.0]}}")
     assert list(distiller.student_env_cfg.overrides.randomization.motor_tau_scale) == [0.0, 1.0]
-    distiller._route(info)
-    fast = distiller.fast_rows[:, 0]
+    fast = distiller.rollouts[0].fast_rows[:, 0]
     assert 0 < int(fast.sum()) < 64
     obs_t, privileged = torch.as_tensor(obs), torch.as_tensor(info["privileged_obs"])
-    distiller._rollout(obs, info["privileged_obs"], teacher_share=1.0)
+    distiller._rollout(distiller.rollouts[0], teacher_share=1.0)
     labels = distiller.dataset.action[:64]
     assert torch.allclose(labels[fast], distiller.fast_teacher.act(obs_t, deterministic=True)[fast])
     assert torch.allclose(labels[~fast], distiller.teacher.act(privileged, deterministic=True)[~fast])
@@ -182,14 +182,15 @@ def test_the_latency_teacher_labels_the_late_vehicles_and_the_fast_rotor_teacher
             "env_overrides={randomization: {motor_tau_scale: [0.0, 1.0], latency_steps: [0, 3]}}",
             "num_envs=64", "rollout_steps=1", "eval.episodes=4", "torch_threads=1", "logging.tensorboard=false"])
     distiller = Distiller(cfg, tmp_path / "routed")
-    obs, info = distiller.env.reset(seed=3)
-    distiller._route(info)
-    fast, late = distiller.fast_rows[:, 0], distiller.late_rows[:, 0]
+    rollout = distiller.rollouts[0]
+    obs, info = rollout.env.reset(seed=3)
+    distiller._observe(rollout, obs, info)
+    fast, late = rollout.fast_rows[:, 0], rollout.late_rows[:, 0]
     latency = torch.as_tensor(info["params"]["latency_steps"]).reshape(-1)
     assert torch.equal(late, latency >= 2)
     assert (late & ~fast).any() and (~late & ~fast).any() and fast.any()
     distiller.fast_teacher, distiller.latency_teacher = _Constant(0.75), _Constant(0.25)
-    distiller._rollout(obs, info["privileged_obs"], teacher_share=1.0)
+    distiller._rollout(rollout, teacher_share=1.0)
     labels = distiller.dataset.action[:64]
     assert torch.all(labels[fast] == 0.75)
     assert torch.all(labels[late & ~fast] == 0.25)
@@ -289,3 +290,41 @@ def test_the_kept_student_is_the_final_annealed_one_even_when_an_earlier_evaluat
     actor = [name for name in final["agent"]["model"] if name.startswith("actor.")]
     assert actor and all(torch.equal(kept["agent"]["model"][name], final["agent"]["model"][name]) for name in actor)
     assert distiller.regression.optimizer.param_groups[0]["lr"] == pytest.approx(0.1 * cfg.distillation.lr)
+
+
+def test_also_tasks_share_the_rollouts_and_the_student_stays_a_student_of_its_own_task(teacher_run, tmp_path):
+    """also_tasks=[figure_eight]: half the rollout vehicles fly the figure-eight, each labelled by the teacher
+    from that env's own observation; the student is evaluated and recorded on hover alone. Bad lists are one
+    line before any folder."""
+    from hydra import compose, initialize_config_dir
+
+    from robo_rl.distill import Distiller
+    from tests.robo_rl.quick import CONFIGS
+
+    with initialize_config_dir(config_dir=CONFIGS, version_base="1.3"):
+        cfg = compose(config_name="distill", overrides=[
+            f"teacher={teacher_run}", "also_tasks=[figure_eight]", "num_envs=64", "rollout_steps=3", "iterations=1",
+            "eval.episodes=4", "distillation.batch_size=64", "distillation.updates_per_iteration=2",
+            "torch_threads=1", "logging.tensorboard=false", "logging.progress_bar=false"])
+    distiller = Distiller(cfg, tmp_path / "mixed")
+    hover, eight = distiller.rollouts
+    assert hover.env is distiller.env and (hover.env.num_envs, eight.env.num_envs) == (32, 32)
+    assert (hover.env.config.task, eight.env.config.task) == ("hover", "figure_eight")
+    assert distiller.spec["id"] == distiller.run_cfg.env.id == "robo_rl/CrazyflieHover-v0"
+    summary = distiller.run()
+    assert summary["env_steps"] == 64 * 3 and distiller.dataset.size == 64 * 3
+    # each env's rows hold its own observations, labelled by the teacher from its privileged observation
+    obs, info = eight.env.reset(seed=5)
+    expected = distiller.teacher.act(torch.as_tensor(info["privileged_obs"]), deterministic=True)
+    distiller._observe(eight, obs, info)
+    distiller._rollout(eight, teacher_share=1.0)
+    rows = slice(64 * 3, 64 * 3 + 32)
+    assert torch.equal(distiller.dataset.obs[rows], torch.as_tensor(obs))
+    assert torch.allclose(distiller.dataset.action[rows], expected)
+
+    for extra, message in ((["also_tasks=[backflip]"], "unknown quadrotor task 'backflip'"),
+                           (["also_tasks=[figure_eight,reach]", "num_envs=2"],
+                            "num_envs=2 cannot share its vehicles among 3 tasks")):
+        refused = _distill(teacher_run, tmp_path / "student", *extra)
+        assert refused.returncode == 2 and message in refused.stderr, refused.stderr[-2000:]
+        assert len(refused.stderr.strip().splitlines()) == 1 and not (tmp_path / "student").exists()
