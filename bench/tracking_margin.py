@@ -1,0 +1,56 @@
+"""How far a policy's failures on a tracking task are from success: the robustness suite's cells (moderate
+starts, latency 0-2, with and without wind) for some named vehicles, flown again at several success radii.
+
+A policy that fails the figure-eight at its own radius (0.15 m) but passes at 0.175 m tracks the lap a couple
+of centimetres too loosely; one that fails at every radius crashes or drifts away.
+
+    python bench/tracking_margin.py <run> [--task figure_eight] [--vehicles crazyflie_brushless ...]
+        [--radii 0.15 0.175 0.2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import torch
+from hydra import compose, initialize_config_dir
+from omegaconf import OmegaConf
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from robo_rl.envs import task_env  # noqa: E402
+from robo_rl.evaluate import load_policy  # noqa: E402
+from robo_rl.robustness import evaluate_cells, suite_from_config  # noqa: E402
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("run", help="a training or distillation run folder")
+    parser.add_argument("--task", default="figure_eight", help="the quadrotor task flown (default figure_eight)")
+    parser.add_argument("--vehicles", nargs="+", default=None, help="named vehicles (default: the suite's)")
+    parser.add_argument("--radii", nargs="+", type=float, default=[0.15, 0.175, 0.2], help="success radii [m]")
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    with initialize_config_dir(config_dir=str(ROOT / "configs"), version_base="1.3"):
+        cfg = compose(config_name="robustness", overrides=[f"run={args.run}", f"task={args.task}",
+                                                               "held_out.episodes=0"])
+    suite = suite_from_config(cfg)
+    device = torch.device("cpu")
+    state, run_cfg, agent = load_policy(args.run, "best", device)
+    run_cfg = OmegaConf.merge(run_cfg, {"env": task_env(run_cfg.env, args.task)})
+    cells = [cell for cell in suite.cells(args.vehicles)
+             if cell.start_set == "moderate" and cell.latency_steps <= 2]
+    print(f"{args.run}, {args.task}: success from moderate starts per cell (latency steps, w: wind)")
+    for radius in args.radii:
+        flown = OmegaConf.merge(run_cfg, {"env": {"overrides": {"success_radius": radius}}})
+        results = evaluate_cells(state, flown, lambda o: agent.act(o, deterministic=True), cells, suite, device)
+        print(f"radius {radius:.3f} m: " + "  ".join(
+            f"{cell.vehicle} {cell.latency_steps}{'w' if cell.wind else ''} {100 * result['success_rate']:.0f}%"
+            for cell, result in results.items()), flush=True)
+
+
+if __name__ == "__main__":
+    main()
