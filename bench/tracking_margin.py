@@ -11,6 +11,7 @@ of centimetres too loosely; one that fails at every radius crashes or drifts awa
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from pathlib import Path
 
@@ -21,26 +22,35 @@ from omegaconf import OmegaConf
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from robo_rl.envs import task_env  # noqa: E402
-from robo_rl.evaluate import load_policy  # noqa: E402
-from robo_rl.robustness import evaluate_cells, suite_from_config  # noqa: E402
+from robo_rl.checkpoint import CheckpointError  # noqa: E402
+from robo_rl.robustness import check_run, evaluate_cells, load_flying, suite_from_config  # noqa: E402
+from sim.errors import ConfigError  # noqa: E402
+from sim.quadrotor.model import VEHICLES  # noqa: E402
+from sim.quadrotor.tasks import TASKS  # noqa: E402
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("run", help="a training or distillation run folder")
-    parser.add_argument("--task", default="figure_eight", help="the quadrotor task flown (default figure_eight)")
-    parser.add_argument("--vehicles", nargs="+", default=None, help="named vehicles (default: the suite's)")
+    parser.add_argument("--task", default="figure_eight", choices=list(TASKS), help="the quadrotor task flown")
+    parser.add_argument("--vehicles", nargs="+", default=None, choices=list(VEHICLES),
+                        help="named vehicles (default: the suite's)")
     parser.add_argument("--radii", nargs="+", type=float, default=[0.15, 0.175, 0.2], help="success radii [m]")
+    parser.error = lambda message: parser.exit(2, f"error: {message}\n")  # one line, without the usage
     args = parser.parse_args()
+    if not all(math.isfinite(r) and r > 0 for r in args.radii):
+        parser.error(f"--radii must be positive distances in metres, got {args.radii}")
     torch.set_num_threads(1)
-    with initialize_config_dir(config_dir=str(ROOT / "configs"), version_base="1.3"):
-        cfg = compose(config_name="robustness", overrides=[f"run={args.run}", f"task={args.task}",
-                                                               "held_out.episodes=0"])
-    suite = suite_from_config(cfg)
-    device = torch.device("cpu")
-    state, run_cfg, agent = load_policy(args.run, "best", device)
-    run_cfg = OmegaConf.merge(run_cfg, {"env": task_env(run_cfg.env, args.task)})
+    try:
+        check_run(args.run)
+        with initialize_config_dir(config_dir=str(ROOT / "configs"), version_base="1.3"):
+            cfg = compose(config_name="robustness", overrides=[f"run={args.run}", f"task={args.task}",
+                                                                   "held_out.episodes=0"])
+        suite = suite_from_config(cfg)
+        device = torch.device("cpu")
+        state, run_cfg, agent = load_flying(args.run, "best", device, args.task)
+    except (ConfigError, CheckpointError) as error:
+        parser.exit(2, f"error: {error}\n")
     cells = [cell for cell in suite.cells(args.vehicles)
              if cell.start_set == "moderate" and cell.latency_steps <= 2]
     print(f"{args.run}, {args.task}: success from moderate starts per cell (latency steps, w: wind)")

@@ -126,25 +126,15 @@ def check_reads_student_observation(student_env: Any, run: Any, task: str | None
                           f"({student_env.action_history}, {student_env.state_history}): train it with the same histories")
 
 
-def check_also_tasks(teacher: Any, overrides: Any, task: str | None, also_tasks: list[str], num_envs: int) -> None:
-    """ConfigError unless every one of `also_tasks` is a quadrotor task the student (flying `task` on `teacher`'s
-    vehicles with `overrides`) can also fly in its rollouts: with the same observation, and at least one of
-    the `num_envs` vehicles for each task."""
-    from sim.quadrotor.observation import quadrotor_layout
-
-    if not also_tasks:
-        return
+def check_also_tasks(teacher: Any, overrides: Any, also_tasks: list[str], num_envs: int) -> None:
+    """ConfigError unless every one of `also_tasks` is a quadrotor task the student can also fly on `teacher`'s
+    vehicles with `overrides` (every task observes the same histories, which the overrides set for all), and
+    the `num_envs` vehicles leave at least one for each task."""
     if num_envs < 1 + len(also_tasks):
         raise ConfigError(f"num_envs={num_envs} cannot share its vehicles among {1 + len(also_tasks)} tasks "
                           f"(task and also_tasks={also_tasks}): give at least {1 + len(also_tasks)}")
-    own = check_env_overrides(teacher, overrides, task)
-    size = quadrotor_layout(own.action_history, own.state_history).size
     for other in also_tasks:
-        config = check_env_overrides(teacher, overrides, other)
-        if quadrotor_layout(config.action_history, config.state_history).size != size:
-            raise ConfigError(f"also_tasks: {other} observes {config.action_history} past actions and "
-                              f"{config.state_history} past states, the student's task "
-                              f"{own.action_history} and {own.state_history}: the rollouts need one observation")
+        check_env_overrides(teacher, overrides, other)
 
 
 def check_latency_teacher_labels(config: Any, latency_from: int) -> None:
@@ -192,13 +182,11 @@ class Distiller:
         teacher_env_cfg = env_at(flown, self.difficulty, self.privileged_teacher, cfg.env_overrides)
         privileged = self.privileged_teacher or bool(teacher_cfg.env.get("privileged_observation", False))
         # the rollouts: `task` and each of `also_tasks` flown in an equal share of the num_envs vehicles
-        tasks = [cfg.task, *cfg.also_tasks]
-        shares = np.array_split(np.arange(int(cfg.num_envs)), len(tasks))
-        self.rollouts = [Rollout(make_vector_env(env_at(task_env(teacher_cfg.env, task), self.difficulty, False,
-                                                        cfg.env_overrides),
-                                                 len(share), self.device, threads=int(cfg.torch_threads),
-                                                 privileged=privileged))
-                         for task, share in zip(tasks, shares)]
+        env_cfgs = [self.student_env_cfg] + [env_at(task_env(teacher_cfg.env, task), self.difficulty, False,
+                                                    cfg.env_overrides) for task in cfg.also_tasks]
+        shares = np.array_split(np.arange(int(cfg.num_envs)), len(env_cfgs))
+        self.rollouts = [Rollout(make_vector_env(env_cfg, len(share), self.device, threads=int(cfg.torch_threads),
+                                                 privileged=privileged)) for env_cfg, share in zip(env_cfgs, shares)]
         self.env = self.rollouts[0].env
         teacher_inputs = self.env.privileged_size if self.privileged_teacher else self.env.single_observation_space.shape[0]
         if teacher_inputs != self.teacher.obs_dim:

@@ -169,7 +169,7 @@ def check_options(cfg: DictConfig, command: str, require_all: bool = True) -> No
         except CheckpointError as error:
             raise ConfigError(str(error)) from None
         student_env = check_env_overrides(cfg.teacher, cfg.env_overrides, cfg.task)
-        check_also_tasks(cfg.teacher, cfg.env_overrides, cfg.task, list(cfg.also_tasks), int(cfg.num_envs))
+        check_also_tasks(cfg.teacher, cfg.env_overrides, list(cfg.also_tasks), int(cfg.num_envs))
         if not isinstance(cfg.latency_from, int) or isinstance(cfg.latency_from, bool) or cfg.latency_from < 1:
             raise ConfigError(f"latency_from must be a whole number of control steps >= 1, got {cfg.latency_from!r}")
         for option in ("fast_rotor_teacher", "latency_teacher"):

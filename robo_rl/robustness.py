@@ -262,7 +262,7 @@ def evaluate_cells(state: Mapping[str, Any], run_cfg: DictConfig, policy: Callab
     return results
 
 
-def _load_flying(run: str | Path, checkpoint: str | None, device: torch.device,
+def load_flying(run: str | Path, checkpoint: str | None, device: torch.device,
                  task: str | None) -> tuple[dict[str, Any], DictConfig, Any]:
     """A run's policy (load_policy) with its env config flying `task` on the run's vehicles (None: its own)."""
     state, run_cfg, agent = load_policy(run, checkpoint, device)
@@ -276,7 +276,7 @@ def run_suite(run: str | Path, suite: Suite, checkpoint: str | None = "best", de
     """The suite's results for a run's policy (and its specialists), as the JSON the command writes."""
     start = time.perf_counter()
     device_ = select_device(device)
-    state, run_cfg, agent = _load_flying(run, checkpoint, device_, suite.task)
+    state, run_cfg, agent = load_flying(run, checkpoint, device_, suite.task)
     check_quadrotor_env(run_cfg.env.id, f"run={run}")
     cells = suite.cells()
     results = evaluate_cells(state, run_cfg, lambda o: agent.act(o, deterministic=True), cells, suite, device_)
@@ -284,7 +284,7 @@ def run_suite(run: str | Path, suite: Suite, checkpoint: str | None = "best", de
     specialist_checkpoints: dict[str, str] = {}
     for name, folder in suite.specialists.items():
         vehicle, latency = specialist_cells(name)
-        s_state, s_cfg, s_agent = _load_flying(folder, "best", device_, suite.task)
+        s_state, s_cfg, s_agent = load_flying(folder, "best", device_, suite.task)
         specialist_checkpoints[name] = str(s_state["path"])
         flown = [cell for cell in suite.cells([vehicle]) if latency in (None, cell.latency_steps)]
         for cell, result in evaluate_cells(s_state, s_cfg, lambda o, a=s_agent: a.act(o, deterministic=True),
