@@ -127,14 +127,20 @@ def draw_pool(run: Path, size: int, seed: int) -> list[dict[str, Any]]:
     env = make_vector_env(cfg, size, DEVICE)
     _, info = env.reset(seed=seed)
     env.close()
-    p = {k: np.asarray(v) for k, v in info["params"].items()}
-    nominal = VEHICLES[str(cfg.overrides.get("vehicle", "crazyflie_l2f_paper"))]
+    return drawn_vehicles(info["params"], str(cfg.overrides.get("vehicle", "crazyflie_l2f_paper")))
+
+
+def drawn_vehicles(params: dict[str, Any], nominal_vehicle: str) -> list[dict[str, Any]]:
+    """Each env's drawn vehicle, from the episode parameters an env reports (`info["params"]`), as
+    `vehicle_overrides` of a specialist's config plus its `latency_steps`."""
+    p = {k: np.asarray(v) for k, v in params.items()}
+    nominal = VEHICLES[nominal_vehicle]
     return [{"mass": float(p["mass"][i]), "inertia": [float(x) for x in p["inertia"][i]],
              "rotor_offset": float(nominal.rotor_offset * p["arm_scale"][i]),
              "thrust_curve": [float(x) for x in p["thrust_curve"][i]],
              "yaw_torque_ratio": float(np.abs(p["yaw_torque_coefficients"][i]).mean()),
              "motor_tau_rise": float(p["motor_tau_rise"][i]), "motor_tau_fall": float(p["motor_tau_fall"][i]),
-             "latency_steps": int(p["latency_steps"][i])} for i in range(size)]
+             "latency_steps": int(p["latency_steps"][i])} for i in range(len(p["mass"]))]
 
 
 def trained_on(run: Path, vehicle: dict[str, Any], latency: int) -> bool:
@@ -153,8 +159,8 @@ def train_pool(pool: list[dict[str, Any]], folder: Path, steps: int, drawn_laten
                 member["latency_steps"] if drawn_latency else 0) for member in pool]
     for i, (vehicle, latency) in enumerate(members):
         if (folder / f"v{i}" / "config.yaml").is_file() and not trained_on(folder / f"v{i}", vehicle, latency):
-            sys.exit(f"--pool-dir {folder}: v{i} was trained on another vehicle or latency than this pool draws "
-                     "(another --pool-seed, --pool-from or --pool-latency): give a new --pool-dir")
+            sys.exit(f"{folder}: v{i} was trained on another vehicle or latency than this pool draws "
+                     "(another seed, run or latency): give a new folder")
 
     def train(i: int) -> None:
         run = folder / f"v{i}"
