@@ -33,14 +33,13 @@ from omegaconf import OmegaConf
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from teacher_pool import drawn_vehicles, own_teacher, train_pool  # noqa: E402
+from teacher_pool import check_result_name, drawn_vehicles, own_teacher, run_reporting_errors, train_pool  # noqa: E402
 
-from robo_rl.checkpoint import CheckpointError, require_run_dir  # noqa: E402
+from robo_rl.checkpoint import require_run_dir  # noqa: E402
 from robo_rl.distill import env_at  # noqa: E402
 from robo_rl.envs import make_vector_env  # noqa: E402
 from robo_rl.evaluation import evaluate_policy  # noqa: E402
 from robo_rl.robustness import held_out_vehicles, load_flying  # noqa: E402
-from sim.errors import ConfigError  # noqa: E402
 from sim.kernel_expr import ArrayMath  # noqa: E402
 from sim.quadrotor.observation import limited_position_error  # noqa: E402
 
@@ -94,6 +93,7 @@ def main() -> None:
     for option in ("steps", "episodes"):
         if getattr(args, option) < 1:
             sys.exit(f"--{option} {getattr(args, option)}: must be at least 1")
+    check_result_name(args.name)
     for run in args.runs:
         require_run_dir(run, "run", need_policy=True)
     torch.set_num_threads(1)
@@ -173,8 +173,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    try:
-        main()
-    except (CheckpointError, ConfigError) as error:  # a missing or foreign run: one line, exit 2
-        print(f"error: {error}", file=sys.stderr)
-        sys.exit(2)
+    run_reporting_errors(main)

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -298,6 +299,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--name", default=None, help="results file suffix")
     args = parser.parse_args()
+    check_result_name(args.name)
     if args.vehicle_id and args.teachers != "specialists":
         sys.exit("--vehicle-id: only with --teachers specialists (a pool vehicle has no name on a robot either)")
     if not 0.0 <= args.family_share < 1.0:
@@ -405,9 +407,20 @@ def fly_family(family_run: Path, student: SAC, identity: Identity | None, studen
     return result
 
 
-if __name__ == "__main__":
+def run_reporting_errors(main: Callable[[], None]) -> None:
+    """Run a bench script's `main`: a missing or foreign run gives one line and exit 2."""
     try:
         main()
-    except (CheckpointError, ConfigError) as error:  # a missing or foreign run: one line, exit 2
+    except (CheckpointError, ConfigError) as error:
         print(f"error: {error}", file=sys.stderr)
         sys.exit(2)
+
+
+def check_result_name(name: str | None) -> None:
+    """Exit with one line unless `name` (--name) is a plain file name for bench/results."""
+    if name is not None and (name in (".", "..") or not re.fullmatch(r"[A-Za-z0-9_.-]+", name)):
+        sys.exit(f"--name {name!r}: letters, digits, '_', '-' and '.' only (a file name in bench/results)")
+
+
+if __name__ == "__main__":
+    run_reporting_errors(main)
