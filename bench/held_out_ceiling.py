@@ -33,13 +33,13 @@ from omegaconf import OmegaConf
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from teacher_pool import check_result_name, drawn_vehicles, own_teacher, run_reporting_errors, train_pool  # noqa: E402
+from teacher_pool import (check_pool_dir, check_result_name, drawn_vehicles, own_teacher,  # noqa: E402
+                          run_reporting_errors, train_pool)
 
-from robo_rl.checkpoint import require_run_dir  # noqa: E402
 from robo_rl.distill import env_at  # noqa: E402
 from robo_rl.envs import make_vector_env  # noqa: E402
 from robo_rl.evaluation import evaluate_policy  # noqa: E402
-from robo_rl.robustness import held_out_vehicles, load_flying  # noqa: E402
+from robo_rl.robustness import check_run, held_out_vehicles, load_flying  # noqa: E402
 from sim.kernel_expr import ArrayMath  # noqa: E402
 from sim.quadrotor.observation import limited_position_error  # noqa: E402
 
@@ -89,13 +89,15 @@ def main() -> None:
     parser.add_argument("--episodes", type=int, default=100, help="starts per failed vehicle (of --start-set), student and specialist")
     parser.add_argument("--start-set", default="moderate", help="the suite's start set the held-out vehicles fly from")
     parser.add_argument("--name", default="held_out_ceiling", help="results file name")
+    parser.error = lambda message: parser.exit(2, f"error: {message}\n")  # one line, without the usage
     args = parser.parse_args()
+    check_pool_dir(args.specialists)
     for option in ("steps", "episodes"):
         if getattr(args, option) < 1:
             sys.exit(f"--{option} {getattr(args, option)}: must be at least 1")
     check_result_name(args.name)
     for run in args.runs:
-        require_run_dir(run, "run", need_policy=True)
+        check_run(run)  # a run with a policy, of a quadrotor env
     torch.set_num_threads(1)
     suite = OmegaConf.load(ROOT / "configs" / "robustness.yaml")
     if args.start_set not in suite.start_sets:

@@ -152,10 +152,17 @@ def trained_on(run: Path, vehicle: dict[str, Any], latency: int) -> bool:
     return same and list(env.randomization.latency_steps) == [latency, latency]
 
 
+def check_pool_dir(folder: Path) -> None:
+    """Exit with one line where `folder`, the specialists' folder, exists and is not a folder."""
+    if folder.exists() and not folder.is_dir():
+        sys.exit(f"{folder}: not a folder (where the specialists go): give a folder, new or of this pool")
+
+
 def train_pool(pool: list[dict[str, Any]], folder: Path, steps: int, drawn_latency: bool) -> None:
     """A specialist (configs/experiment/specialist.yaml) per pool vehicle not yet trained, two at a time, at the
     vehicle's drawn latency or (drawn_latency false) at latency 0. Exits with one line where `folder` holds a
     member trained on another vehicle (a pool drawn with another seed, size or distribution)."""
+    check_pool_dir(folder)
     members = [({k: v for k, v in member.items() if k != "latency_steps"},
                 member["latency_steps"] if drawn_latency else 0) for member in pool]
     for i, (vehicle, latency) in enumerate(members):
@@ -298,6 +305,7 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--name", default=None, help="results file suffix")
+    parser.error = lambda message: parser.exit(2, f"error: {message}\n")  # one line, without the usage
     args = parser.parse_args()
     check_result_name(args.name)
     if args.vehicle_id and args.teachers != "specialists":

@@ -263,7 +263,7 @@ def evaluate_cells(state: Mapping[str, Any], run_cfg: DictConfig, policy: Callab
 
 
 def load_flying(run: str | Path, checkpoint: str | None, device: torch.device,
-                 task: str | None) -> tuple[dict[str, Any], DictConfig, Any]:
+                task: str | None) -> tuple[dict[str, Any], DictConfig, Any]:
     """A run's policy (load_policy) with its env config flying `task` on the run's vehicles (None: its own)."""
     state, run_cfg, agent = load_policy(run, checkpoint, device)
     if task is not None:
