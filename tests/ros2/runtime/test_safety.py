@@ -64,7 +64,7 @@ class Robot:
         self.timing_sub = probe.create_subscription(
             Float64MultiArray, "/quadrotor_policy_node/tick_timing", lambda m: self.ticks.append(Tick(*m.data)),
             QoSProfile(depth=1000, reliability=ReliabilityPolicy.RELIABLE))
-        self.last_sent = 0.0
+        self.last_sent = 0.0  # monotonic time just before the last publish: its receipt comes after it
 
     def send(self, position=(0.0, 0.0, 1.0), body_rates=(0.0, 0.0, 0.0)) -> float:
         msg = Odometry()
@@ -72,8 +72,8 @@ class Robot:
         msg.pose.pose.position.x, msg.pose.pose.position.y, msg.pose.pose.position.z = position
         msg.pose.pose.orientation.w = 1.0
         msg.twist.twist.angular.x, msg.twist.twist.angular.y, msg.twist.twist.angular.z = body_rates
-        self.pub.publish(msg)
         self.last_sent = time.monotonic()
+        self.pub.publish(msg)
         return self.last_sent
 
     def run(self, seconds: float, alive: bool = True, position=(0.0, 0.0, 1.0), body_rates=(0.0, 0.0, 0.0)) -> None:
@@ -82,6 +82,16 @@ class Robot:
             if alive and time.monotonic() - self.last_sent >= TICK:
                 self.send(position, body_rates)
             rclpy.spin_once(self.probe, timeout_sec=0.001)
+
+    def wait_for_delivery(self, timeout: float = 5.0) -> None:
+        """Spin until the node has ticked on the last state sent, so that none is still in flight; a state the
+        best-effort sensor QoS dropped is sent again."""
+        end = time.monotonic() + timeout
+        while time.monotonic() < end and not self.ticks_on_states_after(self.last_sent):
+            if time.monotonic() - self.last_sent > 0.2:
+                self.send()
+            rclpy.spin_once(self.probe, timeout_sec=0.001)
+        assert self.ticks_on_states_after(self.last_sent), f"the node did not tick on a state within {timeout} s"
 
     def run_until(self, condition, timeout: float) -> bool:
         """Publish hover odometry until `condition()` holds or `timeout` seconds pass."""
@@ -159,7 +169,9 @@ def test_stale_state_and_nan_stop_within_one_tick_and_recover(workspace, probe, 
             assert robot.ticks_on_states_after(back_at)[0].flew
             assert any(_flying(m) for _, m in robot.since(back_at))
 
-            # 3. NaN in a message: the tick on it stops, and so does every tick after it
+            # 3. NaN in a message: the tick on it stops, and so does every tick after it. A good state still in
+            # flight when the NaN is sent would be received after it and rightly fly, so let it land first.
+            robot.wait_for_delivery()
             nan_sent = time.monotonic()
             robot.pub.publish(_nan_odometry())
             robot.run(0.1, alive=False)
