@@ -16,7 +16,12 @@ iterations of 100 steps, the teacher's share falling to 0 over 5). Two teacher s
   at difficulty 1, drawn with `--pool-seed`), a specialist trained on each at latency 0 (`--pool-steps` env
   steps, two at a time, into `--pool-dir`), those reaching `--min-success` kept. `--family-share` of the envs
   fly the family run's own vehicles instead, labelled by its family and fast-rotor teachers. The named vehicles
-  are in no pool.
+  are in no pool. `--pool-latency drawn` trains each specialist at its vehicle's drawn latency;
+  `--pool-min-latency k` then draws pool vehicles at k or more control steps only, and the family envs fly the
+  latencies below k: the family teachers label where they fly, the pool where they do not.
+
+`--save-student <new folder>` writes the student as a run (config.yaml, best_policy.pt), so that
+`python -m robo_rl.robustness run=<folder>` flies the whole suite with it, held-out vehicles included.
 
 The student flies the robustness suite's cells (`configs/robustness.yaml`, at the student's latencies) and, for
 a pool, 200 vehicles of the family at latency 0 from both start sets, next to the family run's own student.
@@ -24,11 +29,14 @@ Prints the tables and writes bench/results/teacher_pool_<name>.json.
 
     python bench/teacher_pool.py --teachers specialists --latency 0 3 [--vehicle-id] [--latency-id] [--hidden 256 256]
     python bench/teacher_pool.py --teachers pool --family-run outputs/lim-s0 [--family-share 0.5]
+    python bench/teacher_pool.py --teachers pool --family-run <make train run> --pool-from <make train run> \
+        --pool-latency drawn --pool-min-latency 2 --family-share 0.5 --save-student <folder>
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import re
 import shutil
@@ -48,12 +56,13 @@ sys.path.insert(0, str(ROOT))
 
 from robo_rl.agents.distillation import AggregatedDataset, DistillationConfig, StudentRegression  # noqa: E402
 from robo_rl.agents.sac import SAC, SACConfig  # noqa: E402
-from robo_rl.checkpoint import CheckpointError, require_run_dir  # noqa: E402
+from robo_rl.checkpoint import CheckpointError, require_run_dir, save_best_policy  # noqa: E402
 from robo_rl.distill import env_at, fast_rotors  # noqa: E402
 from robo_rl.envs import env_spec, make_vector_env  # noqa: E402
 from robo_rl.evaluate import load_policy  # noqa: E402
 from robo_rl.evaluation import evaluate_policy  # noqa: E402
 from robo_rl.robustness import evaluate_cells, suite_from_config  # noqa: E402
+from robo_rl.train import policy_state  # noqa: E402
 from sim.errors import ConfigError  # noqa: E402
 from sim.kernel_expr import ArrayMath  # noqa: E402
 from sim.quadrotor.model import VEHICLES  # noqa: E402
@@ -122,13 +131,19 @@ def specialist_groups(folder: Path, latencies: list[int], envs_per_vehicle: int,
     return groups
 
 
-def draw_pool(run: Path, size: int, seed: int) -> list[dict[str, Any]]:
-    """`size` vehicles of a run's training distribution at difficulty 1: `vehicle_overrides` and a latency each."""
+def draw_pool(run: Path, size: int, seed: int, min_latency: int = 0) -> list[dict[str, Any]]:
+    """`size` vehicles of a run's training distribution at difficulty 1: `vehicle_overrides` and a latency each;
+    with `min_latency`, the first `size` of a larger draw whose drawn latency is at least that."""
     cfg = env_at(OmegaConf.load(run / "config.yaml").env, 1.0, False)
-    env = make_vector_env(cfg, size, DEVICE)
+    env = make_vector_env(cfg, size if min_latency == 0 else 8 * size, DEVICE)
     _, info = env.reset(seed=seed)
     env.close()
-    return drawn_vehicles(info["params"], str(cfg.overrides.get("vehicle", "crazyflie_l2f_paper")))
+    drawn = drawn_vehicles(info["params"], str(cfg.overrides.get("vehicle", "crazyflie_l2f_paper")))
+    pool = [member for member in drawn if member["latency_steps"] >= min_latency][:size]
+    if len(pool) < size:
+        sys.exit(f"--pool-min-latency {min_latency}: only {len(pool)} of {len(drawn)} drawn vehicles reach it; "
+                 "lower it or --pool-size")
+    return pool
 
 
 def drawn_vehicles(params: dict[str, Any], nominal_vehicle: str) -> list[dict[str, Any]]:
@@ -195,7 +210,8 @@ def train_pool(pool: list[dict[str, Any]], folder: Path, steps: int, drawn_laten
 
 def pool_groups(args: argparse.Namespace, student: dict[str, Any]) -> tuple[list[Group], list[int]]:
     """One group per kept pool vehicle, plus the family's own vehicles for `--family-share`; the kept indices."""
-    pool = draw_pool(args.pool_from or args.family_run / "teachers" / "family", args.pool_size, args.pool_seed)
+    pool = draw_pool(args.pool_from or args.family_run / "teachers" / "family", args.pool_size, args.pool_seed,
+                     args.pool_min_latency)
     train_pool(pool, args.pool_dir, args.pool_steps, args.pool_latency == "drawn")
     kept = [i for i in range(len(pool)) if max(h["success_rate"] for h in json.loads(
         (args.pool_dir / f"v{i}" / "summary.json").read_text())["history"]) >= args.min_success]
@@ -214,7 +230,9 @@ def pool_groups(args: argparse.Namespace, student: dict[str, Any]) -> tuple[list
             rows = torch.as_tensor(fast_rotors(params, 0.02))[:, None]
             return torch.where(rows, fast(obs, params), family(obs, params))
 
-        latency = [0, 0] if args.pool_latency == "0" else [0, 3]
+        # with a minimum pool latency, the family teachers label the latencies below it and the pool those above
+        latency = ([0, 0] if args.pool_latency == "0" else
+                   [0, args.pool_min_latency - 1] if args.pool_min_latency else [0, 3])
         cfg = env_at(OmegaConf.load(args.family_run / "config.yaml").env, 1.0, False, OmegaConf.create(
             {**student, "randomization": {"latency_steps": latency}}))
         groups.append(Group("family", make_vector_env(cfg, round(args.num_envs * args.family_share), DEVICE), label,
@@ -295,6 +313,8 @@ def main() -> None:
     parser.add_argument("--pool-from", type=Path, default=None,
                         help="the run whose distribution the pool is drawn from (default: the family run's family teacher)")
     parser.add_argument("--pool-latency", choices=("0", "drawn"), default="0")
+    parser.add_argument("--pool-min-latency", type=int, default=0,
+                        help="drawn: pool vehicles at this latency or more, the family envs below it")
     parser.add_argument("--pool-dir", type=Path, default=ROOT / "outputs" / "teacher_pool")
     parser.add_argument("--min-success", type=float, default=0.0, help="pool: keep teachers with at least this best success")
     parser.add_argument("--family-share", type=float, default=0.0)
@@ -305,6 +325,8 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--name", default=None, help="results file suffix")
+    parser.add_argument("--save-student", type=Path, default=None,
+                        help="a new folder: the student as a run that robo_rl.robustness, evaluate and export take")
     parser.error = lambda message: parser.exit(2, f"error: {message}\n")  # one line, without the usage
     args = parser.parse_args()
     check_result_name(args.name)
@@ -321,6 +343,10 @@ def main() -> None:
         sys.exit(f"--hidden {' '.join(map(str, args.hidden))}: layer widths must be at least 1")
     if args.state_history < 0:
         sys.exit(f"--state-history {args.state_history}: must be 0 or more")
+    if not 0 <= args.pool_min_latency <= 3 or (args.pool_min_latency and args.pool_latency != "drawn"):
+        sys.exit(f"--pool-min-latency {args.pool_min_latency}: 0-3 control steps, and above 0 only with --pool-latency drawn")
+    if args.save_student is not None and args.save_student.exists():
+        sys.exit(f"--save-student {args.save_student}: exists; give a new folder")
     if min(args.latency) < 0 or len(args.latency) > 2:
         sys.exit(f"--latency {' '.join(map(str, args.latency))}: one or two control-step counts, each 0 or more")
     require_run_dir(args.family_run, "--family-run", need_policy=True)  # its student's actor settings and vehicles
@@ -352,6 +378,8 @@ def main() -> None:
     distill_seconds = time.perf_counter() - start
     for group in groups:
         group.env.close()
+    if args.save_student is not None:
+        save_student(args.save_student, args.family_run, student, student_env, vars(args))
 
     suite_cfg = OmegaConf.load(ROOT / "configs" / "robustness.yaml")
     suite = suite_from_config(OmegaConf.merge(suite_cfg, {"run": "student", "latency_steps": latencies}))
@@ -389,6 +417,24 @@ def main() -> None:
                                "kept_pool_vehicles": kept, "distill_seconds": distill_seconds, "losses": losses,
                                "cells": rows, "family": family}, indent=1))
     print(f"wrote {out}")
+
+
+def save_student(folder: Path, family_run: Path, student: SAC, student_env: dict[str, Any],
+                 args: dict[str, Any]) -> None:
+    """Write `student` as a run folder (config.yaml, best_policy.pt): `family_run`'s config with the student's
+    observation and these `args`, so that robo_rl.robustness, evaluate and export take it like any run."""
+    state, run_cfg, _ = load_policy(family_run, "best", DEVICE)
+    run_cfg = OmegaConf.merge(run_cfg, {
+        "env": env_at(run_cfg.env, None, False, OmegaConf.create(student_env)),
+        "agent": dataclasses.asdict(student.config)})
+    run_cfg.distill = {"teacher_pool": {k: str(v) if isinstance(v, Path) else v for k, v in args.items()}}
+    env = make_vector_env(run_cfg.env, 1, DEVICE)
+    spec = env_spec(env, run_cfg.env.id)
+    env.close()
+    folder.mkdir(parents=True)
+    (folder / "config.yaml").write_text(OmegaConf.to_yaml(run_cfg))
+    save_best_policy(folder, policy_state(run_cfg, spec, student, DEVICE, {**state["counters"], "env_steps": 0}))
+    print(f"wrote the student to {folder}")
 
 
 def fly_family(family_run: Path, student: SAC, identity: Identity | None, student_env: dict[str, Any],
