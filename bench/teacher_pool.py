@@ -18,7 +18,8 @@ iterations of 100 steps, the teacher's share falling to 0 over 5). Two teacher s
   fly the family run's own vehicles instead, labelled by its family and fast-rotor teachers. The named vehicles
   are in no pool. `--pool-latency drawn` trains each specialist at its vehicle's drawn latency;
   `--pool-min-latency k` then draws pool vehicles at k or more control steps only, and the family envs fly the
-  latencies below k: the family teachers label where they fly, the pool where they do not.
+  latencies below k (`--family-latency all`: every latency): the family teachers label where they fly, the pool
+  where they do not.
 
 `--save-student <new folder>` writes the student as a run (config.yaml, best_policy.pt), so that
 `python -m robo_rl.robustness run=<folder>` flies the whole suite with it, held-out vehicles included.
@@ -231,8 +232,10 @@ def pool_groups(args: argparse.Namespace, student: dict[str, Any]) -> tuple[list
             return torch.where(rows, fast(obs, params), family(obs, params))
 
         # with a minimum pool latency, the family teachers label the latencies below it and the pool those above
+        # (or, with --family-latency all, every latency, and the two teach side by side above it)
         latency = ([0, 0] if args.pool_latency == "0" else
-                   [0, args.pool_min_latency - 1] if args.pool_min_latency else [0, 3])
+                   [0, args.pool_min_latency - 1] if args.pool_min_latency and args.family_latency == "below-pool"
+                   else [0, 3])
         cfg = env_at(OmegaConf.load(args.family_run / "config.yaml").env, 1.0, False, OmegaConf.create(
             {**student, "randomization": {"latency_steps": latency}}))
         groups.append(Group("family", make_vector_env(cfg, round(args.num_envs * args.family_share), DEVICE), label,
@@ -318,6 +321,8 @@ def main() -> None:
     parser.add_argument("--pool-dir", type=Path, default=ROOT / "outputs" / "teacher_pool")
     parser.add_argument("--min-success", type=float, default=0.0, help="pool: keep teachers with at least this best success")
     parser.add_argument("--family-share", type=float, default=0.0)
+    parser.add_argument("--family-latency", choices=("below-pool", "all"), default="below-pool",
+                        help="with --pool-min-latency: the family envs' latencies")
     parser.add_argument("--hidden", type=int, nargs="+", default=[64, 64])
     parser.add_argument("--state-history", type=int, default=8)
     parser.add_argument("--num-envs", type=int, default=1600)
