@@ -350,8 +350,11 @@ def main() -> None:
         sys.exit(f"--state-history {args.state_history}: must be 0 or more")
     if not 0 <= args.pool_min_latency <= 3 or (args.pool_min_latency and args.pool_latency != "drawn"):
         sys.exit(f"--pool-min-latency {args.pool_min_latency}: 0-3 control steps, and above 0 only with --pool-latency drawn")
-    if args.save_student is not None and args.save_student.exists():
-        sys.exit(f"--save-student {args.save_student}: exists; give a new folder")
+    if args.family_latency == "all" and not args.pool_min_latency:
+        sys.exit("--family-latency all: only with --pool-min-latency above 0 (the family envs fly every latency anyway)")
+    if args.save_student is not None and (args.save_student.exists()
+                                          or any(p.exists() and not p.is_dir() for p in args.save_student.parents)):
+        sys.exit(f"--save-student {args.save_student}: exists or lies under a file; give a new folder")
     if min(args.latency) < 0 or len(args.latency) > 2:
         sys.exit(f"--latency {' '.join(map(str, args.latency))}: one or two control-step counts, each 0 or more")
     require_run_dir(args.family_run, "--family-run", need_policy=True)  # its student's actor settings and vehicles
