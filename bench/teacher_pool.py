@@ -63,11 +63,10 @@ from robo_rl.envs import env_spec, make_vector_env  # noqa: E402
 from robo_rl.evaluate import load_policy  # noqa: E402
 from robo_rl.evaluation import evaluate_policy  # noqa: E402
 from robo_rl.robustness import evaluate_cells, suite_from_config  # noqa: E402
+from robo_rl.teacher_pool import teacher_input  # noqa: E402
 from robo_rl.train import policy_state  # noqa: E402
 from sim.errors import ConfigError  # noqa: E402
-from sim.kernel_expr import ArrayMath  # noqa: E402
 from sim.quadrotor.model import VEHICLES  # noqa: E402
-from sim.quadrotor.observation import limited_position_error  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results"
 DEVICE = torch.device("cpu")
@@ -84,25 +83,10 @@ class Group:
         self.params = info["params"]
 
 
-def teacher_input(policy: Any, position_error_limit: float) -> Callable[[torch.Tensor], torch.Tensor]:
-    """The teacher's observation from the student's: the student's leading entries (the same fields and action
-    history, the state history cut to the teacher's) with the teacher's own position error limit."""
-    m = ArrayMath(torch)
-
-    def project(obs: torch.Tensor) -> torch.Tensor:
-        obs = obs[:, : policy.obs_dim]
-        if not position_error_limit:
-            return obs
-        error = limited_position_error(m, [obs[:, k] for k in range(3)], position_error_limit)
-        return torch.cat([torch.stack(error, 1), obs[:, 3:]], 1)
-
-    return project
-
-
 def own_teacher(run: str | Path) -> Callable[[torch.Tensor, dict], torch.Tensor]:
     """A labeller that asks `run`'s policy, whatever the env's parameters."""
     _, cfg, policy = load_policy(run, "best", DEVICE)
-    project = teacher_input(policy, float(cfg.env.overrides.get("position_error_limit", 0.0)))
+    project = teacher_input(policy.obs_dim, float(cfg.env.overrides.get("position_error_limit", 0.0)))
     return lambda obs, params: policy.act(project(obs), deterministic=True)
 
 

@@ -3,7 +3,9 @@
 The teacher is a run, typically trained with `env.privileged_actor=true` (its policy reads the drawn vehicle's
 parameters; any other run's policy reads the student's own observation). Two more teachers may label a share of
 the vehicles: `fast_rotor_teacher=<run>` those whose rotors respond faster than `fast_rotor_tau`, and
-`latency_teacher=<run>` those whose commands act `latency_from` or more control steps late. The student
+`latency_teacher=<run>` those whose commands act `latency_from` or more control steps late. A pool of
+per-vehicle teachers (`teacher_pool=<folder>`, robo_rl.teacher_pool) brings its own vehicles: a share of the
+rollouts flies them, each labelled by the run trained on it. The student
 is a policy of the same env that sees only what the vehicle measures, with the histories its env config gives
 it, fitted by DAgger (robo_rl.agents.distillation) in `num_envs` simulated vehicles drawn from the teacher's
 distribution at the difficulty the teacher reached. `task=<quadrotor task>` has the student (and the teachers'
@@ -27,7 +29,7 @@ import json
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 import torch
@@ -42,6 +44,7 @@ from robo_rl.envs import env_spec, make_vector_env, task_env
 from robo_rl.evaluate import load_policy
 from robo_rl.evaluation import as_tensor, evaluate_policy
 from robo_rl.plotting import plot_learning_curve
+from robo_rl.teacher_pool import error_limit, kept_members, member_env, teacher_input
 from robo_rl.train import curriculum_levels, policy_state, seed_everything, select_device
 from sim.errors import ConfigError
 
@@ -148,6 +151,23 @@ def check_latency_teacher_labels(config: Any, latency_from: int) -> None:
                           f"'env_overrides={{randomization: {{latency_steps: [0, {latency_from}]}}}}'")
 
 
+def check_teacher_pool(cfg: DictConfig, student_env: Any) -> None:
+    """ConfigError unless `cfg.teacher_pool` is a pool whose kept runs can label a share of the student's
+    (`student_env`, a QuadrotorEnvConfig) rollouts, and that share leaves vehicles to the teacher's."""
+    share = float(cfg.teacher_pool_share)
+    if not 0.0 < share < 1.0:
+        raise ConfigError(f"teacher_pool_share must be in (0, 1): the share of num_envs that fly the pool's vehicles, "
+                          f"the rest the teacher's; got {share}")
+    env_id = task_env(OmegaConf.load(Path(str(cfg.teacher)) / "config.yaml").env, cfg.task).id
+    kept_members(cfg.teacher_pool, float(cfg.teacher_pool_min_success), env_id, student_env,
+                 cfg.teacher_pool_latency_from)
+    latency_from = cfg.teacher_pool_latency_from
+    low = int(student_env.randomization.latency_steps[0]) if student_env.randomization.enabled else 0
+    if latency_from is not None and latency_from <= low:
+        raise ConfigError(f"teacher_pool_latency_from={latency_from}: the student's vehicles act at least {low} "
+                          "control steps late, so the teacher's would fly none; raise it above that")
+
+
 @dataclass
 class Rollout:
     """A vector env the student's rollouts fly and what it last returned."""
@@ -157,6 +177,8 @@ class Rollout:
     teacher_obs: Any = None
     fast_rows: Any = None  # (num_envs, 1) bool: vehicles the fast-rotor teacher labels
     late_rows: Any = None  # (num_envs, 1) bool: vehicles the latency teacher labels
+    # a pool member's vehicle: its own teacher labels every env of this rollout (None: the family's teachers)
+    label: Callable[[torch.Tensor], torch.Tensor] | None = None
 
 
 class Distiller:
@@ -181,12 +203,28 @@ class Distiller:
         self.student_env_cfg = env_at(flown, self.difficulty, False, cfg.env_overrides)
         teacher_env_cfg = env_at(flown, self.difficulty, self.privileged_teacher, cfg.env_overrides)
         privileged = self.privileged_teacher or bool(teacher_cfg.env.get("privileged_observation", False))
-        # the rollouts: `task` and each of `also_tasks` flown in an equal share of the num_envs vehicles
-        env_cfgs = [self.student_env_cfg] + [env_at(task_env(teacher_cfg.env, task), self.difficulty, False,
-                                                    cfg.env_overrides) for task in cfg.also_tasks]
-        shares = np.array_split(np.arange(int(cfg.num_envs)), len(env_cfgs))
+        # the rollouts: `task` and each of `also_tasks` flown in an equal share of the num_envs vehicles that
+        # the teacher_pool's vehicles leave
+        family_overrides = cfg.env_overrides
+        members = self._pool_members(teacher_cfg)
+        if members and cfg.teacher_pool_latency_from is not None:
+            low = int(self.student_env.randomization.latency_steps[0])
+            family_overrides = OmegaConf.merge(cfg.env_overrides or {}, {"randomization": {
+                "latency_steps": [low, int(cfg.teacher_pool_latency_from) - 1]}})
+        env_cfgs = [env_at(task_env(teacher_cfg.env, task), self.difficulty, False, family_overrides)
+                    for task in [cfg.task, *cfg.also_tasks]]
+        pool_envs = round(int(cfg.num_envs) * float(cfg.teacher_pool_share)) if members else 0
+        shares = np.array_split(np.arange(int(cfg.num_envs) - pool_envs), len(env_cfgs))
         self.rollouts = [Rollout(make_vector_env(env_cfg, len(share), self.device, threads=int(cfg.torch_threads),
                                                  privileged=privileged)) for env_cfg, share in zip(env_cfgs, shares)]
+        for member in members:
+            _, _, policy = load_policy(member.run, "best", self.device)
+            project = teacher_input(policy.obs_dim, error_limit(member.env), self.student_env.position_error_limit)
+            env = make_vector_env(member_env(member, self.student_env, lambda env: task_env(env, cfg.task)),
+                                  max(1, round(pool_envs / len(members))), self.device,
+                                  threads=int(cfg.torch_threads), privileged=privileged)
+            self.rollouts.append(Rollout(env, label=lambda obs, p=policy, f=project: p.act(f(obs), deterministic=True)))
+        self.pool_runs = [str(member.run) for member in members]
         self.env = self.rollouts[0].env
         teacher_inputs = self.env.privileged_size if self.privileged_teacher else self.env.single_observation_space.shape[0]
         if teacher_inputs != self.teacher.obs_dim:
@@ -196,6 +234,11 @@ class Distiller:
         self.eval_env = make_vector_env(self.student_env_cfg, int(cfg.eval.episodes), self.device)
         self.teacher_eval_env = make_vector_env(teacher_env_cfg, int(cfg.eval.episodes), self.device)
         self.spec = env_spec(self.env, flown.id)
+        # what each teacher reads of the student's observation: the position error limited as in its own training
+        # (the student's env_overrides may lift the limit the teacher trained with)
+        self.views: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
+            "teacher": (lambda obs: obs) if self.privileged_teacher else
+            teacher_input(self.teacher.obs_dim, error_limit(teacher_cfg.env), self.student_env.position_error_limit)}
         self.fast_teacher, self.fast_teacher_path = self._load_labelling_teacher("fast_rotor_teacher", "fast_rotor_checkpoint")
         self.latency_teacher, self.latency_teacher_path = self._load_labelling_teacher("latency_teacher", "latency_checkpoint")
         agent_cfg = dict(state["agent_config"], actor_average_rate=0.0, compile=False)
@@ -214,7 +257,7 @@ class Distiller:
             "env": self.student_env_cfg, "agent": agent_cfg, "seed": int(cfg.seed), "curriculum": {"levels": []},
             "distill": {"teacher": str(cfg.teacher), "teacher_checkpoint": self.teacher_path,
                         "fast_rotor_teacher_checkpoint": self.fast_teacher_path,
-                        "latency_teacher_checkpoint": self.latency_teacher_path,
+                        "latency_teacher_checkpoint": self.latency_teacher_path, "teacher_pool_runs": self.pool_runs,
                         "difficulty": self.difficulty, **OmegaConf.to_container(cfg, resolve=True)}})
         self.env_steps = self.updates = 0
         self.wall_seconds = 0.0
@@ -225,6 +268,15 @@ class Distiller:
 
             self.writer = SummaryWriter(str(self.run_dir / "tensorboard"))
 
+    def _pool_members(self, teacher_cfg: DictConfig) -> list[Any]:
+        """The kept runs of `teacher_pool` (robo_rl.teacher_pool), [] without one."""
+        cfg = self.cfg
+        self.student_env = check_env_overrides(cfg.teacher, cfg.env_overrides, cfg.task)
+        if cfg.teacher_pool is None:
+            return []
+        return kept_members(cfg.teacher_pool, float(cfg.teacher_pool_min_success), task_env(teacher_cfg.env, cfg.task).id,
+                            self.student_env, cfg.teacher_pool_latency_from)
+
     def _load_labelling_teacher(self, option: str, checkpoint_option: str) -> tuple[Any, str | None]:
         """The policy and checkpoint path of the teacher that option `option` names for a share of the vehicles
         (None, None without one); it must read the student's observation."""
@@ -232,7 +284,8 @@ class Distiller:
         if cfg[option] is None:
             return None, None
         folder = check_labelling_teacher(cfg[option], cfg[checkpoint_option], cfg.teacher, option)
-        state, _, policy = load_policy(folder, cfg[checkpoint_option], self.device)
+        state, run_cfg, policy = load_policy(folder, cfg[checkpoint_option], self.device)
+        self.views[option] = teacher_input(policy.obs_dim, error_limit(run_cfg.env), self.student_env.position_error_limit)
         if policy.obs_dim != self.spec["observation_size"]:
             raise CheckpointError(f"{option}={cfg[option]} reads {policy.obs_dim} inputs, the student's "
                                   f"observation has {self.spec['observation_size']} (another env config's histories)")
@@ -280,13 +333,8 @@ class Distiller:
         with the action of the teacher of its vehicle."""
         env = rollout.env
         for _ in range(int(self.cfg.rollout_steps)):
-            obs_t, teacher_t = as_tensor(rollout.obs, self.device), as_tensor(rollout.teacher_obs, self.device)
-            target = self.teacher.act(teacher_t, deterministic=True)
-            if self.latency_teacher is not None:
-                target = torch.where(rollout.late_rows, self.latency_teacher.act(obs_t, deterministic=True), target)
-            # the fast-rotor teacher trained across every latency: its vehicles are its own at any latency
-            if self.fast_teacher is not None:
-                target = torch.where(rollout.fast_rows, self.fast_teacher.act(obs_t, deterministic=True), target)
+            obs_t = as_tensor(rollout.obs, self.device)
+            target = self._label(rollout, obs_t) if rollout.label is None else rollout.label(obs_t)
             self.dataset.add(obs_t, target)
             action = self.student.act(obs_t, deterministic=True)
             if teacher_share > 0:
@@ -295,6 +343,19 @@ class Distiller:
             obs, _, _, _, info = env.step(action if env.backend == "torch" else action.cpu().numpy())
             self._observe(rollout, obs, info)
             self.env_steps += env.num_envs
+
+    def _label(self, rollout: Rollout, obs: torch.Tensor) -> torch.Tensor:
+        """The family's labels of a rollout's observations `obs`: each vehicle's action by the teacher of its kind."""
+        views = self.views
+        target = self.teacher.act(views["teacher"](as_tensor(rollout.teacher_obs, self.device)), deterministic=True)
+        if self.latency_teacher is not None:
+            late = self.latency_teacher.act(views["latency_teacher"](obs), deterministic=True)
+            target = torch.where(rollout.late_rows, late, target)
+        # the fast-rotor teacher trained across every latency: its vehicles are its own at any latency
+        if self.fast_teacher is not None:
+            fast = self.fast_teacher.act(views["fast_rotor_teacher"](obs), deterministic=True)
+            target = torch.where(rollout.fast_rows, fast, target)
+        return target
 
     def _observe(self, rollout: Rollout, obs: Any, info: dict[str, Any]) -> None:
         """Record what `rollout`'s envs returned: the student's and the teacher's observations and, from the
@@ -353,6 +414,7 @@ class Distiller:
                    "teacher_success_rate": self.teacher_result["success_rate"], "difficulty": self.difficulty,
                    "fast_rotor_teacher": None if self.fast_teacher is None else str(self.cfg.fast_rotor_teacher),
                    "latency_teacher": None if self.latency_teacher is None else str(self.cfg.latency_teacher),
+                   "teacher_pool_runs": len(self.pool_runs),
                    "final": self.history[-1], "history": self.history, "run_dir": str(self.run_dir)}
         (self.run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
         return summary

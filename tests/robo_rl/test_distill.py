@@ -328,3 +328,93 @@ def test_also_tasks_share_the_rollouts_and_the_student_stays_a_student_of_its_ow
         refused = _distill(teacher_run, tmp_path / "student", *extra)
         assert refused.returncode == 2 and message in refused.stderr, refused.stderr[-2000:]
         assert len(refused.stderr.strip().splitlines()) == 1 and not (tmp_path / "student").exists()
+
+
+def _pool_member(source, folder, best_success, **overrides):
+    """A pool run: `source`'s policy, its config's env overrides changed by `overrides`, and a training summary
+    whose best evaluation is `best_success`."""
+    shutil.copytree(source, folder, ignore=shutil.ignore_patterns("tensorboard", "checkpoints"))
+    config = OmegaConf.load(folder / "config.yaml")
+    config.env.overrides = OmegaConf.merge(config.env.overrides, overrides)
+    OmegaConf.save(config, folder / "config.yaml")
+    (folder / "summary.json").write_text(json.dumps({"history": [{"success_rate": 0.0}, {"success_rate": best_success}]}))
+    return folder
+
+
+def test_a_teacher_pool_flies_its_own_vehicles_labelled_by_their_runs_and_the_family_below_its_latency(
+        teacher_run, student_run, tmp_path):
+    """teacher_pool: each kept run flies its own vehicle at its latency in its share of the rollouts, labelled by
+    its own policy; the family's rollouts fly the latencies below teacher_pool_latency_from while the student's
+    recorded distribution keeps them all; a run below teacher_pool_min_success is left out. Pools that cannot
+    teach the student are refused with one line before any folder."""
+    from hydra import compose, initialize_config_dir
+
+    from robo_rl.distill import Distiller
+    from robo_rl.evaluate import load_policy
+    from tests.robo_rl.quick import CONFIGS
+
+    pool = tmp_path / "pool"
+    pool.mkdir()
+    _pool_member(student_run, pool / "v0", 0.9, vehicle_overrides={"mass": 0.033}, randomization={"latency_steps": [2, 2]})
+    _pool_member(student_run, pool / "v10", 0.2, vehicle_overrides={"mass": 0.030}, randomization={"latency_steps": [2, 2]})
+    _pool_member(student_run, pool / "v2", 0.6, vehicle_overrides={"mass": 0.026}, randomization={"latency_steps": [3, 3]})
+    with initialize_config_dir(config_dir=CONFIGS, version_base="1.3"):
+        cfg = compose(config_name="distill", overrides=[
+            f"teacher={teacher_run}", f"teacher_pool={pool}", "teacher_pool_latency_from=2",
+            "env_overrides={randomization: {latency_steps: [0, 3]}}", "num_envs=64", "rollout_steps=2",
+            "iterations=1", "eval.episodes=4", "distillation.batch_size=64", "distillation.updates_per_iteration=2",
+            "torch_threads=1", "logging.tensorboard=false", "logging.progress_bar=false"])
+    distiller = Distiller(cfg, tmp_path / "student")
+    family, heavy, light = distiller.rollouts
+    assert distiller.pool_runs == [str(pool / "v0"), str(pool / "v2")]  # v10 is below teacher_pool_min_success
+    assert (family.env.num_envs, heavy.env.num_envs, light.env.num_envs) == (32, 16, 16)
+    assert list(family.env.config.randomization.latency_steps) == [0, 1]
+    assert list(distiller.run_cfg.env.overrides.randomization.latency_steps) == [0, 3]
+    for rollout, mass, latency in ((heavy, 0.033, 2), (light, 0.026, 3)):
+        obs, info = rollout.env.reset(seed=7)
+        params = info["params"]
+        assert torch.all(torch.as_tensor(params["latency_steps"]).reshape(-1) == latency)
+        drawn = torch.as_tensor(params["mass"]).reshape(-1)
+        assert torch.all((drawn > 0.9 * mass) & (drawn < 1.1 * mass)), drawn
+        distiller._observe(rollout, obs, info)
+    obs, info = family.env.reset(seed=7)
+    assert int(torch.as_tensor(info["params"]["latency_steps"]).max()) <= 1
+    member = load_policy(pool / "v2", "best", torch.device("cpu"))[2]
+    start = distiller.dataset.size
+    distiller._rollout(light, teacher_share=1.0)
+    rows = slice(start, start + 16)
+    assert torch.allclose(distiller.dataset.action[rows], member.act(distiller.dataset.obs[rows], deterministic=True))
+    summary = Distiller(cfg, tmp_path / "student").run()
+    assert summary["teacher_pool_runs"] == 2
+    recorded = OmegaConf.load(tmp_path / "student" / "config.yaml").distill
+    assert list(recorded.teacher_pool_runs) == [str(pool / "v0"), str(pool / "v2")]
+
+    wider = _pool_member(student_run, tmp_path / "wider" / "v0", 0.9, state_history=4)
+    early = _pool_member(student_run, tmp_path / "early" / "v0", 0.9, randomization={"latency_steps": [1, 1]})
+    (tmp_path / "empty").mkdir()
+    for extra, message in (
+            ([f"teacher_pool={tmp_path / 'empty'}"], "holds no training run"),
+            ([f"teacher_pool={pool}", "teacher_pool_share=1.0"], "teacher_pool_share must be in (0, 1)"),
+            ([f"teacher_pool={pool}", "teacher_pool_min_success=0.95"], "none of the 3 runs of teacher_pool="),
+            ([f"teacher_pool={wider.parent}"], "a member needs the same past actions and no more past states"),
+            ([f"teacher_pool={early.parent}", "teacher_pool_latency_from=2",
+              "env_overrides={randomization: {latency_steps: [0, 3]}}"], "flies its vehicle at 1 control steps"),
+            ([f"teacher_pool={pool}", "teacher_pool_latency_from=1", "env_overrides={randomization: {latency_steps: [1, 3]}}"],
+             "the student's vehicles act at least 1 control steps late")):
+        refused = _distill(teacher_run, tmp_path / "refused", *extra)
+        assert refused.returncode == 2 and message in refused.stderr, refused.stderr[-2000:]
+        assert len(refused.stderr.strip().splitlines()) == 1 and not (tmp_path / "refused").exists()
+
+
+def test_a_teacher_reads_the_students_observation_cut_to_its_own_past_states_with_its_own_error_limit():
+    from robo_rl.teacher_pool import teacher_input
+
+    obs = torch.tensor([[0.3, 0.0, 0.4, *range(10)], [0.03, 0.0, 0.04, *range(10)]], dtype=torch.float32)
+    # a teacher with fewer past states reads the leading entries; one trained with a 0.1 m limit sees a 0.5 m
+    # error of an unlimited student as 0.1 m in its direction, and a 0.05 m one as it is
+    seen = teacher_input(8, 0.1)(obs)
+    assert seen.shape == (2, 8) and torch.equal(seen[:, 3:], obs[:, 3:8])
+    assert torch.allclose(seen[0, :3], torch.tensor([0.06, 0.0, 0.08])) and torch.equal(seen[1, :3], obs[1, :3])
+    # a student limited alike (or a teacher without a limit) is read as it is, bit for bit
+    assert torch.equal(teacher_input(13, 0.1, student_limit=0.1)(obs), obs)
+    assert torch.equal(teacher_input(13, 0.0)(obs), obs)
