@@ -40,11 +40,8 @@ import argparse
 import dataclasses
 import json
 import re
-import shutil
-import subprocess
 import sys
 import time
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Callable
 
@@ -63,7 +60,7 @@ from robo_rl.envs import env_spec, make_vector_env  # noqa: E402
 from robo_rl.evaluate import load_policy  # noqa: E402
 from robo_rl.evaluation import evaluate_policy  # noqa: E402
 from robo_rl.robustness import evaluate_cells, suite_from_config  # noqa: E402
-from robo_rl.teacher_pool import teacher_input  # noqa: E402
+from robo_rl.teacher_pool import draw_pool, teacher_input, train_pool  # noqa: E402
 from robo_rl.train import policy_state  # noqa: E402
 from sim.errors import ConfigError  # noqa: E402
 from sim.quadrotor.model import VEHICLES  # noqa: E402
@@ -116,90 +113,15 @@ def specialist_groups(folder: Path, latencies: list[int], envs_per_vehicle: int,
     return groups
 
 
-def draw_pool(run: Path, size: int, seed: int, min_latency: int = 0) -> list[dict[str, Any]]:
-    """`size` vehicles of a run's training distribution at difficulty 1: `vehicle_overrides` and a latency each;
-    with `min_latency`, the first `size` of a larger draw whose drawn latency is at least that."""
-    cfg = env_at(OmegaConf.load(run / "config.yaml").env, 1.0, False)
-    env = make_vector_env(cfg, size if min_latency == 0 else 8 * size, DEVICE)
-    _, info = env.reset(seed=seed)
-    env.close()
-    drawn = drawn_vehicles(info["params"], str(cfg.overrides.get("vehicle", "crazyflie_l2f_paper")))
-    pool = [member for member in drawn if member["latency_steps"] >= min_latency][:size]
-    if len(pool) < size:
-        sys.exit(f"--pool-min-latency {min_latency}: only {len(pool)} of {len(drawn)} drawn vehicles reach it; "
-                 "lower it or --pool-size")
-    return pool
-
-
-def drawn_vehicles(params: dict[str, Any], nominal_vehicle: str) -> list[dict[str, Any]]:
-    """Each env's drawn vehicle, from the episode parameters an env reports (`info["params"]`), as
-    `vehicle_overrides` of a specialist's config plus its `latency_steps`."""
-    p = {k: np.asarray(v) for k, v in params.items()}
-    nominal = VEHICLES[nominal_vehicle]
-    return [{"mass": float(p["mass"][i]), "inertia": [float(x) for x in p["inertia"][i]],
-             "rotor_offset": float(nominal.rotor_offset * p["arm_scale"][i]),
-             "thrust_curve": [float(x) for x in p["thrust_curve"][i]],
-             "yaw_torque_ratio": float(np.abs(p["yaw_torque_coefficients"][i]).mean()),
-             "motor_tau_rise": float(p["motor_tau_rise"][i]), "motor_tau_fall": float(p["motor_tau_fall"][i]),
-             "latency_steps": int(p["latency_steps"][i])} for i in range(len(p["mass"]))]
-
-
-def trained_on(run: Path, vehicle: dict[str, Any], latency: int) -> bool:
-    """Whether the run in `run` trained on this pool vehicle (its vehicle_overrides) at this latency."""
-    env = OmegaConf.load(run / "config.yaml").env.overrides
-    own = OmegaConf.to_container(env.get("vehicle_overrides") or {})
-    same = set(own) == set(vehicle) and all(np.allclose(own[k], vehicle[k], rtol=1e-9, atol=0.0) for k in vehicle)
-    return same and list(env.randomization.latency_steps) == [latency, latency]
-
-
-def check_pool_dir(folder: Path) -> None:
-    """Exit with one line where `folder`, the specialists' folder, exists and is not a folder."""
-    if folder.exists() and not folder.is_dir():
-        sys.exit(f"{folder}: not a folder (where the specialists go): give a folder, new or of this pool")
-
-
-def train_pool(pool: list[dict[str, Any]], folder: Path, steps: int, drawn_latency: bool) -> None:
-    """A specialist (configs/experiment/specialist.yaml) per pool vehicle not yet trained, two at a time, at the
-    vehicle's drawn latency or (drawn_latency false) at latency 0. Exits with one line where `folder` holds a
-    member trained on another vehicle (a pool drawn with another seed, size or distribution)."""
-    check_pool_dir(folder)
-    members = [({k: v for k, v in member.items() if k != "latency_steps"},
-                member["latency_steps"] if drawn_latency else 0) for member in pool]
-    for i, (vehicle, latency) in enumerate(members):
-        if (folder / f"v{i}" / "config.yaml").is_file() and not trained_on(folder / f"v{i}", vehicle, latency):
-            sys.exit(f"{folder}: v{i} was trained on another vehicle or latency than this pool draws "
-                     "(another seed, run or latency): give a new folder")
-
-    def train(i: int) -> None:
-        run = folder / f"v{i}"
-        if (run / "summary.json").is_file():
-            return
-        vehicle, latency = members[i]
-        overrides = json.dumps(vehicle).replace('"', "")
-        with open(folder / f"v{i}.log", "w") as log:
-            done = subprocess.run([sys.executable, "-m", "robo_rl.train", "+experiment=specialist",
-                                   f"+env.overrides.vehicle_overrides={overrides}",
-                                   f"env.overrides.randomization.latency_steps=[{latency},{latency}]",
-                                   f"total_env_steps={steps}", "torch_threads=1", "logging.progress_bar=false",
-                                   f"hydra.run.dir={run}"], stdout=log, stderr=subprocess.STDOUT, cwd=ROOT)
-        if done.returncode != 0:
-            raise ConfigError(f"training pool vehicle {i} failed (exit {done.returncode}): see {folder / f'v{i}.log'}")
-        # its checkpoints carry the replay buffer (about 230 MB each): the pool needs only the best policy
-        shutil.rmtree(run / "checkpoints", ignore_errors=True)
-        print(f"pool vehicle {i}: {json.loads((run / 'summary.json').read_text())['final']['success_rate']:.0%}", flush=True)
-
-    folder.mkdir(parents=True, exist_ok=True)
-    with ThreadPoolExecutor(2) as workers:
-        list(workers.map(train, range(len(pool))))
-
-
 def pool_groups(args: argparse.Namespace, student: dict[str, Any]) -> tuple[list[Group], list[int]]:
     """One group per kept pool vehicle, plus the family's own vehicles for `--family-share`; the kept indices."""
-    pool = draw_pool(args.pool_from or args.family_run / "teachers" / "family", args.pool_size, args.pool_seed,
+    source = args.pool_from or args.family_run / "teachers" / "family"
+    pool = draw_pool(env_at(OmegaConf.load(source / "config.yaml").env, 1.0, False), args.pool_size, args.pool_seed,
                      args.pool_min_latency)
-    train_pool(pool, args.pool_dir, args.pool_steps, args.pool_latency == "drawn")
-    kept = [i for i in range(len(pool)) if max(h["success_rate"] for h in json.loads(
-        (args.pool_dir / f"v{i}" / "summary.json").read_text())["history"]) >= args.min_success]
+    if args.pool_latency == "0":
+        pool = [{**member, "latency_steps": 0} for member in pool]
+    best = train_pool(args.pool_dir, pool, args.pool_steps, jobs=2)
+    kept = [i for i in range(len(pool)) if best[i] >= args.min_success]
     if not kept:
         sys.exit(f"--min-success {args.min_success}: none of the {len(pool)} pool teachers reaches it; lower it")
     per_vehicle = max(1, round(args.num_envs * (1 - args.family_share) / len(kept)))

@@ -81,6 +81,10 @@ OPTIONS: dict[str, dict[str, tuple[Any, Interval | None]]] = {
         "eval.seed": (int, SEED), "checkpoint_keep": (int, COUNT), "logging.progress_bar": (bool, None),
         "logging.tensorboard": (bool, None),
     },
+    "teacher_pool": {
+        "run": (str, None), "out": (str, None), "size": (int, Interval(1, 10**5)), "seed": (int, SEED),
+        "min_latency": (int, Interval(0, 50)), "steps": (int, Interval(1, 10**12)), "jobs": (int, Interval(1, 4096)),
+    },
     "export": {
         "run": (str, None), "checkpoint": (str, None), "out": (str | None, None), "pairs": (int, Interval(8, 10**5)),
         "seed": (int, SEED), "safe_action": (str | tuple[float, ...], None), "onnx.opset": (int, Interval(7, 30)),
@@ -187,6 +191,21 @@ def check_options(cfg: DictConfig, command: str, require_all: bool = True) -> No
                                                      or min(cfg.student.actor_hidden) < 1):
             raise ConfigError(f"student.actor_hidden must be a list of positive layer widths, got "
                               f"{list(cfg.student.actor_hidden)}")
+    if command == "teacher_pool":  # before Hydra makes the pool's folder
+        from robo_rl.checkpoint import CheckpointError, require_run_dir
+
+        try:
+            require_run_dir(cfg.run, "run")
+        except CheckpointError as error:
+            raise ConfigError(str(error)) from None
+        if Path(str(cfg.out)).exists() and not Path(str(cfg.out)).is_dir():
+            raise ConfigError(f"out={cfg.out} is a file; give a new folder or this pool's")
+        randomization = (OmegaConf.load(Path(str(cfg.run)) / "config.yaml").env.get("overrides") or {}).get(
+            "randomization") or {}
+        most = int(randomization.get("latency_steps", (0, 1))[1])
+        if int(cfg.min_latency) > most:
+            raise ConfigError(f"min_latency={cfg.min_latency}: run={cfg.run}'s vehicles act at most {most} control "
+                              "steps late; give at most that")
     if command == "export" and "c" in cfg and c_choice(cfg.c) not in ("auto", "true", "false"):
         raise ConfigError(f"c must be auto, true or false, got {cfg.c!r}")
     if command == "export" and OmegaConf.select(cfg, "vehicle", default=None) is not None:

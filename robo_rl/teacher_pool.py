@@ -7,6 +7,11 @@ vehicles drawn from a family's distribution. Where the family teachers fly a veh
 latency they fly 0-4% of the held-out vehicles that a specialist flies: bench/RESULTS.md, session 18), a share of
 the student's rollouts flies the pool's own vehicles instead, each labelled by the run trained on it.
 
+`python -m robo_rl.teacher_pool run=<run>` makes a pool: it draws `size` vehicles from the run's training
+distribution (those at `min_latency` control steps or more) and trains a specialist on each
+(configs/experiment/specialist.yaml at the vehicle's drawn latency, `jobs` at a time), into `out`/v<i>, with the
+draw in `out`/pool.json. Each member is a plain `robo_rl.train` run; a rerun trains only the missing ones.
+
 A member reads the student's observation cut to its own size: its layout is the student's with the same past
 actions and fewer or as many past states (`sim.quadrotor.observation.quadrotor_layout` appends them last),
 and it sees the position error limited by its own `position_error_limit`.
@@ -16,19 +21,28 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
+import numpy as np
 import torch
 from omegaconf import DictConfig, OmegaConf
+from tqdm import tqdm
 
-from robo_rl.checkpoint import BEST_POLICY, is_run_dir
+from robo_rl.checkpoint import BEST_POLICY, is_run_dir, require_run_dir
+from robo_rl.cli import hydra_command
 from sim.errors import ConfigError
 from sim.kernel_expr import ArrayMath
 from sim.quadrotor.observation import limited_position_error
 
 SUMMARY = "summary.json"
+POOL_FILE = "pool.json"
+DRAW_FACTOR = 8  # with min_latency, vehicles drawn per member wanted: latencies 2-3 are half of a 0-3 draw
 
 
 @dataclass
@@ -139,3 +153,119 @@ def member_env(member: PoolMember, student_env: Any, task_env: Callable[[DictCon
     observation = {key: getattr(student_env, key) for key in ("action_history", "state_history", "position_error_limit")}
     plain = OmegaConf.create(OmegaConf.to_container(task_env(member.env), resolve=True))
     return OmegaConf.merge(plain, {"privileged_actor": False, "overrides": observation})
+
+
+def draw_pool(env_cfg: DictConfig, size: int, seed: int, min_latency: int = 0) -> list[dict[str, Any]]:
+    """`size` vehicles of the distribution `env_cfg` draws (its difficulty as given), each as the
+    `vehicle_overrides` of a specialist's config plus its `latency_steps`: the first `size` drawn at
+    `min_latency` control steps or more. Every env is seeded on its own, so a larger draw of the same seed
+    begins with a smaller one's vehicles. ConfigError where too few reach `min_latency`."""
+    from robo_rl.envs import check_env_config, make_vector_env
+    from sim.quadrotor.config import vehicle_from_config
+    from sim.quadrotor.model import QuadrotorParams, load_model
+
+    count = size if min_latency == 0 else DRAW_FACTOR * size
+    env = make_vector_env(env_cfg, count, torch.device("cpu"))
+    _, info = env.reset(seed=seed)
+    env.close()
+    nominal = QuadrotorParams.from_model(load_model(vehicle_from_config(
+        check_env_config(OmegaConf.to_container(env_cfg, resolve=True)))))
+    drawn = drawn_vehicles(info["params"], float(np.abs(nominal.rotor_positions[0, 0])))
+    pool = [member for member in drawn if member["latency_steps"] >= min_latency][:size]
+    if len(pool) < size:
+        raise ConfigError(f"min_latency={min_latency}: only {len(pool)} of {len(drawn)} drawn vehicles act that late; "
+                          "lower it or size")
+    return pool
+
+
+def drawn_vehicles(params: dict[str, Any], rotor_offset: float) -> list[dict[str, Any]]:
+    """Each env's drawn vehicle, from the episode parameters an env reports (`info["params"]`) of a
+    distribution around a vehicle whose rotors lie `rotor_offset` [m] out along x and y, as
+    `vehicle_overrides` of a specialist's config plus its `latency_steps`."""
+    p = {k: np.asarray(v) for k, v in params.items()}
+    return [{"mass": float(p["mass"][i]), "inertia": [float(x) for x in p["inertia"][i]],
+             "rotor_offset": float(rotor_offset * p["arm_scale"][i]),
+             "thrust_curve": [float(x) for x in p["thrust_curve"][i]],
+             "yaw_torque_ratio": float(np.abs(p["yaw_torque_coefficients"][i]).mean()),
+             "motor_tau_rise": float(p["motor_tau_rise"][i]), "motor_tau_fall": float(p["motor_tau_fall"][i]),
+             "latency_steps": int(p["latency_steps"][i])} for i in range(len(p["mass"]))]
+
+
+def trained_on(run: Path, vehicle: dict[str, Any], latency: int) -> bool:
+    """Whether the run in `run` trained on this vehicle (its vehicle_overrides) at this latency alone."""
+    env = OmegaConf.load(run / "config.yaml").env.overrides
+    own = OmegaConf.to_container(env.get("vehicle_overrides") or {})
+    same = set(own) == set(vehicle) and all(np.allclose(own[k], vehicle[k], rtol=1e-9, atol=0.0) for k in vehicle)
+    return same and list(env.randomization.latency_steps) == [latency, latency]
+
+
+def check_pool_folder(folder: Path, pool: list[dict[str, Any]], option: str = "out") -> None:
+    """ConfigError unless `folder` is new or a folder of this pool: every member it already holds (v<i>) was
+    trained on the pool's i-th vehicle at its latency (not another seed's, size's or distribution's)."""
+    if folder.exists() and not folder.is_dir():
+        raise ConfigError(f"{option}={folder} is a file; give a new folder or this pool's")
+    for i, member in enumerate(pool):
+        vehicle = {k: v for k, v in member.items() if k != "latency_steps"}
+        run = folder / f"v{i}"
+        if (run / "config.yaml").is_file() and not trained_on(run, vehicle, member["latency_steps"]):
+            raise ConfigError(f"{option}={folder}: v{i} was trained on another vehicle or latency than this pool "
+                              "draws (another run, seed or min_latency); give a new folder")
+
+
+def train_member(folder: Path, index: int, member: dict[str, Any], steps: int) -> float:
+    """Train the specialist of pool vehicle `index` into `folder`/v<index> (its log beside it), unless it is
+    there; its best evaluation's success rate. Its checkpoints, which hold the replay buffer (about 230 MB
+    each), are deleted: the pool needs its best policy."""
+    run = folder / f"v{index}"
+    if not (run / SUMMARY).is_file():
+        vehicle = json.dumps({k: v for k, v in member.items() if k != "latency_steps"}).replace('"', "")
+        latency = member["latency_steps"]
+        with open(folder / f"v{index}.log", "w") as log:
+            done = subprocess.run([sys.executable, "-m", "robo_rl.train", "+experiment=specialist",
+                                   f"+env.overrides.vehicle_overrides={vehicle}",
+                                   f"env.overrides.randomization.latency_steps=[{latency},{latency}]",
+                                   f"total_env_steps={steps}", "torch_threads=1", "logging.progress_bar=false",
+                                   f"hydra.run.dir={run}"], stdout=log, stderr=subprocess.STDOUT)
+        if done.returncode != 0:
+            raise RuntimeError(f"training pool vehicle {index} failed (exit {done.returncode}): see {folder / f'v{index}.log'}")
+        shutil.rmtree(run / "checkpoints", ignore_errors=True)
+    return max(float(entry["success_rate"]) for entry in json.loads((run / SUMMARY).read_text())["history"])
+
+
+def train_pool(folder: Path, pool: list[dict[str, Any]], steps: int, jobs: int, progress: bool = True) -> list[float]:
+    """A specialist per pool vehicle not yet trained in `folder`, `jobs` at a time; every member's best success."""
+    check_pool_folder(folder, pool)
+    folder.mkdir(parents=True, exist_ok=True)
+    with ThreadPoolExecutor(jobs) as workers, tqdm(total=len(pool), desc="teacher pool", unit="vehicle",
+                                                   disable=not progress) as bar:
+        futures = [workers.submit(train_member, folder, i, member, steps) for i, member in enumerate(pool)]
+        best = []
+        for future in futures:
+            best.append(future.result())
+            bar.update(1)
+    return best
+
+
+@hydra_command(config_path="../configs", config_name="teacher_pool")
+def main(cfg: DictConfig) -> None:
+    """Draw the pool from the run's distribution, train its missing members, write pool.json, print each best."""
+    from robo_rl.distill import env_at
+
+    run = Path(require_run_dir(cfg.run, "run"))
+    env_cfg = env_at(OmegaConf.load(run / "config.yaml").env, 1.0, False)
+    pool = draw_pool(env_cfg, int(cfg.size), int(cfg.seed), int(cfg.min_latency))
+    folder = Path(str(cfg.out))
+    check_pool_folder(folder, pool)
+    folder.mkdir(parents=True, exist_ok=True)
+    record = {"run": str(run), "size": int(cfg.size), "seed": int(cfg.seed), "min_latency": int(cfg.min_latency),
+              "steps": int(cfg.steps), "vehicles": pool}
+    (folder / POOL_FILE).write_text(json.dumps(record, indent=1))
+    best = train_pool(folder, pool, int(cfg.steps), int(cfg.jobs))
+    for threshold in (0.5, 0.9):
+        print(f"{sum(b >= threshold for b in best)} of {len(best)} specialists reached {threshold:.0%}")
+    print(f"pool {folder}: python -m robo_rl.distill ... teacher_pool={folder} "
+          f"teacher_pool_latency_from={int(cfg.min_latency) or 'null'}")
+
+
+if __name__ == "__main__":
+    main()

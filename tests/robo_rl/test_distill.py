@@ -418,3 +418,40 @@ def test_a_teacher_reads_the_students_observation_cut_to_its_own_past_states_wit
     # a student limited alike (or a teacher without a limit) is read as it is, bit for bit
     assert torch.equal(teacher_input(13, 0.1, student_limit=0.1)(obs), obs)
     assert torch.equal(teacher_input(13, 0.0)(obs), obs)
+
+
+def test_teacher_pool_trains_a_specialist_per_vehicle_drawn_from_a_runs_distribution_and_distill_takes_the_pool(
+        teacher_run, student_run, tmp_path):
+    """python -m robo_rl.teacher_pool: the vehicles of pool.json are the run's own draw at min_latency or more, each
+    member a robo_rl.train run on its vehicle at its latency (no replay-buffer checkpoints kept); a rerun trains
+    nothing again, a folder of another draw is refused in one line, and robo_rl.distill takes the pool."""
+    from omegaconf import OmegaConf as Conf
+
+    from robo_rl.distill import env_at
+    from robo_rl.teacher_pool import draw_pool
+
+    out = tmp_path / "pool"
+    command = [PYTHON, "-m", "robo_rl.teacher_pool", f"run={student_run}", f"out={out}", "size=2", "min_latency=1",
+               "steps=2000", "jobs=2"]
+    made = subprocess.run(command, capture_output=True, text=True, timeout=900)
+    assert made.returncode == 0, made.stderr[-3000:]
+    vehicles = json.loads((out / "pool.json").read_text())["vehicles"]
+    assert vehicles == draw_pool(env_at(Conf.load(student_run / "config.yaml").env, 1.0, False), 2, 4242, 1)
+    assert [v["latency_steps"] for v in vehicles] == [1, 1] and vehicles[0]["mass"] != vehicles[1]["mass"]
+    for i, vehicle in enumerate(vehicles):
+        env = Conf.load(out / f"v{i}" / "config.yaml").env.overrides
+        assert Conf.to_container(env.vehicle_overrides) == {k: v for k, v in vehicle.items() if k != "latency_steps"}
+        assert list(env.randomization.latency_steps) == [1, 1]
+        assert (out / f"v{i}" / "best_policy.pt").is_file() and not (out / f"v{i}" / "checkpoints").exists()
+    stamps = [(out / f"v{i}" / "best_policy.pt").stat().st_mtime_ns for i in range(2)]
+    again = subprocess.run(command, capture_output=True, text=True, timeout=900)
+    assert again.returncode == 0 and stamps == [(out / f"v{i}" / "best_policy.pt").stat().st_mtime_ns for i in range(2)]
+    other = subprocess.run([*command, "seed=1"], capture_output=True, text=True, timeout=900)
+    assert other.returncode == 2 and "v0 was trained on another vehicle or latency" in other.stderr, other.stderr[-2000:]
+    assert len(other.stderr.strip().splitlines()) == 1
+
+    done = _distill(teacher_run, tmp_path / "student", f"teacher_pool={out}", "teacher_pool_min_success=0.0",
+                    "teacher_pool_latency_from=1")
+    assert done.returncode == 0, done.stderr[-3000:]
+    recorded = Conf.load(tmp_path / "student" / "config.yaml").distill
+    assert list(recorded.teacher_pool_runs) == [str(out / "v0"), str(out / "v1")]
