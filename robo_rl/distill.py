@@ -209,7 +209,8 @@ class Distiller:
         members = self._pool_members(teacher_cfg)
         if members and cfg.teacher_pool_latency_from is not None:
             low = int(self.student_env.randomization.latency_steps[0])
-            family_overrides = OmegaConf.merge(cfg.env_overrides or {}, {"randomization": {
+            given = OmegaConf.to_container(cfg.env_overrides, resolve=True) if cfg.env_overrides else {}
+            family_overrides = OmegaConf.merge(given, {"randomization": {
                 "latency_steps": [low, int(cfg.teacher_pool_latency_from) - 1]}})
         env_cfgs = [env_at(task_env(teacher_cfg.env, task), self.difficulty, False, family_overrides)
                     for task in [cfg.task, *cfg.also_tasks]]

@@ -450,8 +450,9 @@ def test_teacher_pool_trains_a_specialist_per_vehicle_drawn_from_a_runs_distribu
     assert other.returncode == 2 and "v0 was trained on another vehicle or latency" in other.stderr, other.stderr[-2000:]
     assert len(other.stderr.strip().splitlines()) == 1
 
+    # env_overrides of other fields than the latency: the family's rollouts still fly the latencies below the pool's
     done = _distill(teacher_run, tmp_path / "student", f"teacher_pool={out}", "teacher_pool_min_success=0.0",
-                    "teacher_pool_latency_from=1")
+                    "teacher_pool_latency_from=1", "env_overrides={randomization: {motor_tau_scale: [0.5, 1.0]}}")
     assert done.returncode == 0, done.stderr[-3000:]
     recorded = Conf.load(tmp_path / "student" / "config.yaml").distill
     assert list(recorded.teacher_pool_runs) == [str(out / "v0"), str(out / "v1")]
