@@ -93,6 +93,9 @@ class DeclaredLatency:
 
 def main() -> None:
     """Patch robo_rl.envs.make_vector_env, then run the command with the remaining (Hydra) arguments."""
+    if sys.argv[1:2] in (["-h"], ["--help"]):
+        print(__doc__)
+        return
     if len(sys.argv) < 2 or sys.argv[1] not in COMMANDS:
         sys.exit(f"usage: python bench/declared_latency.py {{{','.join(COMMANDS)}}} <hydra arguments>")
     try:

@@ -33,13 +33,13 @@ from omegaconf import OmegaConf
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from teacher_pool import (check_pool_dir, check_result_name, drawn_vehicles, own_teacher,  # noqa: E402
-                          run_reporting_errors, train_pool)
+from teacher_pool import check_result_name, own_teacher, run_reporting_errors  # noqa: E402
 
 from robo_rl.distill import env_at  # noqa: E402
 from robo_rl.envs import make_vector_env  # noqa: E402
 from robo_rl.evaluation import evaluate_policy  # noqa: E402
 from robo_rl.robustness import check_run, held_out_vehicles, load_flying  # noqa: E402
+from robo_rl.teacher_pool import check_pool_folder, drawn_vehicles, nominal_rotor_offset, train_pool  # noqa: E402
 from sim.kernel_expr import ArrayMath  # noqa: E402
 from sim.quadrotor.observation import limited_position_error  # noqa: E402
 
@@ -91,7 +91,7 @@ def main() -> None:
     parser.add_argument("--name", default="held_out_ceiling", help="results file name")
     parser.error = lambda message: parser.exit(2, f"error: {message}\n")  # one line, without the usage
     args = parser.parse_args()
-    check_pool_dir(args.specialists)
+    check_pool_folder(args.specialists, [], "--specialists")  # a file there; the members are checked once drawn
     for option in ("steps", "episodes"):
         if getattr(args, option) < 1:
             sys.exit(f"--{option} {getattr(args, option)}: must be at least 1")
@@ -115,13 +115,12 @@ def main() -> None:
             sys.exit(f"{run}: its held-out vehicles differ from {args.runs[0]}'s: give students of one distribution")
         params, students[run], successes[run] = drawn, (cfg, act), np.asarray(result["successes"], dtype=bool)
         print(f"{run}: {successes[run].mean():.0%} of {len(successes[run])} held-out vehicles", flush=True)
-    nominal = str(students[args.runs[0]][0].env.overrides.get("vehicle", "crazyflie_l2f_paper"))
-    vehicles = drawn_vehicles(params, nominal)
+    vehicles = drawn_vehicles(params, nominal_rotor_offset(students[args.runs[0]][0].env))
     rows = held_out_vehicles(params, np.zeros(len(vehicles), dtype=bool))
     failed = sorted(set().union(*(np.flatnonzero(~s).tolist() for s in successes.values())))
     print(f"training specialists for the {len(failed)} vehicles some student fails ({args.steps} env steps each, "
           f"into {args.specialists})", flush=True)
-    train_pool([vehicles[i] for i in failed], args.specialists, args.steps, drawn_latency=True)
+    train_pool(args.specialists, [vehicles[i] for i in failed], args.steps, jobs=2)
     specialists: dict[int, Policy] = {}
     for k, i in enumerate(failed):
         label = own_teacher(args.specialists / f"v{k}")  # a specialist's labels do not depend on the params

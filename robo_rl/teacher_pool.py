@@ -160,22 +160,29 @@ def draw_pool(env_cfg: DictConfig, size: int, seed: int, min_latency: int = 0) -
     `vehicle_overrides` of a specialist's config plus its `latency_steps`: the first `size` drawn at
     `min_latency` control steps or more. Every env is seeded on its own, so a larger draw of the same seed
     begins with a smaller one's vehicles. ConfigError where too few reach `min_latency`."""
-    from robo_rl.envs import check_env_config, make_vector_env
-    from sim.quadrotor.config import vehicle_from_config
-    from sim.quadrotor.model import QuadrotorParams, load_model
+    from robo_rl.envs import make_vector_env
 
     count = size if min_latency == 0 else DRAW_FACTOR * size
     env = make_vector_env(env_cfg, count, torch.device("cpu"))
     _, info = env.reset(seed=seed)
     env.close()
-    nominal = QuadrotorParams.from_model(load_model(vehicle_from_config(
-        check_env_config(OmegaConf.to_container(env_cfg, resolve=True)))))
-    drawn = drawn_vehicles(info["params"], float(np.abs(nominal.rotor_positions[0, 0])))
+    drawn = drawn_vehicles(info["params"], nominal_rotor_offset(env_cfg))
     pool = [member for member in drawn if member["latency_steps"] >= min_latency][:size]
     if len(pool) < size:
         raise ConfigError(f"min_latency={min_latency}: only {len(pool)} of {len(drawn)} drawn vehicles act that late; "
                           "lower it or size")
     return pool
+
+
+def nominal_rotor_offset(env_cfg: DictConfig) -> float:
+    """How far out along x and y [m] the rotors of the vehicle that `env_cfg` randomizes around lie."""
+    from robo_rl.envs import check_env_config
+    from sim.quadrotor.config import vehicle_from_config
+    from sim.quadrotor.model import QuadrotorParams, load_model
+
+    nominal = QuadrotorParams.from_model(load_model(vehicle_from_config(
+        check_env_config(OmegaConf.to_container(env_cfg, resolve=True)))))
+    return float(np.abs(nominal.rotor_positions[0, 0]))
 
 
 def drawn_vehicles(params: dict[str, Any], rotor_offset: float) -> list[dict[str, Any]]:
