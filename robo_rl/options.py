@@ -84,6 +84,7 @@ OPTIONS: dict[str, dict[str, tuple[Any, Interval | None]]] = {
     "teacher_pool": {
         "run": (str, None), "out": (str, None), "size": (int, Interval(1, 10**5)), "seed": (int, SEED),
         "min_latency": (int, Interval(0, 50)), "steps": (int, Interval(1, 10**12)), "jobs": (int, Interval(1, 4096)),
+        "ray_address": (str | None, None), "overrides": (tuple[str, ...], None),
     },
     "export": {
         "run": (str, None), "checkpoint": (str, None), "out": (str | None, None), "pairs": (int, Interval(8, 10**5)),
@@ -206,6 +207,13 @@ def check_options(cfg: DictConfig, command: str, require_all: bool = True) -> No
         if int(cfg.min_latency) > most:
             raise ConfigError(f"min_latency={cfg.min_latency}: run={cfg.run}'s vehicles act at most {most} control "
                               "steps late; give at most that")
+        if cfg.ray_address not in (None, "local", "auto"):
+            from robo_rl.distributed.cluster import ClusterError, check_reachable
+
+            try:
+                check_reachable(str(cfg.ray_address), option="ray_address")
+            except ClusterError as error:
+                raise ConfigError(str(error)) from None
     if command == "export" and "c" in cfg and c_choice(cfg.c) not in ("auto", "true", "false"):
         raise ConfigError(f"c must be auto, true or false, got {cfg.c!r}")
     if command == "export" and OmegaConf.select(cfg, "vehicle", default=None) is not None:

@@ -24,10 +24,11 @@ import re
 import shutil
 import subprocess
 import sys
-from concurrent.futures import ThreadPoolExecutor
+import tempfile
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 import numpy as np
 import torch
@@ -219,38 +220,108 @@ def check_pool_folder(folder: Path, pool: list[dict[str, Any]], option: str = "o
                               "draws (another run, seed or min_latency); give a new folder")
 
 
-def train_member(folder: Path, index: int, member: dict[str, Any], steps: int) -> float:
+def member_command(run: Path, member: dict[str, Any], steps: int, overrides: Sequence[str] = ()) -> list[str]:
+    """The `robo_rl.train` command that trains the specialist of pool vehicle `member` into `run`, with the
+    further Hydra `overrides` of every member."""
+    vehicle = json.dumps({k: v for k, v in member.items() if k != "latency_steps"}).replace('"', "")
+    latency = member["latency_steps"]
+    return [sys.executable, "-m", "robo_rl.train", "+experiment=specialist", f"+env.overrides.vehicle_overrides={vehicle}",
+            f"env.overrides.randomization.latency_steps=[{latency},{latency}]", f"total_env_steps={steps}",
+            "torch_threads=1", "logging.progress_bar=false", *overrides, f"hydra.run.dir={run}"]
+
+
+def best_success(run: Path) -> float:
+    """The best success rate a finished run's training evaluations reached."""
+    return max(float(entry["success_rate"]) for entry in json.loads((run / SUMMARY).read_text())["history"])
+
+
+def train_member(folder: Path, index: int, member: dict[str, Any], steps: int, overrides: Sequence[str] = ()) -> float:
     """Train the specialist of pool vehicle `index` into `folder`/v<index> (its log beside it), unless it is
     there; its best evaluation's success rate. Its checkpoints, which hold the replay buffer (about 230 MB
     each), are deleted: the pool needs its best policy."""
     run = folder / f"v{index}"
     if not (run / SUMMARY).is_file():
-        vehicle = json.dumps({k: v for k, v in member.items() if k != "latency_steps"}).replace('"', "")
-        latency = member["latency_steps"]
         with open(folder / f"v{index}.log", "w") as log:
-            done = subprocess.run([sys.executable, "-m", "robo_rl.train", "+experiment=specialist",
-                                   f"+env.overrides.vehicle_overrides={vehicle}",
-                                   f"env.overrides.randomization.latency_steps=[{latency},{latency}]",
-                                   f"total_env_steps={steps}", "torch_threads=1", "logging.progress_bar=false",
-                                   f"hydra.run.dir={run}"], stdout=log, stderr=subprocess.STDOUT)
+            done = subprocess.run(member_command(run, member, steps, overrides), stdout=log, stderr=subprocess.STDOUT)
         if done.returncode != 0:
             raise RuntimeError(f"training pool vehicle {index} failed (exit {done.returncode}): see {folder / f'v{index}.log'}")
         shutil.rmtree(run / "checkpoints", ignore_errors=True)
-    return max(float(entry["success_rate"]) for entry in json.loads((run / SUMMARY).read_text())["history"])
+    return best_success(run)
 
 
-def train_pool(folder: Path, pool: list[dict[str, Any]], steps: int, jobs: int, progress: bool = True) -> list[float]:
-    """A specialist per pool vehicle not yet trained in `folder`, `jobs` at a time; every member's best success."""
+def member_files(index: int, member: dict[str, Any], steps: int, overrides: Sequence[str] = ()
+                 ) -> tuple[int, dict[str, bytes]]:
+    """Train the specialist of pool vehicle `index` in a temporary folder (on a Ray worker, which need not share
+    the pool's file system): the exit status and its files, by name in the pool folder (v<index>.log, and
+    v<index>/... without the checkpoints where it finished)."""
+    with tempfile.TemporaryDirectory(prefix="teacher_pool_") as tmp:
+        run, log_path = Path(tmp) / f"v{index}", Path(tmp) / f"v{index}.log"
+        with open(log_path, "w") as log:
+            done = subprocess.run(member_command(run, member, steps, overrides), stdout=log, stderr=subprocess.STDOUT)
+        files = {log_path.name: log_path.read_bytes()}
+        if done.returncode == 0:
+            shutil.rmtree(run / "checkpoints", ignore_errors=True)
+            files.update({f"{run.name}/{p.relative_to(run)}": p.read_bytes() for p in run.rglob("*") if p.is_file()})
+        return done.returncode, files
+
+
+def store_member(folder: Path, index: int, files: dict[str, bytes]) -> None:
+    """Write a member's files (`member_files`) into `folder`: its run folder appears whole or not at all."""
+    incoming = folder / f".v{index}.incoming"
+    shutil.rmtree(incoming, ignore_errors=True)
+    for name, data in files.items():
+        path = folder / name if "/" not in name else incoming / name.split("/", 1)[1]
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+    if incoming.is_dir():
+        shutil.rmtree(folder / f"v{index}", ignore_errors=True)  # an unfinished local attempt
+        incoming.rename(folder / f"v{index}")
+
+
+def train_pool(folder: Path, pool: list[dict[str, Any]], steps: int, jobs: int, progress: bool = True,
+               ray_address: str | None = None, record: dict[str, Any] | None = None, overrides: Sequence[str] = ()
+               ) -> list[float]:
+    """A specialist per pool vehicle not yet trained in `folder`; every member's best success. Without
+    `ray_address`, `jobs` at a time on this machine; with it (local: a new Ray cluster here; auto or host:port:
+    that cluster), each a Ray task of one CPU wherever the cluster has one, its files sent back to `folder`
+    as it finishes. `overrides`: further `robo_rl.train` overrides of every member. `record` (the draw) is written to pool.json once the folder is known to hold this pool."""
     check_pool_folder(folder, pool)
     folder.mkdir(parents=True, exist_ok=True)
-    with ThreadPoolExecutor(jobs) as workers, tqdm(total=len(pool), desc="teacher pool", unit="vehicle",
-                                                   disable=not progress) as bar:
-        futures = [workers.submit(train_member, folder, i, member, steps) for i, member in enumerate(pool)]
-        best = []
-        for future in futures:
-            best.append(future.result())
+    if record is not None:
+        (folder / POOL_FILE).write_text(json.dumps(record, indent=1))
+    todo = [(i, member) for i, member in enumerate(pool) if not (folder / f"v{i}" / SUMMARY).is_file()]
+    with tqdm(total=len(pool), initial=len(pool) - len(todo), desc="teacher pool", unit="vehicle",
+              disable=not progress) as bar:
+        if ray_address is None:
+            with ThreadPoolExecutor(jobs) as workers:
+                futures = [workers.submit(train_member, folder, i, member, steps, overrides) for i, member in todo]
+                for future in as_completed(futures):
+                    future.result()
+                    bar.update(1)
+        else:
+            _train_on_ray(folder, todo, steps, overrides, ray_address, bar)
+    return [best_success(folder / f"v{i}") for i in range(len(pool))]
+
+
+def _train_on_ray(folder: Path, todo: list[tuple[int, dict[str, Any]]], steps: int, overrides: Sequence[str],
+                  address: str, bar: tqdm) -> None:
+    import ray
+
+    from robo_rl.distributed.cluster import joined_cluster
+
+    with joined_cluster(None if address == "local" else address, 1, "ray_address", "a specialist reserves"):
+        remote = ray.remote(num_cpus=1, max_retries=2)(member_files)  # retried where a node is lost, not on a failed run
+        pending = {remote.remote(i, member, steps, list(overrides)): i for i, member in todo}
+        while pending:
+            (ready,), _ = ray.wait(list(pending), num_returns=1)
+            index = pending.pop(ready)
+            code, files = ray.get(ready)
+            store_member(folder, index, files)
+            if code != 0:
+                for ref in pending:
+                    ray.cancel(ref, force=True)
+                raise RuntimeError(f"training pool vehicle {index} failed (exit {code}): see {folder / f'v{index}.log'}")
             bar.update(1)
-    return best
 
 
 @hydra_command(config_path="../configs", config_name="teacher_pool")
@@ -262,12 +333,10 @@ def main(cfg: DictConfig) -> None:
     env_cfg = env_at(OmegaConf.load(run / "config.yaml").env, 1.0, False)
     pool = draw_pool(env_cfg, int(cfg.size), int(cfg.seed), int(cfg.min_latency))
     folder = Path(str(cfg.out))
-    check_pool_folder(folder, pool)
-    folder.mkdir(parents=True, exist_ok=True)
     record = {"run": str(run), "size": int(cfg.size), "seed": int(cfg.seed), "min_latency": int(cfg.min_latency),
-              "steps": int(cfg.steps), "vehicles": pool}
-    (folder / POOL_FILE).write_text(json.dumps(record, indent=1))
-    best = train_pool(folder, pool, int(cfg.steps), int(cfg.jobs))
+              "steps": int(cfg.steps), "overrides": list(cfg.overrides), "vehicles": pool}
+    best = train_pool(folder, pool, int(cfg.steps), int(cfg.jobs), ray_address=cfg.ray_address, record=record,
+                      overrides=list(cfg.overrides))
     for threshold in (0.5, 0.9):
         print(f"{sum(b >= threshold for b in best)} of {len(best)} specialists reached {threshold:.0%}")
     print(f"pool {folder}: python -m robo_rl.distill ... teacher_pool={folder} "

@@ -54,17 +54,20 @@ def required_cpus(runner: Mapping[str, Any]) -> int:
     return int(runner["num_actors"]) * int(runner["actor_threads"]) + int(runner["evaluator_threads"])
 
 
-def check_reachable(address: str, timeout_s: float = CONNECT_TIMEOUT_S) -> None:
+def check_reachable(address: str, timeout_s: float = CONNECT_TIMEOUT_S, option: str = "runner.address") -> None:
     """ClusterError unless something accepts connections at `address` (host:port, a Ray head's GCS) within
-    `timeout_s`: Ray itself retries an unreachable address for minutes."""
+    `timeout_s`: Ray itself retries an unreachable address for minutes. `option` names it in the error."""
     host, _, port = address.rpartition(":")
     if not host or not port.isdigit():
-        raise ClusterError(f"runner.address must be null, auto or host:port, got {address!r}")
+        raise ClusterError(f"{option} must be {'null, ' if option == 'runner.address' else 'local, '}auto or "
+                           f"host:port, got {address!r}")
     try:
         socket.create_connection((host, int(port)), timeout=timeout_s).close()
     except OSError as error:
-        raise ClusterError(f"runner.address={address}: nothing answers there within {timeout_s:g} s ({error}); start a "
-                           "head with `ray start --head`, or give runner.address=null for one on this machine") from None
+        raise ClusterError(f"{option}={address}: nothing answers there within {timeout_s:g} s ({error}); start a "
+                           "head with `ray start --head`, or give "
+                           f"{option}={'null' if option == 'runner.address' else 'local'} for one on this machine"
+                           ) from None
 
 
 @contextlib.contextmanager
@@ -73,29 +76,39 @@ def ray_cluster(runner: Mapping[str, Any]) -> Iterator[None]:
     run, with at least the CPUs the actors reserve). ClusterError if it cannot be reached or has too few CPUs
     for the actors (they would wait for them forever). A process already connected (ray.init before) keeps
     its connection."""
+    reserved = (f"{runner['num_actors']} actors x {runner['actor_threads']} actor_threads + "
+                f"{runner['evaluator_threads']} evaluator_threads reserve")
+    with joined_cluster(runner.get("address"), required_cpus(runner), "runner.address", reserved):
+        yield
+
+
+@contextlib.contextmanager
+def joined_cluster(address: str | None, needed: int, option: str, reserved: str) -> Iterator[None]:
+    """Connected to the Ray cluster at `address` (the value of `option`: auto or host:port) for the block, or
+    to a new one on this machine (None) with its cores or `needed` CPUs, whichever is more. ClusterError,
+    naming `option`, if it cannot be reached or has fewer than the `needed` CPUs that `reserved` (what
+    reserves them, for the error) asks for. A process already connected keeps its connection."""
     import ray
 
-    address = runner.get("address")
-    needed = required_cpus(runner)
     connected_here = not ray.is_initialized()
+    local = "null" if option == "runner.address" else "local"
     if connected_here:
         options: dict[str, Any] = {"logging_level": logging.WARNING, "include_dashboard": False}
-        if address is None:  # "local": a new cluster even where one runs already
+        if address is None:  # a new cluster even where one runs already
             options["num_cpus"] = max(os.cpu_count() or 1, needed)
         try:
             ray.init(address="local" if address is None else address, **options)
         except (ConnectionError, RuntimeError, ValueError) as error:
             hint = ("; a cluster from `ray start` checks Ray's authentication token: set RAY_AUTH_MODE=token (and the "
                     "same ~/.ray/auth_token) here too" if os.environ.get("RAY_AUTH_MODE") != "token" else "")
-            raise ClusterError(f"runner.address={address}: no Ray cluster to join there ({first_line(error)}){hint}; "
-                               "start one with `ray start --head`, or give runner.address=null for one on this "
+            raise ClusterError(f"{option}={address}: no Ray cluster to join there ({first_line(error)}){hint}; "
+                               f"start one with `ray start --head`, or give {option}={local} for one on this "
                                "machine") from None
     try:
         cpus = ray.cluster_resources().get("CPU", 0)
         if cpus < needed:
-            raise ClusterError(f"runner=ray: the Ray cluster at {address or 'this machine'} has {number(cpus)} CPUs, and "
-                               f"{runner['num_actors']} actors x {runner['actor_threads']} actor_threads + "
-                               f"{runner['evaluator_threads']} evaluator_threads reserve {needed}; lower them or add nodes")
+            raise ClusterError(f"{option}: the Ray cluster at {address or 'this machine'} has {number(cpus)} CPUs, and "
+                               f"{reserved} {needed}; lower them or add nodes")
         yield
     finally:
         if connected_here:
