@@ -54,6 +54,18 @@ TEACHER_DIR := $(if $(TEACHERS),$(TEACHERS),$(RUN)/teachers)
 # from it): with the default three, a run took 5.1 GB
 TEACHER_CHECKPOINTS := checkpoint.keep=1
 STUDENT_VEHICLES := 'env_overrides={randomization: {motor_tau_scale: [0.0, 1.0]}}'
+# POOL=1 adds per-vehicle teachers (README, "per-vehicle teachers where the family teachers fail"): after the two
+# teachers, a specialist on each of 72 vehicles drawn from the student's distribution at 20-30 ms of latency
+# (python -m robo_rl.teacher_pool, about 70 min on this 2-core VM; POOL_ARGS=ray_address=auto trains them as Ray
+# tasks on a cluster) into <teachers>/pool, which labels half the student's envs. A rerun with
+# TEACHERS=<run>/teachers reuses that pool and trains only its missing members. POOL=<folder> names the pool's
+# folder instead.
+POOL ?=
+POOL_ARGS ?=
+POOL_DIR := $(if $(filter 1,$(POOL)),$(TEACHER_DIR)/pool,$(filter-out 0,$(POOL)))
+# the pool's specialists observe the position error without a limit: the student then does too
+POOL_VEHICLES := 'env_overrides={randomization: {motor_tau_scale: [0.0, 1.0]}, position_error_limit: 0.0}'
+POOL_STUDENT := $(if $(POOL_DIR),$(POOL_VEHICLES) teacher_pool=$(POOL_DIR) teacher_pool_latency_from=2 num_envs=1600,$(STUDENT_VEHICLES))
 train: $(STAMP)
 	@$(MAKE) --no-print-directory system-deps STRICT=0  # without them the export skips its STM32F405 check
 	@$(PY) -c "import sys; from sim.quadrotor.tasks import TASKS; \
@@ -72,8 +84,12 @@ train: $(STAMP)
 	  echo "waiting for the fast-rotor teacher"; \
 	  wait $$fast || { echo "the fast-rotor teacher failed: see $(RUN)/teachers/fast_rotors.log" >&2; exit 1; }; \
 	fi
+	@if [ -n "$(POOL_DIR)" ]; then \
+	  echo "training the per-vehicle teacher pool: $(POOL_DIR)"; \
+	  $(PY) -m robo_rl.teacher_pool run=$(TEACHER_DIR)/family $(POOL_VEHICLES) out=$(POOL_DIR) $(POOL_ARGS) || exit 1; \
+	fi
 	$(PY) -m robo_rl.distill teacher=$(TEACHER_DIR)/family checkpoint=best fast_rotor_teacher=$(TEACHER_DIR)/fast_rotors \
-	  $(STUDENT_VEHICLES) task=$(TASK) difficulty=1.0 seed=$(SEED) hydra.run.dir=$(RUN)
+	  $(POOL_STUDENT) task=$(TASK) difficulty=1.0 seed=$(SEED) hydra.run.dir=$(RUN)
 	$(PY) -m robo_rl.export run=$(RUN)
 
 # The ceilings the robustness suite prints (python -m robo_rl.robustness run=<run> specialists_dir=outputs/specialists):

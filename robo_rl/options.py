@@ -85,6 +85,7 @@ OPTIONS: dict[str, dict[str, tuple[Any, Interval | None]]] = {
         "run": (str, None), "out": (str, None), "size": (int, Interval(1, 10**5)), "seed": (int, SEED),
         "min_latency": (int, Interval(0, 50)), "steps": (int, Interval(1, 10**12)), "jobs": (int, Interval(1, 4096)),
         "ray_address": (str | None, None), "overrides": (tuple[str, ...], None),
+        "env_overrides": (dict[str, Any] | None, None),
     },
     "export": {
         "run": (str, None), "checkpoint": (str, None), "out": (str | None, None), "pairs": (int, Interval(8, 10**5)),
@@ -201,12 +202,13 @@ def check_options(cfg: DictConfig, command: str, require_all: bool = True) -> No
             raise ConfigError(str(error)) from None
         if Path(str(cfg.out)).exists() and not Path(str(cfg.out)).is_dir():
             raise ConfigError(f"out={cfg.out} is a file; give a new folder or this pool's")
-        randomization = (OmegaConf.load(Path(str(cfg.run)) / "config.yaml").env.get("overrides") or {}).get(
-            "randomization") or {}
-        most = int(randomization.get("latency_steps", (0, 1))[1])
+        from robo_rl.distill import check_env_overrides
+
+        most = int(check_env_overrides(cfg.run, cfg.env_overrides).randomization.latency_steps[1])
         if int(cfg.min_latency) > most:
-            raise ConfigError(f"min_latency={cfg.min_latency}: run={cfg.run}'s vehicles act at most {most} control "
-                              "steps late; give at most that")
+            given = " with its env_overrides" if cfg.env_overrides else ""
+            raise ConfigError(f"min_latency={cfg.min_latency}: the vehicles of run={cfg.run}{given} act at most {most} "
+                              "control steps late; give at most that")
         if cfg.ray_address not in (None, "local", "auto"):
             from robo_rl.distributed.cluster import ClusterError, check_reachable
 

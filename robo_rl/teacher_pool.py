@@ -330,10 +330,11 @@ def main(cfg: DictConfig) -> None:
     from robo_rl.distill import env_at
 
     run = Path(require_run_dir(cfg.run, "run"))
-    env_cfg = env_at(OmegaConf.load(run / "config.yaml").env, 1.0, False)
+    env_cfg = env_at(OmegaConf.load(run / "config.yaml").env, 1.0, False, cfg.env_overrides)
     pool = draw_pool(env_cfg, int(cfg.size), int(cfg.seed), int(cfg.min_latency))
     folder = Path(str(cfg.out))
-    record = {"run": str(run), "size": int(cfg.size), "seed": int(cfg.seed), "min_latency": int(cfg.min_latency),
+    record = {"run": str(run), "env_overrides": OmegaConf.to_container(cfg.env_overrides) if cfg.env_overrides else None,
+              "size": int(cfg.size), "seed": int(cfg.seed), "min_latency": int(cfg.min_latency),
               "steps": int(cfg.steps), "overrides": list(cfg.overrides), "vehicles": pool}
     best = train_pool(folder, pool, int(cfg.steps), int(cfg.jobs), ray_address=cfg.ray_address, record=record,
                       overrides=list(cfg.overrides))

@@ -456,3 +456,14 @@ def test_teacher_pool_trains_a_specialist_per_vehicle_drawn_from_a_runs_distribu
     assert done.returncode == 0, done.stderr[-3000:]
     recorded = Conf.load(tmp_path / "student" / "config.yaml").distill
     assert list(recorded.teacher_pool_runs) == [str(out / "v0"), str(out / "v1")]
+
+    # make train POOL=1 draws from its family teacher with the student's env_overrides: the student's own vehicles
+    overrides = Conf.create({"randomization": {"motor_tau_scale": [0.5, 1.0]}})
+    from_student = draw_pool(env_at(Conf.load(tmp_path / "student" / "config.yaml").env, 1.0, False), 4, 4242, 1)
+    from_teacher = draw_pool(env_at(Conf.load(teacher_run / "config.yaml").env, 1.0, False, overrides), 4, 4242, 1)
+    assert from_teacher == from_student != draw_pool(env_at(Conf.load(teacher_run / "config.yaml").env, 1.0, False), 4, 4242, 1)
+    narrowed = subprocess.run([PYTHON, "-m", "robo_rl.teacher_pool", f"run={teacher_run}", f"out={tmp_path / 'narrow'}",
+                               "min_latency=1", "env_overrides={randomization: {latency_steps: [0, 0]}}"],
+                              capture_output=True, text=True, timeout=300)
+    assert narrowed.returncode == 2 and "with its env_overrides act at most 0 control steps late" in narrowed.stderr, narrowed.stderr
+    assert not (tmp_path / "narrow").exists()
