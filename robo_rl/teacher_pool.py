@@ -46,6 +46,10 @@ POOL_FILE = "pool.json"
 DRAW_FACTOR = 8  # with min_latency, vehicles drawn per member wanted: latencies 2-3 are half of a 0-3 draw
 
 
+class MemberFailed(RuntimeError):
+    """A pool member's training run exited with an error (its log says why)."""
+
+
 @dataclass
 class PoolMember:
     """One run of a pool: its folder, the best success rate its training evaluations reached, its env config."""
@@ -244,7 +248,7 @@ def train_member(folder: Path, index: int, member: dict[str, Any], steps: int, o
         with open(folder / f"v{index}.log", "w") as log:
             done = subprocess.run(member_command(run, member, steps, overrides), stdout=log, stderr=subprocess.STDOUT)
         if done.returncode != 0:
-            raise RuntimeError(f"training pool vehicle {index} failed (exit {done.returncode}): see {folder / f'v{index}.log'}")
+            raise MemberFailed(f"training pool vehicle {index} failed (exit {done.returncode}): see {folder / f'v{index}.log'}")
         shutil.rmtree(run / "checkpoints", ignore_errors=True)
     return best_success(run)
 
@@ -290,21 +294,30 @@ def train_pool(folder: Path, pool: list[dict[str, Any]], steps: int, jobs: int, 
     if record is not None:
         (folder / POOL_FILE).write_text(json.dumps(record, indent=1))
     todo = [(i, member) for i, member in enumerate(pool) if not (folder / f"v{i}" / SUMMARY).is_file()]
+    failed: list[int] = []  # the others go on: an unattended pool keeps every member that trains
     with tqdm(total=len(pool), initial=len(pool) - len(todo), desc="teacher pool", unit="vehicle",
               disable=not progress) as bar:
         if ray_address is None:
             with ThreadPoolExecutor(jobs) as workers:
-                futures = [workers.submit(train_member, folder, i, member, steps, overrides) for i, member in todo]
+                futures = {workers.submit(train_member, folder, i, member, steps, overrides): i for i, member in todo}
                 for future in as_completed(futures):
-                    future.result()
+                    if isinstance(future.exception(), MemberFailed):
+                        failed.append(futures[future])
+                    elif future.exception() is not None:
+                        raise future.exception()
                     bar.update(1)
         else:
-            _train_on_ray(folder, todo, steps, overrides, ray_address, bar)
+            failed = _train_on_ray(folder, todo, steps, overrides, ray_address, bar)
+    if failed:
+        first = sorted(failed)[0]
+        raise RuntimeError(f"{len(failed)} of the {len(todo)} pool members to train failed (v{', v'.join(map(str, sorted(failed)))}); "
+                           f"see {folder / f'v{first}.log'} and the others' logs beside it")
     return [best_success(folder / f"v{i}") for i in range(len(pool))]
 
 
 def _train_on_ray(folder: Path, todo: list[tuple[int, dict[str, Any]]], steps: int, overrides: Sequence[str],
-                  address: str, bar: tqdm) -> None:
+                  address: str, bar: tqdm) -> list[int]:
+    """Train `todo`'s members as Ray tasks on the cluster at `address`; the indices of those that failed."""
     import ray
 
     from robo_rl.distributed.cluster import joined_cluster
@@ -312,16 +325,16 @@ def _train_on_ray(folder: Path, todo: list[tuple[int, dict[str, Any]]], steps: i
     with joined_cluster(None if address == "local" else address, 1, "ray_address", "a specialist reserves"):
         remote = ray.remote(num_cpus=1, max_retries=2)(member_files)  # retried where a node is lost, not on a failed run
         pending = {remote.remote(i, member, steps, list(overrides)): i for i, member in todo}
+        failed = []
         while pending:
             (ready,), _ = ray.wait(list(pending), num_returns=1)
             index = pending.pop(ready)
             code, files = ray.get(ready)
             store_member(folder, index, files)
             if code != 0:
-                for ref in pending:
-                    ray.cancel(ref, force=True)
-                raise RuntimeError(f"training pool vehicle {index} failed (exit {code}): see {folder / f'v{index}.log'}")
+                failed.append(index)
             bar.update(1)
+    return failed
 
 
 @hydra_command(config_path="../configs", config_name="teacher_pool")

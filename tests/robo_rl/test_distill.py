@@ -467,3 +467,18 @@ def test_teacher_pool_trains_a_specialist_per_vehicle_drawn_from_a_runs_distribu
                               capture_output=True, text=True, timeout=300)
     assert narrowed.returncode == 2 and "with its env_overrides act at most 0 control steps late" in narrowed.stderr, narrowed.stderr
     assert not (tmp_path / "narrow").exists()
+
+
+def test_a_pool_member_that_fails_leaves_the_others_trained_and_is_named_with_its_log(student_run, tmp_path):
+    """A member whose training fails does not stop the others; the command then names the failed members and the
+    log to read, in one line."""
+    out = tmp_path / "pool"
+    # batch_size=0: every member's robo_rl.train refuses its options at once
+    failing = subprocess.run([PYTHON, "-m", "robo_rl.teacher_pool", f"run={student_run}", f"out={out}", "size=2",
+                              "min_latency=1", "steps=2000", "overrides=[\"agent.batch_size=0\"]"],
+                             capture_output=True, text=True, timeout=600)
+    assert failing.returncode == 2, failing.stderr[-2000:]
+    last = failing.stderr.strip().splitlines()[-1]  # after the progress bar's lines
+    assert "2 of the 2 pool members to train failed (v0, v1); see" in last and "Traceback" not in failing.stderr
+    for i in range(2):
+        assert "agent.batch_size" in (out / f"v{i}.log").read_text()
