@@ -209,11 +209,15 @@ def check_options(cfg: DictConfig, command: str, require_all: bool = True) -> No
             given = " with its env_overrides" if cfg.env_overrides else ""
             raise ConfigError(f"min_latency={cfg.min_latency}: the vehicles of run={cfg.run}{given} act at most {most} "
                               "control steps late; give at most that")
-        if cfg.ray_address not in (None, "local", "auto"):
-            from robo_rl.distributed.cluster import ClusterError, check_reachable
+        if cfg.ray_address not in (None, "local"):
+            from robo_rl.distributed.cluster import ClusterError, check_reachable, joined_cluster
 
             try:
-                check_reachable(str(cfg.ray_address), option="ray_address")
+                if cfg.ray_address != "auto":
+                    check_reachable(str(cfg.ray_address), option="ray_address", local="local")
+                else:  # where `auto` finds no cluster, Ray says so only once asked to join
+                    with joined_cluster("auto", 1, "ray_address", "a specialist reserves", "local"):
+                        pass
             except ClusterError as error:
                 raise ConfigError(str(error)) from None
     if command == "export" and "c" in cfg and c_choice(cfg.c) not in ("auto", "true", "false"):

@@ -239,34 +239,40 @@ def best_success(run: Path) -> float:
     return max(float(entry["success_rate"]) for entry in json.loads((run / SUMMARY).read_text())["history"])
 
 
+def run_member(folder: Path, index: int, member: dict[str, Any], steps: int, overrides: Sequence[str] = ()) -> int:
+    """Train the specialist of pool vehicle `index` into `folder`/v<index>, its log beside it; the exit status.
+    Its checkpoints, which hold the replay buffer (about 230 MB each), are deleted: the pool needs its best
+    policy."""
+    run = folder / f"v{index}"
+    with open(folder / f"v{index}.log", "w") as log:
+        done = subprocess.run(member_command(run, member, steps, overrides), stdout=log, stderr=subprocess.STDOUT)
+    if done.returncode == 0:
+        shutil.rmtree(run / "checkpoints", ignore_errors=True)
+    return done.returncode
+
+
 def train_member(folder: Path, index: int, member: dict[str, Any], steps: int, overrides: Sequence[str] = ()) -> float:
-    """Train the specialist of pool vehicle `index` into `folder`/v<index> (its log beside it), unless it is
-    there; its best evaluation's success rate. Its checkpoints, which hold the replay buffer (about 230 MB
-    each), are deleted: the pool needs its best policy."""
+    """Train the specialist of pool vehicle `index` into `folder`/v<index> (`run_member`), unless it is there; its
+    best evaluation's success rate."""
     run = folder / f"v{index}"
     if not (run / SUMMARY).is_file():
-        with open(folder / f"v{index}.log", "w") as log:
-            done = subprocess.run(member_command(run, member, steps, overrides), stdout=log, stderr=subprocess.STDOUT)
-        if done.returncode != 0:
-            raise MemberFailed(f"training pool vehicle {index} failed (exit {done.returncode}): see {folder / f'v{index}.log'}")
-        shutil.rmtree(run / "checkpoints", ignore_errors=True)
+        code = run_member(folder, index, member, steps, overrides)
+        if code != 0:
+            raise MemberFailed(f"training pool vehicle {index} failed (exit {code}): see {folder / f'v{index}.log'}")
     return best_success(run)
 
 
 def member_files(index: int, member: dict[str, Any], steps: int, overrides: Sequence[str] = ()
                  ) -> tuple[int, dict[str, bytes]]:
-    """Train the specialist of pool vehicle `index` in a temporary folder (on a Ray worker, which need not share
-    the pool's file system): the exit status and its files, by name in the pool folder (v<index>.log, and
-    v<index>/... without the checkpoints where it finished)."""
+    """`run_member` in a temporary folder (on a Ray worker, which need not share the pool's file system): the
+    exit status and the files, by name in the pool folder (v<index>.log, and v<index>/... where it finished)."""
     with tempfile.TemporaryDirectory(prefix="teacher_pool_") as tmp:
-        run, log_path = Path(tmp) / f"v{index}", Path(tmp) / f"v{index}.log"
-        with open(log_path, "w") as log:
-            done = subprocess.run(member_command(run, member, steps, overrides), stdout=log, stderr=subprocess.STDOUT)
-        files = {log_path.name: log_path.read_bytes()}
-        if done.returncode == 0:
-            shutil.rmtree(run / "checkpoints", ignore_errors=True)
+        code = run_member(Path(tmp), index, member, steps, overrides)
+        run = Path(tmp) / f"v{index}"
+        files = {f"v{index}.log": (Path(tmp) / f"v{index}.log").read_bytes()}
+        if code == 0:
             files.update({f"{run.name}/{p.relative_to(run)}": p.read_bytes() for p in run.rglob("*") if p.is_file()})
-        return done.returncode, files
+        return code, files
 
 
 def store_member(folder: Path, index: int, files: dict[str, bytes]) -> None:
@@ -288,7 +294,8 @@ def train_pool(folder: Path, pool: list[dict[str, Any]], steps: int, jobs: int, 
     """A specialist per pool vehicle not yet trained in `folder`; every member's best success. Without
     `ray_address`, `jobs` at a time on this machine; with it (local: a new Ray cluster here; auto or host:port:
     that cluster), each a Ray task of one CPU wherever the cluster has one, its files sent back to `folder`
-    as it finishes. `overrides`: further `robo_rl.train` overrides of every member. `record` (the draw) is written to pool.json once the folder is known to hold this pool."""
+    as it finishes. `overrides`: further `robo_rl.train` overrides of every member. `record` (the draw) is
+    written to pool.json once the folder is known to hold this pool."""
     check_pool_folder(folder, pool)
     folder.mkdir(parents=True, exist_ok=True)
     if record is not None:
@@ -322,7 +329,7 @@ def _train_on_ray(folder: Path, todo: list[tuple[int, dict[str, Any]]], steps: i
 
     from robo_rl.distributed.cluster import joined_cluster
 
-    with joined_cluster(None if address == "local" else address, 1, "ray_address", "a specialist reserves"):
+    with joined_cluster(None if address == "local" else address, 1, "ray_address", "a specialist reserves", "local"):
         remote = ray.remote(num_cpus=1, max_retries=2)(member_files)  # retried where a node is lost, not on a failed run
         pending = {remote.remote(i, member, steps, list(overrides)): i for i, member in todo}
         failed = []

@@ -54,20 +54,20 @@ def required_cpus(runner: Mapping[str, Any]) -> int:
     return int(runner["num_actors"]) * int(runner["actor_threads"]) + int(runner["evaluator_threads"])
 
 
-def check_reachable(address: str, timeout_s: float = CONNECT_TIMEOUT_S, option: str = "runner.address") -> None:
+def check_reachable(address: str, timeout_s: float = CONNECT_TIMEOUT_S, option: str = "runner.address",
+                    local: str = "null") -> None:
     """ClusterError unless something accepts connections at `address` (host:port, a Ray head's GCS) within
-    `timeout_s`: Ray itself retries an unreachable address for minutes. `option` names it in the error."""
+    `timeout_s`: Ray itself retries an unreachable address for minutes. The error names `option`, whose value
+    `local` asks for a cluster on this machine instead."""
     host, _, port = address.rpartition(":")
     if not host or not port.isdigit():
-        raise ClusterError(f"{option} must be {'null, ' if option == 'runner.address' else 'local, '}auto or "
-                           f"host:port, got {address!r}")
+        raise ClusterError(f"{option} must be {local}, auto or host:port, got {address!r}")
     try:
         socket.create_connection((host, int(port)), timeout=timeout_s).close()
     except OSError as error:
         raise ClusterError(f"{option}={address}: nothing answers there within {timeout_s:g} s ({error}); start a "
                            "head with `ray start --head`, or give "
-                           f"{option}={'null' if option == 'runner.address' else 'local'} for one on this machine"
-                           ) from None
+                           f"{option}={local} for one on this machine") from None
 
 
 @contextlib.contextmanager
@@ -83,15 +83,15 @@ def ray_cluster(runner: Mapping[str, Any]) -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def joined_cluster(address: str | None, needed: int, option: str, reserved: str) -> Iterator[None]:
+def joined_cluster(address: str | None, needed: int, option: str, reserved: str, local: str = "null") -> Iterator[None]:
     """Connected to the Ray cluster at `address` (the value of `option`: auto or host:port) for the block, or
-    to a new one on this machine (None) with its cores or `needed` CPUs, whichever is more. ClusterError,
-    naming `option`, if it cannot be reached or has fewer than the `needed` CPUs that `reserved` (what
-    reserves them, for the error) asks for. A process already connected keeps its connection."""
+    to a new one on this machine (None, which `option` asks for with `local`) with its cores or `needed` CPUs,
+    whichever is more. ClusterError, naming `option`, if it cannot be reached or has fewer than the `needed`
+    CPUs that `reserved` (what reserves them, for the error) asks for. A process already connected keeps its
+    connection."""
     import ray
 
     connected_here = not ray.is_initialized()
-    local = "null" if option == "runner.address" else "local"
     if connected_here:
         options: dict[str, Any] = {"logging_level": logging.WARNING, "include_dashboard": False}
         if address is None:  # a new cluster even where one runs already
