@@ -63,9 +63,9 @@ STUDENT_VEHICLES := 'env_overrides={randomization: {motor_tau_scale: [0.0, 1.0]}
 POOL ?=
 POOL_ARGS ?=
 POOL_DIR := $(if $(filter 1,$(POOL)),$(TEACHER_DIR)/pool,$(filter-out 0,$(POOL)))
-# the pool's specialists observe the position error without a limit: the student then does too
-POOL_VEHICLES := 'env_overrides={randomization: {motor_tau_scale: [0.0, 1.0]}, position_error_limit: 0.0}'
-POOL_STUDENT := $(if $(POOL_DIR),$(POOL_VEHICLES) teacher_pool=$(POOL_DIR) teacher_pool_latency_from=2 num_envs=1600,$(STUDENT_VEHICLES))
+# the pool is drawn from the student's vehicles, and its specialists observe the position error limited as the
+# student does (0.15 m)
+POOL_STUDENT := $(if $(POOL_DIR),teacher_pool=$(POOL_DIR) teacher_pool_latency_from=2 num_envs=1600)
 train: $(STAMP)
 	@$(MAKE) --no-print-directory system-deps STRICT=0  # without them the export skips its STM32F405 check
 	@$(PY) -c "import sys; from sim.quadrotor.tasks import TASKS; \
@@ -86,10 +86,10 @@ train: $(STAMP)
 	fi
 	@if [ -n "$(POOL_DIR)" ]; then \
 	  echo "training the per-vehicle teacher pool: $(POOL_DIR)"; \
-	  $(PY) -m robo_rl.teacher_pool run=$(TEACHER_DIR)/family $(POOL_VEHICLES) out=$(POOL_DIR) $(POOL_ARGS) || exit 1; \
+	  $(PY) -m robo_rl.teacher_pool run=$(TEACHER_DIR)/family $(STUDENT_VEHICLES) out=$(POOL_DIR) $(POOL_ARGS) || exit 1; \
 	fi
 	$(PY) -m robo_rl.distill teacher=$(TEACHER_DIR)/family checkpoint=best fast_rotor_teacher=$(TEACHER_DIR)/fast_rotors \
-	  $(POOL_STUDENT) task=$(TASK) difficulty=1.0 seed=$(SEED) hydra.run.dir=$(RUN)
+	  $(STUDENT_VEHICLES) $(POOL_STUDENT) task=$(TASK) difficulty=1.0 seed=$(SEED) hydra.run.dir=$(RUN)
 	$(PY) -m robo_rl.export run=$(RUN)
 
 # The ceilings the robustness suite prints (python -m robo_rl.robustness run=<run> specialists_dir=outputs/specialists):

@@ -10,7 +10,9 @@ the student's rollouts flies the pool's own vehicles instead, each labelled by t
 `python -m robo_rl.teacher_pool run=<run>` makes a pool: it draws `size` vehicles from the run's training
 distribution (those at `min_latency` control steps or more) and trains a specialist on each
 (configs/experiment/specialist.yaml at the vehicle's drawn latency, `jobs` at a time), into `out`/v<i>, with the
-draw in `out`/pool.json. Each member is a plain `robo_rl.train` run; a rerun trains only the missing ones.
+draw in `out`/pool.json. Each member is a plain `robo_rl.train` run; a rerun trains only the missing ones. A
+member observes its position error limited as the distribution it is drawn from does (`position_error_limit`), so
+that the student distilled from that distribution keeps its limit.
 
 A member reads the student's observation cut to its own size: its layout is the student's with the same past
 actions and fewer or as many past states (`sim.quadrotor.observation.quadrotor_layout` appends them last),
@@ -203,25 +205,35 @@ def drawn_vehicles(params: dict[str, Any], rotor_offset: float) -> list[dict[str
              "latency_steps": int(p["latency_steps"][i])} for i in range(len(p["mass"]))]
 
 
-def trained_on(run: Path, vehicle: dict[str, Any], latency: int) -> bool:
-    """Whether the run in `run` trained on this vehicle (its vehicle_overrides) at this latency alone."""
-    env = OmegaConf.load(run / "config.yaml").env.overrides
-    own = OmegaConf.to_container(env.get("vehicle_overrides") or {})
+def trained_on(run: Path, vehicle: dict[str, Any], latency: int, position_error_limit: float = 0.0) -> bool:
+    """Whether the run in `run` trained on this vehicle (its vehicle_overrides) at this latency alone, observing
+    its position error with this limit [m] (0: none)."""
+    env = OmegaConf.load(run / "config.yaml").env
+    own = OmegaConf.to_container(env.overrides.get("vehicle_overrides") or {})
     same = set(own) == set(vehicle) and all(np.allclose(own[k], vehicle[k], rtol=1e-9, atol=0.0) for k in vehicle)
-    return same and list(env.randomization.latency_steps) == [latency, latency]
+    return (same and list(env.overrides.randomization.latency_steps) == [latency, latency]
+            and error_limit(env) == position_error_limit)
 
 
-def check_pool_folder(folder: Path, pool: list[dict[str, Any]], option: str = "out") -> None:
+def check_pool_folder(folder: Path, pool: list[dict[str, Any]], option: str = "out",
+                      position_error_limit: float = 0.0) -> None:
     """ConfigError unless `folder` is new or a folder of this pool: every member it already holds (v<i>) was
-    trained on the pool's i-th vehicle at its latency (not another seed's, size's or distribution's)."""
+    trained on the pool's i-th vehicle at its latency, observing the pool's position error limit (not another
+    seed's, size's or distribution's)."""
     if folder.exists() and not folder.is_dir():
         raise ConfigError(f"{option}={folder} is a file; give a new folder or this pool's")
     for i, member in enumerate(pool):
         vehicle = {k: v for k, v in member.items() if k != "latency_steps"}
         run = folder / f"v{i}"
-        if (run / "config.yaml").is_file() and not trained_on(run, vehicle, member["latency_steps"]):
-            raise ConfigError(f"{option}={folder}: v{i} was trained on another vehicle or latency than this pool "
-                              "draws (another run, seed or min_latency); give a new folder")
+        if (run / "config.yaml").is_file() and not trained_on(run, vehicle, member["latency_steps"], position_error_limit):
+            raise ConfigError(f"{option}={folder}: v{i} was trained on another vehicle, latency or position error "
+                              "limit than this pool draws (another run, seed, min_latency or env_overrides); give a "
+                              "new folder")
+
+
+def limit_overrides(position_error_limit: float) -> list[str]:
+    """The `robo_rl.train` overrides that make a member observe its position error limited to this [m] (0: none)."""
+    return [f"++env.overrides.position_error_limit={position_error_limit}"] if position_error_limit else []
 
 
 def member_command(run: Path, member: dict[str, Any], steps: int, overrides: Sequence[str] = ()) -> list[str]:
@@ -289,14 +301,16 @@ def store_member(folder: Path, index: int, files: dict[str, bytes]) -> None:
 
 
 def train_pool(folder: Path, pool: list[dict[str, Any]], steps: int, jobs: int, progress: bool = True,
-               ray_address: str | None = None, record: dict[str, Any] | None = None, overrides: Sequence[str] = ()
-               ) -> list[float]:
+               ray_address: str | None = None, record: dict[str, Any] | None = None, overrides: Sequence[str] = (),
+               position_error_limit: float = 0.0) -> list[float]:
     """A specialist per pool vehicle not yet trained in `folder`; every member's best success. Without
     `ray_address`, `jobs` at a time on this machine; with it (local: a new Ray cluster here; auto or host:port:
     that cluster), each a Ray task of one CPU wherever the cluster has one, its files sent back to `folder`
-    as it finishes. `overrides`: further `robo_rl.train` overrides of every member. `record` (the draw) is
-    written to pool.json once the folder is known to hold this pool."""
-    check_pool_folder(folder, pool)
+    as it finishes. Every member observes its position error limited to `position_error_limit` [m] (0: none),
+    with the further `robo_rl.train` `overrides`. `record` (the draw) is written to pool.json once the folder
+    is known to hold this pool."""
+    check_pool_folder(folder, pool, position_error_limit=position_error_limit)
+    overrides = limit_overrides(position_error_limit) + list(overrides)
     folder.mkdir(parents=True, exist_ok=True)
     if record is not None:
         (folder / POOL_FILE).write_text(json.dumps(record, indent=1))
@@ -353,11 +367,12 @@ def main(cfg: DictConfig) -> None:
     env_cfg = env_at(OmegaConf.load(run / "config.yaml").env, 1.0, False, cfg.env_overrides)
     pool = draw_pool(env_cfg, int(cfg.size), int(cfg.seed), int(cfg.min_latency))
     folder = Path(str(cfg.out))
+    limit = error_limit(env_cfg)
     record = {"run": str(run), "env_overrides": OmegaConf.to_container(cfg.env_overrides) if cfg.env_overrides else None,
               "size": int(cfg.size), "seed": int(cfg.seed), "min_latency": int(cfg.min_latency),
-              "steps": int(cfg.steps), "overrides": list(cfg.overrides), "vehicles": pool}
+              "steps": int(cfg.steps), "position_error_limit": limit, "overrides": list(cfg.overrides), "vehicles": pool}
     best = train_pool(folder, pool, int(cfg.steps), int(cfg.jobs), ray_address=cfg.ray_address, record=record,
-                      overrides=list(cfg.overrides))
+                      overrides=list(cfg.overrides), position_error_limit=limit)
     for threshold in (0.5, 0.9):
         print(f"{sum(b >= threshold for b in best)} of {len(best)} specialists reached {threshold:.0%}")
     print(f"pool {folder}: python -m robo_rl.distill ... teacher_pool={folder} "
