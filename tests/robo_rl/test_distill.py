@@ -423,8 +423,9 @@ def test_a_teacher_reads_the_students_observation_cut_to_its_own_past_states_wit
 def test_teacher_pool_trains_a_specialist_per_vehicle_drawn_from_a_runs_distribution_and_distill_takes_the_pool(
         teacher_run, student_run, tmp_path):
     """python -m robo_rl.teacher_pool: the vehicles of pool.json are the run's own draw at min_latency or more, each
-    member a robo_rl.train run on its vehicle at its latency (no replay-buffer checkpoints kept); a rerun trains
-    nothing again, a folder of another draw is refused in one line, and robo_rl.distill takes the pool."""
+    member a robo_rl.train run on its vehicle at its latency observing the position error limited as the draw's
+    distribution does (no replay-buffer checkpoints kept); a rerun trains nothing again, a folder of another draw
+    or another limit is refused in one line, and robo_rl.distill takes the pool."""
     from omegaconf import OmegaConf as Conf
 
     from robo_rl.distill import env_at
@@ -433,22 +434,25 @@ def test_teacher_pool_trains_a_specialist_per_vehicle_drawn_from_a_runs_distribu
     out = tmp_path / "pool"
     command = [PYTHON, "-m", "robo_rl.teacher_pool", f"run={student_run}", f"out={out}", "size=2", "min_latency=1",
                "steps=2000", "jobs=2"]
-    made = subprocess.run(command, capture_output=True, text=True, timeout=900)
+    limited = "env_overrides={position_error_limit: 0.12}"
+    made = subprocess.run([*command, limited], capture_output=True, text=True, timeout=900)
     assert made.returncode == 0, made.stderr[-3000:]
+    assert json.loads((out / "pool.json").read_text())["position_error_limit"] == 0.12
     vehicles = json.loads((out / "pool.json").read_text())["vehicles"]
     assert vehicles == draw_pool(env_at(Conf.load(student_run / "config.yaml").env, 1.0, False), 2, 4242, 1)
     assert [v["latency_steps"] for v in vehicles] == [1, 1] and vehicles[0]["mass"] != vehicles[1]["mass"]
     for i, vehicle in enumerate(vehicles):
         env = Conf.load(out / f"v{i}" / "config.yaml").env.overrides
         assert Conf.to_container(env.vehicle_overrides) == {k: v for k, v in vehicle.items() if k != "latency_steps"}
-        assert list(env.randomization.latency_steps) == [1, 1]
+        assert list(env.randomization.latency_steps) == [1, 1] and env.position_error_limit == 0.12
         assert (out / f"v{i}" / "best_policy.pt").is_file() and not (out / f"v{i}" / "checkpoints").exists()
     stamps = [(out / f"v{i}" / "best_policy.pt").stat().st_mtime_ns for i in range(2)]
-    again = subprocess.run(command, capture_output=True, text=True, timeout=900)
+    again = subprocess.run([*command, limited], capture_output=True, text=True, timeout=900)
     assert again.returncode == 0 and stamps == [(out / f"v{i}" / "best_policy.pt").stat().st_mtime_ns for i in range(2)]
-    other = subprocess.run([*command, "seed=1"], capture_output=True, text=True, timeout=900)
-    assert other.returncode == 2 and "v0 was trained on another vehicle or latency" in other.stderr, other.stderr[-2000:]
-    assert len(other.stderr.strip().splitlines()) == 1
+    for other_draw in (["seed=1", limited], []):  # another seed's vehicles; the same vehicles without the limit
+        other = subprocess.run([*command, *other_draw], capture_output=True, text=True, timeout=900)
+        assert other.returncode == 2 and "v0 was trained on another vehicle, latency or position error limit" in other.stderr, other.stderr[-2000:]
+        assert len(other.stderr.strip().splitlines()) == 1
 
     # env_overrides of other fields than the latency: the family's rollouts still fly the latencies below the pool's
     done = _distill(teacher_run, tmp_path / "student", f"teacher_pool={out}", "teacher_pool_min_success=0.0",
