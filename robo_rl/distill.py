@@ -47,6 +47,7 @@ from robo_rl.plotting import plot_learning_curve
 from robo_rl.teacher_pool import error_limit, kept_members, member_env, teacher_input
 from robo_rl.train import curriculum_levels, policy_state, seed_everything, select_device
 from sim.errors import ConfigError
+from sim.quadrotor.observation import unread_past_states
 
 
 def check_teacher(run: Any, checkpoint: str | None = "last", role: str = "teacher") -> str:
@@ -117,16 +118,29 @@ def check_env_overrides(teacher: Any, overrides: Any, task: str | None = None) -
 
 
 def check_reads_student_observation(student_env: Any, run: Any, task: str | None, option: str) -> None:
-    """ConfigError unless the labelling teacher `run` (given as `option`) observes as the student's env config
-    `student_env` does: the same past actions and states, so the same observation size."""
-    from sim.quadrotor.observation import quadrotor_layout
-
+    """ConfigError unless the teacher `run` (given as `option`) can read the student's observation (env config
+    `student_env`): the same past actions and as many past states or fewer (it reads the newest)."""
     own = check_env_overrides(run, None, task)
-    sizes = [quadrotor_layout(c.action_history, c.state_history).size for c in (own, student_env)]
-    if sizes[0] != sizes[1]:
-        raise ConfigError(f"{option}={run} reads {sizes[0]} inputs ({own.action_history} past actions, "
-                          f"{own.state_history} past states), the student's observation has {sizes[1]} "
-                          f"({student_env.action_history}, {student_env.state_history}): train it with the same histories")
+    if own.action_history != student_env.action_history or own.state_history > student_env.state_history:
+        raise ConfigError(f"{option}={run} reads {own.action_history} past actions and {own.state_history} past "
+                          f"states, the student {student_env.action_history} and {student_env.state_history}: give "
+                          "the student the same past actions and at least as many past states")
+
+
+def own_view(obs_dim: int, run_env: DictConfig, student_env: Any, inputs: int, role: str
+             ) -> Callable[[torch.Tensor], torch.Tensor]:
+    """What a teacher reads of the student's observation (or of the privileged one, `inputs` entries long, for
+    a privileged teacher): the policy of `obs_dim` inputs trained on env config `run_env` sees the student's
+    (env config `student_env`) newest past states only, up to its own count, and the position error limited as
+    in its own training (the student's env_overrides may lift that limit). CheckpointError naming `role` where
+    the rest is not `obs_dim` entries long (a policy of another robo-rl version)."""
+    own_states = int((run_env.get("overrides") or {}).get("state_history", 0))
+    unread = unread_past_states(student_env.action_history, own_states, student_env.state_history)
+    read = inputs - (unread.stop - unread.start)
+    if read != obs_dim:
+        raise CheckpointError(f"{role} reads {obs_dim} inputs, the student's observation gives it {read} (trained by "
+                              "another robo-rl version); train it again")
+    return teacher_input(obs_dim, error_limit(run_env), student_env.position_error_limit, unread)
 
 
 def check_also_tasks(teacher: Any, overrides: Any, also_tasks: list[str], num_envs: int) -> None:
@@ -218,9 +232,10 @@ class Distiller:
         shares = np.array_split(np.arange(int(cfg.num_envs) - pool_envs), len(env_cfgs))
         self.rollouts = [Rollout(make_vector_env(env_cfg, len(share), self.device, threads=int(cfg.torch_threads),
                                                  privileged=privileged)) for env_cfg, share in zip(env_cfgs, shares)]
+        student_size = self.rollouts[0].env.single_observation_space.shape[0]
         for member in members:
             _, _, policy = load_policy(member.run, "best", self.device)
-            project = teacher_input(policy.obs_dim, error_limit(member.env), self.student_env.position_error_limit)
+            project = own_view(policy.obs_dim, member.env, self.student_env, student_size, f"teacher_pool run {member.run}")
             env = make_vector_env(member_env(member, self.student_env, lambda env: task_env(env, cfg.task)),
                                   max(1, round(pool_envs / len(members))), self.device,
                                   threads=int(cfg.torch_threads), privileged=privileged)
@@ -228,18 +243,12 @@ class Distiller:
         self.pool_runs = [str(member.run) for member in members]
         self.env = self.rollouts[0].env
         teacher_inputs = self.env.privileged_size if self.privileged_teacher else self.env.single_observation_space.shape[0]
-        if teacher_inputs != self.teacher.obs_dim:
-            raise CheckpointError(f"teacher={cfg.teacher} reads {self.teacher.obs_dim} inputs, its env's observation "
-                                  f"now has {teacher_inputs} (trained by another robo-rl version); train the teacher "
-                                  "again")
+        view = own_view(self.teacher.obs_dim, teacher_cfg.env, self.student_env, teacher_inputs, f"teacher={cfg.teacher}")
         self.eval_env = make_vector_env(self.student_env_cfg, int(cfg.eval.episodes), self.device)
         self.teacher_eval_env = make_vector_env(teacher_env_cfg, int(cfg.eval.episodes), self.device)
         self.spec = env_spec(self.env, flown.id)
-        # what each teacher reads of the student's observation: the position error limited as in its own training
-        # (the student's env_overrides may lift the limit the teacher trained with)
-        self.views: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
-            "teacher": (lambda obs: obs) if self.privileged_teacher else
-            teacher_input(self.teacher.obs_dim, error_limit(teacher_cfg.env), self.student_env.position_error_limit)}
+        # what each teacher reads of the student's observation (own_view)
+        self.views: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {"teacher": view}
         self.fast_teacher, self.fast_teacher_path = self._load_labelling_teacher("fast_rotor_teacher", "fast_rotor_checkpoint")
         self.latency_teacher, self.latency_teacher_path = self._load_labelling_teacher("latency_teacher", "latency_checkpoint")
         agent_cfg = dict(state["agent_config"], actor_average_rate=0.0, compile=False)
@@ -286,10 +295,8 @@ class Distiller:
             return None, None
         folder = check_labelling_teacher(cfg[option], cfg[checkpoint_option], cfg.teacher, option)
         state, run_cfg, policy = load_policy(folder, cfg[checkpoint_option], self.device)
-        self.views[option] = teacher_input(policy.obs_dim, error_limit(run_cfg.env), self.student_env.position_error_limit)
-        if policy.obs_dim != self.spec["observation_size"]:
-            raise CheckpointError(f"{option}={cfg[option]} reads {policy.obs_dim} inputs, the student's "
-                                  f"observation has {self.spec['observation_size']} (another env config's histories)")
+        self.views[option] = own_view(policy.obs_dim, run_cfg.env, self.student_env, self.spec["observation_size"],
+                                      f"{option}={cfg[option]}")
         return policy, str(state["path"])
 
     def run(self) -> dict[str, Any]:
@@ -298,11 +305,13 @@ class Distiller:
         self.run_dir.mkdir(parents=True, exist_ok=True)
         (self.run_dir / "config.yaml").write_text(OmegaConf.to_yaml(self.run_cfg))
         start = time.perf_counter()
-        self.teacher_result = evaluate_policy(lambda o: self.teacher.act(o, deterministic=True),
+        views = self.views
+        self.teacher_result = evaluate_policy(lambda o: self.teacher.act(views["teacher"](o), deterministic=True),
                                               self.teacher_eval_env, int(cfg.eval.seed), self.device)
         self.fast_teacher_result = None
         if self.fast_teacher is not None:
-            self.fast_teacher_result = evaluate_policy(lambda o: self.fast_teacher.act(o, deterministic=True),
+            self.fast_teacher_result = evaluate_policy(
+                lambda o: self.fast_teacher.act(views["fast_rotor_teacher"](o), deterministic=True),
                                                        self.eval_env, int(cfg.eval.seed), self.device)
         self._evaluate(start)
         for index, rollout in enumerate(self.rollouts):

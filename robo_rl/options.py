@@ -182,7 +182,7 @@ def check_options(cfg: DictConfig, command: str, require_all: bool = True) -> No
         check_also_tasks(cfg.teacher, cfg.env_overrides, list(cfg.also_tasks), int(cfg.num_envs))
         if not isinstance(cfg.latency_from, int) or isinstance(cfg.latency_from, bool) or cfg.latency_from < 1:
             raise ConfigError(f"latency_from must be a whole number of control steps >= 1, got {cfg.latency_from!r}")
-        for option in ("fast_rotor_teacher", "latency_teacher"):
+        for option in ("teacher", "fast_rotor_teacher", "latency_teacher"):
             if cfg[option] is not None:
                 check_reads_student_observation(student_env, cfg[option], cfg.task, option)
         if cfg.latency_teacher is not None:

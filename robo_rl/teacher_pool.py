@@ -134,16 +134,19 @@ def error_limit(env_cfg: DictConfig) -> float:
     return float((env_cfg.get("overrides") or {}).get("position_error_limit", 0.0))
 
 
-def teacher_input(obs_dim: int, position_error_limit: float, student_limit: float = 0.0
+def teacher_input(obs_dim: int, position_error_limit: float, student_limit: float = 0.0, unread: slice | None = None
                   ) -> Callable[[torch.Tensor], torch.Tensor]:
     """What a teacher trained on `obs_dim` inputs with this `position_error_limit` [m] observes of a student's
     observation whose position error is limited to `student_limit` (0: none): its leading `obs_dim` entries (the
-    same fields and past actions, the past states cut to the teacher's), the error limited as the teacher's was
-    where the student's is not limited alike."""
+    same fields and past actions, the past states cut to the teacher's) once the `unread` entries are left out
+    (the student's older past states, which a privileged observation holds before its privileged rows), the
+    error limited as the teacher's was where the student's is not limited alike."""
     m = ArrayMath(torch)
     limit = position_error_limit if position_error_limit not in (0.0, student_limit) else 0.0
 
     def project(obs: torch.Tensor) -> torch.Tensor:
+        if unread is not None and unread.stop > unread.start:
+            obs = torch.cat([obs[:, :unread.start], obs[:, unread.stop:]], 1)
         obs = obs[:, :obs_dim]
         if not limit:
             return obs

@@ -44,6 +44,14 @@ def quadrotor_layout(action_history: int, state_history: int = 0) -> Observation
     return ObservationLayout(tuple(fields))
 
 
+def unread_past_states(action_history: int, own: int, observed: int) -> slice:
+    """The entries of an observation with `observed` past states (or of a privileged observation, which begins
+    with one) that a policy trained on `own` <= `observed` of them, with the same `action_history`, does not
+    read: the older past states."""
+    start = quadrotor_layout(action_history, own).size
+    return slice(start, start + STATE_HISTORY_SIZE * (observed - own))
+
+
 def limited_position_error(m: Any, error: Sequence[Any], limit: float) -> list[Any]:
     """The position error (3 rows) as observed: scaled down to norm `limit` [m] where it is longer (0: as it is).
     Written against `m` (sim.kernel_expr) so that the native step compiles the same expression."""

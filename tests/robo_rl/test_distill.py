@@ -157,6 +157,51 @@ def test_the_fast_rotor_teacher_labels_exactly_the_fast_rotor_vehicles_that_env_
                               distiller.teacher.act(privileged, deterministic=True)[fast])
 
 
+def test_a_student_with_more_past_states_than_its_teachers_is_labelled_from_their_own_newest_past_states(
+        teacher_run, student_run, tmp_path):
+    """env_overrides={state_history: 4} on teachers trained with 2: the privileged teacher reads exactly the
+    privileged observation its own 2-state env gives, and the fast-rotor teacher the student's newest 2 states."""
+    from hydra import compose, initialize_config_dir
+
+    from robo_rl.distill import Distiller
+    from robo_rl.envs import make_vector_env
+    from tests.robo_rl.quick import CONFIGS
+
+    overrides = "env_overrides={state_history: 4, randomization: {motor_tau_scale: [0.0, 1.0]}}"
+    with initialize_config_dir(config_dir=CONFIGS, version_base="1.3"):
+        cfg = compose(config_name="distill", overrides=[
+            f"teacher={teacher_run}", f"fast_rotor_teacher={student_run}", "fast_rotor_checkpoint=last", overrides,
+            "num_envs=32", "rollout_steps=1", "eval.episodes=4", "torch_threads=1", "logging.tensorboard=false"])
+    distiller = Distiller(cfg, tmp_path / "longer")
+    assert distiller.student_env.state_history == 4 and distiller.teacher.obs_dim < distiller.env.privileged_size
+    own_cfg = distiller.student_env_cfg.copy()
+    own_cfg.overrides.state_history = 2
+    own = make_vector_env(own_cfg, 32, distiller.device, privileged=True)
+    rollout = distiller.rollouts[0]
+    obs, info = rollout.env.reset(seed=5)
+    own_obs, own_info = own.reset(seed=5)
+    distiller._observe(rollout, obs, info)
+    for _ in range(3):  # the same actions in both: their histories fill with the same past states
+        action = torch.rand(32, 4) * 2 - 1
+        obs, _, _, _, info = rollout.env.step(action if rollout.env.backend == "torch" else action.numpy())
+        own_obs, _, _, _, own_info = own.step(action if own.backend == "torch" else action.numpy())
+    distiller._observe(rollout, obs, info)
+    privileged, own_privileged = torch.as_tensor(info["privileged_obs"]), torch.as_tensor(own_info["privileged_obs"])
+    assert privileged.shape[1] == own_privileged.shape[1] + 12
+    assert torch.allclose(distiller.views["teacher"](privileged), own_privileged)
+    assert torch.allclose(distiller.views["fast_rotor_teacher"](torch.as_tensor(obs)), torch.as_tensor(own_obs))
+    fast = rollout.fast_rows[:, 0]
+    assert 0 < int(fast.sum()) < 32
+    distiller._rollout(rollout, teacher_share=1.0)
+    labels = distiller.dataset.action[:32]
+    assert torch.allclose(labels[fast], distiller.fast_teacher.act(torch.as_tensor(own_obs), deterministic=True)[fast])
+    assert torch.allclose(labels[~fast], distiller.teacher.act(own_privileged, deterministic=True)[~fast])
+    # fewer past states than a teacher reads are refused in one line
+    fewer = _distill(teacher_run, tmp_path / "fewer", "env_overrides={state_history: 1}")
+    assert fewer.returncode == 2 and f"teacher={teacher_run} reads 8 past actions and 2 past states, the student 8 and 1" in fewer.stderr
+    assert len(fewer.stderr.strip().splitlines()) == 1 and not (tmp_path / "fewer").exists()
+
+
 class _Constant:
     """A stand-in labelling teacher whose every action is `value`: which teacher labelled a row is then plain."""
 
@@ -219,7 +264,7 @@ def test_a_privileged_fast_rotor_teacher_and_invalid_env_overrides_are_refused_w
     OmegaConf.save(config, other / "config.yaml")
     wide = _distill(teacher_run, tmp_path / "student", f"fast_rotor_teacher={other}")
     assert wide.returncode == 2, wide.stderr[-2000:]
-    assert f"fast_rotor_teacher={other} reads" in wide.stderr and "(8, 2): train it with the same histories" in wide.stderr
+    assert f"fast_rotor_teacher={other} reads 8 past actions and 4 past states, the student 8 and 2" in wide.stderr
     assert len(wide.stderr.strip().splitlines()) == 1 and not (tmp_path / "student").exists()
     late = _distill(teacher_run, tmp_path / "student", "latency_from=0")
     assert late.returncode == 2 and "latency_from must be a whole number of control steps >= 1" in late.stderr
