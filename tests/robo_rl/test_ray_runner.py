@@ -34,10 +34,18 @@ def cluster():
     """Three CPUs on two node processes: the two actors and the evaluator, spread over both."""
     from ray.cluster_utils import Cluster
 
+    # Ray runs its workers at niceness 15: beside the other pytest worker's tests at 0 they got a few % of a core,
+    # and a 2-job sweep ran past its 300 s (session 22's CI, with a teacher pool training beside it)
+    before = os.environ.get("RAY_worker_niceness")
+    os.environ["RAY_worker_niceness"] = "0"
     cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False})
     cluster.add_node(num_cpus=2)
     yield cluster
     cluster.shutdown()
+    if before is None:
+        os.environ.pop("RAY_worker_niceness", None)
+    else:
+        os.environ["RAY_worker_niceness"] = before
 
 
 def _train(run: Path, *args: str) -> subprocess.Popen:
@@ -349,10 +357,9 @@ def test_an_actor_whose_own_code_raises_stops_the_run_at_once_with_its_error(clu
     try:
         pool = ActorPool(settings, runner, eval_episodes=1, eval_seed=0)
         pool.submit(0, CollectRequest(Weights(0, [ray.put({})]), True, None, 0))
-        started = time.monotonic()
         with pytest.raises(ActorFailure, match="actor 0 stopped the run: .*no_such_backend"):
             pool.next_chunk()
-        assert time.monotonic() - started < 60
+        assert pool.generation == [0]  # the first error stopped the run: no restart was counted or waited for
     finally:
         if pool is not None:
             pool.close()
