@@ -44,7 +44,7 @@ from robo_rl.envs import env_spec, make_vector_env, task_env
 from robo_rl.evaluate import load_policy
 from robo_rl.evaluation import as_tensor, evaluate_policy
 from robo_rl.plotting import plot_learning_curve
-from robo_rl.teacher_pool import error_limit, kept_members, member_env, teacher_input
+from robo_rl.teacher_pool import check_reads_histories, error_limit, kept_members, member_env, teacher_input
 from robo_rl.train import curriculum_levels, policy_state, seed_everything, select_device
 from sim.errors import ConfigError
 from sim.quadrotor.observation import unread_past_states
@@ -121,10 +121,7 @@ def check_reads_student_observation(student_env: Any, run: Any, task: str | None
     """ConfigError unless the teacher `run` (given as `option`) can read the student's observation (env config
     `student_env`): the same past actions and as many past states or fewer (it reads the newest)."""
     own = check_env_overrides(run, None, task)
-    if own.action_history != student_env.action_history or own.state_history > student_env.state_history:
-        raise ConfigError(f"{option}={run} reads {own.action_history} past actions and {own.state_history} past "
-                          f"states, the student {student_env.action_history} and {student_env.state_history}: give "
-                          "the student the same past actions and at least as many past states")
+    check_reads_histories(f"{option}={run}", own.action_history, own.state_history, student_env)
 
 
 def own_view(obs_dim: int, run_env: DictConfig, student_env: Any, inputs: int, role: str

@@ -112,21 +112,28 @@ def kept_members(folder: Any, min_success: float, env_id: str, student_env: Any,
         if member.env.id != env_id:
             raise ConfigError(f"{option}: {member.run} flies {member.env.id}, the student {env_id}")
         overrides = member.env.get("overrides") or {}
-        own = {"action_history": int(overrides.get("action_history", student_env.action_history)),
-               "state_history": int(overrides.get("state_history", 0)), "position_error_limit": error_limit(member.env)}
-        if own["action_history"] != student_env.action_history or own["state_history"] > student_env.state_history:
-            raise ConfigError(f"{option}: {member.run} reads {own['action_history']} past actions and "
-                              f"{own['state_history']} past states, the student {student_env.action_history} and "
-                              f"{student_env.state_history}: a member needs the same past actions and no more past states")
-        if student_env.position_error_limit not in (0.0, own["position_error_limit"]):
+        limit = error_limit(member.env)
+        check_reads_histories(f"{option}: {member.run}", int(overrides.get("action_history", student_env.action_history)),
+                              int(overrides.get("state_history", 0)), student_env)
+        if student_env.position_error_limit not in (0.0, limit):
             raise ConfigError(f"{option}: {member.run} observes the position error limited to "
-                              f"{own['position_error_limit']} m, the student to {student_env.position_error_limit} m: "
+                              f"{limit} m, the student to {student_env.position_error_limit} m: "
                               "give the student the same limit or none (env_overrides={position_error_limit: 0.0})")
         if latency_from is not None and member.latency_steps[0] < latency_from:
             raise ConfigError(f"teacher_pool_latency_from={latency_from}: {member.run} flies its vehicle at "
                               f"{member.latency_steps[0]} control steps; the pool must fly only the latencies "
                               "from it on")
     return kept
+
+
+def check_reads_histories(teacher: str, action_history: int, state_history: int, student_env: Any) -> None:
+    """ConfigError unless a teacher (named by `teacher` in the error) trained on `action_history` past actions
+    and `state_history` past states can read the observation of the student's env config `student_env`: the
+    same past actions and no more past states (it reads the newest)."""
+    if action_history != student_env.action_history or state_history > student_env.state_history:
+        raise ConfigError(f"{teacher} reads {action_history} past actions and {state_history} past states, the "
+                          f"student {student_env.action_history} and {student_env.state_history}: a teacher needs "
+                          "the same past actions and no more past states than the student")
 
 
 def error_limit(env_cfg: DictConfig) -> float:

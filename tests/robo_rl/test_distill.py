@@ -441,7 +441,7 @@ def test_a_teacher_pool_flies_its_own_vehicles_labelled_by_their_runs_and_the_fa
             ([f"teacher_pool={tmp_path / 'empty'}"], "holds no training run"),
             ([f"teacher_pool={pool}", "teacher_pool_share=1.0"], "teacher_pool_share must be in (0, 1)"),
             ([f"teacher_pool={pool}", "teacher_pool_min_success=0.95"], "none of the 3 runs of teacher_pool="),
-            ([f"teacher_pool={wider.parent}"], "a member needs the same past actions and no more past states"),
+            ([f"teacher_pool={wider.parent}"], "a teacher needs the same past actions and no more past states than the student"),
             ([f"teacher_pool={early.parent}", "teacher_pool_latency_from=2",
               "env_overrides={randomization: {latency_steps: [0, 3]}}"], "flies its vehicle at 1 control steps"),
             ([f"teacher_pool={pool}", "teacher_pool_latency_from=1", "env_overrides={randomization: {latency_steps: [1, 3]}}"],
