@@ -102,6 +102,8 @@ def kept_members(folder: Any, min_success: float, env_id: str, student_env: Any,
     each flies `env_id`, reads the student's observation (`student_env`, a QuadrotorEnvConfig) and, with
     `latency_from`, flies its vehicle only at that many control steps or more; ConfigError naming what does not
     fit."""
+    from robo_rl.envs import check_env_config
+
     members = pool_members(folder, option)
     kept = [m for m in members if m.best_success >= min_success]
     if not kept:
@@ -111,10 +113,12 @@ def kept_members(folder: Any, min_success: float, env_id: str, student_env: Any,
     for member in kept:
         if member.env.id != env_id:
             raise ConfigError(f"{option}: {member.run} flies {member.env.id}, the student {env_id}")
-        overrides = member.env.get("overrides") or {}
-        limit = error_limit(member.env)
-        check_reads_histories(f"{option}: {member.run}", int(overrides.get("action_history", student_env.action_history)),
-                              int(overrides.get("state_history", 0)), student_env)
+        try:  # its env config with its task's defaults filled in
+            own = check_env_config(OmegaConf.to_container(member.env, resolve=True))
+        except ConfigError as error:
+            raise ConfigError(f"{option}: {member.run}/config.yaml holds no valid env ({error})") from None
+        limit = own.position_error_limit
+        check_reads_histories(f"{option}: {member.run}", own.action_history, own.state_history, student_env)
         if student_env.position_error_limit not in (0.0, limit):
             raise ConfigError(f"{option}: {member.run} observes the position error limited to "
                               f"{limit} m, the student to {student_env.position_error_limit} m: "

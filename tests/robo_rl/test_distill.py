@@ -450,6 +450,14 @@ def test_a_teacher_pool_flies_its_own_vehicles_labelled_by_their_runs_and_the_fa
         assert refused.returncode == 2 and message in refused.stderr, refused.stderr[-2000:]
         assert len(refused.stderr.strip().splitlines()) == 1 and not (tmp_path / "refused").exists()
 
+    # a member whose config leaves its past actions at the env's default (8) reads 8, whatever the student's:
+    # with a teacher (and so a student) of 4 it is refused before any folder, not when its policy is first fed
+    four = _pool_member(teacher_run, tmp_path / "four", 0.9, action_history=4)
+    refused = _distill(four, tmp_path / "refused", "checkpoint=best", f"teacher_pool={pool}")
+    assert refused.returncode == 2 and "reads 8 past actions and 2 past states, the student 4" in refused.stderr, \
+        refused.stderr[-2000:]
+    assert len(refused.stderr.strip().splitlines()) == 1 and not (tmp_path / "refused").exists()
+
 
 def test_a_teacher_reads_the_students_observation_cut_to_its_own_past_states_with_its_own_error_limit():
     from robo_rl.teacher_pool import teacher_input

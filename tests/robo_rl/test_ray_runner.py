@@ -34,8 +34,8 @@ def cluster():
     """Three CPUs on two node processes: the two actors and the evaluator, spread over both."""
     from ray.cluster_utils import Cluster
 
-    # Ray runs its workers at niceness 15: beside the other pytest worker's tests at 0 they got a few % of a core,
-    # and a 2-job sweep ran past its 300 s (session 22's CI, with a teacher pool training beside it)
+    # Ray runs its workers at niceness 15: beside the other pytest worker's tests at niceness 0 they get a few % of
+    # a core, and a 2-job sweep runs past its timeout on a busy machine
     before = os.environ.get("RAY_worker_niceness")
     os.environ["RAY_worker_niceness"] = "0"
     cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False})
