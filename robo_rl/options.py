@@ -85,7 +85,7 @@ OPTIONS: dict[str, dict[str, tuple[Any, Interval | None]]] = {
         "run": (str, None), "out": (str, None), "size": (int, Interval(1, 10**5)), "seed": (int, SEED),
         "min_latency": (int, Interval(0, 50)), "steps": (int, Interval(1, 10**12)), "jobs": (int, Interval(1, 4096)),
         "ray_address": (str | None, None), "overrides": (tuple[str, ...], None),
-        "env_overrides": (dict[str, Any] | None, None),
+        "env_overrides": (dict[str, Any] | None, None), "focus": (Any, None),
     },
     "export": {
         "run": (str, None), "checkpoint": (str, None), "out": (str | None, None), "pairs": (int, Interval(8, 10**5)),
@@ -195,6 +195,9 @@ def check_options(cfg: DictConfig, command: str, require_all: bool = True) -> No
                               f"{list(cfg.student.actor_hidden)}")
     if command == "teacher_pool":  # before Hydra makes the pool's folder
         from robo_rl.checkpoint import CheckpointError, require_run_dir
+        from robo_rl.teacher_pool import focus_regions
+
+        focus_regions(cfg.focus)
 
         try:
             require_run_dir(cfg.run, "run")

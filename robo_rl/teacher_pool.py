@@ -10,7 +10,9 @@ the student's rollouts flies the pool's own vehicles instead, each labelled by t
 `python -m robo_rl.teacher_pool run=<run>` makes a pool: it draws `size` vehicles from the run's training
 distribution (those at `min_latency` control steps or more) and trains a specialist on each
 (configs/experiment/specialist.yaml at the vehicle's drawn latency, `jobs` at a time), into `out`/v<i>, with the
-draw in `out`/pool.json. Each member is a plain `robo_rl.train` run; a rerun trains only the missing ones. A
+draw in `out`/pool.json. `focus` regions add members after those where a plain draw holds few (the light,
+slow-rotor Crazyflies at 20 ms: bench/RESULTS.md, session 25). Each member is a plain `robo_rl.train` run; a rerun
+trains only the missing ones, so that a pool grows by focus regions without training its members again. A
 member observes its position error limited as the distribution it is drawn from does (`position_error_limit`), so
 that the student distilled from that distribution keeps its limit.
 
@@ -34,7 +36,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 import torch
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig, ListConfig, OmegaConf
 from tqdm import tqdm
 
 from robo_rl.checkpoint import BEST_POLICY, is_run_dir, require_run_dir
@@ -176,22 +178,101 @@ def member_env(member: PoolMember, student_env: Any, task_env: Callable[[DictCon
     return OmegaConf.merge(plain, {"privileged_actor": False, "overrides": observation})
 
 
-def draw_pool(env_cfg: DictConfig, size: int, seed: int, min_latency: int = 0) -> list[dict[str, Any]]:
-    """`size` vehicles of the distribution `env_cfg` draws (its difficulty as given), each as the
-    `vehicle_overrides` of a specialist's config plus its `latency_steps`: the first `size` drawn at
-    `min_latency` control steps or more. Every env is seeded on its own, so a larger draw of the same seed
-    begins with a smaller one's vehicles. ConfigError where too few reach `min_latency`."""
+@dataclass(frozen=True)
+class FocusRegion:
+    """`size` more pool vehicles where the plain draw is thin: those of the same distribution whose drawn
+    values (FOCUS_KEYS) lie in the `where` ranges, both ends included."""
+
+    size: int
+    where: dict[str, tuple[float, float]]
+
+
+# what a focus region may bound: a drawn vehicle's fields, and its thrust-to-weight ratio at full thrust
+FOCUS_KEYS = ("latency_steps", "thrust_to_weight", "mass", "motor_tau_rise", "motor_tau_fall", "rotor_offset",
+              "yaw_torque_ratio")
+FOCUS_BATCH = 4096  # vehicles drawn at once while looking for a region's
+FOCUS_MAX_DRAWS = 64 * FOCUS_BATCH
+
+
+def focus_regions(focus: Any, option: str = "focus") -> list[FocusRegion]:
+    """The regions of a `focus` option (a list of {size, where: {key: [low, high]}}); ConfigError naming the
+    entry and what is allowed otherwise."""
+    entries = OmegaConf.to_container(focus, resolve=True) if isinstance(focus, (DictConfig, ListConfig)) else focus
+    if entries is None:
+        return []
+    allowed = f"a list of {{size: <vehicles>, where: {{<{'|'.join(FOCUS_KEYS)}>: [low, high]}}}}"
+    if not isinstance(entries, list):
+        raise ConfigError(f"{option} must be {allowed}, got {entries!r}")
+    regions = []
+    for k, entry in enumerate(entries):
+        name = f"{option}[{k}]"
+        if not isinstance(entry, dict) or set(entry) != {"size", "where"}:
+            raise ConfigError(f"{name} must be {{size: <vehicles>, where: {{<key>: [low, high]}}}}, got {entry!r}")
+        size, where = entry["size"], entry["where"]
+        if isinstance(size, bool) or not isinstance(size, int) or size < 1:
+            raise ConfigError(f"{name}.size must be a whole number of vehicles >= 1, got {size!r}")
+        if not isinstance(where, dict) or not where:
+            raise ConfigError(f"{name}.where must bound at least one of {', '.join(FOCUS_KEYS)} by [low, high], "
+                              f"got {where!r}")
+        bounds = {}
+        for key, value in where.items():
+            if key not in FOCUS_KEYS:
+                raise ConfigError(f"{name}.where.{key}: not a drawn value; bound one of {', '.join(FOCUS_KEYS)}")
+            if (not isinstance(value, list) or len(value) != 2
+                    or not all(isinstance(v, (int, float)) and not isinstance(v, bool) and np.isfinite(v) for v in value)
+                    or value[0] > value[1]):
+                raise ConfigError(f"{name}.where.{key} must be [low, high] with finite low <= high, got {value!r}")
+            bounds[key] = (float(value[0]), float(value[1]))
+        regions.append(FocusRegion(size, bounds))
+    return regions
+
+
+def in_region(vehicle: dict[str, Any], region: FocusRegion, gravity: float) -> bool:
+    """Whether a drawn pool vehicle (`drawn_vehicles`) lies in `region`."""
+    values = {**vehicle, "thrust_to_weight": 4.0 * sum(vehicle["thrust_curve"]) / (vehicle["mass"] * gravity)}
+    return all(low <= values[key] <= high for key, (low, high) in region.where.items())
+
+
+def draw_vehicles(env_cfg: DictConfig, count: int, seed: int) -> list[dict[str, Any]]:
+    """The first `count` vehicles that `env_cfg`'s distribution draws with `seed` (`drawn_vehicles`)."""
     from robo_rl.envs import make_vector_env
 
-    count = size if min_latency == 0 else DRAW_FACTOR * size
     env = make_vector_env(env_cfg, count, torch.device("cpu"))
     _, info = env.reset(seed=seed)
     env.close()
-    drawn = drawn_vehicles(info["params"], nominal_rotor_offset(env_cfg))
+    return drawn_vehicles(info["params"], nominal_rotor_offset(env_cfg))
+
+
+def draw_pool(env_cfg: DictConfig, size: int, seed: int, min_latency: int = 0,
+              focus: Sequence[FocusRegion] = ()) -> list[dict[str, Any]]:
+    """`size` vehicles of the distribution `env_cfg` draws (its difficulty as given), each as the
+    `vehicle_overrides` of a specialist's config plus its `latency_steps`: the first `size` drawn at
+    `min_latency` control steps or more; then each `focus` region's vehicles, drawn from a stream of their own
+    so that the plain members stay those of a pool without them. Every env is seeded on its own, so a larger
+    draw of the same seed begins with a smaller one's vehicles. ConfigError where too few reach `min_latency`
+    or a region is too rare to fill."""
+    count = size if min_latency == 0 else DRAW_FACTOR * size
+    drawn = draw_vehicles(env_cfg, count, seed)
     pool = [member for member in drawn if member["latency_steps"] >= min_latency][:size]
     if len(pool) < size:
         raise ConfigError(f"min_latency={min_latency}: only {len(pool)} of {len(drawn)} drawn vehicles act that late; "
                           "lower it or size")
+    if focus:
+        from sim.quadrotor.model import QuadrotorParams, load_model
+
+        gravity = QuadrotorParams.from_model(load_model()).gravity  # every vehicle's MJCF has the same
+    for k, region in enumerate(focus):
+        found: list[dict[str, Any]] = []
+        for batch in range(FOCUS_MAX_DRAWS // FOCUS_BATCH):
+            stream = int(np.random.SeedSequence([seed, k, batch]).generate_state(1)[0])
+            found += [v for v in draw_vehicles(env_cfg, FOCUS_BATCH, stream)
+                      if v["latency_steps"] >= min_latency and in_region(v, region, gravity)]
+            if len(found) >= region.size:
+                break
+        if len(found) < region.size:
+            raise ConfigError(f"focus[{k}]: only {len(found)} of {FOCUS_MAX_DRAWS} drawn vehicles lie in "
+                              f"{region.where}; widen it or lower its size")
+        pool += found[:region.size]
     return pool
 
 
@@ -379,11 +460,12 @@ def main(cfg: DictConfig) -> None:
 
     run = Path(require_run_dir(cfg.run, "run"))
     env_cfg = env_at(OmegaConf.load(run / "config.yaml").env, 1.0, False, cfg.env_overrides)
-    pool = draw_pool(env_cfg, int(cfg.size), int(cfg.seed), int(cfg.min_latency))
+    pool = draw_pool(env_cfg, int(cfg.size), int(cfg.seed), int(cfg.min_latency), focus_regions(cfg.focus))
     folder = Path(str(cfg.out))
     limit = error_limit(env_cfg)
     record = {"run": str(run), "env_overrides": OmegaConf.to_container(cfg.env_overrides) if cfg.env_overrides else None,
               "size": int(cfg.size), "seed": int(cfg.seed), "min_latency": int(cfg.min_latency),
+              "focus": OmegaConf.to_container(cfg.focus, resolve=True),
               "steps": int(cfg.steps), "position_error_limit": limit, "overrides": list(cfg.overrides), "vehicles": pool}
     best = train_pool(folder, pool, int(cfg.steps), int(cfg.jobs), ray_address=cfg.ray_address, record=record,
                       overrides=list(cfg.overrides), position_error_limit=limit)

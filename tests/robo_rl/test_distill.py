@@ -502,6 +502,14 @@ def test_teacher_pool_trains_a_specialist_per_vehicle_drawn_from_a_runs_distribu
     stamps = [(out / f"v{i}" / "best_policy.pt").stat().st_mtime_ns for i in range(2)]
     again = subprocess.run([*command, limited], capture_output=True, text=True, timeout=900)
     assert again.returncode == 0 and stamps == [(out / f"v{i}" / "best_policy.pt").stat().st_mtime_ns for i in range(2)]
+    # a focus region grows the pool: its member is trained after the others, which are kept as they are
+    grown = subprocess.run([*command, limited, "focus=[{size: 1, where: {latency_steps: [1, 3]}}]"],
+                           capture_output=True, text=True, timeout=900)
+    assert grown.returncode == 0, grown.stderr[-3000:]
+    assert stamps == [(out / f"v{i}" / "best_policy.pt").stat().st_mtime_ns for i in range(2)]
+    record = json.loads((out / "pool.json").read_text())
+    assert record["vehicles"][:2] == vehicles and len(record["vehicles"]) == 3 and (out / "v2" / "best_policy.pt").is_file()
+    assert record["focus"] == [{"size": 1, "where": {"latency_steps": [1, 3]}}]
     for other_draw in (["seed=1", limited], []):  # another seed's vehicles; the same vehicles without the limit
         other = subprocess.run([*command, *other_draw], capture_output=True, text=True, timeout=900)
         assert other.returncode == 2 and "v0 was trained on another vehicle, latency or position error limit" in other.stderr, other.stderr[-2000:]
@@ -512,7 +520,7 @@ def test_teacher_pool_trains_a_specialist_per_vehicle_drawn_from_a_runs_distribu
                     "teacher_pool_latency_from=1", "env_overrides={randomization: {motor_tau_scale: [0.5, 1.0]}}")
     assert done.returncode == 0, done.stderr[-3000:]
     recorded = Conf.load(tmp_path / "student" / "config.yaml").distill
-    assert list(recorded.teacher_pool_runs) == [str(out / "v0"), str(out / "v1")]
+    assert list(recorded.teacher_pool_runs) == [str(out / f"v{i}") for i in range(3)]
 
     # make train POOL=1 draws from its family teacher with the student's env_overrides: the student's own vehicles
     overrides = Conf.create({"randomization": {"motor_tau_scale": [0.5, 1.0]}})
@@ -539,3 +547,76 @@ def test_a_pool_member_that_fails_leaves_the_others_trained_and_is_named_with_it
     assert "2 of the 2 pool members to train failed (v0, v1); see" in last and "Traceback" not in failing.stderr
     for i in range(2):
         assert "agent.batch_size" in (out / f"v{i}.log").read_text()
+
+
+FAMILY_ENV = {"id": "robo_rl/CrazyflieHover-v0", "backend": "torch", "compile": False, "overrides": {"randomization": {
+    "mass_scale": [0.85, 1.75], "thrust_to_weight": [1.4, 3.0], "motor_tau_scale": [0.0, 1.0],
+    "motor_tau_rise_scale": [0.0, 1.1], "motor_tau_fall_scale": [0.0, 2.0], "latency_steps": [0, 3]}}}
+
+
+def test_a_focus_region_adds_vehicles_where_the_plain_draw_holds_few_and_keeps_the_plain_ones():
+    """The light, slow-rotor vehicles at 2 steps of latency are about 1 in 60 of the family's draw: a focus region
+    brings as many as asked, each inside its bounds and at min_latency or more, after the plain draw's own
+    vehicles, which stay those of a pool without it."""
+    from robo_rl.teacher_pool import draw_pool, focus_regions
+    from sim.quadrotor.model import QuadrotorParams, load_model
+
+    env = OmegaConf.create(FAMILY_ENV)
+    region = {"latency_steps": [2, 2], "thrust_to_weight": [1.4, 2.4], "motor_tau_rise": [0.08, 1.0],
+              "motor_tau_fall": [0.08, 1.0]}
+    plain = draw_pool(env, 6, 4242, 2)
+    grown = draw_pool(env, 6, 4242, 2, focus_regions([{"size": 5, "where": region}]))
+    assert grown[:6] == plain and len(grown) == 11
+    gravity = QuadrotorParams.from_model(load_model()).gravity
+    slow_light = [v for v in plain if v["latency_steps"] == 2 and v["motor_tau_rise"] >= 0.08
+                  and v["motor_tau_fall"] >= 0.08 and 4 * sum(v["thrust_curve"]) / (v["mass"] * gravity) <= 2.4]
+    assert len(slow_light) < 2  # what the region is for
+    for vehicle in grown[6:]:
+        assert vehicle["latency_steps"] == 2 and vehicle["motor_tau_rise"] >= 0.08 and vehicle["motor_tau_fall"] >= 0.08
+        assert 1.4 <= 4 * sum(vehicle["thrust_curve"]) / (vehicle["mass"] * gravity) <= 2.4
+    assert len({v["mass"] for v in grown[6:]}) == 5
+    # a region below min_latency holds none of the pool's vehicles
+    assert all(v["latency_steps"] >= 3 for v in draw_pool(env, 2, 4242, 3, focus_regions([{"size": 3, "where": {
+        "latency_steps": [0, 3]}}])))
+
+
+def test_a_focus_region_no_draw_fills_is_one_error_naming_it(monkeypatch):
+    from robo_rl import teacher_pool
+    from sim.errors import ConfigError
+
+    monkeypatch.setattr(teacher_pool, "FOCUS_MAX_DRAWS", 2 * teacher_pool.FOCUS_BATCH)
+    regions = teacher_pool.focus_regions([{"size": 1, "where": {"thrust_to_weight": [5.0, 6.0]}}])
+    with pytest.raises(ConfigError, match=r"focus\[0\]: only 0 of 8192 drawn vehicles lie in .*widen it or lower its size"):
+        teacher_pool.draw_pool(OmegaConf.create(FAMILY_ENV), 2, 4242, 0, regions)
+
+
+@pytest.mark.parametrize("focus, message", [
+    ({"size": 4}, r"focus must be a list of \{size: <vehicles>, where: \{<latency_steps\|thrust_to_weight"),
+    ([3], r"focus\[0\] must be \{size: <vehicles>, where: \{<key>: \[low, high\]\}\}, got 3"),
+    ([{"size": 4}], r"focus\[0\] must be \{size"),
+    ([{"size": 0, "where": {"latency_steps": [2, 2]}}], r"focus\[0\].size must be a whole number of vehicles >= 1, got 0"),
+    ([{"size": 2.5, "where": {"latency_steps": [2, 2]}}], r"focus\[0\].size must be a whole number"),
+    ([{"size": 4, "where": {}}], r"focus\[0\].where must bound at least one of latency_steps"),
+    ([{"size": 4, "where": {"wind": [0, 1]}}], r"focus\[0\].where.wind: not a drawn value; bound one of latency_steps"),
+    ([{"size": 4, "where": {"thrust_to_weight": [2.4, 1.4]}}],
+     r"focus\[0\].where.thrust_to_weight must be \[low, high\] with finite low <= high, got \[2.4, 1.4\]"),
+    ([{"size": 4, "where": {"mass": [0.02, float("nan")]}}], r"focus\[0\].where.mass must be \[low, high\]"),
+    ([{"size": 4, "where": {"mass": 0.03}}], r"focus\[0\].where.mass must be \[low, high\]"),
+])
+def test_a_malformed_focus_is_one_error_naming_the_entry(focus, message):
+    from robo_rl.teacher_pool import focus_regions
+    from sim.errors import ConfigError
+
+    for given in (focus, OmegaConf.create(focus)):  # as Python and as the composed config holds it
+        with pytest.raises(ConfigError, match=message):
+            focus_regions(given)
+
+
+def test_a_malformed_focus_on_the_command_line_is_one_line_and_makes_no_folder(student_run, tmp_path):
+    out = tmp_path / "pool"
+    refused = subprocess.run([PYTHON, "-m", "robo_rl.teacher_pool", f"run={student_run}", f"out={out}", "size=2",
+                              "focus=[{size: 2, where: {wind: [0, 1]}}]"], capture_output=True, text=True, timeout=300)
+    assert refused.returncode == 2 and refused.stderr.strip().splitlines() == [
+        "error: focus[0].where.wind: not a drawn value; bound one of latency_steps, thrust_to_weight, mass, "
+        "motor_tau_rise, motor_tau_fall, rotor_offset, yaw_torque_ratio"], refused.stderr
+    assert not out.exists()
