@@ -212,6 +212,9 @@ def check_options(cfg: DictConfig, command: str, require_all: bool = True) -> No
             given = " with its env_overrides" if cfg.env_overrides else ""
             raise ConfigError(f"min_latency={cfg.min_latency}: the vehicles of run={cfg.run}{given} act at most {most} "
                               "control steps late; give at most that")
+        from robo_rl.teacher_pool import drawn_pool
+
+        drawn_pool(cfg)  # too few vehicles at min_latency or in a focus region: refused before the folder is made
         if cfg.ray_address not in (None, "local"):
             from robo_rl.distributed.cluster import ClusterError, check_reachable, joined_cluster
 

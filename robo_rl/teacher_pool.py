@@ -453,14 +453,20 @@ def _train_on_ray(folder: Path, todo: list[tuple[int, dict[str, Any]]], steps: i
     return failed
 
 
+def drawn_pool(cfg: DictConfig) -> tuple[DictConfig, list[dict[str, Any]]]:
+    """The env config that the `teacher_pool` command's options `cfg` draw the pool from, and the pool's
+    vehicles (`draw_pool`); ConfigError where the draw cannot give them."""
+    from robo_rl.distill import env_at
+
+    env_cfg = env_at(OmegaConf.load(Path(str(cfg.run)) / "config.yaml").env, 1.0, False, cfg.env_overrides)
+    return env_cfg, draw_pool(env_cfg, int(cfg.size), int(cfg.seed), int(cfg.min_latency), focus_regions(cfg.focus))
+
+
 @hydra_command(config_path="../configs", config_name="teacher_pool")
 def main(cfg: DictConfig) -> None:
     """Draw the pool from the run's distribution, train its missing members, write pool.json, print each best."""
-    from robo_rl.distill import env_at
-
     run = Path(require_run_dir(cfg.run, "run"))
-    env_cfg = env_at(OmegaConf.load(run / "config.yaml").env, 1.0, False, cfg.env_overrides)
-    pool = draw_pool(env_cfg, int(cfg.size), int(cfg.seed), int(cfg.min_latency), focus_regions(cfg.focus))
+    env_cfg, pool = drawn_pool(cfg)
     folder = Path(str(cfg.out))
     limit = error_limit(env_cfg)
     record = {"run": str(run), "env_overrides": OmegaConf.to_container(cfg.env_overrides) if cfg.env_overrides else None,

@@ -620,3 +620,9 @@ def test_a_malformed_focus_on_the_command_line_is_one_line_and_makes_no_folder(s
         "error: focus[0].where.wind: not a drawn value; bound one of latency_steps, thrust_to_weight, mass, "
         "motor_tau_rise, motor_tau_fall, rotor_offset, yaw_torque_ratio"], refused.stderr
     assert not out.exists()
+    # a region that no draw fills is refused before the pool's folder is made too
+    unfilled = subprocess.run([PYTHON, "-m", "robo_rl.teacher_pool", f"run={student_run}", f"out={out}", "size=2",
+                               "min_latency=1", "focus=[{size: 2, where: {thrust_to_weight: [9, 10]}}]"],
+                              capture_output=True, text=True, timeout=300)
+    assert unfilled.returncode == 2 and len(unfilled.stderr.strip().splitlines()) == 1, unfilled.stderr
+    assert "focus[0]: only 0 of 262144 drawn vehicles lie in" in unfilled.stderr and not out.exists()
