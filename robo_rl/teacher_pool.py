@@ -322,7 +322,7 @@ def check_pool_folder(folder: Path, pool: list[dict[str, Any]], option: str = "o
         run = folder / f"v{i}"
         if (run / "config.yaml").is_file() and not trained_on(run, vehicle, member["latency_steps"], position_error_limit):
             raise ConfigError(f"{option}={folder}: v{i} was trained on another vehicle, latency or position error "
-                              "limit than this pool draws (another run, seed, min_latency or env_overrides); give a "
+                              "limit than this pool draws (another run, seed, min_latency, focus or env_overrides); give a "
                               "new folder")
 
 
@@ -471,7 +471,7 @@ def main(cfg: DictConfig) -> None:
     limit = error_limit(env_cfg)
     record = {"run": str(run), "env_overrides": OmegaConf.to_container(cfg.env_overrides) if cfg.env_overrides else None,
               "size": int(cfg.size), "seed": int(cfg.seed), "min_latency": int(cfg.min_latency),
-              "focus": OmegaConf.to_container(cfg.focus, resolve=True),
+              "focus": OmegaConf.to_container(cfg.focus, resolve=True) if cfg.focus else [],
               "steps": int(cfg.steps), "position_error_limit": limit, "overrides": list(cfg.overrides), "vehicles": pool}
     best = train_pool(folder, pool, int(cfg.steps), int(cfg.jobs), ray_address=cfg.ray_address, record=record,
                       overrides=list(cfg.overrides), position_error_limit=limit)
