@@ -568,9 +568,6 @@ def test_a_focus_region_adds_vehicles_where_the_plain_draw_holds_few_and_keeps_t
     grown = draw_pool(env, 6, 4242, 2, focus_regions([{"size": 5, "where": region}]))
     assert grown[:6] == plain and len(grown) == 11
     gravity = QuadrotorParams.from_model(load_model()).gravity
-    slow_light = [v for v in plain if v["latency_steps"] == 2 and v["motor_tau_rise"] >= 0.08
-                  and v["motor_tau_fall"] >= 0.08 and 4 * sum(v["thrust_curve"]) / (v["mass"] * gravity) <= 2.4]
-    assert len(slow_light) < 2  # what the region is for
     for vehicle in grown[6:]:
         assert vehicle["latency_steps"] == 2 and vehicle["motor_tau_rise"] >= 0.08 and vehicle["motor_tau_fall"] >= 0.08
         assert 1.4 <= 4 * sum(vehicle["thrust_curve"]) / (vehicle["mass"] * gravity) <= 2.4
