@@ -39,7 +39,7 @@ from robo_rl.train import select_device
 from sim.errors import ConfigError
 from sim.quadrotor import episode_starts
 from sim.quadrotor.config import make_config
-from sim.quadrotor.model import VEHICLES, QuadrotorParams, load_model
+from sim.quadrotor.model import VEHICLES, QuadrotorParams, load_model, thrust_to_weight
 from sim.quadrotor.tasks import task_named
 from sim.registration import QUADROTOR_ENV_IDS
 
@@ -339,9 +339,8 @@ def held_out_vehicles(params: Mapping[str, Any] | None, successes: np.ndarray) -
         return None
     gravity = QuadrotorParams.from_model(load_model()).gravity  # every vehicle's MJCF has the same
     mass = np.asarray(params["mass"], dtype=float)
-    full_thrust = (np.asarray(params["thrust_scale"], dtype=float)
-                   * np.asarray(params["thrust_curve"], dtype=float).sum(axis=1, keepdims=True)).sum(axis=1)
-    columns = {"mass_g": 1e3 * mass, "thrust_to_weight": full_thrust / (mass * gravity),
+    ratio = thrust_to_weight(params["thrust_curve"], mass, gravity, params["thrust_scale"])
+    columns = {"mass_g": 1e3 * mass, "thrust_to_weight": np.atleast_1d(ratio),
                "motor_tau_rise_ms": 1e3 * np.asarray(params["motor_tau_rise"], dtype=float),
                "motor_tau_fall_ms": 1e3 * np.asarray(params["motor_tau_fall"], dtype=float),
                "latency_steps": np.asarray(params["latency_steps"], dtype=float),

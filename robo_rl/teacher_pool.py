@@ -43,6 +43,7 @@ from robo_rl.checkpoint import BEST_POLICY, is_run_dir, require_run_dir
 from robo_rl.cli import hydra_command
 from sim.errors import ConfigError
 from sim.kernel_expr import ArrayMath
+from sim.quadrotor.model import thrust_to_weight
 from sim.quadrotor.observation import limited_position_error
 
 SUMMARY = "summary.json"
@@ -229,7 +230,7 @@ def focus_regions(focus: Any, option: str = "focus") -> list[FocusRegion]:
 
 def in_region(vehicle: dict[str, Any], region: FocusRegion, gravity: float) -> bool:
     """Whether a drawn pool vehicle (`drawn_vehicles`) lies in `region`."""
-    values = {**vehicle, "thrust_to_weight": 4.0 * sum(vehicle["thrust_curve"]) / (vehicle["mass"] * gravity)}
+    values = {**vehicle, "thrust_to_weight": thrust_to_weight(vehicle["thrust_curve"], vehicle["mass"], gravity)}
     return all(low <= values[key] <= high for key, (low, high) in region.where.items())
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
+from typing import Any
 
 import mujoco
 import numpy as np
@@ -266,6 +267,19 @@ def _numeric(model: mujoco.MjModel, name: str) -> np.ndarray:
     return np.array(model.numeric_data[start : start + model.numeric_size[index]], dtype=np.float64)
 
 
+def thrust_to_weight(thrust_curve: Any, mass: Any, gravity: float, thrust_scale: Any = 1.0) -> Any:
+    """The full thrust of the four rotors over the weight m g.
+
+    `thrust_curve` is (..., 3), c0 c1 c2 per vehicle (a rotor's full thrust is their sum, at speed 1); `mass` is
+    (...) [kg]; `thrust_scale` is 1, or (..., 4) per-rotor factors on the curve. A float for one vehicle, else
+    an array of the leading shape."""
+    rotor_max = np.sum(np.asarray(thrust_curve, dtype=float), axis=-1)
+    full = np.sum(np.asarray(rotor_max)[..., None] * np.broadcast_to(np.asarray(thrust_scale, dtype=float),
+                                                                      np.shape(rotor_max) + (4,)), axis=-1)
+    ratio = full / (np.asarray(mass, dtype=float) * gravity)
+    return float(ratio) if np.ndim(ratio) == 0 else ratio
+
+
 @dataclasses.dataclass(frozen=True)
 class QuadrotorParams:
     """Physical parameters of a compiled quadrotor model (SI units, body frame x forward, z up)."""
@@ -315,7 +329,7 @@ class QuadrotorParams:
             raise ConfigError(f"{name}: inertia must be positive, got {self.inertia}")
         if self.thrust_max <= self.thrust_curve[0] or self.thrust_curve[0] < 0:
             raise ConfigError(f"{name}: thrust curve {self.thrust_curve} must rise from c0 >= 0")
-        if 4 * self.thrust_max <= self.mass * self.gravity:
+        if self.thrust_to_weight <= 1.0:
             raise ConfigError(f"{name}: the rotors cannot lift the vehicle (thrust-to-weight <= 1)")
         if self.motor_tau_rise < 0 or self.motor_tau_fall < 0:
             raise ConfigError(f"{name}: motor time constants must be >= 0")
@@ -324,6 +338,11 @@ class QuadrotorParams:
     def thrust_max(self) -> float:
         """Maximum thrust of one rotor [N] (rotor speed w = 1)."""
         return float(self.thrust_curve.sum())
+
+    @property
+    def thrust_to_weight(self) -> float:
+        """Full thrust of the four rotors over the weight (`thrust_to_weight`)."""
+        return thrust_to_weight(self.thrust_curve, self.mass, self.gravity)
 
     @property
     def hover_rotor_speed(self) -> float:

@@ -142,8 +142,7 @@ def at_difficulty(config: RandomizationConfig, nominal: QuadrotorParams) -> Rand
     log_low, log_high = shrink((math.log(low), math.log(high)), 0.0)
     changes["inertia_size_scale"] = (math.exp(log_low), math.exp(log_high))
     if config.thrust_to_weight is not None:
-        weight = nominal.mass * nominal.gravity
-        changes["thrust_to_weight"] = shrink(config.thrust_to_weight, 4.0 * nominal.thrust_max / weight)
+        changes["thrust_to_weight"] = shrink(config.thrust_to_weight, nominal.thrust_to_weight)
     latency_low, latency_high = (int(v) for v in config.latency_steps)
     changes["latency_steps"] = (latency_low, max(latency_low, int(round(d * latency_high))))
     changes["disturbance_force"] = d * config.disturbance_force

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from sim.errors import ConfigError
-from sim.quadrotor.model import VEHICLES, QuadrotorParams, Vehicle, load_model, resolve_vehicle
+from sim.quadrotor.model import VEHICLES, QuadrotorParams, Vehicle, load_model, resolve_vehicle, thrust_to_weight
 
 G = 9.81
 # "How to Model Your Crazyflie Brushless" (arXiv 2603.05944), Eq. 9, w = Omega / 2900 rad/s, highest power first
@@ -50,12 +50,21 @@ def test_vehicle_compiles_with_the_thrust_to_weight_and_hover_command_its_source
     params = params_of(name)
     params.validate(name)
     thrust_to_weight, hover_command, rtol, _ = PUBLISHED[name]
-    assert 4 * params.thrust_max / (params.mass * params.gravity) == pytest.approx(thrust_to_weight, rel=rtol)
+    assert params.thrust_to_weight == pytest.approx(thrust_to_weight, rel=rtol)
     assert params.hover_command == pytest.approx(hover_command, rel=rtol)
     # the hover rotor speed really gives m g on the compiled curve
     c0, c1, c2 = params.thrust_curve
     w = params.hover_rotor_speed
     assert 4 * (c0 + c1 * w + c2 * w * w) == pytest.approx(params.mass * params.gravity, rel=1e-9)
+
+
+def test_thrust_to_weight_of_drawn_vehicles_weighs_each_rotor_by_its_own_thrust_scale():
+    # two vehicles: curves summing to 0.1 N and 0.15 N per rotor, 20 g and 40 g, one rotor of the second at half
+    curves = np.array([[0.0, 0.04, 0.06], [0.01, 0.04, 0.1]])
+    scales = np.array([[1.0, 1.0, 1.0, 1.0], [1.0, 1.0, 1.0, 0.5]])
+    ratios = thrust_to_weight(curves, np.array([0.02, 0.04]), 10.0, scales)
+    np.testing.assert_allclose(ratios, [0.4 / 0.2, 0.15 * 3.5 / 0.4])
+    assert thrust_to_weight(curves[0], 0.02, 10.0) == pytest.approx(2.0)
 
 
 @pytest.mark.parametrize("name", sorted(VEHICLES))
