@@ -23,6 +23,8 @@ and it sees the position error limited by its own `position_error_limit`.
 
 from __future__ import annotations
 
+import copy
+import importlib
 import json
 import re
 import shutil
@@ -454,20 +456,34 @@ def _train_on_ray(folder: Path, todo: list[tuple[int, dict[str, Any]]], steps: i
     return failed
 
 
+# The last draw of `drawn_pool`, keyed by the options it depends on: the option check draws the pool (so that a
+# region no draw fills is refused before Hydra makes the folder) and `main` then takes the same draw.
+_last_draw: dict[str, tuple[DictConfig, list[dict[str, Any]]]] = {}
+
+
 def drawn_pool(cfg: DictConfig) -> tuple[DictConfig, list[dict[str, Any]]]:
     """The env config that the `teacher_pool` command's options `cfg` draw the pool from, and the pool's
     vehicles (`draw_pool`); ConfigError where the draw cannot give them."""
     from robo_rl.distill import env_at
 
-    env_cfg = env_at(OmegaConf.load(Path(str(cfg.run)) / "config.yaml").env, 1.0, False, cfg.env_overrides)
-    return env_cfg, draw_pool(env_cfg, int(cfg.size), int(cfg.seed), int(cfg.min_latency), focus_regions(cfg.focus))
+    run_config = Path(str(cfg.run)) / "config.yaml"
+    key = OmegaConf.to_yaml({"run_config": run_config.read_text(),
+                             **{name: cfg[name] for name in ("env_overrides", "size", "seed", "min_latency", "focus")}})
+    if key not in _last_draw:
+        env_cfg = env_at(OmegaConf.load(run_config).env, 1.0, False, cfg.env_overrides)
+        drawn = draw_pool(env_cfg, int(cfg.size), int(cfg.seed), int(cfg.min_latency), focus_regions(cfg.focus))
+        _last_draw.clear()
+        _last_draw[key] = (env_cfg, drawn)
+    env_cfg, pool = _last_draw[key]
+    return env_cfg, copy.deepcopy(pool)
 
 
 @hydra_command(config_path="../configs", config_name="teacher_pool")
 def main(cfg: DictConfig) -> None:
     """Draw the pool from the run's distribution, train its missing members, write pool.json, print each best."""
     run = Path(require_run_dir(cfg.run, "run"))
-    env_cfg, pool = drawn_pool(cfg)
+    # the option check's draw lives in the imported module, not in this one where `python -m` runs it as __main__
+    env_cfg, pool = importlib.import_module("robo_rl.teacher_pool").drawn_pool(cfg)
     folder = Path(str(cfg.out))
     limit = error_limit(env_cfg)
     record = {"run": str(run), "env_overrides": OmegaConf.to_container(cfg.env_overrides) if cfg.env_overrides else None,

@@ -623,3 +623,26 @@ def test_a_malformed_focus_on_the_command_line_is_one_line_and_makes_no_folder(s
                               capture_output=True, text=True, timeout=300)
     assert unfilled.returncode == 2 and len(unfilled.stderr.strip().splitlines()) == 1, unfilled.stderr
     assert "focus[0]: only 0 of 262144 drawn vehicles lie in" in unfilled.stderr and not out.exists()
+
+
+def test_the_option_check_and_the_command_take_one_draw_of_the_pool(monkeypatch, tmp_path):
+    """The option check draws the pool (a region no draw fills is refused before the folder exists) and the
+    command takes that draw again: it is drawn once per set of options, and each caller gets its own copy."""
+    from robo_rl import teacher_pool
+
+    (tmp_path / "config.yaml").write_text(OmegaConf.to_yaml({"env": FAMILY_ENV}))
+    draws = []
+
+    def counting_draw(env_cfg, size, seed, min_latency, focus=()):
+        draws.append((size, seed))
+        return [{"mass": 0.03, "thrust_curve": [0.0, 0.05, 0.07]} for _ in range(size)]
+
+    monkeypatch.setattr(teacher_pool, "draw_pool", counting_draw)
+    options = OmegaConf.create({"run": str(tmp_path), "env_overrides": None, "size": 2, "seed": 4242,
+                                "min_latency": 0, "focus": []})
+    _, first = teacher_pool.drawn_pool(options)
+    first[0]["mass"] = 1.0
+    _, second = teacher_pool.drawn_pool(options)
+    assert draws == [(2, 4242)] and second[0]["mass"] == 0.03
+    options.size = 3
+    assert len(teacher_pool.drawn_pool(options)[1]) == 3 and draws == [(2, 4242), (3, 4242)]
