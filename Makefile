@@ -55,17 +55,22 @@ TEACHER_DIR := $(if $(TEACHERS),$(TEACHERS),$(RUN)/teachers)
 TEACHER_CHECKPOINTS := checkpoint.keep=1
 STUDENT_VEHICLES := 'env_overrides={randomization: {motor_tau_scale: [0.0, 1.0]}}'
 # POOL=1 adds per-vehicle teachers (README, "per-vehicle teachers where the family teachers fail"): after the two
-# teachers, a specialist on each of 72 vehicles drawn from the student's distribution at 20-30 ms of latency
-# (python -m robo_rl.teacher_pool, about 70 min on this 2-core VM; POOL_ARGS=ray_address=auto trains them as Ray
-# tasks on a cluster) into <teachers>/pool, which labels half the student's envs. A rerun with
-# TEACHERS=<run>/teachers reuses that pool and trains only its missing members. POOL=<folder> names the pool's
-# folder instead.
+# teachers, a specialist on each of 120 vehicles drawn from the student's distribution at 20-30 ms of latency: 72
+# plain draws, then POOL_FOCUS's 24 light, slow-rotor ones at 20 ms and 24 at 30 ms with thrust-to-weight 2.4-3.0,
+# where the plain draw holds few (python -m robo_rl.teacher_pool, about 2 h 20 min on this 2-core VM;
+# POOL_ARGS=ray_address=auto trains them as Ray tasks on a cluster) into <teachers>/pool, which labels half the
+# student's envs. A rerun with TEACHERS=<run>/teachers reuses that pool and trains only its missing members; a
+# pool of 72 grows by the 48. POOL=<folder> names the pool's folder instead; POOL_FOCUS= keeps the 72.
 POOL ?=
 POOL_ARGS ?=
+POOL_FOCUS ?= 'focus=[{size: 24, where: {latency_steps: [2, 2], thrust_to_weight: [1.4, 2.4], motor_tau_rise: [0.08, 1.0], motor_tau_fall: [0.08, 1.0]}}, {size: 24, where: {latency_steps: [3, 3], thrust_to_weight: [2.4, 3.0]}}]'
 POOL_DIR := $(if $(filter 1,$(POOL)),$(TEACHER_DIR)/pool,$(filter-out 0,$(POOL)))
 # the pool is drawn from the student's vehicles, and its specialists observe the position error limited as the
-# student does (0.15 m)
-POOL_STUDENT := $(if $(POOL_DIR),teacher_pool=$(POOL_DIR) teacher_pool_latency_from=2 num_envs=1600)
+# student does (0.15 m); its student takes 400 regression steps per iteration instead of 200, which lifts the
+# light Crazyflies at 20 ms from moderate starts and costs some learning-to-fly starts at 0 ms (bench/RESULTS.md,
+# session 26)
+POOL_STUDENT := $(if $(POOL_DIR),teacher_pool=$(POOL_DIR) teacher_pool_latency_from=2 num_envs=1600 \
+  distillation.updates_per_iteration=400)
 train: $(STAMP)
 	@$(MAKE) --no-print-directory system-deps STRICT=0  # without them the export skips its STM32F405 check
 	@$(PY) -c "import sys; from sim.quadrotor.tasks import TASKS; \
@@ -86,7 +91,7 @@ train: $(STAMP)
 	fi
 	@if [ -n "$(POOL_DIR)" ]; then \
 	  echo "training the per-vehicle teacher pool: $(POOL_DIR)"; \
-	  $(PY) -m robo_rl.teacher_pool run=$(TEACHER_DIR)/family $(STUDENT_VEHICLES) out=$(POOL_DIR) $(POOL_ARGS) || exit 1; \
+	  $(PY) -m robo_rl.teacher_pool run=$(TEACHER_DIR)/family $(STUDENT_VEHICLES) out=$(POOL_DIR) $(POOL_FOCUS) $(POOL_ARGS) || exit 1; \
 	fi
 	$(PY) -m robo_rl.distill teacher=$(TEACHER_DIR)/family checkpoint=best fast_rotor_teacher=$(TEACHER_DIR)/fast_rotors \
 	  $(STUDENT_VEHICLES) $(POOL_STUDENT) task=$(TASK) difficulty=1.0 seed=$(SEED) hydra.run.dir=$(RUN)
