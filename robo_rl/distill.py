@@ -5,7 +5,8 @@ parameters; any other run's policy reads the student's own observation). Two mor
 the vehicles: `fast_rotor_teacher=<run>` those whose rotors respond faster than `fast_rotor_tau`, and
 `latency_teacher=<run>` those whose commands act `latency_from` or more control steps late. A pool of
 per-vehicle teachers (`teacher_pool=<folder>`, robo_rl.teacher_pool) brings its own vehicles: a share of the
-rollouts flies them, each labelled by the run trained on it. The student
+rollouts flies them, each labelled by the run trained on it; `family_starts` may keep the other rollouts, which
+the family's teachers label, to gentler starts than the student's own. The student
 is a policy of the same env that sees only what the vehicle measures, with the histories its env config gives
 it, fitted by DAgger (robo_rl.agents.distillation) in `num_envs` simulated vehicles drawn from the teacher's
 distribution at the difficulty the teacher reached. `task=<quadrotor task>` has the student (and the teachers'
@@ -179,6 +180,31 @@ def check_teacher_pool(cfg: DictConfig, student_env: Any) -> None:
                           "control steps late, so the teacher's would fly none; raise it above that")
 
 
+def family_rollout_overrides(cfg: DictConfig, student_env: Any, with_pool: bool) -> Any:
+    """The env overrides of the rollouts the family's teachers label: the student's `env_overrides`, with
+    `family_starts` as their start states and, beside a pool (`with_pool`) given `teacher_pool_latency_from`,
+    only the latencies below it (`student_env`, a QuadrotorEnvConfig, gives the lowest)."""
+    overrides = OmegaConf.create(OmegaConf.to_container(cfg.env_overrides, resolve=True) if cfg.env_overrides else {})
+    if with_pool and cfg.teacher_pool_latency_from is not None:
+        low = int(student_env.randomization.latency_steps[0])
+        overrides = OmegaConf.merge(overrides, {"randomization": {
+            "latency_steps": [low, int(cfg.teacher_pool_latency_from) - 1]}})
+    if cfg.family_starts is not None:
+        overrides = OmegaConf.merge(overrides, {"initial_state": OmegaConf.to_container(cfg.family_starts, resolve=True)})
+    return overrides
+
+
+def check_family_starts(cfg: DictConfig, student_env: Any) -> None:
+    """ConfigError unless `cfg.family_starts` (null, or fields of InitialStateConfig) makes a valid env of the
+    rollouts the family's teachers label."""
+    if cfg.family_starts is None:
+        return
+    try:
+        check_env_overrides(cfg.teacher, family_rollout_overrides(cfg, student_env, False), cfg.task)
+    except ConfigError as error:
+        raise ConfigError(f"family_starts={OmegaConf.to_container(cfg.family_starts, resolve=True)}: {error}") from None
+
+
 @dataclass
 class Rollout:
     """A vector env the student's rollouts fly and what it last returned."""
@@ -216,13 +242,8 @@ class Distiller:
         privileged = self.privileged_teacher or bool(teacher_cfg.env.get("privileged_observation", False))
         # the rollouts: `task` and each of `also_tasks` flown in an equal share of the num_envs vehicles that
         # the teacher_pool's vehicles leave
-        family_overrides = cfg.env_overrides
         members = self._pool_members(teacher_cfg)
-        if members and cfg.teacher_pool_latency_from is not None:
-            low = int(self.student_env.randomization.latency_steps[0])
-            given = OmegaConf.to_container(cfg.env_overrides, resolve=True) if cfg.env_overrides else {}
-            family_overrides = OmegaConf.merge(given, {"randomization": {
-                "latency_steps": [low, int(cfg.teacher_pool_latency_from) - 1]}})
+        family_overrides = family_rollout_overrides(cfg, self.student_env, bool(members))
         env_cfgs = [env_at(task_env(teacher_cfg.env, task), self.difficulty, False, family_overrides)
                     for task in [cfg.task, *cfg.also_tasks]]
         pool_envs = round(int(cfg.num_envs) * float(cfg.teacher_pool_share)) if members else 0

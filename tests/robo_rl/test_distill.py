@@ -390,8 +390,9 @@ def test_a_teacher_pool_flies_its_own_vehicles_labelled_by_their_runs_and_the_fa
         teacher_run, student_run, tmp_path):
     """teacher_pool: each kept run flies its own vehicle at its latency in its share of the rollouts, labelled by
     its own policy; the family's rollouts fly the latencies below teacher_pool_latency_from while the student's
-    recorded distribution keeps them all; a run below teacher_pool_min_success is left out. Pools that cannot
-    teach the student are refused with one line before any folder."""
+    recorded distribution keeps them all and family_starts only the family's starts; a run below
+    teacher_pool_min_success is left out. Pools that cannot teach the student are refused with one line before
+    any folder."""
     from hydra import compose, initialize_config_dir
 
     from robo_rl.distill import Distiller
@@ -407,6 +408,7 @@ def test_a_teacher_pool_flies_its_own_vehicles_labelled_by_their_runs_and_the_fa
         cfg = compose(config_name="distill", overrides=[
             f"teacher={teacher_run}", f"teacher_pool={pool}", "teacher_pool_latency_from=2",
             "env_overrides={randomization: {latency_steps: [0, 3]}}", "num_envs=64", "rollout_steps=2",
+            "family_starts={max_tilt_deg: 2.0, hover_fraction: 0.0}",
             "iterations=1", "eval.episodes=4", "distillation.batch_size=64", "distillation.updates_per_iteration=2",
             "torch_threads=1", "logging.tensorboard=false", "logging.progress_bar=false"])
     distiller = Distiller(cfg, tmp_path / "student")
@@ -424,6 +426,14 @@ def test_a_teacher_pool_flies_its_own_vehicles_labelled_by_their_runs_and_the_fa
         distiller._observe(rollout, obs, info)
     obs, info = family.env.reset(seed=7)
     assert int(torch.as_tensor(info["params"]["latency_steps"]).max()) <= 1
+    # the family's rollouts start within 2 degrees of level (body z's world z: the rotation matrix's last entry,
+    # as the privileged observation holds it without noise), the pool's from the student's own starts
+    # (quick_config's: up to 10 degrees); the student's env keeps its own
+    tilt_cosine = distiller.env.layout.slices()["rotation_matrix"].stop - 1
+    assert torch.all(torch.as_tensor(info["privileged_obs"])[:, tilt_cosine] > 0.9993)
+    pool_obs = torch.cat([torch.as_tensor(r.env.reset(seed=7)[1]["privileged_obs"]) for r in (heavy, light)])
+    assert pool_obs[:, tilt_cosine].min() < 0.995
+    assert distiller.run_cfg.env.overrides.initial_state.max_tilt_deg == 10.0
     member = load_policy(pool / "v2", "best", torch.device("cpu"))[2]
     start = distiller.dataset.size
     distiller._rollout(light, teacher_share=1.0)
@@ -445,7 +455,9 @@ def test_a_teacher_pool_flies_its_own_vehicles_labelled_by_their_runs_and_the_fa
             ([f"teacher_pool={early.parent}", "teacher_pool_latency_from=2",
               "env_overrides={randomization: {latency_steps: [0, 3]}}"], "flies its vehicle at 1 control steps"),
             ([f"teacher_pool={pool}", "teacher_pool_latency_from=1", "env_overrides={randomization: {latency_steps: [1, 3]}}"],
-             "the student's vehicles act at least 1 control steps late")):
+             "the student's vehicles act at least 1 control steps late"),
+            ([f"teacher_pool={pool}", "family_starts={max_tilt: 30.0}"],
+             "family_starts={'max_tilt': 30.0}: unknown option config.initial_state.max_tilt")):
         refused = _distill(teacher_run, tmp_path / "refused", *extra)
         assert refused.returncode == 2 and message in refused.stderr, refused.stderr[-2000:]
         assert len(refused.stderr.strip().splitlines()) == 1 and not (tmp_path / "refused").exists()
