@@ -658,3 +658,18 @@ def test_the_option_check_and_the_command_take_one_draw_of_the_pool(monkeypatch,
     assert draws == [(2, 4242)] and second[0]["mass"] == 0.03
     options.size = 3
     assert len(teacher_pool.drawn_pool(options)[1]) == 3 and draws == [(2, 4242), (3, 4242)]
+
+
+def test_make_train_pools_family_starts_are_the_robustness_suites_moderate_starts():
+    """`make train POOL=1` keeps the family's labels to the suite's moderate starts (README, section 3): the
+    Makefile's FAMILY_STARTS and configs/robustness.yaml's moderate set must not drift apart."""
+    import re
+    from pathlib import Path
+
+    from tests.robo_rl.quick import CONFIGS
+
+    makefile = (Path(CONFIGS).parent / "Makefile").read_text()
+    given = re.search(r"^FAMILY_STARTS := 'family_starts=(\{.*\})'$", makefile, re.MULTILINE)
+    assert given, "the Makefile no longer sets FAMILY_STARTS as 'family_starts={...}'"
+    moderate = OmegaConf.load(Path(CONFIGS) / "robustness.yaml").start_sets.moderate
+    assert OmegaConf.to_container(OmegaConf.create(given[1])) == OmegaConf.to_container(moderate)
