@@ -33,7 +33,7 @@ $(STAMP): pyproject.toml Makefile
 	$(PY) -m pip install --quiet --disable-pip-version-check --no-compile -e ".[dev]"
 	@touch $(STAMP)
 
-# Main job: the Crazyflie-family hover policy (README, "One policy for the Crazyflie family") into
+# Main job: the Crazyflie-family hover policy (README, section 3) into
 # outputs/train-<date>_<time>/, exported to <run>/export/ (policy.onnx, policy.json, c/):
 #   1. two teachers side by side, one core each, in <run>/teachers/: the family (+experiment=hover_family, 2.5M env steps:
 #      vehicles around crazyflie_l2f_paper, rotor lag up to 165/300 ms, 0-3 steps of latency, wind) and the same
