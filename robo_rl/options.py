@@ -33,7 +33,7 @@ OPTIONS: dict[str, dict[str, tuple[Any, Interval | None]]] = {
         "total_env_steps": (int, STEPS), "num_envs": (int, Interval(1, 2**20)),
         "learning_starts": (int, STEPS), "updates_per_iteration": (int, Interval(1, 10**6)),
         "privileged_critic": (bool | str, None), "start_from_nominal_action": (bool, None),
-        "demos": (str | None, None), "resume": (str | None, None),
+        "demos": (str | None, None), "resume": (str | None, None), "init_from": (str | None, None),
         "eval.interval_env_steps": (int, Interval(1, 10**12)), "eval.episodes": (int, Interval(1, 10**6)),
         "eval.seed": (int, SEED), "checkpoint.interval_env_steps": (int, Interval(1, 10**12)),
         "checkpoint.keep": (int, COUNT), "buffer.capacity": (int, Interval(1, 10**10)),
@@ -129,6 +129,10 @@ def check_options(cfg: DictConfig, command: str, require_all: bool = True) -> No
     if command == "train" and "privileged_critic" in cfg and isinstance(cfg.privileged_critic, str) \
             and cfg.privileged_critic != "auto":
         raise ConfigError(f"privileged_critic must be true, false or auto, got {cfg.privileged_critic!r}")
+    if command == "train" and OmegaConf.select(cfg, "init_from", default=None) is not None:
+        from robo_rl.checkpoint import require_run_dir
+
+        require_run_dir(cfg.init_from, "init_from", need_policy=True)  # before Hydra makes the run folder
     if command == "train" and "agent" in cfg:
         check_agent(OmegaConf.to_container(cfg.agent, resolve=True))
     if command == "train" and "runner" in cfg:

@@ -41,8 +41,8 @@ from robo_rl.allocator import keep_freed_memory
 from robo_rl.buffers import MixedReplay, ReplayBuffer, Source
 from robo_rl.collector import CollectedStep, Collector
 from robo_rl.checkpoint import (CHECKPOINT_FORMAT, CheckpointError, CheckpointWriter, check_compatible,
-                                 check_policy_probe, detached_copy, list_checkpoints, load_checkpoint, policy_probe,
-                                 remove_orphans, require_run_dir, save_best_policy, write_atomically)
+                                 check_policy_probe, detached_copy, list_checkpoints, load_checkpoint, policy_file,
+                                 policy_probe, remove_orphans, require_run_dir, save_best_policy, write_atomically)
 from robo_rl.cli import hydra_command
 from robo_rl.datasets import load_transitions
 from robo_rl.envs import env_config_at, env_spec, make_vector_env
@@ -235,6 +235,8 @@ class Trainer:
                          critic_obs_dim=critic_obs_dim, device=self.device, images=images)
         if cfg.start_from_nominal_action and getattr(self.env, "nominal_action", None) is not None:
             self.agent.center_actor_on(torch.as_tensor(self.env.nominal_action))
+        # a resumed run restores its own agent below; init_from only starts a new one
+        self.started_from = self._start_from(cfg.init_from) if cfg.get("init_from") and resume_state is None else None
         obs_dim, act_dim = self.spec["observation_size"], self.spec["action_size"]
         capacity = int(cfg.buffer.capacity)
         self.replay = MixedReplay(ReplayBuffer(capacity, obs_dim, act_dim, critic_obs_dim, self.device, images),
@@ -272,6 +274,34 @@ class Trainer:
             from torch.utils.tensorboard import SummaryWriter
 
             self.writer = SummaryWriter(str(self.run_dir / "tensorboard"))
+
+    @property
+    def random_actions(self) -> bool:
+        """Whether the envs are stepped with uniform random actions now: before `learning_starts` env steps, unless
+        the agent started from a trained one (`init_from`), which then acts from the first step."""
+        return self.env_steps < int(self.cfg.learning_starts) and not self.cfg.get("init_from")
+
+    def _start_from(self, run: str) -> str:
+        """Load into the agent (actor, critics and their targets, temperature, optimizer states) the best policy
+        of the training run `run`; its checkpoint path. CheckpointError unless that run flew this env with the
+        same observation, privileged observation, action and networks."""
+        state = load_checkpoint(policy_file(require_run_dir(run, "init_from", need_policy=True), "best"), self.device)
+        try:
+            check_compatible(state, self.spec)
+        except CheckpointError as error:
+            raise CheckpointError(f"init_from={run}: {error}") from None
+        if state.get("critic_obs_dim") != self.agent.critic_obs_dim:
+            raise CheckpointError(f"init_from={run}: its critic observes {state.get('critic_obs_dim')} values, this "
+                                  f"run's {self.agent.critic_obs_dim} (privileged_critic differs)")
+        try:
+            self.agent.load_training_state(state["agent"])
+        except (RuntimeError, ValueError, KeyError) as error:  # e.g. other hidden sizes or critic count
+            # torch's first line only says "Error(s) in loading state_dict"; the first mismatch follows it
+            lines = [line.strip() for line in str(error).splitlines() if line.strip()] or [type(error).__name__]
+            raise CheckpointError(f"init_from={run}: its networks do not fit this run's agent config "
+                                  f"({lines[min(1, len(lines) - 1)].rstrip('.')}); give the agent options it was "
+                                  "trained with") from None
+        return str(state["path"])
 
     def _make_envs(self) -> None:
         """The training and evaluation envs at the current curriculum level (closing any earlier ones), and the
@@ -381,8 +411,9 @@ class Trainer:
         if not self.history:  # the untrained policy: where the learning curve starts
             self._keep_if_best(self._evaluate_at(start))
         while self.env_steps < total:
-            # Collect one step in every env: uniform random actions first, then the stochastic policy.
-            self._store(self.collector.step(None if self.env_steps < cfg.learning_starts else agent.act, self.env_steps))
+            # Collect one step in every env: uniform random actions first (unless the agent started from a trained
+            # one, init_from), then the stochastic policy.
+            self._store(self.collector.step(agent.act if not self.random_actions else None, self.env_steps))
             bar.update(self.collector.num_envs)
 
             # Learn.

@@ -136,7 +136,7 @@ class RayTrainer(Trainer):
             self.pool.submit(index, self._request(index))
 
     def _request(self, index: int) -> CollectRequest:
-        return CollectRequest(weights=self.weights, random_actions=self.env_steps < int(self.cfg.learning_starts),
+        return CollectRequest(weights=self.weights, random_actions=self.random_actions,
                               difficulty=self.difficulty, generation=self.pool.generation[index])
 
     def _updates_due(self) -> int:

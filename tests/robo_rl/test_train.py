@@ -266,3 +266,37 @@ def test_a_checkpoint_whose_critic_saw_another_privileged_observation_is_refused
     trainer = Trainer(_config(), tmp_path)
     with pytest.raises(CheckpointError, match="its critic sees .* inputs, this env's privileged observation has"):
         trainer._restore(state)
+
+
+def test_init_from_starts_a_new_run_from_another_runs_best_policy_which_acts_from_the_first_step(trained_run, tmp_path):
+    """`init_from` loads a run's best policy (networks, target critics, temperature, optimizer states) into a new
+    run, which collects with that policy from its first step instead of uniform random actions; a run whose
+    observation does not fit, or a folder that is no run, is refused with one error, the latter before Hydra makes
+    the run folder."""
+    from robo_rl.options import check_options
+
+    short = ("total_env_steps=48", "eval.interval_env_steps=48", "checkpoint.interval_env_steps=48",
+             "logging.tensorboard=false")  # three batched steps, all before learning_starts (2,000)
+    collected: dict[str, list[bool]] = {}
+    for name, extra in (("warm", (f"init_from={trained_run}",)), ("cold", ())):
+        trainer = Trainer(_config(*short, *extra), tmp_path / name)
+        if name == "warm":
+            source = load_checkpoint(trained_run / "best_policy.pt")["agent"]["model"]
+            loaded = trainer.agent.state_dict()
+            assert set(loaded) == set(source)
+            assert all(torch.equal(loaded[key].cpu(), tensor.cpu()) for key, tensor in source.items())
+            assert trainer.started_from.endswith("best_policy.pt")
+        act, calls = trainer.agent.act, collected.setdefault(name, [])
+        trainer.agent.act = lambda obs, deterministic=False, act=act, calls=calls: (calls.append(deterministic),
+                                                                                   act(obs, deterministic))[1]
+        trainer.run()
+    # each collection step asked the policy for a sample in the warm run; only evaluations did in the cold one
+    assert collected["warm"].count(False) == 3 and collected["cold"].count(False) == 0, collected
+
+    with pytest.raises(CheckpointError, match="init_from=.*was trained on a different env: observation_size"):
+        Trainer(_config(f"init_from={trained_run}", "++env.overrides.state_history=2"), tmp_path / "other")
+    with pytest.raises(CheckpointError, match=r"init_from=.*its networks do not fit .*size mismatch for actor"):
+        Trainer(_config(f"init_from={trained_run}", "agent.actor_hidden=[16,16]"), tmp_path / "narrower")
+    with pytest.raises(CheckpointError, match=r"init_from=.*not a training run directory"):
+        check_options(_config(f"init_from={tmp_path / 'nothing'}"), "train")
+    assert not (tmp_path / "nothing").exists()
