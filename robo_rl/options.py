@@ -34,6 +34,7 @@ OPTIONS: dict[str, dict[str, tuple[Any, Interval | None]]] = {
         "learning_starts": (int, STEPS), "updates_per_iteration": (int, Interval(1, 10**6)),
         "privileged_critic": (bool | str, None), "start_from_nominal_action": (bool, None),
         "demos": (str | None, None), "resume": (str | None, None), "init_from": (str | None, None),
+        "stop_at_success": (float | None, Interval(0.0, 1.0)),
         "eval.interval_env_steps": (int, Interval(1, 10**12)), "eval.episodes": (int, Interval(1, 10**6)),
         "eval.seed": (int, SEED), "checkpoint.interval_env_steps": (int, Interval(1, 10**12)),
         "checkpoint.keep": (int, COUNT), "buffer.capacity": (int, Interval(1, 10**10)),
@@ -129,6 +130,10 @@ def check_options(cfg: DictConfig, command: str, require_all: bool = True) -> No
     if command == "train" and "privileged_critic" in cfg and isinstance(cfg.privileged_critic, str) \
             and cfg.privileged_critic != "auto":
         raise ConfigError(f"privileged_critic must be true, false or auto, got {cfg.privileged_critic!r}")
+    if command == "train" and OmegaConf.select(cfg, "stop_at_success", default=None) is not None \
+            and OmegaConf.select(cfg, "runner.kind", default="local") != "local":
+        raise ConfigError("stop_at_success ends a run with runner=local only (runner=ray evaluates asynchronously); "
+                          "give stop_at_success=null")
     if command == "train" and OmegaConf.select(cfg, "init_from", default=None) is not None:
         from robo_rl.checkpoint import require_run_dir
 

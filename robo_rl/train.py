@@ -409,7 +409,10 @@ class Trainer:
         bar = self._progress_bar(total)
         start = time.perf_counter() - self.wall_seconds
         if not self.history:  # the untrained policy: where the learning curve starts
-            self._keep_if_best(self._evaluate_at(start))
+            first = self._evaluate_at(start)
+            self._keep_if_best(first)
+            if self._reached_target(first):
+                total = self.env_steps
         while self.env_steps < total:
             # Collect one step in every env: uniform random actions first (unless the agent started from a trained
             # one, init_from), then the stochastic policy.
@@ -428,6 +431,8 @@ class Trainer:
                 next_eval = self._next_multiple(cfg.eval.interval_env_steps)
                 result = self._evaluate_at(start)
                 self._keep_if_best(result)
+                if self._reached_target(result):  # the run ends here, its last checkpoint written below
+                    total = self.env_steps
                 bar.set_postfix(success=f"{100 * result['success_rate']:.0f}%", ret=f"{result['mean_return']:.0f}")
                 if self._advance_curriculum(result):  # the episodes under way end; new ones start harder
                     self.collector.reset(int(cfg.seed) + self.env_steps)
@@ -529,6 +534,13 @@ class Trainer:
         state = {**detached_copy(self._policy_state()), "replay": self.replay.state_dict(),  # (copies already)
                  "history": detached_copy(self.history), "rng": rng_states()}
         self.checkpoints.submit(self.env_steps, state)
+
+    def _reached_target(self, result: dict[str, Any]) -> bool:
+        """Whether the evaluation `result`, at the final curriculum level, reached `stop_at_success`: the run then
+        ends, its best policy that one or an earlier one as good."""
+        target = self.cfg.get("stop_at_success")
+        final = self.levels[-1] if self.levels else None
+        return target is not None and result.get("difficulty") == final and result["success_rate"] >= float(target)
 
     def _keep_if_best(self, result: dict[str, Any], policy: dict[str, Any] | None = None) -> None:
         """Save the evaluated policy (`policy`, a `_policy_state()` taken when it was evaluated; None: the

@@ -300,3 +300,29 @@ def test_init_from_starts_a_new_run_from_another_runs_best_policy_which_acts_fro
     with pytest.raises(CheckpointError, match=r"init_from=.*not a training run directory"):
         check_options(_config(f"init_from={tmp_path / 'nothing'}"), "train")
     assert not (tmp_path / "nothing").exists()
+
+
+def test_stop_at_success_ends_the_run_at_the_first_evaluation_that_reaches_it(tmp_path):
+    """With stop_at_success the run ends at the first evaluation whose success rate reaches it: that evaluation's
+    policy is the best kept, a checkpoint is written at its step and the summary closes the run there. Ray's
+    asynchronous evaluations are refused in one line."""
+    from robo_rl.options import check_options
+
+    cfg = _config("total_env_steps=8000", "eval.interval_env_steps=2000", "checkpoint.interval_env_steps=8000",
+                  "learning_starts=1000", "logging.tensorboard=false", "stop_at_success=0.5")
+    trainer = Trainer(cfg, tmp_path)
+    scripted, evaluate = iter([0.0, 0.2, 0.6, 0.9, 0.9]), trainer.evaluate
+
+    def scripted_evaluate() -> dict:  # the run's own evaluation, its success rate replaced by the script's
+        entry = evaluate()
+        entry["success_rate"] = next(scripted)
+        return entry
+
+    trainer.evaluate = scripted_evaluate
+    summary = trainer.run()
+    assert [e["env_steps"] for e in summary["history"]] == [0, 2000, 4000]
+    assert summary["env_steps"] == 4000 and summary["final"]["success_rate"] == 0.6
+    assert load_checkpoint(tmp_path / "best_policy.pt")["evaluation"]["success_rate"] == 0.6
+    assert load_checkpoint(list_checkpoints(tmp_path)[-1])["counters"]["env_steps"] == 4000
+    with pytest.raises(ConfigError, match="stop_at_success ends a run with runner=local only"):
+        check_options(_config("stop_at_success=0.9", "runner=ray"), "train")
