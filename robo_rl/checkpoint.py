@@ -83,7 +83,9 @@ def require_run_dir(path: Any, option: str = "run", need_policy: bool = False) -
     option: for the Hydra resolvers that name a command's output folder inside a run, so that a wrong path
     fails before Hydra creates anything."""
     folder = None if path is None or str(path) in ("", "???") else Path(str(path))
-    if folder is None or not folder.is_dir():
+    if folder is not None and folder.exists() and not folder.is_dir():
+        reason = "it is a file, not a directory"
+    elif folder is None or not folder.is_dir():
         reason = "no such directory"
     elif not is_run_dir(folder):
         reason = "it holds no config.yaml written by `python -m robo_rl.train`"

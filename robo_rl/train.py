@@ -298,9 +298,10 @@ class Trainer:
         except (RuntimeError, ValueError, KeyError) as error:  # e.g. other hidden sizes or critic count
             # torch's first line only says "Error(s) in loading state_dict"; the first mismatch follows it
             lines = [line.strip() for line in str(error).splitlines() if line.strip()] or [type(error).__name__]
-            raise CheckpointError(f"init_from={run}: its networks do not fit this run's agent config "
-                                  f"({lines[min(1, len(lines) - 1)].rstrip('.')}); give the agent options it was "
-                                  "trained with") from None
+            detail = lines[min(1, len(lines) - 1)].rstrip(".")
+            detail = detail if len(detail) <= 160 else detail[:157] + "..."  # torch lists every missing key
+            raise CheckpointError(f"init_from={run}: its networks do not fit this run's agent config ({detail}); "
+                                  "give the agent options it was trained with, or a run of robo_rl.train") from None
         return str(state["path"])
 
     def _make_envs(self) -> None:

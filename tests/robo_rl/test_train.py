@@ -299,6 +299,8 @@ def test_init_from_starts_a_new_run_from_another_runs_best_policy_which_acts_fro
         Trainer(_config(f"init_from={trained_run}", "agent.actor_hidden=[16,16]"), tmp_path / "narrower")
     with pytest.raises(CheckpointError, match=r"init_from=.*not a training run directory"):
         check_options(_config(f"init_from={tmp_path / 'nothing'}"), "train")
+    with pytest.raises(CheckpointError, match=r"init_from=.*it is a file, not a directory"):
+        check_options(_config(f"init_from={trained_run / 'best_policy.pt'}"), "train")
     assert not (tmp_path / "nothing").exists()
 
 
