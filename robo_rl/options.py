@@ -86,7 +86,8 @@ OPTIONS: dict[str, dict[str, tuple[Any, Interval | None]]] = {
     "teacher_pool": {
         "run": (str, None), "out": (str, None), "size": (int, Interval(1, 10**5)), "seed": (int, SEED),
         "min_latency": (int, Interval(0, 50)), "steps": (int, Interval(1, 10**12)), "jobs": (int, Interval(1, 4096)),
-        "ray_address": (str | None, None), "overrides": (tuple[str, ...], None),
+        "stop_at_success": (float | None, Interval(0.0, 1.0)), "ray_address": (str | None, None),
+        "overrides": (tuple[str, ...], None),
         "env_overrides": (dict[str, Any] | None, None), "focus": (Any, None),
     },
     "export": {

@@ -11,7 +11,8 @@ the student's rollouts flies the pool's own vehicles instead, each labelled by t
 distribution (those at `min_latency` control steps or more) and trains a specialist on each
 (configs/experiment/specialist.yaml at the vehicle's drawn latency, `jobs` at a time), into `out`/v<i>, with the
 draw in `out`/pool.json. `focus` regions add members after those where a plain draw holds few (the light,
-slow-rotor Crazyflies at 20 ms: bench/RESULTS.md, session 25). Each member is a plain `robo_rl.train` run; a rerun
+slow-rotor Crazyflies at 20 ms: bench/RESULTS.md, session 25). Each member is a plain `robo_rl.train` run (ended
+at its first evaluation of `stop_at_success` where that is given); a rerun
 trains only the missing ones, so that a pool grows by focus regions without training its members again. A
 member observes its position error limited as the distribution it is drawn from does (`position_error_limit`), so
 that the student distilled from that distribution keeps its limit.
@@ -105,8 +106,8 @@ def kept_members(folder: Any, min_success: float, env_id: str, student_env: Any,
                  option: str = "teacher_pool") -> list[PoolMember]:
     """The members of the pool in `folder` whose best evaluation reached `min_success`, after checking that
     each flies `env_id`, reads the student's observation (`student_env`, a QuadrotorEnvConfig) and, with
-    `latency_from`, flies its vehicle only at that many control steps or more; ConfigError naming what does not
-    fit."""
+    `latency_from`, that some of them fly their vehicles at that many control steps or more (the family's
+    rollouts fly only the latencies below it); ConfigError naming what does not fit."""
     from robo_rl.envs import check_env_config
 
     members = pool_members(folder, option)
@@ -128,10 +129,10 @@ def kept_members(folder: Any, min_success: float, env_id: str, student_env: Any,
             raise ConfigError(f"{option}: {member.run} observes the position error limited to "
                               f"{limit} m, the student to {student_env.position_error_limit} m: "
                               "give the student the same limit or none (env_overrides={position_error_limit: 0.0})")
-        if latency_from is not None and member.latency_steps[0] < latency_from:
-            raise ConfigError(f"teacher_pool_latency_from={latency_from}: {member.run} flies its vehicle at "
-                              f"{member.latency_steps[0]} control steps; the pool must fly only the latencies "
-                              "from it on")
+    if latency_from is not None and all(m.latency_steps[1] < latency_from for m in kept):
+        raise ConfigError(f"teacher_pool_latency_from={latency_from}: none of the {len(kept)} kept runs of {option}="
+                          f"{folder} flies its vehicle at that many control steps or more, so no rollout would fly "
+                          "those latencies; lower it or give a pool trained at them")
     return kept
 
 
@@ -251,7 +252,8 @@ def draw_pool(env_cfg: DictConfig, size: int, seed: int, min_latency: int = 0,
     """`size` vehicles of the distribution `env_cfg` draws (its difficulty as given), each as the
     `vehicle_overrides` of a specialist's config plus its `latency_steps`: the first `size` drawn at
     `min_latency` control steps or more; then each `focus` region's vehicles, drawn from a stream of their own
-    so that the plain members stay those of a pool without them. Every env is seeded on its own, so a larger
+    so that the plain members stay those of a pool without them, at `min_latency` or more unless the region
+    bounds `latency_steps` itself. Every env is seeded on its own, so a larger
     draw of the same seed begins with a smaller one's vehicles. ConfigError where too few reach `min_latency`
     or a region is too rare to fill."""
     count = size if min_latency == 0 else DRAW_FACTOR * size
@@ -269,7 +271,8 @@ def draw_pool(env_cfg: DictConfig, size: int, seed: int, min_latency: int = 0,
         for batch in range(FOCUS_MAX_DRAWS // FOCUS_BATCH):
             stream = int(np.random.SeedSequence([seed, k, batch]).generate_state(1)[0])
             found += [v for v in draw_vehicles(env_cfg, FOCUS_BATCH, stream)
-                      if v["latency_steps"] >= min_latency and in_region(v, region, gravity)]
+                      if ("latency_steps" in region.where or v["latency_steps"] >= min_latency)
+                      and in_region(v, region, gravity)]
             if len(found) >= region.size:
                 break
         if len(found) < region.size:
@@ -489,9 +492,11 @@ def main(cfg: DictConfig) -> None:
     record = {"run": str(run), "env_overrides": OmegaConf.to_container(cfg.env_overrides) if cfg.env_overrides else None,
               "size": int(cfg.size), "seed": int(cfg.seed), "min_latency": int(cfg.min_latency),
               "focus": OmegaConf.to_container(cfg.focus, resolve=True) if cfg.focus else [],
-              "steps": int(cfg.steps), "position_error_limit": limit, "overrides": list(cfg.overrides), "vehicles": pool}
+              "steps": int(cfg.steps), "stop_at_success": cfg.stop_at_success, "position_error_limit": limit,
+              "overrides": list(cfg.overrides), "vehicles": pool}
+    stop = [] if cfg.stop_at_success is None else [f"stop_at_success={float(cfg.stop_at_success)}"]
     best = train_pool(folder, pool, int(cfg.steps), int(cfg.jobs), ray_address=cfg.ray_address, record=record,
-                      overrides=list(cfg.overrides), position_error_limit=limit)
+                      overrides=stop + list(cfg.overrides), position_error_limit=limit)
     for threshold in (0.5, 0.9):
         print(f"{sum(b >= threshold for b in best)} of {len(best)} specialists reached {threshold:.0%}")
     print(f"pool {folder}: python -m robo_rl.distill ... teacher_pool={folder} "

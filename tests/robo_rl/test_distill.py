@@ -453,7 +453,7 @@ def test_a_teacher_pool_flies_its_own_vehicles_labelled_by_their_runs_and_the_fa
             ([f"teacher_pool={pool}", "teacher_pool_min_success=0.95"], "none of the 3 runs of teacher_pool="),
             ([f"teacher_pool={wider.parent}"], "a teacher needs the same past actions and no more past states than the student"),
             ([f"teacher_pool={early.parent}", "teacher_pool_latency_from=2",
-              "env_overrides={randomization: {latency_steps: [0, 3]}}"], "flies its vehicle at 1 control steps"),
+              "env_overrides={randomization: {latency_steps: [0, 3]}}"], "flies its vehicle at that many control steps or more"),
             ([f"teacher_pool={pool}", "teacher_pool_latency_from=1", "env_overrides={randomization: {latency_steps: [1, 3]}}"],
              "the student's vehicles act at least 1 control steps late"),
             ([f"teacher_pool={pool}", "family_starts={max_tilt: 30.0}"],
@@ -498,7 +498,7 @@ def test_teacher_pool_trains_a_specialist_per_vehicle_drawn_from_a_runs_distribu
 
     out = tmp_path / "pool"
     command = [PYTHON, "-m", "robo_rl.teacher_pool", f"run={student_run}", f"out={out}", "size=2", "min_latency=1",
-               "steps=2000", "jobs=2"]
+               "steps=2000", "jobs=2", "stop_at_success=0.98"]
     limited = "env_overrides={position_error_limit: 0.12}"
     made = subprocess.run([*command, limited], capture_output=True, text=True, timeout=900)
     assert made.returncode == 0, made.stderr[-3000:]
@@ -511,6 +511,8 @@ def test_teacher_pool_trains_a_specialist_per_vehicle_drawn_from_a_runs_distribu
         assert Conf.to_container(env.vehicle_overrides) == {k: v for k, v in vehicle.items() if k != "latency_steps"}
         assert list(env.randomization.latency_steps) == [1, 1] and env.position_error_limit == 0.12
         assert (out / f"v{i}" / "best_policy.pt").is_file() and not (out / f"v{i}" / "checkpoints").exists()
+        assert Conf.load(out / f"v{i}" / "config.yaml").stop_at_success == 0.98
+    assert json.loads((out / "pool.json").read_text())["stop_at_success"] == 0.98
     stamps = [(out / f"v{i}" / "best_policy.pt").stat().st_mtime_ns for i in range(2)]
     again = subprocess.run([*command, limited], capture_output=True, text=True, timeout=900)
     assert again.returncode == 0 and stamps == [(out / f"v{i}" / "best_policy.pt").stat().st_mtime_ns for i in range(2)]
@@ -568,8 +570,8 @@ FAMILY_ENV = {"id": "robo_rl/CrazyflieHover-v0", "backend": "torch", "compile": 
 
 def test_a_focus_region_adds_vehicles_where_the_plain_draw_holds_few_and_keeps_the_plain_ones():
     """The light, slow-rotor vehicles at 2 steps of latency are about 1 in 60 of the family's draw: a focus region
-    brings as many as asked, each inside its bounds and at min_latency or more, after the plain draw's own
-    vehicles, which stay those of a pool without it."""
+    brings as many as asked, each inside its bounds (at min_latency or more where they leave the latency open),
+    after the plain draw's own vehicles, which stay those of a pool without it."""
     from robo_rl.teacher_pool import draw_pool, focus_regions
     from sim.quadrotor.model import QuadrotorParams, load_model
 
@@ -584,9 +586,12 @@ def test_a_focus_region_adds_vehicles_where_the_plain_draw_holds_few_and_keeps_t
         assert vehicle["latency_steps"] == 2 and vehicle["motor_tau_rise"] >= 0.08 and vehicle["motor_tau_fall"] >= 0.08
         assert 1.4 <= 4 * sum(vehicle["thrust_curve"]) / (vehicle["mass"] * gravity) <= 2.4
     assert len({v["mass"] for v in grown[6:]}) == 5
-    # a region below min_latency holds none of the pool's vehicles
-    assert all(v["latency_steps"] >= 3 for v in draw_pool(env, 2, 4242, 3, focus_regions([{"size": 3, "where": {
-        "latency_steps": [0, 3]}}])))
+    # a region that leaves latency_steps unbounded draws at min_latency or more; one that bounds it, at its own
+    # latencies, below min_latency too (the weak vehicles at 0-10 ms)
+    light = draw_pool(env, 2, 4242, 3, focus_regions([{"size": 3, "where": {"thrust_to_weight": [1.4, 2.0]}}]))
+    assert all(v["latency_steps"] == 3 for v in light)
+    early = draw_pool(env, 2, 4242, 3, focus_regions([{"size": 6, "where": {"latency_steps": [0, 1]}}]))
+    assert all(v["latency_steps"] == 3 for v in early[:2]) and {v["latency_steps"] for v in early[2:]} == {0, 1}
 
 
 def test_a_focus_region_no_draw_fills_is_one_error_naming_it(monkeypatch):
