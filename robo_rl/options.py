@@ -34,7 +34,7 @@ OPTIONS: dict[str, dict[str, tuple[Any, Interval | None]]] = {
         "learning_starts": (int, STEPS), "updates_per_iteration": (int, Interval(1, 10**6)),
         "privileged_critic": (bool | str, None), "start_from_nominal_action": (bool, None),
         "demos": (str | None, None), "resume": (str | None, None), "init_from": (str | None, None),
-        "stop_at_success": (float | None, Interval(0.0, 1.0)),
+        "stop_at_success": (float | None, Interval(0.0, 1.0, open_low=True)),
         "eval.interval_env_steps": (int, Interval(1, 10**12)), "eval.episodes": (int, Interval(1, 10**6)),
         "eval.seed": (int, SEED), "checkpoint.interval_env_steps": (int, Interval(1, 10**12)),
         "checkpoint.keep": (int, COUNT), "buffer.capacity": (int, Interval(1, 10**10)),
@@ -86,7 +86,7 @@ OPTIONS: dict[str, dict[str, tuple[Any, Interval | None]]] = {
     "teacher_pool": {
         "run": (str, None), "out": (str, None), "size": (int, Interval(1, 10**5)), "seed": (int, SEED),
         "min_latency": (int, Interval(0, 50)), "steps": (int, Interval(1, 10**12)), "jobs": (int, Interval(1, 4096)),
-        "stop_at_success": (float | None, Interval(0.0, 1.0)), "ray_address": (str | None, None),
+        "stop_at_success": (float | None, Interval(0.0, 1.0, open_low=True)), "ray_address": (str | None, None),
         "overrides": (tuple[str, ...], None),
         "env_overrides": (dict[str, Any] | None, None), "focus": (Any, None),
     },

@@ -444,6 +444,16 @@ def test_a_teacher_pool_flies_its_own_vehicles_labelled_by_their_runs_and_the_fa
     recorded = OmegaConf.load(tmp_path / "student" / "config.yaml").distill
     assert list(recorded.teacher_pool_runs) == [str(pool / "v0"), str(pool / "v2")]
 
+    # a member trained below teacher_pool_latency_from flies its own vehicle at its own latency beside the family's
+    mixed = tmp_path / "mixed"
+    mixed.mkdir()
+    (mixed / "v0").symlink_to(pool / "v0")
+    _pool_member(student_run, mixed / "v1", 0.9, vehicle_overrides={"mass": 0.026}, randomization={"latency_steps": [0, 0]})
+    beside = Distiller(OmegaConf.merge(cfg, {"teacher_pool": str(mixed)}), tmp_path / "mixed_student")
+    assert beside.pool_runs == [str(mixed / "v0"), str(mixed / "v1")]
+    params = beside.rollouts[2].env.reset(seed=7)[1]["params"]
+    assert torch.all(torch.as_tensor(params["latency_steps"]).reshape(-1) == 0)
+
     wider = _pool_member(student_run, tmp_path / "wider" / "v0", 0.9, state_history=4)
     early = _pool_member(student_run, tmp_path / "early" / "v0", 0.9, randomization={"latency_steps": [1, 1]})
     (tmp_path / "empty").mkdir()
