@@ -182,8 +182,9 @@ def check_teacher_pool(cfg: DictConfig, student_env: Any) -> None:
 
 def family_rollout_overrides(cfg: DictConfig, student_env: Any, with_pool: bool) -> Any:
     """The env overrides of the rollouts the family's teachers label: the student's `env_overrides`, with
-    `family_starts` as their start states and, beside a pool (`with_pool`) given `teacher_pool_latency_from`,
-    only the latencies below it (`student_env`, a QuadrotorEnvConfig, gives the lowest)."""
+    `family_starts` as their start states, `rollout_episode_seconds` as their episode length and, beside a pool
+    (`with_pool`) given `teacher_pool_latency_from`, only the latencies below it (`student_env`, a
+    QuadrotorEnvConfig, gives the lowest)."""
     overrides = OmegaConf.create(OmegaConf.to_container(cfg.env_overrides, resolve=True) if cfg.env_overrides else {})
     if with_pool and cfg.teacher_pool_latency_from is not None:
         low = int(student_env.randomization.latency_steps[0])
@@ -191,6 +192,8 @@ def family_rollout_overrides(cfg: DictConfig, student_env: Any, with_pool: bool)
             "latency_steps": [low, int(cfg.teacher_pool_latency_from) - 1]}})
     if cfg.family_starts is not None:
         overrides = OmegaConf.merge(overrides, {"initial_state": OmegaConf.to_container(cfg.family_starts, resolve=True)})
+    if cfg.rollout_episode_seconds is not None:
+        overrides = OmegaConf.merge(overrides, {"episode_seconds": float(cfg.rollout_episode_seconds)})
     return overrides
 
 
@@ -203,6 +206,19 @@ def check_family_starts(cfg: DictConfig, student_env: Any) -> None:
         check_env_overrides(cfg.teacher, family_rollout_overrides(cfg, student_env, False), cfg.task)
     except ConfigError as error:
         raise ConfigError(f"family_starts={OmegaConf.to_container(cfg.family_starts, resolve=True)}: {error}") from None
+
+
+def check_rollout_episode_seconds(cfg: DictConfig) -> None:
+    """ConfigError unless `cfg.rollout_episode_seconds` (null, or a length in seconds) makes valid episodes of
+    the student's task: at least its success window."""
+    if cfg.rollout_episode_seconds is None:
+        return
+    given = OmegaConf.to_container(cfg.env_overrides, resolve=True) if cfg.env_overrides else {}
+    overrides = OmegaConf.create({**given, "episode_seconds": float(cfg.rollout_episode_seconds)})
+    try:
+        check_env_overrides(cfg.teacher, overrides, cfg.task)
+    except ConfigError as error:
+        raise ConfigError(f"rollout_episode_seconds={cfg.rollout_episode_seconds}: {error}") from None
 
 
 @dataclass
@@ -254,7 +270,8 @@ class Distiller:
         for member in members:
             _, _, policy = load_policy(member.run, "best", self.device)
             project = own_view(policy.obs_dim, member.env, self.student_env, student_size, f"teacher_pool run {member.run}")
-            env = make_vector_env(member_env(member, self.student_env, lambda env: task_env(env, cfg.task)),
+            env = make_vector_env(member_env(member, self.student_env, lambda env: task_env(env, cfg.task),
+                                             cfg.rollout_episode_seconds),
                                   max(1, round(pool_envs / len(members))), self.device,
                                   threads=int(cfg.torch_threads), privileged=privileged)
             self.rollouts.append(Rollout(env, label=lambda obs, p=policy, f=project: p.act(f(obs), deterministic=True)))

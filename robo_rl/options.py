@@ -70,6 +70,7 @@ OPTIONS: dict[str, dict[str, tuple[Any, Interval | None]]] = {
         "teacher_pool_min_success": (float, Interval(0.0, 1.0)),
         "teacher_pool_latency_from": (int | None, Interval(1, 50)),
         "family_starts": (dict[str, Any] | None, None),
+        "rollout_episode_seconds": (float | None, Interval(0.0, 3600.0, open_low=True)),
         "task": (str | None, None), "also_tasks": (tuple[str, ...], None),
         "seed": (int, SEED), "difficulty": (float | None, Interval(0.0, 1.0)), "num_envs": (int, Interval(1, 2**20)),
         "rollout_steps": (int, Interval(1, 10**6)), "iterations": (int, Interval(1, 10**6)),
@@ -178,7 +179,7 @@ def check_options(cfg: DictConfig, command: str, require_all: bool = True) -> No
     if command == "distill":
         from robo_rl.checkpoint import CheckpointError
         from robo_rl.distill import (check_also_tasks, check_env_overrides, check_labelling_teacher,
-                                     check_family_starts, check_latency_teacher_labels,
+                                     check_family_starts, check_latency_teacher_labels, check_rollout_episode_seconds,
                                      check_reads_student_observation, check_teacher, check_teacher_pool)
 
         try:
@@ -201,6 +202,7 @@ def check_options(cfg: DictConfig, command: str, require_all: bool = True) -> No
         if cfg.teacher_pool is not None:
             check_teacher_pool(cfg, student_env)
         check_family_starts(cfg, student_env)
+        check_rollout_episode_seconds(cfg)
         if cfg.student.actor_hidden is not None and (not cfg.student.actor_hidden
                                                      or min(cfg.student.actor_hidden) < 1):
             raise ConfigError(f"student.actor_hidden must be a list of positive layer widths, got "

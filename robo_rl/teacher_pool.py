@@ -173,13 +173,17 @@ def teacher_input(obs_dim: int, position_error_limit: float, student_limit: floa
     return project
 
 
-def member_env(member: PoolMember, student_env: Any, task_env: Callable[[DictConfig], DictConfig]) -> DictConfig:
+def member_env(member: PoolMember, student_env: Any, task_env: Callable[[DictConfig], DictConfig],
+               episode_seconds: float | None = None) -> DictConfig:
     """The env config of the rollouts that fly `member`'s vehicle: its own run's (vehicle, randomization,
     latency) flying the student's task (`task_env`), observed as the student (`student_env`, a
-    QuadrotorEnvConfig) observes."""
-    observation = {key: getattr(student_env, key) for key in ("action_history", "state_history", "position_error_limit")}
+    QuadrotorEnvConfig) observes, in episodes of `episode_seconds` (None: the task's own)."""
+    overrides: dict[str, Any] = {key: getattr(student_env, key)
+                                 for key in ("action_history", "state_history", "position_error_limit")}
+    if episode_seconds is not None:
+        overrides["episode_seconds"] = float(episode_seconds)
     plain = OmegaConf.create(OmegaConf.to_container(task_env(member.env), resolve=True))
-    return OmegaConf.merge(plain, {"privileged_actor": False, "overrides": observation})
+    return OmegaConf.merge(plain, {"privileged_actor": False, "overrides": overrides})
 
 
 @dataclass(frozen=True)

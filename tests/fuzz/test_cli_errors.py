@@ -162,6 +162,8 @@ def test_train_options_are_checked_once_composed(overrides, message):
     ("distill", ["teacher=/nonexistent"], "teacher=/nonexistent is not a training run directory"),
     ("distill", ["teacher=r", "teacher_pool_share=1.5"], r"teacher_pool_share must lie in \[0, 1\], got 1.5"),
     ("distill", ["teacher=r", "teacher_pool_latency_from=0"], r"teacher_pool_latency_from must lie in \[1, 50\], got 0"),
+    ("distill", ["teacher=r", "rollout_episode_seconds=0"], r"rollout_episode_seconds must lie in \(0, 3600\], got 0"),
+    ("distill", ["teacher=r", "rollout_episode_seconds=nan"], "rollout_episode_seconds must be a finite number, got nan"),
     ("teacher_pool", ["run=r", "out=p", "stop_at_success=1.5"], r"stop_at_success must lie in \(0, 1\], got 1.5"),
     ("teacher_pool", ["run=r", "out=p", "stop_at_success=0"], r"stop_at_success must lie in \(0, 1\], got 0"),
 ])

@@ -397,6 +397,7 @@ def test_a_teacher_pool_flies_its_own_vehicles_labelled_by_their_runs_and_the_fa
 
     from robo_rl.distill import Distiller
     from robo_rl.evaluate import load_policy
+    from robo_rl.options import check_options
     from tests.robo_rl.quick import CONFIGS
 
     pool = tmp_path / "pool"
@@ -444,6 +445,14 @@ def test_a_teacher_pool_flies_its_own_vehicles_labelled_by_their_runs_and_the_fa
     recorded = OmegaConf.load(tmp_path / "student" / "config.yaml").distill
     assert list(recorded.teacher_pool_runs) == [str(pool / "v0"), str(pool / "v2")]
 
+    # rollout_episode_seconds: every labelled rollout, the family's and the pool's, restarts after that long and
+    # the evaluation keeps the task's episodes
+    short_cfg = OmegaConf.merge(cfg, {"rollout_episode_seconds": 1.0})
+    check_options(short_cfg, "distill")  # beside env_overrides
+    short = Distiller(short_cfg, tmp_path / "short_student")
+    assert [rollout.env.config.episode_steps for rollout in short.rollouts] == [100, 100, 100]
+    assert short.eval_env.config.episode_steps == 500
+
     # a member trained below teacher_pool_latency_from flies its own vehicle at its own latency beside the family's
     mixed = tmp_path / "mixed"
     mixed.mkdir()
@@ -467,7 +476,9 @@ def test_a_teacher_pool_flies_its_own_vehicles_labelled_by_their_runs_and_the_fa
             ([f"teacher_pool={pool}", "teacher_pool_latency_from=1", "env_overrides={randomization: {latency_steps: [1, 3]}}"],
              "the student's vehicles act at least 1 control steps late"),
             ([f"teacher_pool={pool}", "family_starts={max_tilt: 30.0}"],
-             "family_starts={'max_tilt': 30.0}: unknown option config.initial_state.max_tilt")):
+             "family_starts={'max_tilt': 30.0}: unknown option config.initial_state.max_tilt"),
+            (["rollout_episode_seconds=0.5"],
+             "rollout_episode_seconds=0.5: config.success_window_seconds must lie in [0, episode_seconds=0.5]")):
         refused = _distill(teacher_run, tmp_path / "refused", *extra)
         assert refused.returncode == 2 and message in refused.stderr, refused.stderr[-2000:]
         assert len(refused.stderr.strip().splitlines()) == 1 and not (tmp_path / "refused").exists()
