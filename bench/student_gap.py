@@ -88,6 +88,8 @@ def main() -> None:
     check_result_name(args.name)
     if args.episodes < 1:
         sys.exit(f"--episodes {args.episodes}: must be at least 1")
+    if not 0 <= args.seed < 2**32:
+        sys.exit(f"--seed {args.seed}: must lie in [0, 4294967295]")
     try:
         steps = [int(k) for k in args.handover.split(",") if k.strip()]
     except ValueError:

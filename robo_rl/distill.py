@@ -197,28 +197,21 @@ def family_rollout_overrides(cfg: DictConfig, student_env: Any, with_pool: bool)
     return overrides
 
 
-def check_family_starts(cfg: DictConfig, student_env: Any) -> None:
-    """ConfigError unless `cfg.family_starts` (null, or fields of InitialStateConfig) makes a valid env of the
-    rollouts the family's teachers label."""
-    if cfg.family_starts is None:
-        return
-    try:
-        check_env_overrides(cfg.teacher, family_rollout_overrides(cfg, student_env, False), cfg.task)
-    except ConfigError as error:
-        raise ConfigError(f"family_starts={OmegaConf.to_container(cfg.family_starts, resolve=True)}: {error}") from None
-
-
-def check_rollout_episode_seconds(cfg: DictConfig) -> None:
-    """ConfigError unless `cfg.rollout_episode_seconds` (null, or a length in seconds) makes valid episodes of
-    the student's task: at least its success window."""
-    if cfg.rollout_episode_seconds is None:
-        return
-    given = OmegaConf.to_container(cfg.env_overrides, resolve=True) if cfg.env_overrides else {}
-    overrides = OmegaConf.create({**given, "episode_seconds": float(cfg.rollout_episode_seconds)})
-    try:
-        check_env_overrides(cfg.teacher, overrides, cfg.task)
-    except ConfigError as error:
-        raise ConfigError(f"rollout_episode_seconds={cfg.rollout_episode_seconds}: {error}") from None
+def check_rollout_overrides(cfg: DictConfig, student_env: Any) -> None:
+    """ConfigError naming the option unless `cfg.family_starts` (null, or fields of InitialStateConfig) and
+    `cfg.rollout_episode_seconds` (null, or a length in seconds no shorter than the task's success window) each
+    make a valid env of the rollouts the teachers label."""
+    options = ("family_starts", "rollout_episode_seconds")
+    for option in options:
+        if cfg[option] is None:
+            continue
+        alone = OmegaConf.merge(cfg, {other: None for other in options if other != option})
+        try:
+            check_env_overrides(cfg.teacher, family_rollout_overrides(alone, student_env, False), cfg.task)
+        except ConfigError as error:
+            value = cfg[option]
+            shown = OmegaConf.to_container(value, resolve=True) if OmegaConf.is_config(value) else value
+            raise ConfigError(f"{option}={shown}: {error}") from None
 
 
 @dataclass

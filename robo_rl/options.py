@@ -179,7 +179,7 @@ def check_options(cfg: DictConfig, command: str, require_all: bool = True) -> No
     if command == "distill":
         from robo_rl.checkpoint import CheckpointError
         from robo_rl.distill import (check_also_tasks, check_env_overrides, check_labelling_teacher,
-                                     check_family_starts, check_latency_teacher_labels, check_rollout_episode_seconds,
+                                     check_latency_teacher_labels, check_rollout_overrides,
                                      check_reads_student_observation, check_teacher, check_teacher_pool)
 
         try:
@@ -201,8 +201,7 @@ def check_options(cfg: DictConfig, command: str, require_all: bool = True) -> No
             check_latency_teacher_labels(student_env, cfg.latency_from)
         if cfg.teacher_pool is not None:
             check_teacher_pool(cfg, student_env)
-        check_family_starts(cfg, student_env)
-        check_rollout_episode_seconds(cfg)
+        check_rollout_overrides(cfg, student_env)
         if cfg.student.actor_hidden is not None and (not cfg.student.actor_hidden
                                                      or min(cfg.student.actor_hidden) < 1):
             raise ConfigError(f"student.actor_hidden must be a list of positive layer widths, got "
