@@ -154,7 +154,8 @@ def test_the_five_dof_servo_arm_is_the_published_so_arm100_chain():
     np.testing.assert_allclose(z_axis, [0.0, 0.0, -1.0], atol=0.02)
 
 
-def test_a_simulation_that_blows_up_ends_its_episode_and_restarts():
+def test_a_simulation_that_blows_up_ends_its_episode_and_restarts(tmp_path, monkeypatch, caplog):
+    monkeypatch.chdir(tmp_path)  # where MuJoCo's default handler would append MUJOCO_LOG.TXT
     env = ArmVectorEnv("pick_cube", num_envs=3, nthread=1)
     obs, _ = env.reset(seed=0)
     env._qvel[1, env._cube_qvel + 2] = 1e12  # a diverging cube in env 1 only
@@ -164,3 +165,6 @@ def test_a_simulation_that_blows_up_ends_its_episode_and_restarts():
     assert env.steps[1] == 0 and np.isfinite(obs).all()  # env 1 restarted from a fresh placement
     _, _, terminated, _, info = env.step(np.zeros((3, 4)))
     assert not terminated.any() and not info["diverged"].any()  # a warning ends one episode, not the next
+    # MuJoCo's warning reached the "mujoco" logger, not a file in the working directory
+    assert not list(tmp_path.iterdir())
+    assert any(record.name == "mujoco" and "QVEL" in record.getMessage() for record in caplog.records)
