@@ -9,8 +9,8 @@ from tests.fuzz.harness import Tally, changed, repository_files
 
 @pytest.fixture
 def sandbox(tmp_path, monkeypatch):
-    """An empty working directory for the loaders (relative paths, MuJoCo's MUJOCO_LOG.TXT and Minari's
-    datasets land there, where the suite can see them)."""
+    """An empty working directory for the loaders (relative paths, Minari's datasets and any file a loader
+    writes land there, where the suite can see them)."""
     work = tmp_path / "sandbox"
     work.mkdir()
     monkeypatch.chdir(work)
