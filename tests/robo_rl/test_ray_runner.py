@@ -85,8 +85,10 @@ def test_a_run_on_two_nodes_learns_through_an_actor_and_then_its_learner_killed_
     """One run, two faults: an actor SIGKILLed after the first checkpoint is replaced and the run goes on; the
     learner SIGKILLed after the second, its actors end with it and `resume=` finishes the run with new ones."""
     run = tmp_path / "run"
-    total = 24000
-    learner = _train(run, f"runner.address={cluster.address}", f"total_env_steps={total}",
+    # a budget the learner cannot reach before it is killed: actor 1 alone carries the run on while Ray restarts
+    # actor 0, and with 24,000 steps the run once ended before the restart did on CI's busy machine; the resume
+    # below sets the run's real length (total_env_steps is one of the options a resume may change)
+    learner = _train(run, f"runner.address={cluster.address}", "total_env_steps=10000000",
                      "eval.interval_env_steps=6000", "checkpoint.interval_env_steps=6000", "agent.actor_average_rate=0.0")
     try:
         _wait_for(lambda: len(list_checkpoints(run)) >= 1, "first checkpoint", learner)
@@ -108,7 +110,8 @@ def test_a_run_on_two_nodes_learns_through_an_actor_and_then_its_learner_killed_
     assert saved["history"] and saved["history"][0]["env_steps"] == 0
     # the actors belonged to the killed learner: Ray ends them, nothing keeps collecting for nobody
     _wait_for(lambda: not any(_alive(pid) for pid in first), "end of the dead learner's actors")
-    resumed = _train(run, f"resume={run}")
+    total = saved["counters"]["env_steps"] + 12000  # 24,000 when the kill comes at the second checkpoint
+    resumed = _train(run, f"resume={run}", f"total_env_steps={total}")
     try:
         assert resumed.wait(TIMEOUT) == 0, (tmp_path / "run.out").read_text()[-3000:]
     finally:
