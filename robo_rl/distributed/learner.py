@@ -9,8 +9,9 @@ after `learning_starts`), so the update-to-data ratio does not depend on how fas
 request carries the reference. Evaluations run in their own actor on a snapshot of the policy, while
 training goes on; checkpoints are the local runner's, written by this process.
 
-Faults. Every wait has a deadline. An actor whose own code raises stops the run with that error (a restart
-would raise it again). An actor whose process dies (Ray restarts it: `max_restarts=-1`), or
+Faults. Every wait has a deadline. An actor (or the evaluator) whose own code raises, in a task or in its
+constructor, stops the run with that error (a restart would raise it again; Ray never restarts an actor
+whose constructor raised). An actor whose process dies (Ray restarts it: `max_restarts=-1`), or
 that sends nothing for `runner.chunk_timeout_s` (killed and restarted), is logged and asked again: it
 starts new episodes with a new seed and the newest weights, and the run goes on; after
 `runner.max_actor_restarts` failures the run stops with an error naming the last one. The actors hold no
@@ -209,8 +210,10 @@ class RayTrainer(Trainer):
             except ray.exceptions.RayTaskError as error:
                 raise ActorFailure(f"the evaluator stopped the run: {task_error(error)}") from None
             except ray.exceptions.RayError as error:  # the evaluator died: Ray restarts it; this one is lost
-                log.warning("the evaluation at %d env steps was lost (%s); the next one runs on a restarted evaluator",
-                            counters["env_steps"], first_line(error))
+                if creation_error(error) is not None:  # every later evaluation would be lost too
+                    raise ActorFailure(f"the evaluator could not start: {creation_error(error)}") from None
+                self.pool.last_failure = f"the evaluation at {counters['env_steps']} env steps was lost ({first_line(error)})"
+                log.warning("%s; the next one runs on a restarted evaluator", self.pool.last_failure)
                 self._count_restart()
                 continue
             entry = self._record_evaluation(result, counters)
@@ -240,6 +243,16 @@ def task_error(error: Any) -> str:
     """The exception a Ray actor's own code raised, in one line (not Ray's wrapping traceback)."""
     cause = getattr(error, "cause", None)
     return f"{type(cause).__name__}: {first_line(cause)}" if cause is not None else first_line(error)
+
+
+def creation_error(error: Any) -> str | None:
+    """The exception an actor's constructor raised, in one line, where `error` says that the actor died of one
+    (Ray never restarts such an actor: every later call fails the same way); None for any other failure."""
+    if not getattr(error, "actor_init_failed", False):
+        return None
+    # Ray keeps only the text, its traceback's last line the exception itself
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    return lines[-1] if lines else first_line(error)
 
 
 def as_collected(chunk: dict[str, Any]) -> CollectedStep:
@@ -373,6 +386,8 @@ class ActorPool:
                         continue  # a request to an incarnation already known to have failed
                     if isinstance(error, ray.exceptions.RayTaskError):  # its code raised: a restart raises again
                         raise ActorFailure(f"actor {index} stopped the run: {task_error(error)}") from None
+                    if creation_error(error) is not None:
+                        raise ActorFailure(f"actor {index} could not start: {creation_error(error)}") from None
                     if isinstance(error, ray.exceptions.ActorUnavailableError) and not self.started[index] \
                             and time.monotonic() < self.restarted_at[index] + float(self.runner.start_timeout_s):
                         time.sleep(0.2)  # still restarting after a failure already counted: ask again

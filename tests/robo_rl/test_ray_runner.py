@@ -369,6 +369,47 @@ def test_an_actor_whose_own_code_raises_stops_the_run_at_once_with_its_error(clu
         ray.shutdown()
 
 
+def test_an_actor_or_evaluator_whose_constructor_raises_stops_the_run_at_once_naming_the_error(cluster):
+    """Ray never restarts an actor whose constructor raised (here: an agent option the policy does not take):
+    counting its failures as restarts would retry it max_actor_restarts times and lose every evaluation, and
+    name only Ray's wrapper, not the error."""
+    import collections
+    from types import SimpleNamespace
+
+    import ray
+    import torch
+    from omegaconf import OmegaConf
+
+    from robo_rl.distributed.actors import CollectRequest, EnvSettings, Weights
+    from robo_rl.distributed.learner import ActorFailure, ActorPool, RayTrainer
+    from robo_rl.envs import env_spec, make_vector_env
+    from tests.robo_rl.quick import quick_config
+
+    cfg = quick_config(*RAY)
+    env = make_vector_env(cfg.env, 1, torch.device("cpu"), threads=1)
+    broken = {**OmegaConf.to_container(cfg.agent, resolve=True), "no_such_option": 1}
+    settings = EnvSettings(env=OmegaConf.to_container(cfg.env, resolve=True), agent=broken, intervention={"kind": "none"},
+                           spec=env_spec(env, cfg.env.id), privileged=False, seed=0, num_actors=1)
+    runner = OmegaConf.merge(cfg.runner, {"num_actors": 1, "max_actor_restarts": 20})
+    ray.init(address=cluster.address)
+    pool = None
+    try:
+        pool = ActorPool(settings, runner, eval_episodes=1, eval_seed=0)
+        pool.submit(0, CollectRequest(Weights(0, [ray.put({})]), True, None, 0))
+        with pytest.raises(ActorFailure, match="actor 0 could not start: TypeError: .*no_such_option"):
+            pool.next_chunk()
+        assert pool.generation == [0]  # no restart counted or waited for
+        # the learner's wait for an evaluation, on a learner that holds only what that wait reads
+        ref = pool.evaluator.evaluate.remote(Weights(0, [ray.put({})]), None)
+        learner = SimpleNamespace(cfg=cfg, pool=pool, evaluations=collections.deque([(ref, {"env_steps": 0}, {})]))
+        with pytest.raises(ActorFailure, match="the evaluator could not start: TypeError: .*no_such_option"):
+            RayTrainer._take_evaluations(learner, 0.0, None, asked_before=1)
+    finally:
+        if pool is not None:
+            pool.close()
+        ray.shutdown()
+
+
 def test_a_teacher_pool_trains_its_specialists_as_ray_tasks_and_gets_their_files_back(tmp_path):
     """python -m robo_rl.teacher_pool ray_address=local: each specialist trains as a Ray task in a worker's own
     temporary folder, and its run (without the replay-buffer checkpoints) and log arrive whole in `out`; an
