@@ -4,9 +4,9 @@ device=scripted: the scripted expert drives a batch of envs; every episode that 
 until `episodes` are accepted. device=keyboard|gamepad|spacemouse: a person drives one env from the
 terminal's keyboard, a gamepad (/dev/input/js*) or a 3Dconnexion SpaceMouse (/dev/hidraw*) (robo_rl.teleop;
 `device_path=` picks the device file, `teleop.<device>.*` its options) in real time and accepts or rejects
-each episode; quitting early keeps what was accepted. The dataset lands under the Minari root (MINARI_DATASETS_PATH or ~/.minari/datasets) as
-`dataset` (default `<env>/scripted-v0`), loadable by `minari.load_dataset` and by `python -m robo_rl.train
-demos=<dataset>`.
+each episode; quitting early (its quit key or Ctrl-C) keeps what was accepted. The dataset lands under the
+Minari root (MINARI_DATASETS_PATH or ~/.minari/datasets) as `dataset` (default `<env>/scripted-v0`), loadable
+by `minari.load_dataset` and by `python -m robo_rl.train demos=<dataset>`.
 """
 
 from __future__ import annotations
@@ -62,9 +62,20 @@ def record(cfg: DictConfig) -> str:
 def record_teleop(env: Any, teleop: Teleop, episodes: int, seed: int, realtime: bool = True,
                   say: Callable[[str], None] = print) -> list[dict[str, Any]]:
     """Episodes driven by a person through `teleop` (any robo_rl.teleop device) in a one-env batch, each
-    accepted or rejected by the operator; stops at `episodes` accepted or when the operator quits."""
+    accepted or rejected by the operator; stops at `episodes` accepted or when the operator quits, Ctrl-C
+    included (the episode under way, not yet accepted, is dropped)."""
     accepted: list[dict[str, Any]] = []
     say(teleop.help)
+    try:
+        _drive(env, teleop, episodes, seed, realtime, say, accepted)
+    except KeyboardInterrupt:  # the accepted episodes are a person's work: Ctrl-C keeps them, as the quit key does
+        say(f"interrupted: keeping the {len(accepted)} accepted episode(s)")
+    return accepted
+
+
+def _drive(env: Any, teleop: Teleop, episodes: int, seed: int, realtime: bool, say: Callable[[str], None],
+           accepted: list[dict[str, Any]]) -> None:
+    """record_teleop's loop, appending each accepted episode to `accepted` as soon as it is accepted."""
     with teleop:
         attempt = 0
         while len(accepted) < episodes and not teleop.quit_requested:
@@ -90,7 +101,6 @@ def record_teleop(env: Any, teleop: Teleop, episodes: int, seed: int, realtime: 
             say(f"episode {attempt}: {len(steps)} steps, success: {steps[-1][5]}")
             if teleop.ask_accept(say):
                 accepted.append(episode_from_steps(first, steps, seed + attempt - 1))
-    return accepted
 
 
 @hydra_command(config_path="../configs", config_name="record")

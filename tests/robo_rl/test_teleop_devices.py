@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import inspect
 import os
+import signal
 import socket
 import struct
 from pathlib import Path
@@ -311,3 +312,32 @@ def test_a_gamepad_demonstration_is_recorded(pipe):
     actions = episodes[0]["actions"]
     assert len(actions) == 150 and episodes[0]["truncations"][-1]  # ran to the 3 s time limit at 50 Hz
     assert (actions == [1.0, 0.0, 0.0, 1.0]).all()
+
+
+def test_ctrl_c_while_recording_keeps_the_episodes_already_accepted(pipe):
+    """An hour of demonstrations must not be lost to a Ctrl-C: it stops recording as the quit button does."""
+    import torch
+
+    from robo_rl.envs import make_vector_env
+    from robo_rl.record import record_teleop
+
+    read_end, write_end = pipe
+    env = make_vector_env(OmegaConf.load(ROOT / "configs" / "env" / "arm_reach.yaml"), 1, torch.device("cpu"),
+                          threads=1)
+    said: list[str] = []
+
+    def operator(text: str) -> None:
+        said.append(text)
+        if text.startswith("episode 1 ") and text.endswith("go"):
+            os.write(write_end, js(AXIS, 1, -FULL) + press(3))  # stick away from you, end the episode
+        elif text.startswith("episode 2 ") and text.endswith("go"):
+            signal.raise_signal(signal.SIGINT)  # the person presses Ctrl-C in the terminal
+        elif "keep it" in text:
+            os.write(write_end, press(0))
+
+    try:
+        episodes = record_teleop(env, GamepadTeleop(read_end), episodes=3, seed=0, realtime=False, say=operator)
+    except KeyboardInterrupt:
+        pytest.fail("Ctrl-C escaped record_teleop: the accepted episode was lost")
+    assert len(episodes) == 1 and (episodes[0]["actions"][:, 0] == 1.0).all()
+    assert said[-1] == "interrupted: keeping the 1 accepted episode(s)"
