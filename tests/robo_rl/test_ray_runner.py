@@ -337,42 +337,15 @@ def test_the_link_queues_a_bounded_number_of_batches_while_the_learner_is_away()
     assert not link.connected and link.weights() is None
 
 
-def test_an_actor_whose_own_code_raises_stops_the_run_at_once_with_its_error(cluster):
-    """A restart would raise again (here: an env config the actor cannot build): no retry loop, one error."""
-    import ray
-    import torch
-    from omegaconf import OmegaConf
-
-    from robo_rl.distributed.actors import CollectRequest, EnvSettings, Weights
-    from robo_rl.distributed.learner import ActorFailure, ActorPool
-    from robo_rl.envs import env_spec, make_vector_env
-    from tests.robo_rl.quick import quick_config
-
-    cfg = quick_config(*RAY)
-    env = make_vector_env(cfg.env, 1, torch.device("cpu"), threads=1)
-    broken = {**OmegaConf.to_container(cfg.env, resolve=True), "backend": "no_such_backend"}
-    settings = EnvSettings(env=broken, agent=OmegaConf.to_container(cfg.agent, resolve=True),
-                           intervention={"kind": "none"}, spec=env_spec(env, cfg.env.id), privileged=False, seed=0,
-                           num_actors=1)
-    runner = OmegaConf.merge(cfg.runner, {"num_actors": 1, "max_actor_restarts": 20})
-    ray.init(address=cluster.address)
-    pool = None
-    try:
-        pool = ActorPool(settings, runner, eval_episodes=1, eval_seed=0)
-        pool.submit(0, CollectRequest(Weights(0, [ray.put({})]), True, None, 0))
-        with pytest.raises(ActorFailure, match="actor 0 stopped the run: .*no_such_backend"):
-            pool.next_chunk()
-        assert pool.generation == [0]  # the first error stopped the run: no restart was counted or waited for
-    finally:
-        if pool is not None:
-            pool.close()
-        ray.shutdown()
-
-
-def test_an_actor_or_evaluator_whose_constructor_raises_stops_the_run_at_once_naming_the_error(cluster):
-    """Ray never restarts an actor whose constructor raised (here: an agent option the policy does not take):
-    counting its failures as restarts would retry it max_actor_restarts times and lose every evaluation, and
-    name only Ray's wrapper, not the error."""
+@pytest.mark.parametrize("part, change, raised", [
+    ("env", {"backend": "no_such_backend"}, "stopped the run: .*no_such_backend"),  # raised by the actor's task
+    # raised by its constructor: Ray never restarts such an actor, so counting its failures as restarts would
+    # retry it max_actor_restarts times, lose every evaluation and name only Ray's wrapper, not the error
+    ("agent", {"no_such_option": 1}, "could not start: TypeError: .*no_such_option"),
+])
+def test_an_actor_whose_own_code_raises_stops_the_run_at_once_with_its_error(cluster, part, change, raised):
+    """A restart would raise again (a config the actor cannot build): no retry loop, one error naming it, from
+    an experience actor and from the evaluator alike."""
     import collections
     from types import SimpleNamespace
 
@@ -387,22 +360,23 @@ def test_an_actor_or_evaluator_whose_constructor_raises_stops_the_run_at_once_na
 
     cfg = quick_config(*RAY)
     env = make_vector_env(cfg.env, 1, torch.device("cpu"), threads=1)
-    broken = {**OmegaConf.to_container(cfg.agent, resolve=True), "no_such_option": 1}
-    settings = EnvSettings(env=OmegaConf.to_container(cfg.env, resolve=True), agent=broken, intervention={"kind": "none"},
-                           spec=env_spec(env, cfg.env.id), privileged=False, seed=0, num_actors=1)
+    parts = {name: OmegaConf.to_container(cfg[name], resolve=True) for name in ("env", "agent")}
+    parts[part].update(change)
+    settings = EnvSettings(**parts, intervention={"kind": "none"}, spec=env_spec(env, cfg.env.id), privileged=False,
+                           seed=0, num_actors=1)
     runner = OmegaConf.merge(cfg.runner, {"num_actors": 1, "max_actor_restarts": 20})
     ray.init(address=cluster.address)
     pool = None
     try:
         pool = ActorPool(settings, runner, eval_episodes=1, eval_seed=0)
         pool.submit(0, CollectRequest(Weights(0, [ray.put({})]), True, None, 0))
-        with pytest.raises(ActorFailure, match="actor 0 could not start: TypeError: .*no_such_option"):
+        with pytest.raises(ActorFailure, match=f"actor 0 {raised}"):
             pool.next_chunk()
-        assert pool.generation == [0]  # no restart counted or waited for
+        assert pool.generation == [0]  # the first error stopped the run: no restart was counted or waited for
         # the learner's wait for an evaluation, on a learner that holds only what that wait reads
         ref = pool.evaluator.evaluate.remote(Weights(0, [ray.put({})]), None)
         learner = SimpleNamespace(cfg=cfg, pool=pool, evaluations=collections.deque([(ref, {"env_steps": 0}, {})]))
-        with pytest.raises(ActorFailure, match="the evaluator could not start: TypeError: .*no_such_option"):
+        with pytest.raises(ActorFailure, match=f"the evaluator {raised}"):
             RayTrainer._take_evaluations(learner, 0.0, None, asked_before=1)
     finally:
         if pool is not None:
