@@ -183,7 +183,7 @@ def distill(groups: list[Group], student: SAC, identity: Identity | None, settin
             iterations: int) -> list[float]:
     """DAgger over every group's envs (robo_rl.distill's loop, one vector env per vehicle); the losses."""
     regression = StudentRegression(student.actor, settings.lr, iterations * settings.updates_per_iteration,
-                                   settings.final_lr_fraction)
+                                   settings.final_lr_fraction, settings.pre_squash_weight)
     dataset = AggregatedDataset(settings.dataset_capacity, student.obs_dim, 4, DEVICE)
     losses = []
     for iteration in range(iterations):

@@ -32,6 +32,9 @@ class DistillationConfig:
     # the learning rate falls along a half cosine from lr to this fraction of it over the run's updates, so that
     # the final student is a converged one: at a constant rate consecutive students differ in what they fly
     final_lr_fraction: float = 0.01
+    # weight of a second error term, before the tanh squash: the plain error on the squashed action barely
+    # tells 0.95 from 0.999, so a student learns the saturated commands of a recovery from a steep start last
+    pre_squash_weight: float = 0.0
 
     def validate(self) -> None:
         """ValueError naming the first field outside its range."""
@@ -44,6 +47,8 @@ class DistillationConfig:
             raise ValueError(f"distillation.final_lr_fraction must be in (0, 1], got {self.final_lr_fraction}")
         if int(self.teacher_iterations) < 0:
             raise ValueError(f"distillation.teacher_iterations must be 0 or more, got {self.teacher_iterations}")
+        if not 0.0 <= float(self.pre_squash_weight) < float("inf"):
+            raise ValueError(f"distillation.pre_squash_weight must be 0 or a positive number, got {self.pre_squash_weight}")
 
     def teacher_share(self, iteration: int) -> float:
         """The probability that the teacher's action is flown in a rollout of `iteration` (0-based)."""
@@ -73,21 +78,35 @@ class AggregatedDataset:
         return self.obs[index], self.action[index]
 
 
+# targets nearer the action bounds than this fraction of the half range are taken at it before the atanh:
+# atanh(0.995) = 3.0, the pre-squash mean beyond which tanh's slope is below 1%
+PRE_SQUASH_LIMIT = 0.995
+
+
 class StudentRegression:
     """Fits a tanh-Gaussian actor's deterministic action to target actions: mean squared error in units of
-    the action range (so that every action dimension weighs the same), Adam, its learning rate annealed from
+    the action range (so that every action dimension weighs the same), plus `pre_squash_weight` times the
+    squared error of the pre-squash mean against atanh of the target, Adam, its learning rate annealed from
     `lr` to `lr * final_lr_fraction` along a half cosine over `total_updates` steps."""
 
-    def __init__(self, actor: TanhGaussianActor, lr: float, total_updates: int, final_lr_fraction: float):
+    def __init__(self, actor: TanhGaussianActor, lr: float, total_updates: int, final_lr_fraction: float,
+                 pre_squash_weight: float = 0.0):
         self.actor = actor
+        self.pre_squash_weight = float(pre_squash_weight)
         self.optimizer = torch.optim.Adam(actor.parameters(), lr=lr)
         self.schedule = torch.optim.lr_scheduler.CosineAnnealingLR(
             self.optimizer, T_max=max(int(total_updates), 1), eta_min=lr * final_lr_fraction)
 
     def loss(self, obs: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
-        """Mean squared difference of the actor's and the target's actions as fractions of the action range."""
-        span = 2.0 * self.actor.action_scale
-        return (((self.actor.deterministic(obs) - target) / span) ** 2).sum(-1).mean()
+        """Mean squared difference of the actor's and the target's actions as fractions of the action range,
+        plus the weighted pre-squash term."""
+        actor = self.actor
+        mean = actor(obs)[0]
+        loss = (((actor.mean_action(mean) - target) / (2.0 * actor.action_scale)) ** 2).sum(-1).mean()
+        if self.pre_squash_weight > 0.0:
+            squashed = ((target - actor.action_bias) / actor.action_scale).clamp(-PRE_SQUASH_LIMIT, PRE_SQUASH_LIMIT)
+            loss = loss + self.pre_squash_weight * ((mean - torch.atanh(squashed)) ** 2).sum(-1).mean()
+        return loss
 
     def update(self, obs: torch.Tensor, target: torch.Tensor) -> float:
         """One gradient step on a minibatch; returns its loss before the step."""

@@ -75,6 +75,32 @@ def test_the_students_learning_rate_falls_along_a_half_cosine_to_its_final_fract
             DistillationConfig(final_lr_fraction=wrong).validate()
 
 
+def test_the_pre_squash_term_fits_saturated_commands_that_the_squashed_error_leaves_short():
+    """A teacher's full-thrust command (0.999 of the half range): the squashed error alone stalls where tanh
+    flattens; with the pre-squash term the student's command comes closer to it."""
+    from robo_rl.agents.distillation import StudentRegression
+    from robo_rl.agents.networks import TanhGaussianActor
+
+    obs, target = torch.randn(64, 3, generator=torch.Generator().manual_seed(0)), torch.full((64, 1), 0.999)
+    shortfall = {}
+    for weight in (0.0, 0.2):
+        torch.manual_seed(0)
+        actor = TanhGaussianActor(3, 1, [16], "relu", -torch.ones(1), torch.ones(1))
+        regression = StudentRegression(actor, lr=1e-2, total_updates=100, final_lr_fraction=1.0,
+                                       pre_squash_weight=weight)
+        for _ in range(100):
+            regression.update(obs, target)
+        with torch.no_grad():
+            shortfall[weight] = float((target - actor.deterministic(obs)).abs().max())
+    # over seeds 0-5 here: 0.059-0.105 without the term, 0.007-0.016 with it
+    assert shortfall[0.2] < 0.3 * shortfall[0.0] and shortfall[0.2] < 0.03, shortfall
+    with torch.no_grad():  # a student that flies the target exactly has nothing left to fit
+        assert float(StudentRegression(actor, 1e-3, 1, 1.0).loss(obs, actor.deterministic(obs))) == 0.0
+    for wrong in (-0.1, float("nan"), float("inf")):
+        with pytest.raises(ValueError, match="distillation.pre_squash_weight must be 0 or a positive number"):
+            DistillationConfig(pre_squash_weight=wrong).validate()
+
+
 @pytest.fixture(scope="module")
 def student_run(teacher_run, tmp_path_factory):
     """The teacher's distilled student (a run that reads the student's observation)."""
