@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -41,6 +42,8 @@ def main() -> None:
     runs = {label: RESULTS / "arm_learning" / f"{label.replace(' ', '_').replace('+', 'and')}_seed{args.seed}"
             for label in VARIANTS}
     labels = list(VARIANTS)
+    for run in runs.values():  # the previous measurement's runs: train refuses to overwrite them
+        shutil.rmtree(run, ignore_errors=True)
     for batch in (labels[:2], labels[2:]):  # two runs at a time: one per core
         jobs = [subprocess.Popen([python, "-m", "robo_rl.train", "+experiment=pick_cube_hil", f"seed={args.seed}",
                                   f"total_env_steps={args.steps}", "logging.progress_bar=false",

@@ -164,6 +164,7 @@ def hover_training(seed: int) -> dict[str, Any]:
     from robo_rl.evaluate import evaluate_run
 
     out_dir = ROOT / "results" / f"hover_run_seed{seed}"
+    shutil.rmtree(out_dir, ignore_errors=True)  # the previous measurement's run: train refuses to overwrite it
     start = time.perf_counter()
     subprocess.run([sys.executable, "-m", "robo_rl.train", f"hydra.run.dir={out_dir}", f"seed={seed}",
                     "logging.progress_bar=false"], check=True, cwd=ROOT.parent)

@@ -78,6 +78,14 @@ def is_run_dir(path: str | Path) -> bool:
     return isinstance(saved, DictConfig) and all(key in saved for key in ("env", "agent", "total_env_steps"))
 
 
+def run_files(folder: Any) -> list[str]:
+    """The files of a run (train's or distill's) that `folder` already holds: a new run written there would
+    replace them and mix its checkpoints with theirs."""
+    folder = Path(str(folder))
+    names = ("config.yaml", "summary.json", BEST_POLICY, checkpoint_dir(folder).name)
+    return [name for name in names if (folder / name).exists()]
+
+
 def require_run_dir(path: Any, option: str = "run", need_policy: bool = False) -> str:
     """`path` if it is a run directory (holding a policy, with `need_policy`), else CheckpointError naming the
     option: for the Hydra resolvers that name a command's output folder inside a run, so that a wrong path
@@ -289,10 +297,27 @@ def policy_file(run_dir: str | Path, which: str | None = "best") -> Path:
         if which == "best" and (run_dir / BEST_POLICY).is_file():
             return run_dir / BEST_POLICY
         found = list_checkpoints(run_dir)
+        if not found and which == "last" and (run_dir / BEST_POLICY).is_file():
+            raise CheckpointError(f"checkpoint=last: {run_dir} keeps no checkpoints, only its {BEST_POLICY}; give "
+                                  "checkpoint=best")
         if not found:
             raise CheckpointError(f"no policy in {run_dir} (is it a run directory?)")
         return found[-1]
     return Path(which)
+
+
+def load_run_policy(run_dir: str | Path, which: str | None = "best",
+                    map_location: str | torch.device = "cpu") -> dict[str, Any]:
+    """The checkpoint `policy_file(run_dir, which)` names, loaded; CheckpointError where `which` is a file whose
+    policy flies another env than the run's (its results would be recorded as the run's)."""
+    state = load_checkpoint(policy_file(run_dir, which), map_location=map_location)
+    config = Path(run_dir) / "config.yaml"
+    if which not in (None, "best", "last") and config.is_file():
+        own, theirs = OmegaConf.load(config).env.id, OmegaConf.create(state["config"]).env.id
+        if own != theirs:
+            raise CheckpointError(f"checkpoint={which} is a policy of {theirs}, run={run_dir} flies {own}: give a "
+                                  "checkpoint of this run")
+    return state
 
 
 def list_checkpoints(run_dir: str | Path) -> list[Path]:

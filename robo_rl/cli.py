@@ -252,9 +252,28 @@ class CheckOptionsFirst(_hydra_callback_base()):  # type: ignore[misc]
             task = copy.deepcopy(config)
             with read_write(task), open_dict(task):
                 del task["hydra"]
+            if self.command in NEW_RUN_COMMANDS and not task.get("resume"):
+                check_new_run_dir(str(config.hydra.run.dir), self.command)
             check_options(task, self.command)
         except Exception as error:  # noqa: BLE001 (Hydra turns a callback's Exception into a warning and goes on)
             raise _TaskFailed(error) from None
+
+
+# the commands whose output folder (hydra.run.dir) becomes a run: train (unless it resumes one) and distill
+NEW_RUN_COMMANDS = ("train", "distill")
+
+
+def check_new_run_dir(run_dir: str, command: str) -> None:
+    """ConfigError if `run_dir` already holds a run, which `command` would overwrite (its policy, its config,
+    Hydra's record of its command) and whose checkpoints it would mix with its own."""
+    from robo_rl.checkpoint import run_files
+    from sim.errors import ConfigError
+
+    found = run_files(run_dir)
+    if found:
+        instead = f"continue it with resume={run_dir}, or give" if command == "train" else "give"
+        raise ConfigError(f"hydra.run.dir={run_dir} already holds a run ({', '.join(found)}); {instead} a new folder "
+                          "(or delete that one first)")
 
 
 def hydra_command(config_path: str, config_name: str, version_base: str = "1.3") -> Callable[[F], F]:

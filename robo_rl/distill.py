@@ -61,6 +61,16 @@ def check_teacher(run: Any, checkpoint: str | None = "last", role: str = "teache
     return folder
 
 
+def check_quadrotor_run(run: Any, option: str) -> None:
+    """ConfigError unless the run `run` (given as `option`) flies a quadrotor: distillation and the teacher pool
+    work on vehicles, their latency and their rotors."""
+    from sim.registration import QUADROTOR_ENV_IDS
+
+    env_id = OmegaConf.load(Path(str(run)) / "config.yaml").env.id
+    if env_id not in QUADROTOR_ENV_IDS:
+        raise ConfigError(f"{option}={run} flies {env_id}; give a quadrotor run (one of {', '.join(QUADROTOR_ENV_IDS)})")
+
+
 def check_labelling_teacher(run: Any, checkpoint: str | None, teacher: Any, role: str) -> str:
     """`run` if it can label a share of `teacher`'s student's vehicles (the option `role` names it): a run
     holding `checkpoint` whose policy reads the student's observation (the teacher's env, no privileged actor);

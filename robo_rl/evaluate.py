@@ -16,7 +16,7 @@ from typing import Any
 import torch
 from omegaconf import DictConfig, OmegaConf
 
-from robo_rl.checkpoint import agent_from_checkpoint, check_compatible, load_checkpoint, policy_file
+from robo_rl.checkpoint import agent_from_checkpoint, check_compatible, load_run_policy
 from robo_rl.cli import hydra_command
 from robo_rl.envs import env_spec, make_vector_env
 from robo_rl.evaluation import evaluate_policy
@@ -40,7 +40,7 @@ def load_policy(run: str | Path, checkpoint: str | Path | None,
                 device: torch.device) -> tuple[dict[str, Any], DictConfig, Any]:
     """A run's checkpoint (see `evaluate_run`) on `device`: its state, the run's config it records, and the
     agent rebuilt from it (act deterministically with `agent.act(obs, deterministic=True)`)."""
-    state = load_checkpoint(policy_file(run, checkpoint), map_location=device)
+    state = load_run_policy(run, checkpoint, map_location=device)
     return state, OmegaConf.create(state["config"]), agent_from_checkpoint(state, device)
 
 

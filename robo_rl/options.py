@@ -29,7 +29,7 @@ DEVICE = re.compile(r"^(auto|cpu|cuda(:\d+)?|mps)$")
 # option path -> (annotation, allowed interval of a number or None)
 OPTIONS: dict[str, dict[str, tuple[Any, Interval | None]]] = {
     "train": {
-        "seed": (int, SEED), "device": (str, None), "torch_threads": (int, Interval(0, 4096)),
+        "seed": (int, SEED), "device": (str, None), "torch_threads": (int, Interval(1, 4096)),
         "total_env_steps": (int, STEPS), "num_envs": (int, Interval(1, 2**20)),
         "learning_starts": (int, STEPS), "updates_per_iteration": (int, Interval(1, 10**6)),
         "privileged_critic": (bool | str, None), "start_from_nominal_action": (bool, None),
@@ -63,7 +63,7 @@ OPTIONS: dict[str, dict[str, tuple[Any, Interval | None]]] = {
         "targets.held_out": (float, Interval(0.0, 1.0)), "task": (str | None, None),
     },
     "distill": {
-        "teacher": (str, None), "checkpoint": (str, None), "device": (str, None), "torch_threads": (int, Interval(0, 4096)),
+        "teacher": (str, None), "checkpoint": (str, None), "device": (str, None), "torch_threads": (int, Interval(1, 4096)),
         "fast_rotor_teacher": (str | None, None), "fast_rotor_checkpoint": (str, None),
         "fast_rotor_tau": (float, Interval(0.0, 10.0)), "env_overrides": (dict[str, Any] | None, None),
         "teacher_pool": (str | None, None), "teacher_pool_share": (float, Interval(0.0, 1.0)),
@@ -94,8 +94,10 @@ OPTIONS: dict[str, dict[str, tuple[Any, Interval | None]]] = {
     },
     "export": {
         "run": (str, None), "checkpoint": (str, None), "out": (str | None, None), "pairs": (int, Interval(8, 10**5)),
-        "seed": (int, SEED), "safe_action": (str | tuple[float, ...], None), "onnx.opset": (int, Interval(7, 30)),
-        "onnx.ir_version": (int, Interval(3, 20)), "c": (bool | str, None), "c_prefix": (str, None),
+        "seed": (int, SEED), "safe_action": (str | tuple[float, ...], None),
+        # what torch's TorchScript exporter writes (opset <= 20) and ONNX Runtime runs; the ends of both ranges are
+        # exported in tests/robo_rl/export/test_bundle.py
+        "onnx.opset": (int, Interval(8, 20)), "onnx.ir_version": (int, Interval(4, 13)), "c": (bool | str, None), "c_prefix": (str, None),
         "vehicle": (str | None, None),
     },
     "record": {
@@ -180,7 +182,7 @@ def check_options(cfg: DictConfig, command: str, require_all: bool = True) -> No
     if command == "distill":
         from robo_rl.checkpoint import CheckpointError
         from robo_rl.distill import (check_also_tasks, check_env_overrides, check_labelling_teacher,
-                                     check_latency_teacher_labels, check_rollout_overrides,
+                                     check_latency_teacher_labels, check_quadrotor_run, check_rollout_overrides,
                                      check_reads_student_observation, check_teacher, check_teacher_pool)
 
         try:
@@ -191,6 +193,7 @@ def check_options(cfg: DictConfig, command: str, require_all: bool = True) -> No
                     check_labelling_teacher(cfg[option], cfg[checkpoint], cfg.teacher, option)
         except CheckpointError as error:
             raise ConfigError(str(error)) from None
+        check_quadrotor_run(cfg.teacher, "teacher")
         student_env = check_env_overrides(cfg.teacher, cfg.env_overrides, cfg.task)
         check_also_tasks(cfg.teacher, cfg.env_overrides, list(cfg.also_tasks), int(cfg.num_envs))
         if not isinstance(cfg.latency_from, int) or isinstance(cfg.latency_from, bool) or cfg.latency_from < 1:
@@ -217,6 +220,9 @@ def check_options(cfg: DictConfig, command: str, require_all: bool = True) -> No
             require_run_dir(cfg.run, "run")
         except CheckpointError as error:
             raise ConfigError(str(error)) from None
+        from robo_rl.distill import check_quadrotor_run
+
+        check_quadrotor_run(cfg.run, "run")
         if Path(str(cfg.out)).exists() and not Path(str(cfg.out)).is_dir():
             raise ConfigError(f"out={cfg.out} is a file; give a new folder or this pool's")
         from robo_rl.distill import check_env_overrides

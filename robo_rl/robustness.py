@@ -108,7 +108,11 @@ def suite_from_config(cfg: DictConfig | Mapping[str, Any]) -> Suite:
     latencies = tuple(int(v) for v in cfg["latency_steps"])
     if not latencies or len(set(latencies)) != len(latencies) or min(latencies) < 0:
         raise ConfigError(f"latency_steps must be distinct whole numbers >= 0, got {list(latencies)}")
-    start_sets = {str(k): dict(v or {}) for k, v in (cfg["start_sets"] or {}).items()}
+    for name, fields in (cfg["start_sets"] or {}).items():
+        if fields is None:  # it flew learning-to-fly's starts under this name
+            raise ConfigError(f"start_sets.{name} is null: give {{}} for InitialStateConfig's defaults (learning-to-fly's "
+                              f"starts) or its fields, or leave the set out with ~start_sets.{name}")
+    start_sets = {str(k): dict(v) for k, v in (cfg["start_sets"] or {}).items()}
     if not start_sets:
         raise ConfigError("start_sets must name at least one start set (fields of InitialStateConfig)")
     try:
@@ -143,6 +147,10 @@ def suite_from_config(cfg: DictConfig | Mapping[str, Any]) -> Suite:
         task_named(task)  # one ConfigError naming the known tasks
     targets = cfg.get("targets") or {}
     targets = Targets(**{**targets, "latency_steps": tuple(targets.get("latency_steps", Targets.latency_steps))})
+    for option in ("start_set", "specialist_start_set"):  # a typo printed its targets as n/a, "not in this suite"
+        if getattr(targets, option) not in start_sets:
+            raise ConfigError(f"targets.{option} must be one of the start sets ({', '.join(start_sets)}), "
+                              f"got {getattr(targets, option)!r}")
     return Suite(vehicles, latencies, start_sets, float(cfg["wind"]), int(cfg["episodes"]), int(cfg["seed"]),
                  int(cfg["held_out"]["episodes"]), int(cfg["held_out"]["seed"]), specialists, targets,
                  bool(True if cfg.get("firmware_limits") is None else cfg["firmware_limits"]),

@@ -361,6 +361,7 @@ def run_member(folder: Path, index: int, member: dict[str, Any], steps: int, ove
     Its checkpoints, which hold the replay buffer (about 230 MB each), are deleted: the pool needs its best
     policy."""
     run = folder / f"v{index}"
+    shutil.rmtree(run, ignore_errors=True)  # an unfinished attempt (killed mid-run): train refuses a folder with a run
     with open(folder / f"v{index}.log", "w") as log:
         done = subprocess.run(member_command(run, member, steps, overrides), stdout=log, stderr=subprocess.STDOUT)
     if done.returncode == 0:

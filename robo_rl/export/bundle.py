@@ -38,7 +38,7 @@ import numpy as np
 import torch
 from omegaconf import OmegaConf
 
-from robo_rl.checkpoint import agent_from_checkpoint, check_compatible, load_checkpoint, policy_file
+from robo_rl.checkpoint import agent_from_checkpoint, check_compatible, load_run_policy
 from robo_rl.envs import env_spec, make_vector_env
 from robo_rl.export.c_generator import check_prefix, generate_c, generate_layout_header
 from robo_rl.export.errors import ExportError
@@ -186,7 +186,7 @@ def export_bundle(run: str | Path, checkpoint: str | None = "best", out: str | P
     check_vehicle_name(vehicle)
     out = Path(out) if out else Path(run) / "export"
     check_out_folder(out)  # before any work: a folder that cannot be replaced is refused at once
-    state = load_checkpoint(policy_file(run, checkpoint))
+    state = load_run_policy(run, checkpoint)
     run_cfg = OmegaConf.create(state["config"])
     if run_cfg.env.get("privileged_actor", False):
         raise ExportError(f"run={run} is a teacher (env.privileged_actor=true): its policy reads simulator state no "

@@ -54,6 +54,9 @@ class PolicySpec:
                                  f"{previous.weight.shape} then {layer.weight.shape}")
         if not np.all(self.obs_std > 0):
             raise ValueError("obs_std must be > 0 everywhere")
+        if np.shape(self.safe_action) != np.shape(self.action_low):
+            raise ValueError(f"safe_action has {np.size(self.safe_action)} values, the policy {np.size(self.action_low)} "
+                             "actions: give one value per action")
         if not np.all(self.action_low <= self.safe_action) or not np.all(self.safe_action <= self.action_high):
             raise ValueError(f"safe_action {self.safe_action} lies outside the action range")
 

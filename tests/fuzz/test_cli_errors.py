@@ -76,6 +76,28 @@ def test_a_refused_option_leaves_no_run_folder(args, tmp_path):
     assert changed({}, snapshot(tmp_path / "work")) == [], "a refused command wrote files"
 
 
+@pytest.mark.parametrize("args", [
+    ["-m", "robo_rl.train", "seed=3"],
+    # a student written over its own teacher replaced the teacher's policy, config and Hydra record
+    ["-m", "robo_rl.distill", "teacher=run", "checkpoint=best"],
+])
+def test_a_new_run_into_a_folder_that_holds_a_run_is_refused_and_the_run_left_as_it_was(args, tmp_path):
+    run = tmp_path / "work" / "run"
+    (run / ".hydra").mkdir(parents=True)
+    (run / "checkpoints").mkdir()
+    (run / "config.yaml").write_text("env: {}\nagent: {}\ntotal_env_steps: 1000\n")  # what makes it a run's
+    (run / "best_policy.pt").write_bytes(b"a policy")
+    (run / ".hydra" / "overrides.yaml").write_text("- seed=0\n")
+    before = snapshot(tmp_path / "work")
+    result = run_cli([*args, "hydra.run.dir=run"], tmp_path)
+    assert result.returncode == USER_ERROR_STATUS, result.stderr
+    assert result.stderr.strip().splitlines() == [
+        "error: hydra.run.dir=run already holds a run (config.yaml, best_policy.pt, checkpoints); "
+        + ("continue it with resume=run, or give" if "robo_rl.train" in args else "give")
+        + " a new folder (or delete that one first)"], result.stderr
+    assert changed(before, snapshot(tmp_path / "work")) == []
+
+
 def test_a_bug_is_a_traceback_and_status_1(tmp_path):
     program = ("from robo_rl.cli import command\n"
                "@command\n"
@@ -121,6 +143,7 @@ def test_one_line_folds_multiline_messages():
 @pytest.mark.parametrize("overrides, message", [
     (["seed=-1"], r"seed must lie in \[0, 4294967295\], got -1"),
     (["num_envs=0"], r"num_envs must lie in \[1, 1048576\], got 0"),
+    (["torch_threads=0"], r"torch_threads must lie in \[1, 4096\], got 0"),  # was torch's RuntimeError, a traceback
     (["buffer.offline_ratio=nan"], "buffer.offline_ratio must be a finite number, got nan"),
     (["device=gpu"], "device must be auto, cpu, cuda, cuda:<index> or mps, got 'gpu'"),
     (["privileged_critic=maybe"], "privileged_critic must be true, false or auto"),
@@ -158,6 +181,9 @@ def test_train_options_are_checked_once_composed(overrides, message):
     ("export", ["run=r", "safe_action=[nan, 0]"], "safe_action"),
     ("record", ["dataset=d", "expert_noise=-1"], r"expert_noise must lie in \[0, 10\], got -1"),
     ("distill", ["teacher=r", "num_envs=0"], r"num_envs must lie in \[1, 1048576\], got 0"),
+    ("distill", ["teacher=r", "torch_threads=0"], r"torch_threads must lie in \[1, 4096\], got 0"),
+    ("distill", ["teacher=r", "distillation.pre_squash_weight=-1"], r"distillation.pre_squash_weight must lie in \[0, 100\]"),
+    ("export", ["run=r", "onnx.opset=7"], r"onnx.opset must lie in \[8, 20\], got 7"),
     ("distill", ["teacher=r", "difficulty=1.5"], r"difficulty must lie in \[0, 1\], got 1.5"),
     ("distill", ["teacher=/nonexistent"], "teacher=/nonexistent is not a training run directory"),
     ("distill", ["teacher=r", "teacher_pool_share=1.5"], r"teacher_pool_share must lie in \[0, 1\], got 1.5"),
@@ -171,6 +197,21 @@ def test_other_commands_options(command, overrides, message):
     with initialize_config_dir(config_dir=CONFIGS, version_base="1.3"):
         cfg = compose(config_name=command, overrides=overrides)
         with pytest.raises(ConfigError, match=message):
+            check_options(cfg, command)
+
+
+@pytest.mark.parametrize("command, option", [("distill", "teacher"), ("teacher_pool", "run")])
+def test_an_arm_run_where_a_quadrotor_run_is_needed_is_one_error(command, option, tmp_path):
+    """distill teacher=<an arm run> was an AttributeError traceback; the teacher pool's was about latency."""
+    arm = tmp_path / "arm"
+    arm.mkdir()
+    (arm / "config.yaml").write_text("env: {id: robo_rl/ArmReach-v0}\nagent: {}\ntotal_env_steps: 600\n")
+    (arm / "best_policy.pt").write_bytes(b"a policy")
+    with initialize_config_dir(config_dir=CONFIGS, version_base="1.3"):
+        cfg = compose(config_name=command, overrides=[f"{option}={arm}", "checkpoint=best" if command == "distill"
+                                                      else f"out={tmp_path / 'pool'}"])
+        with pytest.raises(ConfigError, match=f"{option}={arm} flies robo_rl/ArmReach-v0; give a quadrotor run "
+                                              r"\(one of robo_rl/Crazyflie"):
             check_options(cfg, command)
 
 

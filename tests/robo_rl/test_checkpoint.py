@@ -325,3 +325,28 @@ def test_a_full_disk_while_saving_keeps_the_previous_file_removes_the_partial_on
     with pytest.raises(ValueError, match="not a disk"):  # any other failure passes through unchanged
         write_atomically(final, lambda f: (_ for _ in ()).throw(ValueError("not a disk problem")))
     assert final.read_bytes() == before and sorted(p.name for p in tmp_path.iterdir()) == ["best_policy.pt"]
+
+
+def test_a_checkpoint_file_of_another_env_is_refused_not_recorded_as_the_runs(trained_run, tmp_path):
+    """evaluate run=<hover run> checkpoint=<an arm run's policy> flew the arm and wrote the result into the hover
+    run's evaluations; export wrote an arm bundle that named the hover run."""
+    from omegaconf import OmegaConf
+
+    other = tmp_path / "arm"
+    other.mkdir()
+    config = OmegaConf.load(trained_run / "config.yaml")
+    config.env.id = "robo_rl/ArmReach-v0"
+    OmegaConf.save(config, other / "config.yaml")
+    policy = trained_run / "best_policy.pt"
+    expected = f"checkpoint={policy} is a policy of robo_rl/CrazyflieHover-v0, run={other} flies robo_rl/ArmReach-v0"
+    with pytest.raises(CheckpointError, match=expected):
+        evaluate_run(other, checkpoint=str(policy), episodes=2)
+    with pytest.raises(CheckpointError, match=expected):
+        export_bundle(other, checkpoint=str(policy), out=tmp_path / "bundle", pairs=8, c="false")
+    assert sorted(p.name for p in other.iterdir()) == ["config.yaml"]
+    # a file of the run's own env is taken as before (a checkpoint copied out of the run, say)
+    assert evaluate_run(trained_run, checkpoint=str(policy), episodes=2)["env_id"] == "robo_rl/CrazyflieHover-v0"
+    with pytest.raises(CheckpointError, match="checkpoint=last: .* keeps no checkpoints, only its best_policy.pt; "
+                                              "give checkpoint=best"):
+        shutil.copytree(trained_run, tmp_path / "kept", ignore=shutil.ignore_patterns("checkpoints"))
+        evaluate_run(tmp_path / "kept", checkpoint="last", episodes=2)

@@ -128,6 +128,10 @@ def test_bad_input_is_one_line_and_creates_nothing(trained_run, tmp_path):
         ([f"run={run}", "start_sets.moderate.max_tilt_deg=400"],
          "error: start_sets.moderate: config.initial_state.max_tilt_deg"),
         ([f"run={run}", "episodes=0"], "error: episodes must lie in [1, 1000000], got 0"),
+        # a typo printed the target as "n/a: not in this suite"; a null set flew learning-to-fly's starts as "moderate"
+        ([f"run={run}", "targets.start_set=moderat"],
+         "error: targets.start_set must be one of the start sets (l2f, moderate), got 'moderat'"),
+        ([f"run={run}", "start_sets.moderate=null"], "error: start_sets.moderate is null: give {} for"),
     ]
     before = sorted(tmp_path.rglob("*"))
     result = _commands([argv for argv, _ in cases])

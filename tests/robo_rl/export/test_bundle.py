@@ -108,7 +108,21 @@ def test_export_command_writes_the_bundle_and_rejects_bad_requests(trained_run, 
         export_bundle(trained_run, out=tmp_path / "c", safe_action="zero")
     with pytest.raises(ValueError, match="outside the action range"):
         export_bundle(trained_run, out=tmp_path / "c", safe_action=[2.0, 0, 0, 0])
+    with pytest.raises(ValueError, match="safe_action has 2 values, the policy 4 actions"):  # was numpy's broadcast error
+        export_bundle(trained_run, out=tmp_path / "c", safe_action=[0.5, 0.5])
     assert not (tmp_path / "c").exists()  # nothing half-written
+
+
+@pytest.mark.parametrize("end", ["low", "high"])
+def test_each_end_of_the_declared_onnx_ranges_exports_and_runs(trained_run, tmp_path, end):
+    """Every opset and IR version the options allow gives a bundle ONNX Runtime runs (opset 7, IR 3 and opset
+    24 were tracebacks inside the ranges once declared)."""
+    from robo_rl.options import OPTIONS
+
+    opset, ir_version = (getattr(OPTIONS["export"][name][1], end) for name in ("onnx.opset", "onnx.ir_version"))
+    out = export_bundle(trained_run, out=tmp_path / "b", pairs=8, c="false", opset=int(opset), ir_version=int(ir_version))
+    verification = json.loads((out / "policy.json").read_text())["verification"]
+    assert verification["onnxruntime_max_abs_error"] <= verification["tolerance"]
 
 
 def test_an_unknown_vehicle_is_refused_with_one_line_before_anything_is_written(trained_run, tmp_path):
