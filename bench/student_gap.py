@@ -63,6 +63,8 @@ def members_of(run: Path, names: list[str] | None) -> list[PoolMember]:
     folders = {Path(r).parent for r in recorded}
     members = {str(m.run): m for folder in folders for m in pool_members(folder)}
     kept = [members[r] for r in recorded if r in members]
+    if not kept:  # the pool folder was moved or emptied since the student was distilled
+        sys.exit(f"{run}: none of its {len(recorded)} pool members is in {', '.join(map(str, sorted(folders)))} any more")
     if names:
         unknown = sorted(set(names) - {m.run.name for m in kept})
         if unknown:

@@ -376,11 +376,17 @@ def fly_family(family_run: Path, student: SAC, identity: Identity | None, studen
 
 
 def run_reporting_errors(main: Callable[[], None]) -> None:
-    """Run a bench script's `main`: a missing or foreign run gives one line and exit 2."""
+    """Run a bench script's `main`: a missing or foreign run, or an argument it refuses (`sys.exit(<message>)`),
+    gives one line and exit 2, as the `python -m robo_rl...` commands do."""
     try:
         main()
     except (CheckpointError, ConfigError) as error:
         print(f"error: {error}", file=sys.stderr)
+        sys.exit(2)
+    except SystemExit as stop:
+        if not isinstance(stop.code, str):  # argparse's own exit 2, or a plain exit status
+            raise
+        print(f"error: {stop.code}", file=sys.stderr)
         sys.exit(2)
 
 

@@ -98,6 +98,17 @@ def test_a_new_run_into_a_folder_that_holds_a_run_is_refused_and_the_run_left_as
     assert changed(before, snapshot(tmp_path / "work")) == []
 
 
+def test_a_bench_scripts_refused_argument_is_one_line_and_status_2(tmp_path):
+    """It was the message alone, with status 1."""
+    run = tmp_path / "work" / "run"
+    run.mkdir(parents=True)
+    (run / "config.yaml").write_text("env: {id: robo_rl/CrazyflieHover-v0}\nagent: {}\ntotal_env_steps: 1000\n")
+    (run / "best_policy.pt").write_bytes(b"a policy")
+    result = run_cli([str(ROOT / "bench" / "student_gap.py"), "run", "--episodes", "0"], tmp_path)
+    assert result.returncode == USER_ERROR_STATUS, result.stderr
+    assert result.stderr.strip().splitlines() == ["error: --episodes 0: must be at least 1"], result.stderr
+
+
 def test_a_bug_is_a_traceback_and_status_1(tmp_path):
     program = ("from robo_rl.cli import command\n"
                "@command\n"
