@@ -257,6 +257,33 @@ class CheckOptionsFirst(_hydra_callback_base()):  # type: ignore[misc]
             check_options(task, self.command)
         except Exception as error:  # noqa: BLE001 (Hydra turns a callback's Exception into a warning and goes on)
             raise _TaskFailed(error) from None
+        # the folders Hydra is about to create for this command, deepest first (removed again if it is refused)
+        output = Path(str(config.hydra.run.dir)).absolute()
+        _HYDRA_CREATED[:] = [folder for folder in (output, *output.parents) if not folder.exists()]
+
+
+# set by CheckOptionsFirst for a single run (not a sweep): the output folder and the parents Hydra creates for it
+_HYDRA_CREATED: list[Path] = []
+
+
+def remove_refused_record(created: list[Path]) -> None:
+    """Remove the output folder Hydra made for a command refused in its task (a user's mistake found after the
+    options' check) and the parents made with it (`created`, deepest first), where it holds nothing but Hydra's
+    record and the command's log: it looked like a run or an evaluation, in the user's run folder."""
+    import shutil
+
+    from hydra.core.hydra_config import HydraConfig
+
+    if not created or not created[0].is_dir() or Path(HydraConfig.get().runtime.output_dir).absolute() != created[0]:
+        return
+    record = {".hydra", ".hydra_resumes"} | {p.name for p in created[0].glob("*.log")}
+    if any(p.name not in record for p in created[0].iterdir()):
+        return  # the command wrote something of its own: keep it for the user to see
+    shutil.rmtree(created[0])
+    for parent in created[1:]:
+        if not parent.is_dir() or any(parent.iterdir()):
+            return
+        parent.rmdir()
 
 
 # the commands whose output folder (hydra.run.dir) becomes a run: train (unless it resumes one) and distill
@@ -285,12 +312,15 @@ def hydra_command(config_path: str, config_name: str, version_base: str = "1.3")
     def decorate(task: F) -> F:
         @functools.wraps(task)  # Hydra finds config_path from the task's module through __wrapped__
         def guarded(cfg: Any, *args: Any, **kwargs: Any) -> Any:
+            created, _HYDRA_CREATED[:] = list(_HYDRA_CREATED), []  # this task's, never a previous one's
             try:
                 from robo_rl.options import check_options
 
                 check_options(cfg, config_name)  # every option's type and range, before any work
                 return task(cfg, *args, **kwargs)
             except Exception as error:  # noqa: BLE001 (reported by `command`, outside Hydra)
+                if is_user_error(error):
+                    remove_refused_record(created)
                 raise _TaskFailed(error) from None
 
         return command(hydra.main(config_path=config_path, config_name=config_name, version_base=version_base)(guarded))

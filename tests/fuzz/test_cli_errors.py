@@ -109,6 +109,24 @@ def test_a_bench_scripts_refused_argument_is_one_line_and_status_2(tmp_path):
     assert result.stderr.strip().splitlines() == ["error: --episodes 0: must be at least 1"], result.stderr
 
 
+@pytest.mark.parametrize("args", [
+    ["-m", "robo_rl.evaluate", "vehicle=crazyflie_rltool"],
+    ["-m", "robo_rl.robustness", "checkpoint=no_such_file.pt"],
+    ["-m", "robo_rl.export", "c_prefix=1bad"],
+])
+def test_a_command_refused_in_its_task_leaves_nothing_in_the_run(args, trained_run, tmp_path):
+    """Refused after Hydra had made its output folder inside the run (evaluations/hydra/<time>, robustness/<time>,
+    export_logs/<time>): the folder with Hydra's record and an empty log stayed, like an evaluation's."""
+    import shutil
+
+    run = tmp_path / "work" / "run"
+    shutil.copytree(trained_run, run)
+    before = snapshot(tmp_path / "work")
+    result = run_cli([*args, "run=run"], tmp_path)
+    assert result.returncode == USER_ERROR_STATUS and len(result.stderr.strip().splitlines()) == 1, result.stderr
+    assert changed(before, snapshot(tmp_path / "work")) == []
+
+
 def test_a_bug_is_a_traceback_and_status_1(tmp_path):
     program = ("from robo_rl.cli import command\n"
                "@command\n"
