@@ -255,11 +255,11 @@ class CheckOptionsFirst(_hydra_callback_base()):  # type: ignore[misc]
             if self.command in NEW_RUN_COMMANDS and not task.get("resume"):
                 check_new_run_dir(str(config.hydra.run.dir), self.command)
             check_options(task, self.command)
+            # the folders Hydra is about to create for this command, deepest first (removed again if it is refused)
+            output = Path(str(config.hydra.run.dir)).absolute()
+            _HYDRA_CREATED[:] = [folder for folder in (output, *output.parents) if not folder.exists()]
         except Exception as error:  # noqa: BLE001 (Hydra turns a callback's Exception into a warning and goes on)
             raise _TaskFailed(error) from None
-        # the folders Hydra is about to create for this command, deepest first (removed again if it is refused)
-        output = Path(str(config.hydra.run.dir)).absolute()
-        _HYDRA_CREATED[:] = [folder for folder in (output, *output.parents) if not folder.exists()]
 
 
 # set by CheckOptionsFirst for a single run (not a sweep): the output folder and the parents Hydra creates for it
