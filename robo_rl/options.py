@@ -223,8 +223,14 @@ def check_options(cfg: DictConfig, command: str, require_all: bool = True) -> No
         from robo_rl.distill import check_quadrotor_run
 
         check_quadrotor_run(cfg.run, "run")
-        if Path(str(cfg.out)).exists() and not Path(str(cfg.out)).is_dir():
+        out = Path(str(cfg.out))
+        if out.exists() and not out.is_dir():
             raise ConfigError(f"out={cfg.out} is a file; give a new folder or this pool's")
+        from robo_rl.teacher_pool import POOL_FILE
+
+        if out.is_dir() and any(out.iterdir()) and not (out / POOL_FILE).is_file():  # a run, say: its logs went there
+            raise ConfigError(f"out={cfg.out} is a folder that holds no teacher pool ({POOL_FILE}); give a new folder "
+                              "or this pool's")
         from robo_rl.distill import check_env_overrides
 
         most = int(check_env_overrides(cfg.run, cfg.env_overrides).randomization.latency_steps[1])
@@ -234,7 +240,10 @@ def check_options(cfg: DictConfig, command: str, require_all: bool = True) -> No
                               "control steps late; give at most that")
         from robo_rl.teacher_pool import drawn_pool
 
-        drawn_pool(cfg)  # too few vehicles at min_latency or in a focus region: refused before the folder is made
+        from robo_rl.teacher_pool import check_member_overrides
+
+        # too few vehicles at min_latency or in a focus region: refused before the folder is made
+        check_member_overrides(drawn_pool(cfg)[1][0], list(cfg.overrides or []), int(cfg.steps))
         if cfg.ray_address not in (None, "local"):
             from robo_rl.distributed.cluster import ClusterError, check_reachable, joined_cluster
 
@@ -248,7 +257,7 @@ def check_options(cfg: DictConfig, command: str, require_all: bool = True) -> No
                 raise ConfigError(str(error)) from None
     if command == "export" and "c" in cfg and c_choice(cfg.c) not in ("auto", "true", "false"):
         raise ConfigError(f"c must be auto, true or false, got {cfg.c!r}")
-    if command == "export" and OmegaConf.select(cfg, "vehicle", default=None) is not None:
+    if command in ("evaluate", "export") and OmegaConf.select(cfg, "vehicle", default=None) is not None:
         from robo_rl.export.bundle import check_vehicle_name
         from robo_rl.export.errors import ExportError
 

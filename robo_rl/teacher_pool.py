@@ -351,6 +351,26 @@ def member_command(run: Path, member: dict[str, Any], steps: int, overrides: Seq
             "torch_threads=1", "logging.progress_bar=false", *overrides, f"hydra.run.dir={run}"]
 
 
+def check_member_overrides(member: dict[str, Any], overrides: Sequence[str], steps: int) -> None:
+    """ConfigError naming `overrides=` where the member command they make does not compose (an unknown key, bad
+    syntax), so that a typo is refused once, not by every member after the pool has started; a value
+    `robo_rl.train` refuses still fails each member, whose log names it."""
+    from hydra import compose
+    from hydra.core.global_hydra import GlobalHydra
+
+    from robo_rl.cli import is_user_error, one_line
+
+    if not overrides or not GlobalHydra.instance().is_initialized():  # outside a Hydra command: the members check
+        return
+    args = [arg for arg in member_command(Path("unused"), member, steps, overrides)[3:] if not arg.startswith("hydra.")]
+    try:
+        compose(config_name="train", overrides=args)
+    except Exception as error:  # noqa: BLE001 (Hydra's and OmegaConf's composition errors have no common base)
+        if not is_user_error(error):
+            raise
+        raise ConfigError(f"overrides={list(overrides)}: {one_line(error)}") from None
+
+
 def best_success(run: Path) -> float:
     """The best success rate a finished run's training evaluations reached."""
     return max(float(entry["success_rate"]) for entry in json.loads((run / SUMMARY).read_text())["history"])

@@ -110,7 +110,7 @@ def test_a_bench_scripts_refused_argument_is_one_line_and_status_2(tmp_path):
 
 
 @pytest.mark.parametrize("args", [
-    ["-m", "robo_rl.evaluate", "vehicle=crazyflie_rltool"],
+    ["-m", "robo_rl.evaluate", "latency_steps=[3,1]"],
     ["-m", "robo_rl.robustness", "checkpoint=no_such_file.pt"],
     ["-m", "robo_rl.export", "c_prefix=1bad"],
 ])
@@ -206,6 +206,8 @@ def test_train_options_are_checked_once_composed(overrides, message):
 @pytest.mark.parametrize("command, overrides, message", [
     ("evaluate", ["run=r", "episodes=0"], r"episodes must lie in \[1, 1000000\], got 0"),
     ("evaluate", ["run=r", "latency_steps=[1]"], "latency_steps must be a list of 2 integers"),
+    ("evaluate", ["run=r", "vehicle="], "vehicle= is not a known vehicle"),  # it evaluated the run's own, "changes: none"
+    ("evaluate", ["run=r", "vehicle=crazyflie_rltool"], "vehicle=crazyflie_rltool is not a known vehicle"),
     ("export", ["run=r", "pairs=4"], r"pairs must lie in \[8, 100000\], got 4"),
     ("export", ["run=r", "safe_action=[nan, 0]"], "safe_action"),
     ("record", ["dataset=d", "expert_noise=-1"], r"expert_noise must lie in \[0, 10\], got -1"),
@@ -242,6 +244,13 @@ def test_an_arm_run_where_a_quadrotor_run_is_needed_is_one_error(command, option
         with pytest.raises(ConfigError, match=f"{option}={arm} flies robo_rl/ArmReach-v0; give a quadrotor run "
                                               r"\(one of robo_rl/Crazyflie"):
             check_options(cfg, command)
+        if command == "teacher_pool":  # a run given as the pool's folder got its pool.json and logs
+            quadrotor = tmp_path / "quadrotor"
+            quadrotor.mkdir()
+            (quadrotor / "config.yaml").write_text("env: {id: robo_rl/CrazyflieHover-v0}\nagent: {}\ntotal_env_steps: 1\n")
+            cfg = compose(config_name=command, overrides=[f"run={quadrotor}", f"out={arm}"])
+            with pytest.raises(ConfigError, match=f"out={arm} is a folder that holds no teacher pool"):
+                check_options(cfg, command)
 
 
 def test_command_passes_through_success_and_system_exit():

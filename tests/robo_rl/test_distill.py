@@ -608,6 +608,14 @@ def test_a_pool_member_that_fails_leaves_the_others_trained_and_is_named_with_it
     assert "2 of the 2 pool members to train failed (v0, v1); see" in last and "Traceback" not in failing.stderr
     for i in range(2):
         assert "agent.batch_size" in (out / f"v{i}.log").read_text()
+    # an override that does not even compose is refused once, before the pool's folder or any member
+    typo = subprocess.run([PYTHON, "-m", "robo_rl.teacher_pool", f"run={student_run}", f"out={tmp_path / 'typo'}",
+                           "size=2", "min_latency=1", "steps=2000", "overrides=[\"agent.batch_sise=64\"]"],
+                          capture_output=True, text=True, timeout=600)
+    lines = typo.stderr.strip().splitlines()
+    assert typo.returncode == 2 and len(lines) == 1, typo.stderr
+    assert lines[0].startswith("error: overrides=['agent.batch_sise=64']: Could not override 'agent.batch_sise'"), lines
+    assert not (tmp_path / "typo").exists()
 
 
 FAMILY_ENV = {"id": "robo_rl/CrazyflieHover-v0", "backend": "torch", "compile": False, "overrides": {"randomization": {
