@@ -228,7 +228,9 @@ def check_options(cfg: DictConfig, command: str, require_all: bool = True) -> No
             raise ConfigError(f"out={cfg.out} is a file; give a new folder or this pool's")
         from robo_rl.teacher_pool import POOL_FILE
 
-        if out.is_dir() and any(out.iterdir()) and not (out / POOL_FILE).is_file():  # a run, say: its logs went there
+        # a run, say, whose folder got the pool's logs; Hydra's own log of this command is there by the task's check
+        held = [entry for entry in out.iterdir() if entry.name != "teacher_pool.log"] if out.is_dir() else []
+        if held and not (out / POOL_FILE).is_file():
             raise ConfigError(f"out={cfg.out} is a folder that holds no teacher pool ({POOL_FILE}); give a new folder "
                               "or this pool's")
         from robo_rl.distill import check_env_overrides
