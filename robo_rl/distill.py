@@ -41,7 +41,7 @@ from robo_rl.agents.distillation import AggregatedDataset, DistillationConfig, S
 from robo_rl.agents.sac import SAC, SACConfig
 from robo_rl.checkpoint import CheckpointError, policy_file, require_run_dir, save_best_policy, save_checkpoint
 from robo_rl.cli import hydra_command
-from robo_rl.envs import env_spec, make_vector_env, task_env
+from robo_rl.envs import check_quadrotor_env, env_spec, make_vector_env, task_env
 from robo_rl.evaluate import load_policy
 from robo_rl.evaluation import as_tensor, evaluate_policy
 from robo_rl.plotting import plot_learning_curve
@@ -61,14 +61,9 @@ def check_teacher(run: Any, checkpoint: str | None = "last", role: str = "teache
     return folder
 
 
-def check_quadrotor_run(run: Any, option: str) -> None:
-    """ConfigError unless the run `run` (given as `option`) flies a quadrotor: distillation and the teacher pool
-    work on vehicles, their latency and their rotors."""
-    from sim.registration import QUADROTOR_ENV_IDS
-
-    env_id = OmegaConf.load(Path(str(run)) / "config.yaml").env.id
-    if env_id not in QUADROTOR_ENV_IDS:
-        raise ConfigError(f"{option}={run} flies {env_id}; give a quadrotor run (one of {', '.join(QUADROTOR_ENV_IDS)})")
+def check_quadrotor_run(run: Any, option: str, who: str) -> None:
+    """ConfigError unless the run `run` (given as `option`) flies a quadrotor, as `who` needs."""
+    check_quadrotor_env(OmegaConf.select(OmegaConf.load(Path(str(run)) / "config.yaml"), "env.id"), f"{option}={run}", who)
 
 
 def check_labelling_teacher(run: Any, checkpoint: str | None, teacher: Any, role: str) -> str:
@@ -82,10 +77,8 @@ def check_labelling_teacher(run: Any, checkpoint: str | None, teacher: Any, role
                               "the student's observation")
     if own.id != theirs.id:
         raise CheckpointError(f"{role}={run} flies {own.id}, teacher={teacher} flies {theirs.id}")
-    from sim.registration import QUADROTOR_ENV_IDS
-
-    if theirs.id not in QUADROTOR_ENV_IDS:  # only quadrotors have rotor time constants and latency to route by
-        raise CheckpointError(f"{role}= needs a quadrotor teacher; teacher={teacher} flies {theirs.id}")
+    # only quadrotors have rotor time constants and latency to route by
+    check_quadrotor_env(theirs.id, f"teacher={teacher}", f"a {role}")
     return folder
 
 

@@ -139,3 +139,13 @@ def task_env(env_cfg: DictConfig, task: str | None) -> DictConfig:
         default_config(QUADROTOR_ENV_IDS[env_cfg.id]).vehicle
     plain = OmegaConf.create(OmegaConf.to_container(env_cfg, resolve=True))
     return OmegaConf.merge(plain, {"id": new.env_id, "overrides": {"vehicle": vehicle}})
+
+
+def check_quadrotor_env(env_id: Any, option: str, who: str) -> None:
+    """ConfigError naming `option` unless `env_id` is a quadrotor env, which `who` (the command that needs one)
+    flies: it sets the vehicle, its latency and its rotors."""
+    from sim.registration import QUADROTOR_ENV_IDS
+
+    if not isinstance(env_id, str) or env_id not in QUADROTOR_ENV_IDS:
+        raise ConfigError(f"{option}: {who} flies quadrotors ({', '.join(QUADROTOR_ENV_IDS)}); this run's env is "
+                          f"{env_id}")

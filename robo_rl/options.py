@@ -193,7 +193,7 @@ def check_options(cfg: DictConfig, command: str, require_all: bool = True) -> No
                     check_labelling_teacher(cfg[option], cfg[checkpoint], cfg.teacher, option)
         except CheckpointError as error:
             raise ConfigError(str(error)) from None
-        check_quadrotor_run(cfg.teacher, "teacher")
+        check_quadrotor_run(cfg.teacher, "teacher", "distillation")
         student_env = check_env_overrides(cfg.teacher, cfg.env_overrides, cfg.task)
         check_also_tasks(cfg.teacher, cfg.env_overrides, list(cfg.also_tasks), int(cfg.num_envs))
         if not isinstance(cfg.latency_from, int) or isinstance(cfg.latency_from, bool) or cfg.latency_from < 1:
@@ -222,7 +222,7 @@ def check_options(cfg: DictConfig, command: str, require_all: bool = True) -> No
             raise ConfigError(str(error)) from None
         from robo_rl.distill import check_quadrotor_run
 
-        check_quadrotor_run(cfg.run, "run")
+        check_quadrotor_run(cfg.run, "run", "the teacher pool")
         out = Path(str(cfg.out))
         if out.exists() and not out.is_dir():
             raise ConfigError(f"out={cfg.out} is a file; give a new folder or this pool's")

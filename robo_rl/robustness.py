@@ -32,7 +32,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from robo_rl.checkpoint import check_compatible, require_run_dir
 from robo_rl.cli import hydra_command
-from robo_rl.envs import env_spec, make_vector_env, task_env
+from robo_rl.envs import check_quadrotor_env, env_spec, make_vector_env, task_env
 from robo_rl.evaluate import load_policy
 from robo_rl.evaluation import evaluate_policy
 from robo_rl.train import select_device
@@ -41,7 +41,8 @@ from sim.quadrotor import episode_starts
 from sim.quadrotor.config import make_config
 from sim.quadrotor.model import VEHICLES, QuadrotorParams, load_model, thrust_to_weight
 from sim.quadrotor.tasks import task_named
-from sim.registration import QUADROTOR_ENV_IDS
+
+SUITE = "the robustness suite"  # what flies the runs it is given, in its errors
 
 STATE_FIELDS = ("position", "quaternion", "velocity", "angular_velocity")
 
@@ -176,18 +177,11 @@ def _held_out_start_set(name: Any, start_sets: Mapping[str, Any]) -> str | None:
     return name
 
 
-def check_quadrotor_env(env_id: Any, option: str) -> None:
-    """ConfigError naming `option` unless `env_id` is a quadrotor env (the suite sets its vehicle)."""
-    if not isinstance(env_id, str) or env_id not in QUADROTOR_ENV_IDS:
-        raise ConfigError(f"{option}: the robustness suite flies quadrotors ({', '.join(QUADROTOR_ENV_IDS)}); this "
-                          f"run's env is {env_id}")
-
-
 def check_run(run: Any, option: str = "run") -> None:
     """ConfigError or CheckpointError naming `option` unless `run` is a run with a policy, trained on a
     quadrotor env."""
     require_run_dir(run, option=option, need_policy=True)
-    check_quadrotor_env(OmegaConf.select(OmegaConf.load(Path(str(run)) / "config.yaml"), "env.id"), f"{option}={run}")
+    check_quadrotor_env(OmegaConf.select(OmegaConf.load(Path(str(run)) / "config.yaml"), "env.id"), f"{option}={run}", SUITE)
 
 
 def start_states(env_config: Any, start_set: Mapping[str, Any], n: int, seed: int) -> dict[str, np.ndarray]:
@@ -275,7 +269,7 @@ def load_flying(run: str | Path, checkpoint: str | None, device: torch.device,
     """A run's policy (load_policy) with its env config flying `task` on the run's vehicles (None: its own)."""
     state, run_cfg, agent = load_policy(run, checkpoint, device)
     if task is not None:
-        check_quadrotor_env(run_cfg.env.id, f"run={run}")
+        check_quadrotor_env(run_cfg.env.id, f"run={run}", SUITE)
         run_cfg = OmegaConf.merge(run_cfg, {"env": task_env(run_cfg.env, task)})
     return state, run_cfg, agent
 
@@ -285,7 +279,7 @@ def run_suite(run: str | Path, suite: Suite, checkpoint: str | None = "best", de
     start = time.perf_counter()
     device_ = select_device(device)
     state, run_cfg, agent = load_flying(run, checkpoint, device_, suite.task)
-    check_quadrotor_env(run_cfg.env.id, f"run={run}")
+    check_quadrotor_env(run_cfg.env.id, f"run={run}", SUITE)
     cells = suite.cells()
     results = evaluate_cells(state, run_cfg, lambda o: agent.act(o, deterministic=True), cells, suite, device_)
     specialist_results: dict[Cell, dict[str, Any]] = {}  # each cell: the best of the specialists that fly it

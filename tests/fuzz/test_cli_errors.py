@@ -241,8 +241,8 @@ def test_an_arm_run_where_a_quadrotor_run_is_needed_is_one_error(command, option
     with initialize_config_dir(config_dir=CONFIGS, version_base="1.3"):
         cfg = compose(config_name=command, overrides=[f"{option}={arm}", "checkpoint=best" if command == "distill"
                                                       else f"out={tmp_path / 'pool'}"])
-        with pytest.raises(ConfigError, match=f"{option}={arm} flies robo_rl/ArmReach-v0; give a quadrotor run "
-                                              r"\(one of robo_rl/Crazyflie"):
+        with pytest.raises(ConfigError, match=f"{option}={arm}: .* flies quadrotors \\(robo_rl/Crazyflie.*\\); this "
+                                              "run's env is robo_rl/ArmReach-v0"):
             check_options(cfg, command)
         if command == "teacher_pool":  # a run given as the pool's folder got its pool.json and logs
             quadrotor = tmp_path / "quadrotor"

@@ -296,7 +296,8 @@ def test_named_vehicles_fly_their_published_physics_even_where_the_run_overrode_
 @pytest.mark.parametrize("env_id", [["robo_rl/CrazyflieHover-v0"], {"id": 1}, None, "robo_rl/ArmReach-v0"])
 def test_a_run_whose_env_id_is_no_quadrotor_id_is_refused_with_one_line(env_id):
     """An edited config.yaml may hold any YAML value as env.id: a list or mapping must not escape as a TypeError."""
-    from robo_rl.robustness import check_quadrotor_env
+    from robo_rl.envs import check_quadrotor_env
+    from robo_rl.robustness import SUITE
 
     with pytest.raises(ConfigError, match="run=x: the robustness suite flies quadrotors"):
-        check_quadrotor_env(env_id, "run=x")
+        check_quadrotor_env(env_id, "run=x", SUITE)
