@@ -186,6 +186,7 @@ def export_bundle(run: str | Path, checkpoint: str | None = "best", out: str | P
     check_vehicle_name(vehicle)
     out = Path(out) if out else Path(run) / "export"
     check_out_folder(out)  # before any work: a folder that cannot be replaced is refused at once
+    out = Path(os.path.abspath(out))  # the staging folder goes beside it: "sub/.." has a parent "sub", "." none
     state = load_run_policy(run, checkpoint)
     run_cfg = OmegaConf.create(state["config"])
     if run_cfg.env.get("privileged_actor", False):
@@ -359,6 +360,10 @@ def check_out_folder(out: Path) -> None:
         return
     if os.path.ismount(out):
         raise ExportError(f"out={out} is a mount point; give a folder inside it for the bundle")
+    here, real = Path.cwd(), Path(os.path.realpath(out))
+    if real in (here, *here.parents):  # replaced whole, it would leave the shell in a deleted folder
+        where = "the current folder" if real == here else "a folder that holds the current one"
+        raise ExportError(f"out={out} is {where}; give a folder for the bundle inside it, e.g. out={out / 'export'}")
     foreign = _not_from_export(out)
     if foreign:
         shown = ", ".join(str(p.relative_to(out)) for p in foreign[:3]) + (", ..." if len(foreign) > 3 else "")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -200,6 +201,21 @@ def test_export_never_deletes_what_it_did_not_create(trained_run, tmp_path):
         check_out_folder(out)
     (tmp_path / "empty").mkdir()
     check_out_folder(tmp_path / "empty")
+
+
+def test_out_that_is_or_holds_the_current_folder_is_refused_and_a_relative_out_is_written(trained_run, tmp_path,
+                                                                                         monkeypatch):
+    (tmp_path / "here").mkdir()
+    monkeypatch.chdir(tmp_path / "here")
+    # once out=. in an empty folder named export's own staging folder (made inside it) as a file it would delete
+    for out, where in ((".", "the current folder"), ("..", "a folder that holds the current one"),
+                       ("sub/..", "the current folder")):
+        (tmp_path / "here" / "sub").mkdir(exist_ok=True)
+        with pytest.raises(ExportError, match=f"out={re.escape(out)} is {where}; give a folder for the bundle inside it"):
+            export_bundle(trained_run, out=out, pairs=8)
+    out = export_bundle(trained_run, out="sub/../bundle", pairs=8)
+    assert out == tmp_path / "here" / "bundle" and (out / "policy.json").is_file()
+    assert sorted(p.name for p in (tmp_path / "here").iterdir()) == ["bundle", "sub"]
 
 
 @pytest.mark.parametrize("prefix", ["../../x", "a/b", "1policy", "int", "", "policy name", "p" * 17])
