@@ -350,9 +350,17 @@ def load_checkpoint(path_or_run_dir: str | Path, map_location: str | torch.devic
     raise CheckpointError(f"no intact checkpoint in {checkpoint_dir(path)}: {'; '.join(errors)}")
 
 
+TORCH_FILE_STARTS = (b"PK\x03\x04", b"\x80")  # torch.save's zip archive; before torch 1.6, a pickle (protocol byte)
+
+
 def _load_file(path: Path, map_location: str | torch.device) -> dict[str, Any]:
     if not path.is_file():
         raise CheckpointError(f"checkpoint {path} does not exist")
+    with path.open("rb") as file:
+        head = file.read(16)
+    if head and not head.startswith(TORCH_FILE_STARTS):  # a log, a JSON record, a YAML config given by mistake
+        raise CheckpointError(f"checkpoint {path} is unreadable: not a file torch.save wrote (it begins {head!r}); a "
+                              "checkpoint is a run's best_policy.pt or a file in its checkpoints/")
     try:
         with torch.serialization.safe_globals(_LEGACY_SAFE_GLOBALS):
             state = torch.load(path, map_location=map_location, weights_only=True)

@@ -276,6 +276,17 @@ def test_a_file_that_is_not_a_checkpoint_is_refused_with_a_reason(tmp_path):
     text.write_text("")
     with pytest.raises(CheckpointError, match=r"is unreadable: EOFError \(not a file torch.save wrote"):
         load_checkpoint(text)
+    # a JSON record given for a checkpoint said only "is unreadable: Unsupported operand 123"
+    record = tmp_path / "pool.json"
+    record.write_text('{"members": []}')
+    with pytest.raises(CheckpointError, match=r"pool.json is unreadable: not a file torch.save wrote \(it begins "
+                                              r"b'\{\"members\": \[\]\}'\); a checkpoint is a run's best_policy.pt"):
+        load_checkpoint(record)
+    for legacy in (False, True):  # both of torch.save's formats reach the checkpoint's own checks
+        torch.save({"format": 0}, tmp_path / "old.pt", _use_new_zipfile_serialization=legacy)
+        with pytest.raises(CheckpointError) as refused:
+            load_checkpoint(tmp_path / "old.pt")
+        assert "not a file torch.save wrote" not in str(refused.value)
 
 
 def test_a_folder_is_a_run_only_with_the_config_train_writes(trained_run, tmp_path):
