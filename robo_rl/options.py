@@ -93,7 +93,7 @@ OPTIONS: dict[str, dict[str, tuple[Any, Interval | None]]] = {
         "env_overrides": (dict[str, Any] | None, None), "focus": (Any, None),
     },
     "export": {
-        "run": (str, None), "checkpoint": (str, None), "out": (str | None, None), "pairs": (int, Interval(8, 10**5)),
+        "run": (str, None), "checkpoint": (str, None), "out": (str | None, None), "pairs": (int, Interval(8, 1024)),
         "seed": (int, SEED), "safe_action": (str | tuple[float, ...], None),
         # what torch's TorchScript exporter writes (opset <= 20) and ONNX Runtime runs; the ends of both ranges are
         # exported in tests/robo_rl/export/test_bundle.py

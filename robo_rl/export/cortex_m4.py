@@ -111,6 +111,10 @@ def verify_on_cortex_m4(c_dir: str | Path, observations: np.ndarray, actions: np
                            f"VECTORS_DIR={build}", f"BUILD={build}", f"EXTRA_CFLAGS=-DPOLICY_KERNEL_FMA={int(fma_kernel)}"],
                           capture_output=True, text=True)
     if make.returncode != 0:
+        overflow = re.search(r"region .FLASH. overflowed by (\d+) bytes", make.stderr)
+        if overflow:
+            raise CortexM4Error(f"the policy and its {len(observations)} test vectors do not fit the STM32F405's "
+                                f"1 MB of flash (by {overflow.group(1)} bytes); export fewer pairs= or a smaller network")
         raise CortexM4Error(f"cross-compilation failed:\n{make.stdout}\n{make.stderr}")
     elf = build / "policy_m4.elf"
     try:

@@ -16,7 +16,7 @@ from robo_rl.export.c_generator import ACTIVATION_C, c_constants, c_float, const
 from robo_rl.export.c_runtime import (STATUS_INVALID_INPUT, STATUS_INVALID_OUTPUT, STATUS_INVALID_WEIGHTS, STATUS_OK,
                                       CompiledPolicy)
 from robo_rl.export.cortex_m4 import verify_on_cortex_m4
-from robo_rl.export.errors import PolicyCheckError
+from robo_rl.export.errors import CortexM4Error, PolicyCheckError
 from robo_rl.export.policy_spec import DeterministicPolicy, PolicySpec
 
 TOLERANCE = 1e-5
@@ -204,6 +204,18 @@ def test_the_emulated_cortex_m4_gives_the_host_statuses_for_overflow_and_changed
     result = verify_on_cortex_m4(changed, vectors[0], np.tile(spec.safe_action, (8, 1)), np.full(8, 3),
                                  build_dir=tmp_path / "m4_changed")
     assert result.report["self_test_failures"] == 8 + 1 and result.report["test_vector_failures"] == 0
+
+
+def test_test_vectors_beyond_the_stm32f405s_flash_are_refused_in_one_line(tmp_path):
+    # export pairs=2048 once ended, after the recording, in the linker's error text ("region `FLASH' overflowed")
+    policy, spec = make_policy("relu")
+    write_c(spec, policy, tmp_path)
+    observations = np.random.default_rng(5).normal(0, 2, (12000, OBS)).astype(np.float32)  # about 1.3 MB of them
+    with torch.no_grad():
+        actions = policy(torch.as_tensor(observations)).numpy()
+    with pytest.raises(CortexM4Error, match=r"^the policy and its 12000 test vectors do not fit the STM32F405's 1 MB "
+                                            r"of flash \(by \d+ bytes\); export fewer pairs= or a smaller network$"):
+        verify_on_cortex_m4(tmp_path, observations, actions, np.zeros(12000, dtype=np.int64), build_dir=tmp_path / "m4")
 
 
 def test_non_finite_input_gives_the_safe_action_and_a_status_never_nan(tmp_path):
