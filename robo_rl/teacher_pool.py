@@ -84,6 +84,9 @@ def pool_members(folder: Any, option: str = "teacher_pool") -> list[PoolMember]:
     path = Path(str(folder))
     if not path.is_dir():
         raise ConfigError(f"{option}={folder} is not a folder; give the folder of the pool's runs")
+    if is_run_dir(path):  # its .hydra folder holds a config.yaml too: it read as an unfinished member
+        raise ConfigError(f"{option}={folder} is a training run, not a pool; give the folder that holds the pool's "
+                          "runs (python -m robo_rl.teacher_pool out=...)")
     runs = sorted((p for p in path.iterdir() if p.is_dir() and is_run_dir(p)), key=lambda p: _natural_key(p.name))
     if not runs:
         raise ConfigError(f"{option}={folder} holds no training run (sub-folders with the config.yaml that "

@@ -494,6 +494,8 @@ def test_a_teacher_pool_flies_its_own_vehicles_labelled_by_their_runs_and_the_fa
     (tmp_path / "empty").mkdir()
     for extra, message in (
             ([f"teacher_pool={tmp_path / 'empty'}"], "holds no training run"),
+            # a run given for the pool: its .hydra folder was read as a member that had not finished training
+            ([f"teacher_pool={pool / 'v0'}"], "is a training run, not a pool; give the folder that holds the pool's runs"),
             ([f"teacher_pool={pool}", "teacher_pool_share=1.0"], "teacher_pool_share must be in (0, 1)"),
             ([f"teacher_pool={pool}", "teacher_pool_min_success=0.95"], "none of the 3 runs of teacher_pool="),
             ([f"teacher_pool={wider.parent}"], "a teacher needs the same past actions and no more past states than the student"),
