@@ -104,15 +104,18 @@ train: $(STAMP)
 # latencies into outputs/specialists/<vehicle>, and one per latency in SPECIALIST_LATENCIES into
 # outputs/specialists/<vehicle>-latency<k> (one trained at 30 ms flies it where the first flies none); each cell's
 # ceiling is the best of them. 500k env steps each, 2-4 min here; SPECIALIST_LATENCIES= for the first kind only.
+# Run again after a stop, it keeps each specialist that finished (summary.json) and resumes one that has checkpoints.
 SPECIALIST_LATENCIES ?= 0 1 2 3
 specialists: $(STAMP)
+	@specialist() { dir=outputs/specialists/$$1; shift; \
+	  if [ -f $$dir/summary.json ]; then echo "$$dir: trained, kept"; \
+	  elif [ -d $$dir/checkpoints ]; then echo "$$dir: resuming"; $(PY) -m robo_rl.train resume=$$dir; \
+	  else $(PY) -m robo_rl.train +experiment=specialist "$$@" hydra.run.dir=$$dir $(ARGS); fi; }; \
 	for vehicle in $$($(PY) -c "from sim.quadrotor.model import VEHICLES; print(*VEHICLES)"); do \
-	  $(PY) -m robo_rl.train +experiment=specialist +env.overrides.vehicle=$$vehicle \
-	    hydra.run.dir=outputs/specialists/$$vehicle $(ARGS) || exit 1; \
+	  specialist $$vehicle +env.overrides.vehicle=$$vehicle || exit 1; \
 	  for latency in $(SPECIALIST_LATENCIES); do \
-	    $(PY) -m robo_rl.train +experiment=specialist +env.overrides.vehicle=$$vehicle \
-	      "env.overrides.randomization.latency_steps=[$$latency,$$latency]" \
-	      hydra.run.dir=outputs/specialists/$$vehicle-latency$$latency $(ARGS) || exit 1; done; done
+	    specialist $$vehicle-latency$$latency +env.overrides.vehicle=$$vehicle \
+	      "env.overrides.randomization.latency_steps=[$$latency,$$latency]" || exit 1; done; done
 
 bench: $(STAMP)
 	$(PY) bench/sim_speed.py
