@@ -45,6 +45,9 @@ $(STAMP): pyproject.toml Makefile
 # hover: they track any reference) into a student of that task; TEACHERS=<run>/teachers reuses the teachers of an
 # earlier run instead of training them (a student in 1-2 min). The single-vehicle recipe (2-3 min): .venv/bin/python -m robo_rl.train
 TIMESTAMP := $(shell date +%Y-%m-%d_%H-%M-%S)
+# SEED is checked before anything is written: a bad one used to leave a teacher's log behind
+check_seed = case "$(SEED)" in ''|*[!0-9]*|???????????*) false;; *) [ "$(SEED)" -le 4294967295 ];; esac || { \
+  echo "SEED=$(SEED) must be a whole number from 0 to 4294967295" >&2; exit 2; }
 RUN ?= outputs/train-$(TIMESTAMP)
 SEED ?= 0
 TASK ?= hover
@@ -74,13 +77,17 @@ FAMILY_STARTS := 'family_starts={position_range: 0.2, max_tilt_deg: 30.0, veloci
 POOL_STUDENT := $(if $(POOL_DIR),teacher_pool=$(POOL_DIR) teacher_pool_latency_from=2 num_envs=1600 \
   distillation.updates_per_iteration=400 $(FAMILY_STARTS))
 train: $(STAMP)
+	@$(PY) -c "import sys; from sim.quadrotor.tasks import TASKS; known = '$(TASK)' in TASKS; \
+	  known or print('TASK=$(TASK) is not a quadrotor task; known: ' + ', '.join(TASKS), file=sys.stderr); sys.exit(0 if known else 2)"
+	@$(call check_seed)
+	@# the teachers are trained into RUN: an earlier run there would get its logs overwritten and new teachers mixed in
+	@if [ -z "$(TEACHERS)" ] && [ -e "$(RUN)" ] && [ -n "$$(ls -A "$(RUN)" 2>/dev/null || echo file)" ]; then \
+	  echo "RUN=$(RUN) already exists; give a new folder$$([ -d "$(RUN)/teachers" ] && echo " (TEACHERS=$(RUN)/teachers reuses its teachers)")" >&2; \
+	  exit 2; fi
+	@for t in $(if $(TEACHERS),family fast_rotors); do [ -f "$(TEACHERS)/$$t/config.yaml" ] || { \
+	  echo "TEACHERS=$(TEACHERS) holds no $$t teacher run ($(TEACHERS)/$$t/config.yaml): give the teachers folder of a make train run" >&2; exit 2; }; done
 	@$(MAKE) --no-print-directory system-deps STRICT=0  # without them the export skips its STM32F405 check
-	@$(PY) -c "import sys; from sim.quadrotor.tasks import TASKS; \
-	  sys.exit(None if '$(TASK)' in TASKS else 'TASK=$(TASK) is not a quadrotor task; known: ' + ', '.join(TASKS))"
-	@if [ -n "$(TEACHERS)" ]; then \
-	  for t in family fast_rotors; do [ -f "$(TEACHERS)/$$t/config.yaml" ] || { \
-	    echo "TEACHERS=$(TEACHERS) holds no $$t teacher run ($(TEACHERS)/$$t/config.yaml): give the teachers folder of a make train run" >&2; exit 2; }; done; \
-	else \
+	@if [ -z "$(TEACHERS)" ]; then \
 	  mkdir -p $(RUN)/teachers; \
 	  echo "training the fast-rotor teacher in the background: $(RUN)/teachers/fast_rotors.log"; \
 	  $(PY) -m robo_rl.train +experiment=hover_family_fast_rotors seed=$(SEED) torch_threads=1 $(TEACHER_CHECKPOINTS) \
@@ -107,6 +114,9 @@ train: $(STAMP)
 # Run again after a stop, it keeps each specialist that finished (summary.json) and resumes one that has checkpoints.
 SPECIALIST_LATENCIES ?= 0 1 2 3
 specialists: $(STAMP)
+	@for latency in $(SPECIALIST_LATENCIES); do case "$$latency" in 0|1|2|3) ;; *) \
+	  echo "SPECIALIST_LATENCIES=$(SPECIALIST_LATENCIES): each must be one of the suite's latencies 0 1 2 3, got $$latency" >&2; \
+	  exit 2;; esac; done
 	@specialist() { dir=outputs/specialists/$$1; shift; \
 	  if [ -f $$dir/summary.json ]; then echo "$$dir: trained, kept"; \
 	  elif [ -d $$dir/checkpoints ]; then echo "$$dir: resuming"; $(PY) -m robo_rl.train resume=$$dir; \

@@ -1,0 +1,74 @@
+"""The Makefile's own variables (SEED, RUN, TEACHERS, TASK, SPECIALIST_LATENCIES): a mistake is refused in one
+line before anything is trained or written. The Python commands are replaced by a recorder, so nothing trains."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _make(tmp_path: Path, *args: str) -> tuple[subprocess.CompletedProcess, list[str]]:
+    """`make <args>` in the repository with PY a recorder of the commands it would run (`-c` checks run for real)."""
+    calls = tmp_path / "calls"
+    recorder = tmp_path / "py"
+    recorder.write_text(f'#!/bin/sh\nif [ "$1" = "-c" ]; then exec {sys.executable} "$@"; fi\necho "$@" >> {calls}\n')
+    recorder.chmod(0o755)
+    env = {key: value for key, value in os.environ.items() if not key.startswith("MAKE")}
+    result = subprocess.run(["make", "--no-print-directory", "-C", str(ROOT), *args, f"PY={recorder}", "STAMP="],
+                            capture_output=True, text=True, env=env, timeout=120)
+    return result, calls.read_text().splitlines() if calls.exists() else []
+
+
+def _digest(folder: Path) -> list[tuple[str, bytes]]:
+    return sorted((str(p.relative_to(folder)), p.read_bytes() if p.is_file() else b"") for p in folder.rglob("*"))
+
+
+@pytest.mark.parametrize("seed", ["abc", "-1", "1.5", "4294967296", "123456789012"])
+def test_a_seed_that_is_not_a_whole_number_is_refused_before_a_teacher_starts(tmp_path, seed):
+    # SEED=abc once left <run>/teachers/fast_rotors.log behind, the fast-rotor teacher refused inside it
+    result, calls = _make(tmp_path, "train", f"SEED={seed}", f"RUN={tmp_path / 'run'}")
+    assert result.returncode != 0 and calls == []
+    assert f"SEED={seed} must be a whole number from 0 to 4294967295" in result.stderr
+    assert not (tmp_path / "run").exists()
+
+
+def test_run_that_holds_an_earlier_run_is_refused_without_teachers_and_nothing_in_it_changes(tmp_path):
+    # once its fast_rotors.log was overwritten, or new teachers trained into a student's folder for 15 minutes
+    run = tmp_path / "run"
+    (run / "teachers" / "family").mkdir(parents=True)
+    (run / "teachers" / "fast_rotors.log").write_text("an earlier teacher's result")
+    (run / "best_policy.pt").write_bytes(b"a policy")
+    before = _digest(run)
+    result, calls = _make(tmp_path, "train", f"RUN={run}")
+    assert result.returncode != 0 and calls == []
+    assert f"RUN={run} already exists; give a new folder (TEACHERS={run}/teachers reuses its teachers)" in result.stderr
+    assert _digest(run) == before
+    (tmp_path / "empty").mkdir()  # an empty folder is a new one
+    result, calls = _make(tmp_path, "train", f"RUN={tmp_path / 'empty'}")
+    assert result.returncode == 0, result.stderr
+    assert [call.split()[:2] for call in calls] == [["-m", "robo_rl.train"]] * 2 + [["-m", "robo_rl.distill"],
+                                                                                  ["-m", "robo_rl.export"]]
+
+
+@pytest.mark.parametrize("variable, message", [
+    ("TEACHERS={nothing}", "TEACHERS={nothing} holds no family teacher run ({nothing}/family/config.yaml)"),
+    ("TASK=hovr", "TASK=hovr is not a quadrotor task; known: hover, reach, figure_eight"),
+])
+def test_teachers_or_task_that_do_not_exist_are_refused_before_anything_runs(tmp_path, variable, message):
+    nothing = tmp_path / "nothing"
+    result, calls = _make(tmp_path, "train", variable.format(nothing=nothing), f"RUN={tmp_path / 'run'}")
+    assert result.returncode != 0 and calls == [] and not (tmp_path / "run").exists()
+    assert message.format(nothing=nothing) in result.stderr
+
+
+def test_specialist_latencies_outside_the_suite_are_refused_before_the_first_specialist(tmp_path):
+    # SPECIALIST_LATENCIES=abc once trained the first specialist (2-4 min) before reaching the bad value
+    result, calls = _make(tmp_path, "specialists", "SPECIALIST_LATENCIES=0 abc")
+    assert result.returncode != 0 and calls == []
+    assert "SPECIALIST_LATENCIES=0 abc: each must be one of the suite's latencies 0 1 2 3, got abc" in result.stderr
