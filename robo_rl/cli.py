@@ -258,32 +258,55 @@ class CheckOptionsFirst(_hydra_callback_base()):  # type: ignore[misc]
             # the folders Hydra is about to create for this command, deepest first (removed again if it is refused)
             output = Path(str(config.hydra.run.dir)).absolute()
             _HYDRA_CREATED[:] = [folder for folder in (output, *output.parents) if not folder.exists()]
+            _HYDRA_EXISTING.clear()
+            _HYDRA_EXISTING.update({folder: {p.name for p in folder.iterdir()} if folder.is_dir() else set()
+                                    for folder in (output / RESUME_RECORDS, output) if output.is_dir()})
         except Exception as error:  # noqa: BLE001 (Hydra turns a callback's Exception into a warning and goes on)
             raise _TaskFailed(error) from None
 
 
-# set by CheckOptionsFirst for a single run (not a sweep): the output folder and the parents Hydra creates for it
+# set by CheckOptionsFirst for a single run (not a sweep): the output folder and the parents Hydra creates for it;
+# or, where the output folder exists (a resume), its entries and those of its resume records before the command
 _HYDRA_CREATED: list[Path] = []
+_HYDRA_EXISTING: dict[Path, set[str]] = {}
+# the folder of a resumed run that holds each resume's Hydra record (train's hydra.output_subdir)
+RESUME_RECORDS = ".hydra_resumes"
 
 
-def remove_refused_record(created: list[Path]) -> None:
+def remove_refused_record(created: list[Path], existing: dict[Path, set[str]]) -> None:
     """Remove the output folder Hydra made for a command refused in its task (a user's mistake found after the
     options' check) and the parents made with it (`created`, deepest first), where it holds nothing but Hydra's
-    record and the command's log: it looked like a run or an evaluation, in the user's run folder."""
+    record and the command's log: it looked like a run or an evaluation, in the user's run folder. Where the
+    output folder existed (a resumed run: `existing`, its folders' entries before), the record and log that
+    Hydra added to it go."""
     import shutil
 
     from hydra.core.hydra_config import HydraConfig
 
-    if not created or not created[0].is_dir() or Path(HydraConfig.get().runtime.output_dir).absolute() != created[0]:
+    output = Path(HydraConfig.get().runtime.output_dir).absolute()
+    for folder, before in existing.items():  # deepest first
+        if folder.is_dir() and (folder == output or folder.parent == output):
+            for path in folder.iterdir():
+                if path.name in before or (folder == output and not _is_hydra_record(path)):
+                    continue
+                if path.is_dir() and not path.is_symlink():
+                    shutil.rmtree(path)
+                else:
+                    path.unlink()
+    if not created or not created[0].is_dir() or output != created[0]:
         return
-    record = {".hydra", ".hydra_resumes"} | {p.name for p in created[0].glob("*.log")}
-    if any(p.name not in record for p in created[0].iterdir()):
+    if not all(_is_hydra_record(p) for p in created[0].iterdir()):
         return  # the command wrote something of its own: keep it for the user to see
     shutil.rmtree(created[0])
     for parent in created[1:]:
         if not parent.is_dir() or any(parent.iterdir()):
             return
         parent.rmdir()
+
+
+def _is_hydra_record(path: Path) -> bool:
+    """Whether `path`, in a command's output folder, is what Hydra writes there: its record or the command's log."""
+    return path.name in (".hydra", RESUME_RECORDS) or path.suffix == ".log"
 
 
 # the commands whose output folder (hydra.run.dir) becomes a run: train (unless it resumes one) and distill
@@ -313,6 +336,8 @@ def hydra_command(config_path: str, config_name: str, version_base: str = "1.3")
         @functools.wraps(task)  # Hydra finds config_path from the task's module through __wrapped__
         def guarded(cfg: Any, *args: Any, **kwargs: Any) -> Any:
             created, _HYDRA_CREATED[:] = list(_HYDRA_CREATED), []  # this task's, never a previous one's
+            existing = dict(_HYDRA_EXISTING)
+            _HYDRA_EXISTING.clear()
             try:
                 from robo_rl.options import check_options
 
@@ -320,7 +345,7 @@ def hydra_command(config_path: str, config_name: str, version_base: str = "1.3")
                 return task(cfg, *args, **kwargs)
             except Exception as error:  # noqa: BLE001 (reported by `command`, outside Hydra)
                 if is_user_error(error):
-                    remove_refused_record(created)
+                    remove_refused_record(created, existing)
                 raise _TaskFailed(error) from None
 
         return command(hydra.main(config_path=config_path, config_name=config_name, version_base=version_base)(guarded))

@@ -43,7 +43,7 @@ from robo_rl.collector import CollectedStep, Collector
 from robo_rl.checkpoint import (CHECKPOINT_FORMAT, CheckpointError, CheckpointWriter, check_compatible,
                                  check_policy_probe, detached_copy, list_checkpoints, load_checkpoint, policy_file,
                                  policy_probe, remove_orphans, require_run_dir, save_best_policy, write_atomically)
-from robo_rl.cli import hydra_command
+from robo_rl.cli import RESUME_RECORDS, hydra_command
 from robo_rl.datasets import load_transitions
 from robo_rl.envs import env_config_at, env_spec, make_vector_env
 from robo_rl.evaluation import evaluate_policy
@@ -62,12 +62,20 @@ class ResumeError(ValueError):
     """`resume=` asks for something a resumed run cannot do (change its config, train nothing)."""
 
 
+def _refuse_a_student(run: Path, config: Any) -> None:
+    """ResumeError for a run that robo_rl.distill made (its config has a `distill` section): train's resume read
+    it as an unknown option after warning that the run would start again."""
+    if "distill" in config:
+        raise ResumeError(f"resume={run} is a student that python -m robo_rl.distill trained, which train cannot "
+                          "continue; distill again into a new folder")
+
+
 def _hydra_record_dir(resume: str | None) -> str:
     """Where Hydra records an invocation (config, overrides) inside its run directory: `.hydra` for a new
     run; for a resume, a new folder beside it, so that the run's own record keeps what it was started with."""
     if not resume:
         return ".hydra"
-    return f".hydra_resumes/{time.strftime('%Y-%m-%d_%H-%M-%S')}_{os.getpid()}"
+    return f"{RESUME_RECORDS}/{time.strftime('%Y-%m-%d_%H-%M-%S')}_{os.getpid()}"
 
 
 # hydra.run.dir: the run being resumed (which must exist: Hydra would create it), else a new folder
@@ -359,11 +367,13 @@ class Trainer:
             except Exception as error:  # missing or torn: nothing to start the run again from
                 raise ResumeError(f"resume={run}: no checkpoint and no readable config.yaml ({error}); the run "
                                   "stopped before it started, run it again without resume=") from error
+            _refuse_a_student(run, saved)
             warnings.warn(f"resume={run}: no checkpoint yet (the run stopped before its first, due at "
                           f"checkpoint.interval_env_steps={saved.checkpoint.interval_env_steps}); it starts again "
                           "from step 0 with its recorded config.yaml", stacklevel=3)
             return None, saved
         state = load_checkpoint(run)
+        _refuse_a_student(run, state["config"])
         return state, OmegaConf.create(state["config"])
 
     @staticmethod

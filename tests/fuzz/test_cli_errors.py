@@ -4,6 +4,7 @@ subprocesses prove the whole path (Hydra included); the rule itself is tested in
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 
@@ -124,6 +125,42 @@ def test_a_command_refused_in_its_task_leaves_nothing_in_the_run(args, trained_r
     before = snapshot(tmp_path / "work")
     result = run_cli([*args, "run=run"], tmp_path)
     assert result.returncode == USER_ERROR_STATUS and len(result.stderr.strip().splitlines()) == 1, result.stderr
+    assert changed(before, snapshot(tmp_path / "work")) == []
+
+
+@pytest.mark.parametrize("args, message", [
+    (["seed=1"], r"error: resume=\S*run: seed is 0 in the run and 1 here"),
+    ([], r"error: resume=\S*run: the run is complete \(1600 of 1600 env steps\)"),
+    (["total_env_steps=1000"], r"error: resume=\S*run: total_env_steps=1000, but the run is at 1600 env steps"),
+])
+def test_a_refused_resume_leaves_nothing_in_the_run(args, message, trained_run, tmp_path):
+    """Refused in the task, after Hydra had written its record of the resume into the run: train.log and
+    .hydra_resumes/<time>_<pid>/ stayed, the record of a command that never ran."""
+    import shutil
+
+    run = tmp_path / "work" / "run"
+    shutil.copytree(trained_run, run)
+    before = snapshot(tmp_path / "work")
+    result = run_cli(["-m", "robo_rl.train", "resume=run", *args], tmp_path)
+    assert result.returncode == USER_ERROR_STATUS and len(result.stderr.strip().splitlines()) == 1, result.stderr
+    assert re.match(message, result.stderr), result.stderr
+    assert changed(before, snapshot(tmp_path / "work")) == []
+
+
+def test_resuming_a_distilled_student_with_train_is_refused_as_such(trained_run, tmp_path):
+    # it warned that the run would start again from step 0, then refused "unknown option distill", and left
+    # train.log and .hydra_resumes/ in the student's folder
+    import shutil
+
+    run = tmp_path / "work" / "student"
+    shutil.copytree(trained_run, run, ignore=shutil.ignore_patterns("checkpoints"))  # a student keeps its best only
+    with (run / "config.yaml").open("a") as config:
+        config.write("distill:\n  teacher: teacher\n")
+    before = snapshot(tmp_path / "work")
+    result = run_cli(["-m", "robo_rl.train", "resume=student"], tmp_path)
+    assert result.returncode == USER_ERROR_STATUS and result.stderr.strip().splitlines() == [
+        "error: resume=student is a student that python -m robo_rl.distill trained, which train cannot continue; "
+        "distill again into a new folder"], result.stderr
     assert changed(before, snapshot(tmp_path / "work")) == []
 
 
