@@ -1,4 +1,5 @@
-"""Rollout videos: `python -m robo_rl.video run=<run dir> [episodes=2] [seed=0]` writes <run>/rollout.gif.
+"""Rollout videos: `python -m robo_rl.video run=<run dir> [episodes=2] [seed=0]` writes <run>/rollout.gif
+(or out=<a new file.gif>).
 
 The run's best evaluated policy (deterministic) flies or picks in a single env of the run's task with
 MuJoCo's offscreen renderer. Without a display MuJoCo needs an offscreen GL: this command defaults
@@ -19,6 +20,34 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 from robo_rl.cli import command, key_values  # noqa: E402
+from sim.errors import ConfigError  # noqa: E402
+
+VIDEO_NAME = "rollout.gif"  # in the run folder, where out= is not given: the run's own video, rewritten on each call
+# what record_rollouts writes, the animated GIF its frame duration and loop settings are for: PIL picks the format
+# from out='s extension, and refused `afile` or `best_policy.pt` only after the minutes of rendering
+VIDEO_SUFFIX = ".gif"
+
+
+def output_path(run: str | Path, out: str | Path | None) -> Path:
+    """The file record_rollouts writes: `out`, else the run's VIDEO_NAME. Checked before anything is rendered
+    (ConfigError): `out` must end in VIDEO_SUFFIX, lie in an existing folder, and be a new file, never one that
+    this command did not write (a user's notes.gif was silently overwritten); the run's own video is rewritten."""
+    default = Path(run) / VIDEO_NAME
+    if out is None:
+        return default
+    path = Path(out)
+    if str(out) == "":
+        raise ConfigError(f"out= is empty; give a new file ending {VIDEO_SUFFIX}, or leave out= out for {default}")
+    if path.suffix.lower() != VIDEO_SUFFIX:
+        raise ConfigError(f"out={out}: the video is an animated GIF; give a file name ending {VIDEO_SUFFIX}")
+    if path.is_dir():
+        raise ConfigError(f"out={out} is a folder; give a new file ending {VIDEO_SUFFIX}")
+    if not path.parent.is_dir():
+        raise ConfigError(f"out={out}: there is no folder {path.parent}; give a file in an existing folder")
+    if path.exists() and path.resolve() != default.resolve():
+        raise ConfigError(f"out={out} already exists and is not this run's video ({default}, which is rewritten); "
+                          "give a new file, or delete that one first")
+    return path
 
 
 def record_rollouts(run: str | Path, out: str | Path | None = None, episodes: int = 1, seed: int = 0,
@@ -35,7 +64,9 @@ def record_rollouts(run: str | Path, out: str | Path | None = None, episodes: in
     from robo_rl import observations
     from robo_rl.checkpoint import agent_from_checkpoint, load_checkpoint, policy_file
 
-    state = load_checkpoint(policy_file(run, checkpoint))
+    policy = policy_file(run, checkpoint)
+    out = output_path(run, out)  # before the minutes of rendering
+    state = load_checkpoint(policy)
     cfg = OmegaConf.create(state["config"])
     overrides: dict[str, Any] = dict(cfg.env.get("overrides") or {})
     overrides = OmegaConf.to_container(OmegaConf.create(overrides), resolve=True)
@@ -54,7 +85,6 @@ def record_rollouts(run: str | Path, out: str | Path | None = None, episodes: in
             if terminated or truncated:
                 break
     env.close()  # its render workers, if it has cameras
-    out = Path(out) if out else Path(run) / "rollout.gif"
     fps = env.metadata.get("render_fps", 50) / frame_every
     frames[0].save(out, save_all=True, append_images=frames[1:], duration=int(1000 / fps), loop=0)
     return out

@@ -77,6 +77,45 @@ def test_a_refused_option_leaves_no_run_folder(args, tmp_path):
     assert changed({}, snapshot(tmp_path / "work")) == [], "a refused command wrote files"
 
 
+@pytest.mark.parametrize("out, message", [
+    # a file that is no rollout video was silently overwritten, exit 0
+    ("notes.gif", "error: out=notes.gif already exists and is not this run's video (run/rollout.gif, which is "
+                  "rewritten); give a new file, or delete that one first"),
+    # after rendering: `ValueError: unknown file extension`, a traceback
+    ("afile", "error: out=afile: the video is an animated GIF; give a file name ending .gif"),
+    ("run/best_policy.pt", "error: out=run/best_policy.pt: the video is an animated GIF; give a file name ending .gif"),
+    # refused only after rendering
+    ("missing/x.gif", "error: out=missing/x.gif: there is no folder missing; give a file in an existing folder"),
+    ("clips.gif", "error: out=clips.gif is a folder; give a new file ending .gif"),
+    ("", "error: out= is empty; give a new file ending .gif, or leave out= out for run/rollout.gif"),
+])
+def test_a_video_written_where_it_cannot_or_must_not_be_is_refused_before_rendering(out, message, tmp_path):
+    run = tmp_path / "work" / "run"
+    run.mkdir(parents=True)
+    (run / "config.yaml").write_text("env: {id: robo_rl/CrazyflieHover-v0}\nagent: {}\ntotal_env_steps: 1000\n")
+    (run / "best_policy.pt").write_bytes(b"a policy")  # refused before it is read (it would be: no torch.save file)
+    (tmp_path / "work" / "notes.gif").write_bytes(b"GIF89a my notes")
+    (tmp_path / "work" / "clips.gif").mkdir()
+    before = snapshot(tmp_path / "work")
+    result = run_cli(["-m", "robo_rl.video", "run=run", f"out={out}"], tmp_path)
+    assert result.returncode == USER_ERROR_STATUS, result.stderr
+    assert result.stderr.strip().splitlines() == [message], result.stderr
+    assert changed(before, snapshot(tmp_path / "work")) == []
+
+
+def test_the_runs_own_video_is_rewritten_and_a_new_file_written(tmp_path):
+    """What the refusals above leave allowed: python -m robo_rl.video run=<run> again (and training's
+    logging.video, which calls it) rewrites <run>/rollout.gif."""
+    from robo_rl.video import output_path
+
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "rollout.gif").write_bytes(b"GIF89a an earlier video")
+    assert output_path(run, None) == run / "rollout.gif"
+    assert output_path(run, str(run / "rollout.gif")) == run / "rollout.gif"
+    assert output_path(run, str(tmp_path / "new.GIF")) == tmp_path / "new.GIF"
+
+
 @pytest.mark.parametrize("args", [
     ["-m", "robo_rl.train", "seed=3"],
     # a student written over its own teacher replaced the teacher's policy, config and Hydra record
