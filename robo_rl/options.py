@@ -127,9 +127,8 @@ def check_options(cfg: DictConfig, command: str, require_all: bool = True) -> No
             continue
         raw = OmegaConf.select(cfg, path, throw_on_missing=True)
         value = coerce(OmegaConf.to_container(raw, resolve=True) if OmegaConf.is_config(raw) else raw, annotation, path)
-        if allowed is not None and isinstance(value, (int, float)) and not isinstance(value, bool) \
-                and value not in allowed:
-            raise ConfigError(f"{path} must lie in {allowed}, got {number(value)}")
+        if allowed is not None:
+            check_range(value, allowed, path)
     if command in TORCH_DEVICE_COMMANDS and "device" in cfg:
         check_device(str(cfg.device))
     if command == "train" and "privileged_critic" in cfg and isinstance(cfg.privileged_critic, str) \
@@ -269,6 +268,16 @@ def check_options(cfg: DictConfig, command: str, require_all: bool = True) -> No
             raise ConfigError(str(error)) from None
     if command in OPTIONS:
         check_known_keys(OmegaConf.to_container(cfg, resolve=False), known_keys(command), command)
+
+
+def check_range(value: Any, allowed: Interval, path: str) -> None:
+    """ConfigError unless the number `value`, or every number of the list `value` (curriculum.levels: a level past
+    the first went unchecked until the curriculum reached it, hours into the run), lies in `allowed`."""
+    values = enumerate(value) if isinstance(value, (tuple, list)) else [(None, value)]
+    for index, item in values:
+        if isinstance(item, (int, float)) and not isinstance(item, bool) and item not in allowed:
+            name = path if index is None else f"{path}[{index}]"
+            raise ConfigError(f"{name} must lie in {allowed}, got {number(item)}")
 
 
 def c_choice(value: Any) -> str:

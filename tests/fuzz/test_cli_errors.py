@@ -267,6 +267,9 @@ def test_one_line_folds_multiline_messages():
     # an env group's training budget, even where total_env_steps is given and the budget goes unread
     (["env=takeoff_land", "env.total_env_steps=-5", "total_env_steps=100"], r"env.total_env_steps must lie in \[0, "),
     (["env=takeoff_land", "env.total_env_steps=abc"], "env.total_env_steps must be an integer, got 'abc'"),
+    # a level past the first went unchecked until the curriculum reached it, hours in, named as the env's difficulty
+    (["curriculum.levels=[0.5,2]"], r"curriculum.levels\[1\] must lie in \[0, 1\], got 2"),
+    (["curriculum.levels=[-0.5,0.5]"], r"curriculum.levels\[0\] must lie in \[0, 1\], got -0.5"),
     # camera images make a Dict observation, which the Ray actors do not take
     (["env=so_arm100_pick_cube", "+env.overrides.cameras.enabled=true", "runner=ray"],
      "env.overrides.cameras.enabled: camera observations are recorded, trained and evaluated by robo_rl.record"),
