@@ -12,6 +12,8 @@ episode and its target bootstraps).
 from __future__ import annotations
 
 import enum
+import math
+from pathlib import Path
 from typing import Any, Mapping, NamedTuple, Sequence
 
 import torch
@@ -110,6 +112,12 @@ class ReplayBuffer:
         self.position = 0  # next slot to write
         self.size = 0
 
+    @property
+    def nbytes(self) -> int:
+        """The bytes `storage` takes on `device` once allocated (every field of `capacity` rows, and the source tags)."""
+        row = sum(math.prod(shape) * self._dtype(key).itemsize for key, shape in self.shapes.items())
+        return self.capacity * (row + torch.int8.itemsize)
+
     def _dtype(self, key: str) -> torch.dtype:
         return torch.uint8 if key.split(".")[-1] in self.images else torch.float32
 
@@ -179,6 +187,26 @@ class ReplayBuffer:
                 raise ValueError(f"buffer field {key!r} does not match this configuration")
             self.storage[key][: len(value)] = value.to(self.device)
         self.position, self.size = int(state["position"]), int(state["size"])
+
+
+def free_memory(device: torch.device) -> int | None:
+    """The bytes a new allocation can take on `device`: what the CUDA driver reports free on that GPU, else the
+    machine's available RAM (Linux's MemAvailable, within the process's cgroup limit); None where unknown."""
+    if device.type == "cuda":
+        return int(torch.cuda.mem_get_info(device)[0])
+    free: list[int] = []
+    try:
+        with open("/proc/meminfo") as meminfo:
+            free += [int(line.split()[1]) * 1024 for line in meminfo if line.startswith("MemAvailable:")]
+    except OSError:  # not Linux
+        pass
+    try:  # a container's limit (cgroup v2), which MemAvailable does not show
+        limit = Path("/sys/fs/cgroup/memory.max").read_text().strip()
+        if limit != "max":
+            free.append(int(limit) - int(Path("/sys/fs/cgroup/memory.current").read_text()))
+    except (OSError, ValueError):
+        pass
+    return min(free) if free else None
 
 
 class MixedReplay:

@@ -38,7 +38,7 @@ from tqdm import tqdm
 
 from robo_rl.agents.sac import SAC, SACConfig
 from robo_rl.allocator import keep_freed_memory
-from robo_rl.buffers import MixedReplay, ReplayBuffer, Source
+from robo_rl.buffers import MixedReplay, ReplayBuffer, Source, free_memory
 from robo_rl.collector import CollectedStep, Collector
 from robo_rl.checkpoint import (CHECKPOINT_FORMAT, CheckpointError, CheckpointWriter, check_compatible,
                                  check_policy_probe, detached_copy, list_checkpoints, load_checkpoint, policy_file,
@@ -182,6 +182,23 @@ def curriculum_levels(cfg: DictConfig) -> tuple[float, ...]:
     return levels
 
 
+def check_replay_memory(cfg: DictConfig, replay: MixedReplay, device: torch.device) -> None:
+    """ConfigError naming buffer.capacity where the replay buffer would not fit in the memory free on `device` (a
+    capacity in its allowed range crashed torch's allocator at the first transition, after the untrained policy
+    had been saved: a traceback and a half-made run)."""
+    # the offline pool takes its memory only where demos or interventions (scripted, or a robot's through the inbox)
+    # fill it
+    offline = bool(cfg.get("demos")) or OmegaConf.select(cfg, "intervention.kind", default="none") != "none" \
+        or OmegaConf.select(cfg, "runner.inbox", default=None) is not None
+    needed = replay.online.nbytes + (replay.offline.nbytes if offline else 0)
+    free = free_memory(device)
+    if free is not None and needed > free:
+        pools = "replay buffer (online and offline pools)" if offline else "replay buffer"
+        where = f"free on {device}" if device.type == "cuda" else "this machine has free"
+        raise ConfigError(f"buffer.capacity={int(cfg.buffer.capacity)} needs {needed / 1e9:.1f} GB for the {pools}, "
+                          f"more than the {free / 1e9:.1f} GB {where}; lower it")
+
+
 def policy_state(cfg: DictConfig, spec: dict[str, Any], agent: SAC, device: torch.device,
                  counters: dict[str, Any]) -> dict[str, Any]:
     """A checkpoint's policy part, what evaluation, the suite and export read: the run's config, env spec,
@@ -250,6 +267,7 @@ class Trainer:
         self.replay = MixedReplay(ReplayBuffer(capacity, obs_dim, act_dim, critic_obs_dim, self.device, images),
                                   ReplayBuffer(capacity, obs_dim, act_dim, critic_obs_dim, self.device, images),
                                   float(cfg.buffer.offline_ratio))
+        check_replay_memory(cfg, self.replay, self.device)  # the run folder has no policy yet
         self.env_steps = self.updates = 0
         self.intervention_steps = 0
         self.episodes_done = 0

@@ -77,6 +77,19 @@ def test_a_refused_option_leaves_no_run_folder(args, tmp_path):
     assert changed({}, snapshot(tmp_path / "work")) == [], "a refused command wrote files"
 
 
+def test_a_replay_buffer_larger_than_the_free_memory_is_refused_before_the_run_gets_a_policy(tmp_path):
+    """buffer.capacity in its range [1, 1e10] but beyond the machine's memory was torch's allocator traceback at
+    the first transition, leaving a run folder with the untrained best_policy.pt (on a GPU: CUDA's memory)."""
+    result = run_cli(["-m", "robo_rl.train", "buffer.capacity=10000000000", "num_envs=2", "eval.episodes=2",
+                      "torch_threads=1", "logging.progress_bar=false", "hydra.run.dir=run"], tmp_path)
+    assert result.returncode == USER_ERROR_STATUS, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and re.fullmatch(r"error: buffer.capacity=10000000000 needs [0-9.]+ GB for the replay "
+                                            r"buffer, more than the [0-9.]+ GB (this machine has free|free on cuda\S*); "
+                                            "lower it", lines[0]), result.stderr
+    assert changed({}, snapshot(tmp_path / "work")) == []
+
+
 @pytest.mark.parametrize("out, message", [
     # a file that is no rollout video was silently overwritten, exit 0
     ("notes.gif", "error: out=notes.gif already exists and is not this run's video (run/rollout.gif, which is "

@@ -66,3 +66,10 @@ def test_bad_input_is_rejected():
         buffer.sample(4)
     with pytest.raises(ValueError, match="offline_ratio"):
         MixedReplay(buffer, buffer, 1.5)
+
+
+@pytest.mark.parametrize("kwargs", [{}, {"critic_obs_dim": 5}, {"images": {"wrist": (4, 6, 3)}}])
+def test_nbytes_is_what_the_storage_takes(kwargs):
+    """The size robo_rl.train holds against the free memory before a run starts (buffer.capacity)."""
+    buffer = ReplayBuffer(10, 3, 2, **kwargs)
+    assert buffer.nbytes == sum(t.numel() * t.element_size() for t in buffer.storage.values())
