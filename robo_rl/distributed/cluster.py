@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import re
 import socket
 from typing import Any, Iterator, Mapping
 
@@ -25,6 +26,9 @@ RAY_OPTIONS: dict[str, tuple[Any, Interval | None]] = {
     "inbox": (str | None, None), "inbox_batches": (int, Interval(1, 10**6)),
 }
 
+# what runner.inbox may be named: the Ray actor name that robo_rl_ros's robot actor node is given (its `inbox`)
+INBOX_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}")
+
 
 class ClusterError(RuntimeError):
     """The Ray cluster cannot be reached or cannot hold the run's actors."""
@@ -43,10 +47,20 @@ def check_runner(runner: Mapping[str, Any]) -> None:
         value = coerce(runner[name], annotation, f"runner.{name}")
         if allowed is not None and value is not None and value not in allowed:
             raise ConfigError(f"runner.{name} must lie in {allowed}, got {number(value)}")
+    check_inbox_name(runner["inbox"])
     if int(runner["num_actors"]) == 0 and runner["inbox"] is None:
         raise ConfigError("runner.num_actors=0 needs runner.inbox (a name): with neither, nothing would collect")
     if runner["address"] not in (None, "auto"):  # before the run folder is made: nothing is left of a typo
         check_reachable(str(runner["address"]))
+
+
+def check_inbox_name(name: str | None) -> None:
+    """ConfigError unless runner.inbox is null or an INBOX_NAME: Ray refuses an empty actor name only once the
+    cluster is up (`runner.inbox=` was a traceback after 20 s, and a run folder), and a name with spaces or other
+    characters is one a robot's launch line (`inbox:=<name>`) would not pass whole."""
+    if name is not None and not INBOX_NAME.fullmatch(name):
+        raise ConfigError(f"runner.inbox={name!r} is not an inbox name: give null (no inbox) or a name of letters, "
+                          f"digits, '_', '-' and '.' (the robot actor's inbox:=<name>), at most 128 characters")
 
 
 def required_cpus(runner: Mapping[str, Any]) -> int:

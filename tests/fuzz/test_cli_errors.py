@@ -283,6 +283,9 @@ def test_one_line_folds_multiline_messages():
     # a level past the first went unchecked until the curriculum reached it, hours in, named as the env's difficulty
     (["curriculum.levels=[0.5,2]"], r"curriculum.levels\[1\] must lie in \[0, 1\], got 2"),
     (["curriculum.levels=[-0.5,0.5]"], r"curriculum.levels\[0\] must lie in \[0, 1\], got -0.5"),
+    # Ray refused the empty actor name only once the cluster was up: a traceback after 20 s, and a run folder
+    (["runner=ray", "runner.inbox="], "runner.inbox='' is not an inbox name: give null"),
+    (["runner=ray", "runner.inbox=a b"], "runner.inbox='a b' is not an inbox name"),
     # camera images make a Dict observation, which the Ray actors do not take
     (["env=so_arm100_pick_cube", "+env.overrides.cameras.enabled=true", "runner=ray"],
      "env.overrides.cameras.enabled: camera observations are recorded, trained and evaluated by robo_rl.record"),
@@ -293,6 +296,16 @@ def test_train_options_are_checked_once_composed(overrides, message):
         with pytest.raises(ConfigError, match=message):
             check_options(cfg, "train")
         check_options(compose(config_name="train"), "train")  # the defaults pass
+
+
+def test_what_an_inbox_may_be_named():
+    from robo_rl.distributed.cluster import check_inbox_name
+
+    for name in (None, "robot", "robot_actor_test", "lab-2.arm"):  # the names the README and tests give
+        check_inbox_name(name)
+    for name in ("", " ", "robot ", "a/b", "-robot", "x" * 129):
+        with pytest.raises(ConfigError, match="is not an inbox name"):
+            check_inbox_name(name)
 
 
 @pytest.mark.parametrize("command, overrides, message", [
