@@ -252,6 +252,7 @@ class CheckOptionsFirst(_hydra_callback_base()):  # type: ignore[misc]
             task = copy.deepcopy(config)
             with read_write(task), open_dict(task):
                 del task["hydra"]
+            check_output_dir(str(config.hydra.run.dir))
             if self.command in NEW_RUN_COMMANDS and not task.get("resume"):
                 check_new_run_dir(str(config.hydra.run.dir), self.command)
             check_options(task, self.command)
@@ -311,6 +312,20 @@ def _is_hydra_record(path: Path) -> bool:
 
 # the commands whose output folder (hydra.run.dir) becomes a run: train (unless it resumes one) and distill
 NEW_RUN_COMMANDS = ("train", "distill")
+
+
+def check_output_dir(run_dir: str) -> None:
+    """ConfigError if `run_dir` (hydra.run.dir), or a folder above it, is a file: Hydra's makedirs then failed with
+    `README.md: File exists`, which did not say that a folder was wanted."""
+    from sim.errors import ConfigError
+
+    for path in (Path(run_dir), *Path(run_dir).parents):  # the deepest that exists decides
+        if path.exists():
+            if not path.is_dir():
+                what = "is a file" if path == Path(run_dir) else f"lies under {path}, a file"
+                raise ConfigError(f"hydra.run.dir={run_dir} {what}; give a folder for the command's output (a new "
+                                  "one is made)")
+            return
 
 
 def check_new_run_dir(run_dir: str, command: str) -> None:

@@ -102,6 +102,14 @@ def check_env_id(env_id: Any) -> None:
         raise ConfigError(f"env.id must be one of {', '.join(known)}, got {env_id!r}")
 
 
+def provides_privileged(env_id: str) -> bool:
+    """Whether the env `env_id` gives privileged observations (`privileged=True`) for an asymmetric critic: the
+    quadrotor envs do (QuadrotorVectorEnv); the arm envs take no such setting."""
+    from sim.registration import QUADROTOR_ENV_IDS
+
+    return env_id in QUADROTOR_ENV_IDS
+
+
 def env_spec(env: Any, env_id: str) -> dict[str, Any]:
     """What a checkpoint records about the env it was trained on (and is checked against on load)."""
     from robo_rl.observations import image_shapes, state_size

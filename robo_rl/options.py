@@ -106,6 +106,12 @@ OPTIONS: dict[str, dict[str, tuple[Any, Interval | None]]] = {
         "realtime": (bool, None), "expert_noise": (float, Interval(0.0, 10.0)),
     },
 }
+# options whose null means "none" (no resume, no demos): an empty value (`resume=`, what a shell variable that was
+# not set gives) is not that null but a slip, and treated as null it silently started a new 500k-step run
+EMPTY_REFUSED: dict[str, dict[str, str]] = {
+    "train": {"resume": "the run folder to continue", "demos": "a Minari dataset id or folder",
+              "init_from": "the training run to start from"},
+}
 CONFIG_DIR = Path(__file__).resolve().parents[1] / "configs"
 TORCH_DEVICE_COMMANDS = ("train", "evaluate", "robustness", "distill")  # where `device` is a torch device (record's is a teleop device)
 
@@ -127,6 +133,8 @@ def check_options(cfg: DictConfig, command: str, require_all: bool = True) -> No
             continue
         raw = OmegaConf.select(cfg, path, throw_on_missing=True)
         value = coerce(OmegaConf.to_container(raw, resolve=True) if OmegaConf.is_config(raw) else raw, annotation, path)
+        if value == "" and path in EMPTY_REFUSED.get(command, {}):
+            raise ConfigError(f"{path}= is empty; give {EMPTY_REFUSED[command][path]}, or leave {path} out")
         if allowed is not None:
             check_range(value, allowed, path)
     if command in TORCH_DEVICE_COMMANDS and "device" in cfg:
@@ -134,6 +142,8 @@ def check_options(cfg: DictConfig, command: str, require_all: bool = True) -> No
     if command == "train" and "privileged_critic" in cfg and isinstance(cfg.privileged_critic, str) \
             and cfg.privileged_critic != "auto":
         raise ConfigError(f"privileged_critic must be true, false or auto, got {cfg.privileged_critic!r}")
+    if command == "train" and "privileged_critic" in cfg and OmegaConf.select(cfg, "env.id", default=None) is not None:
+        check_privileged_critic(cfg)
     if command == "train" and OmegaConf.select(cfg, "stop_at_success", default=None) is not None \
             and OmegaConf.select(cfg, "runner.kind", default="local") != "local":
         raise ConfigError("stop_at_success ends a run with runner=local only (runner=ray evaluates asynchronously); "
@@ -327,6 +337,21 @@ def _union(tree: dict[str, Any], more: Mapping[str, Any]) -> None:
             _union(tree[key], value)
         elif key not in tree:
             tree[key] = value
+
+
+def check_privileged_critic(cfg: DictConfig) -> None:
+    """ConfigError, naming the option that asked for it, where the critic is to see privileged state that the env
+    does not provide (the env then refused its own `privileged` setting as `unknown option config.privileged`)."""
+    from robo_rl.envs import check_env_id, provides_privileged
+    from robo_rl.train import privileged_critic
+
+    check_env_id(cfg.env.id)
+    if not privileged_critic(cfg) or provides_privileged(cfg.env.id):
+        return
+    option, instead = (("env.privileged_observation=true with privileged_critic=auto", "env.privileged_observation=false")
+                       if cfg.privileged_critic == "auto" else ("privileged_critic=true", "privileged_critic=false or auto"))
+    raise ConfigError(f"{option}: {cfg.env.id} provides no privileged observation for the critic (the quadrotor envs "
+                      f"do); give {instead}")
 
 
 def check_device(name: str) -> None:

@@ -77,6 +77,22 @@ def test_a_refused_option_leaves_no_run_folder(args, tmp_path):
     assert changed({}, snapshot(tmp_path / "work")) == [], "a refused command wrote files"
 
 
+@pytest.mark.parametrize("run_dir, message", [
+    ("notes.md", "error: hydra.run.dir=notes.md is a file; give a folder for the command's output"),
+    ("notes.md/run", "error: hydra.run.dir=notes.md/run lies under notes.md, a file; give a folder"),
+])
+def test_a_run_folder_that_is_a_file_is_named_as_one(run_dir, message, tmp_path):
+    """It was `error: notes.md: File exists`, Hydra's makedirs, which did not say that a folder was wanted."""
+    (tmp_path / "work").mkdir()
+    (tmp_path / "work" / "notes.md").write_text("my notes\n")
+    before = snapshot(tmp_path / "work")
+    result = run_cli(["-m", "robo_rl.train", f"hydra.run.dir={run_dir}"], tmp_path)
+    assert result.returncode == USER_ERROR_STATUS, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(message), result.stderr
+    assert changed(before, snapshot(tmp_path / "work")) == []
+
+
 def test_a_replay_buffer_larger_than_the_free_memory_is_refused_before_the_run_gets_a_policy(tmp_path):
     """buffer.capacity in its range [1, 1e10] but beyond the machine's memory was torch's allocator traceback at
     the first transition, leaving a run folder with the untrained best_policy.pt (on a GPU: CUDA's memory)."""
@@ -286,6 +302,13 @@ def test_one_line_folds_multiline_messages():
     # Ray refused the empty actor name only once the cluster was up: a traceback after 20 s, and a run folder
     (["runner=ray", "runner.inbox="], "runner.inbox='' is not an inbox name: give null"),
     (["runner=ray", "runner.inbox=a b"], "runner.inbox='a b' is not an inbox name"),
+    # the arm env refused its own setting, as `unknown option config.privileged; valid options: task, ...`
+    (["env=pick_cube", "privileged_critic=true"], "privileged_critic=true: robo_rl/ArmPickCube-v0 provides no "
+     "privileged observation for the critic .*; give privileged_critic=false or auto"),
+    (["env=pick_cube", "env.privileged_observation=true"], "env.privileged_observation=true with privileged_critic=auto"),
+    # an empty value is no null: `resume=` silently started a new 500k-step run, `demos=` trained without demos
+    (["resume="], "resume= is empty; give the run folder to continue, or leave resume out"),
+    (["demos="], "demos= is empty; give a Minari dataset id or folder, or leave demos out"),
     # camera images make a Dict observation, which the Ray actors do not take
     (["env=so_arm100_pick_cube", "+env.overrides.cameras.enabled=true", "runner=ray"],
      "env.overrides.cameras.enabled: camera observations are recorded, trained and evaluated by robo_rl.record"),
