@@ -87,13 +87,16 @@ def episode_from_steps(first_obs: Any, steps: list[tuple], seed: int | None) -> 
             "seed": seed}
 
 
-def check_dataset_id(dataset_id: str) -> None:
-    """DatasetError unless `dataset_id` is an id Minari can write: (namespace/)name-v<version>."""
+def check_dataset_id(dataset_id: str) -> tuple[str | None, str, int]:
+    """The namespace, name and version of `dataset_id`; DatasetError unless it is an id Minari can write:
+    (namespace/)name-v<version>."""
     from minari.dataset.minari_dataset import parse_dataset_id
 
+    # Minari's pattern makes the version optional, then parse_dataset_id fails on int(None) with a TypeError
+    # ("foo", "pick_cube/scripted"); Minari cannot write a dataset without one either
     try:  # Minari writes by id only (a folder path is for reading)
-        parse_dataset_id(dataset_id)
-    except ValueError:
+        return parse_dataset_id(dataset_id)
+    except (ValueError, TypeError):
         raise DatasetError(f"dataset={dataset_id} must be a Minari id, (namespace/)name-v<version> such as "
                            "pick_cube/scripted-v0, written under MINARI_DATASETS_PATH or ~/.minari/datasets") from None
 

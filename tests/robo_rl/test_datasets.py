@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from robo_rl.datasets import DatasetError, load_transitions, record_episodes, write_dataset
+from robo_rl.datasets import DatasetError, check_dataset_id, load_transitions, record_episodes, write_dataset
 from robo_rl.envs import env_spec
 from sim.arm.env import ArmVectorEnv
 
@@ -53,6 +53,15 @@ def test_scripted_demos_round_trip_through_minari(minari_root, pick_env, expert_
     with pytest.raises(DatasetError, match="exists"):  # never overwritten
         write_dataset("pick_cube/test-v0", expert_episodes, "robo_rl/ArmPickCube-v0",
                       pick_env.single_observation_space, pick_env.single_action_space)
+
+
+@pytest.mark.parametrize("dataset_id", ["foo", "pick_cube/scripted", "foo-vx", "", "../escape-v0", "a b-v0"])
+def test_a_dataset_id_without_its_version_is_refused_as_other_malformed_ids_are(dataset_id):
+    """Minari's pattern takes an id without -v<version>, then failed on int(None): a TypeError traceback."""
+    with pytest.raises(DatasetError) as error:
+        check_dataset_id(dataset_id)
+    assert str(error.value) == (f"dataset={dataset_id} must be a Minari id, (namespace/)name-v<version> such as "
+                                "pick_cube/scripted-v0, written under MINARI_DATASETS_PATH or ~/.minari/datasets")
 
 
 def test_bad_datasets_give_one_clear_error(minari_root, pick_env, expert_episodes):
