@@ -101,6 +101,28 @@ def check_dataset_id(dataset_id: str) -> tuple[str | None, str, int]:
                            "pick_cube/scripted-v0, written under MINARI_DATASETS_PATH or ~/.minari/datasets") from None
 
 
+def free_dataset_id(dataset_id: str) -> str:
+    """`dataset_id` itself if no dataset is there yet, else the same id with the lowest higher version that is free."""
+    from minari.dataset.minari_dataset import gen_dataset_id
+
+    namespace, name, version = check_dataset_id(dataset_id)
+    while dataset_path(dataset_id).exists():
+        version += 1
+        dataset_id = gen_dataset_id(namespace, name, version)
+    return dataset_id
+
+
+def check_new_dataset(dataset_id: str) -> Path:
+    """The directory a new dataset `dataset_id` goes to; DatasetError if the id is not one Minari can write or a
+    dataset is there already (never overwritten: the message names the next free version)."""
+    check_dataset_id(dataset_id)
+    path = dataset_path(dataset_id)
+    if path.exists():
+        raise DatasetError(f"dataset {dataset_id!r} exists at {path}; choose a new version "
+                           f"(e.g. dataset={free_dataset_id(dataset_id)})")
+    return path
+
+
 def write_dataset(dataset_id: str, episodes: Iterable[Mapping[str, Any]], env_id: str,
                   observation_space: gym.Space, action_space: gym.Space, author: str = "robo-rl",
                   author_email: str = "robo-rl@users.noreply.github.com", algorithm_name: str = "scripted expert",
@@ -112,10 +134,7 @@ def write_dataset(dataset_id: str, episodes: Iterable[Mapping[str, Any]], env_id
     import minari
     from minari.data_collector import EpisodeBuffer
 
-    check_dataset_id(dataset_id)
-    path = dataset_path(dataset_id)
-    if path.exists():
-        raise DatasetError(f"dataset {dataset_id!r} exists at {path}; choose a new version (e.g. -v1)")
+    path = check_new_dataset(dataset_id)
     buffers = [
         EpisodeBuffer(id=index, seed=episode.get("seed"), observations=as_arrays(episode["observations"]),
                       actions=np.asarray(episode["actions"]), rewards=list(map(float, episode["rewards"])),
@@ -138,9 +157,10 @@ def dataset_path(dataset: str | os.PathLike) -> Path:
     candidate = Path(dataset)
     if candidate.is_dir() or candidate.is_absolute() or str(dataset).startswith("."):
         return candidate
-    from minari.storage.datasets_root_dir import get_dataset_path
-
-    return get_dataset_path(str(dataset))
+    # the root as minari.storage.datasets_root_dir.get_dataset_path finds it; that function also creates it, which
+    # a look before recording (record checks that the dataset is new) or a refused load must not
+    root = os.environ.get("MINARI_DATASETS_PATH")
+    return Path(root if root is not None else Path.home() / ".minari" / "datasets", str(dataset))
 
 
 def recorded_env_id(data: Any) -> str | None:

@@ -6,7 +6,9 @@ terminal's keyboard, a gamepad (/dev/input/js*) or a 3Dconnexion SpaceMouse (/de
 `device_path=` picks the device file, `teleop.<device>.*` its options) in real time and accepts or rejects
 each episode; quitting early (its quit key or Ctrl-C) keeps what was accepted. The dataset lands under the
 Minari root (MINARI_DATASETS_PATH or ~/.minari/datasets) as `dataset` (default `<env>/scripted-v0`), loadable
-by `minari.load_dataset` and by `python -m robo_rl.train demos=<dataset>`.
+by `minari.load_dataset` and by `python -m robo_rl.train demos=<dataset>`. A `dataset` that is no Minari id or
+that exists already is refused before the first episode; one that appears while recording (another command wrote
+it) gets the accepted episodes under its next free version instead, named on the way out.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
 from robo_rl.cli import hydra_command
-from robo_rl.datasets import check_dataset_id, episode_from_steps, record_episodes, write_dataset
+from robo_rl.datasets import check_new_dataset, episode_from_steps, free_dataset_id, record_episodes, write_dataset
 from robo_rl.envs import make_vector_env
 from robo_rl.teleop import TELEOP_DEVICES, Teleop, make_teleop
 from sim.observation import as_arrays, observation_row
@@ -31,13 +33,13 @@ def record(cfg: DictConfig) -> str:
     if cfg.device != "scripted" and cfg.device not in TELEOP_DEVICES:
         raise ValueError(f"unknown demonstration device {cfg.device!r}; "
                          f"available: scripted, {', '.join(TELEOP_DEVICES)}")
+    check_new_dataset(str(cfg.dataset))  # before the device and an hour of teleoperation, not after
     if cfg.device != "scripted":  # before the env: a missing device fails at once
         section = cfg.get("teleop", {}).get(cfg.device)
         options: dict[str, Any] = OmegaConf.to_container(section, resolve=True) if section is not None else {}
         if cfg.get("device_path"):
             options["path"] = str(cfg.device_path)
         teleop = make_teleop(cfg.device, **options)
-    check_dataset_id(str(cfg.dataset))  # before an hour of teleoperation, not after
     env = make_vector_env(cfg.env, int(cfg.num_envs) if cfg.device == "scripted" else 1, torch.device("cpu"),
                           cameras=True)
     if cfg.device != "scripted":
@@ -52,7 +54,10 @@ def record(cfg: DictConfig) -> str:
         episodes = record_episodes(env, lambda obs: env.expert_actions(obs, float(cfg.expert_noise), rng),
                                    int(cfg.episodes), seed=int(cfg.seed), progress=True)
     algorithm = "scripted expert" if cfg.device == "scripted" else f"{cfg.device} teleoperation"
-    path = write_dataset(str(cfg.dataset), episodes, cfg.env.id, env.single_observation_space,
+    dataset = free_dataset_id(str(cfg.dataset))
+    if dataset != str(cfg.dataset):  # written by another command meanwhile: the episodes are a person's work, keep them
+        print(f"dataset {cfg.dataset} appeared while recording; writing the episodes as {dataset} instead")
+    path = write_dataset(dataset, episodes, cfg.env.id, env.single_observation_space,
                          env.single_action_space, algorithm_name=algorithm)
     steps = sum(len(e["actions"]) for e in episodes)
     print(f"wrote {len(episodes)} episodes ({steps} transitions) to {path}")

@@ -277,14 +277,16 @@ def test_record_config_teleop_options_are_the_class_defaults():
                 assert same(value, parameters[name].default), (device, name)
 
 
-def test_record_with_a_missing_device_fails_before_building_the_env(tmp_path):
+def test_record_with_a_missing_device_fails_before_building_the_env(tmp_path, monkeypatch):
     from hydra import compose, initialize_config_dir
 
     from robo_rl.record import record
 
+    monkeypatch.setenv("MINARI_DATASETS_PATH", str(tmp_path / "minari"))
     with initialize_config_dir(config_dir=str(ROOT / "configs"), version_base="1.3"):
         for device in ("gamepad", "spacemouse"):
-            cfg = compose("record", [f"device={device}", f"device_path={tmp_path / 'absent'}", "env=arm_reach"])
+            cfg = compose("record", [f"device={device}", f"device_path={tmp_path / 'absent'}", "env=arm_reach",
+                                     "dataset=reach/teleop-v0"])  # the default names the env through Hydra's runtime
             with pytest.raises(RuntimeError, match=f"cannot open {tmp_path / 'absent'}"):
                 record(cfg)
         with pytest.raises(ValueError, match="available: scripted, keyboard, gamepad, spacemouse"):
@@ -341,3 +343,79 @@ def test_ctrl_c_while_recording_keeps_the_episodes_already_accepted(pipe):
         pytest.fail("Ctrl-C escaped record_teleop: the accepted episode was lost")
     assert len(episodes) == 1 and (episodes[0]["actions"][:, 0] == 1.0).all()
     assert said[-1] == "interrupted: keeping the 1 accepted episode(s)"
+
+
+def _existing_dataset(root: Path, dataset_id: str) -> Path:
+    """A dataset folder at `dataset_id` under the Minari root `root`, as another recording left it."""
+    path = root / dataset_id
+    (path / "data").mkdir(parents=True)
+    (path / "data" / "metadata.json").write_text('{"dataset_id": "%s"}' % dataset_id)
+    return path
+
+
+def test_recording_to_a_dataset_that_exists_is_refused_before_the_first_episode(tmp_path, monkeypatch):
+    """It was refused when the episodes were written, after the person had driven and accepted every one of
+    them: all lost."""
+    from hydra import compose, initialize_config_dir
+
+    from robo_rl.datasets import DatasetError
+    from robo_rl.record import record
+
+    monkeypatch.setenv("MINARI_DATASETS_PATH", str(tmp_path / "minari"))
+    existing = _existing_dataset(tmp_path / "minari", "a/b/c-v0")
+    os.mkfifo(tmp_path / "js0")
+    operator = os.open(tmp_path / "js0", os.O_RDWR | os.O_NONBLOCK)  # the pad's side of the stand-in
+    try:
+        os.write(operator, press(6))  # the quit button, waiting to be read should a session start
+        with initialize_config_dir(config_dir=str(ROOT / "configs"), version_base="1.3"):
+            cfg = compose("record", ["device=gamepad", f"device_path={tmp_path / 'js0'}", "env=arm_reach",
+                                     "dataset=a/b/c-v0", "episodes=2", "realtime=false"])
+            with pytest.raises(DatasetError) as error:
+                record(cfg)
+        assert os.read(operator, 64) == press(6)  # no session: nothing read from the pad
+    finally:
+        os.close(operator)
+    assert str(error.value) == (f"dataset 'a/b/c-v0' exists at {existing}; choose a new version "
+                                "(e.g. dataset=a/b/c-v1)")
+    assert sorted(str(p.relative_to(existing)) for p in existing.rglob("*")) == ["data", "data/metadata.json"]
+    assert [p.name for p in (tmp_path / "minari" / "a" / "b").iterdir()] == ["c-v0"]  # nothing else written
+
+
+def test_a_dataset_written_meanwhile_gets_the_episodes_under_its_next_free_version(tmp_path, monkeypatch, capsys):
+    """Should another command write the dataset while a person records (it was free when recording began), the
+    accepted episodes are not lost to the name: they go to the next free version, and the output says so."""
+    import minari
+    from hydra import compose, initialize_config_dir
+
+    import robo_rl.record
+    from robo_rl.record import record
+
+    monkeypatch.setenv("MINARI_DATASETS_PATH", str(tmp_path / "minari"))
+    os.mkfifo(tmp_path / "js0")
+    operator = os.open(tmp_path / "js0", os.O_RDWR | os.O_NONBLOCK)
+    real_session = robo_rl.record.record_teleop
+
+    def session_meanwhile_another_writes(env, teleop, *args):
+        _existing_dataset(tmp_path / "minari", "a/b/c-v0")
+        _existing_dataset(tmp_path / "minari", "a/b/c-v1")
+
+        def person(text: str) -> None:  # ends the episode at once and keeps it
+            print(text)
+            if text.endswith("go"):
+                os.write(operator, press(3))
+            elif "keep it" in text:
+                os.write(operator, press(0))
+
+        return real_session(env, teleop, *args, say=person)
+
+    monkeypatch.setattr(robo_rl.record, "record_teleop", session_meanwhile_another_writes)
+    try:
+        with initialize_config_dir(config_dir=str(ROOT / "configs"), version_base="1.3"):
+            record(compose("record", ["device=gamepad", f"device_path={tmp_path / 'js0'}", "env=arm_reach",
+                                      "dataset=a/b/c-v0", "episodes=1", "realtime=false"]))
+    finally:
+        os.close(operator)
+    assert "dataset a/b/c-v0 appeared while recording; writing the episodes as a/b/c-v2 instead" \
+        in capsys.readouterr().out
+    assert minari.load_dataset("a/b/c-v2").total_episodes == 1
+    assert (tmp_path / "minari" / "a/b/c-v0/data/metadata.json").read_text() == '{"dataset_id": "a/b/c-v0"}'
