@@ -5,8 +5,10 @@ The terminal is put in raw mode while recording and restored afterwards (also on
 moves the tool for `hold_steps` control steps, bridging the gaps of the terminal's key repeat.
 GamepadTeleop: a joystick through the Linux joystick API (/dev/input/js*). SpaceMouseTeleop: a 3Dconnexion
 SpaceMouse through Linux hidraw (/dev/hidraw*). Both read their device file directly (no extra dependency)
-and without blocking. `make_teleop(device, **options)` builds any of them; all three have the same
-interface (context manager, action(), start_episode(), ask_accept(), end_requested, quit_requested, help).
+and without blocking. A device file given by path must be a character device (of the kernel's input or hidraw
+subsystem, where sysfs says which) or a FIFO standing in for one; anything else is refused when it is opened.
+`make_teleop(device, **options)` builds any of them; all three have the same interface (context manager,
+action(), start_episode(), ask_accept(), end_requested, quit_requested, help).
 
 Robot base frame of the actions: +x forward, away from the robot's base; +y to the robot's left; +z up.
 The default stick and SpaceMouse signs assume the operator stands behind the robot, facing the way it
@@ -20,6 +22,7 @@ import dataclasses
 import glob
 import os
 import select
+import stat
 import struct
 import sys
 import termios
@@ -29,6 +32,8 @@ from pathlib import Path
 from typing import IO, Any, Callable, Protocol, Sequence
 
 import numpy as np
+
+from sim.errors import ConfigError
 
 KEYS_HELP = """keys: w/s tool +x/-x, a/d +y/-y, r/f up/down, space close/open the gripper,
       x end the episode now, y/n keep/discard the finished episode, q quit"""
@@ -153,8 +158,46 @@ def _button(number: int) -> str:
     return f"button {number} ({XPAD_BUTTONS[number]})" if number in XPAD_BUTTONS else f"button {number}"
 
 
+READS_PER_CALL = 256  # reads of a device per call at most: one that never runs dry (/dev/zero) must not hang a step
+
+
+def _file_kind(mode: int) -> str:
+    """What a file of st_mode `mode` is, for a message."""
+    kinds = ((stat.S_ISDIR, "a directory"), (stat.S_ISREG, "a regular file"), (stat.S_ISBLK, "a block device"),
+             (stat.S_ISSOCK, "a socket"))
+    return next((name for test, name in kinds if test(mode)), "not a device file")
+
+
+def check_device_file(fd: int, path: str, device: str, subsystem: str, example: str) -> None:
+    """ConfigError unless `fd`, opened from `path` for the teleoperation `device`, is a character device of the
+    kernel's `subsystem` (where /sys/dev/char says which; without sysfs any character device) or a FIFO standing
+    in for one; `example` is such a device file, for the message."""
+    info = os.fstat(fd)
+    mode = info.st_mode
+    allowed = f"a {device}'s device_path must be its device file, a character device such as {example}"
+    if stat.S_ISFIFO(mode):
+        return
+    if not stat.S_ISCHR(mode):  # a directory failed at the first read, a regular file ran an episode and then waited
+        raise ConfigError(f"device_path={path} is {_file_kind(mode)}; {allowed}")
+    try:
+        found = Path(os.readlink(f"/sys/dev/char/{os.major(info.st_rdev)}:{os.minor(info.st_rdev)}/subsystem")).name
+    except OSError:  # no sysfs here (some containers): cannot tell, take the user's word for it
+        return
+    if found != subsystem:  # /dev/zero read as a gamepad never ran dry: a silent hang
+        raise ConfigError(f"device_path={path} is a device of the kernel's {found} subsystem, not {subsystem}; "
+                          f"{allowed}")
+
+
 class _DeviceFile:
-    """A device file (or an open descriptor) read without blocking, plus the state every device keeps."""
+    """A device file (or an open descriptor) read without blocking, plus the state every device keeps.
+
+    Subclasses name the device (`device`), the kernel subsystem of its device files (`subsystem`) and one
+    of them (`example`), by which a path is checked when it is opened (check_device_file).
+    """
+
+    device: str
+    subsystem: str
+    example: str
 
     def __init__(self, path: str | int, access_hint: str):
         self.path = path
@@ -166,6 +209,11 @@ class _DeviceFile:
                 self.fd, self._owned = os.open(path, os.O_RDONLY | os.O_NONBLOCK), True
             except OSError as error:
                 raise RuntimeError(f"cannot open {path}: {error.strerror}; {access_hint}") from None
+            try:
+                check_device_file(self.fd, path, self.device, self.subsystem, self.example)
+            except ConfigError:
+                os.close(self.fd)
+                raise
         self.gripper = -1.0  # open
         self.end_requested = False
         self.quit_requested = False
@@ -187,7 +235,7 @@ class _DeviceFile:
         chunks: list[bytes] = []
         if not select.select([self.fd], [], [], timeout)[0]:
             return chunks
-        while True:
+        for _ in range(READS_PER_CALL):  # the rest waits for the next call
             try:
                 chunk = os.read(self.fd, size)
             except BlockingIOError:
@@ -196,7 +244,7 @@ class _DeviceFile:
                 print(f"teleoperation device {self.path}: {error.strerror}; stopping", file=sys.stderr)
                 self.quit_requested = True
                 break
-            if not chunk:  # end of file: only a pipe or file standing in for the device; don't spin on it
+            if not chunk:  # end of file: only a pipe or FIFO standing in for the device; don't spin on it
                 time.sleep(timeout)
                 break
             chunks.append(chunk)
@@ -245,6 +293,8 @@ class GamepadTeleop(_DeviceFile):
         speed: |action| at full deflection.
         search: where to look for a joystick when no path is given.
     """
+
+    device, subsystem, example = "gamepad", "input", "/dev/input/js0"
 
     def __init__(self, path: str | int | None = None, mapping: GamepadMapping | dict | None = None,
                  dead_zone: float = 0.15, speed: float = 1.0, search: str = "/dev/input/js*"):
@@ -339,6 +389,7 @@ class SpaceMouseTeleop(_DeviceFile):
 
     help = ("spacemouse: push the cap to move the tool (away from you +x, left +y, lift it: up); left button "
             "toggles the gripper, right button ends the episode; at the prompt both buttons together quit")
+    device, subsystem, example = "spacemouse", "hidraw", "/dev/hidraw0"
 
     def __init__(self, path: str | int | None = None, full_scale: float = 350.0, dead_zone: float = 0.1,
                  speed: float = 1.0, axes: Sequence[int] = (1, 0, 2), signs: Sequence[float] = (-1.0, -1.0, -1.0),

@@ -41,6 +41,9 @@ def run_cli(args: list[str], tmp_path) -> subprocess.CompletedProcess:
     # a dataset id without its version was a TypeError traceback out of Minari's parse_dataset_id
     (["-m", "robo_rl.record", "env=reach", "dataset=foo", "hydra.run.dir=rec"],
      "error: dataset=foo must be a Minari id, (namespace/)name-v<version> such as pick_cube/scripted-v0"),
+    # a directory as the SpaceMouse: "Is a directory; stopping" at its first read, status 0
+    (["-m", "robo_rl.record", "env=reach", "device=spacemouse", "device_path=.", "dataset=reach/mouse-v0",
+      "hydra.run.dir=rec"], "error: device_path=. is a directory; a spacemouse's device_path must be its device file"),
     (["-m", "robo_rl.video", "run=no_such_run"], "error: "),
     (["-m", "robo_rl.success_classifier", "dataset=d", "out=c.pt", "device=gpu"],
      "error: device must be auto, cpu, cuda, cuda:<index> or mps, got 'gpu'"),
@@ -71,6 +74,8 @@ def test_a_users_mistake_is_one_line_and_status_2(args, message, tmp_path):
     # refused in record's task, after Hydra had made the folder: a dataset id without its version was a
     # TypeError traceback (status 1) that left outputs/record/<date>/<time>/ behind
     ["-m", "robo_rl.record", "env=reach", "dataset=pick_cube/scripted"],
+    # a directory as the gamepad: a session that stopped at its first read, status 0
+    ["-m", "robo_rl.record", "env=reach", "device=gamepad", "device_path=.", "dataset=reach/pad-v0"],
     # an env config field the env refuses (checked when the env was built: after the folder was made)
     ["-m", "robo_rl.train", "+env.overrides.randomization.mass_scale=[2,1]"],
     ["-m", "robo_rl.train", "env=pick_cube", "+env.overrides.control_hz=nan"],

@@ -26,6 +26,7 @@ from robo_rl.teleop import (
     find_spacemouse,
     make_teleop,
 )
+from sim.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parents[2]
 BUTTON, AXIS, INIT = 0x01, 0x02, 0x80
@@ -163,10 +164,54 @@ def test_gamepad_not_found_or_not_readable_says_where_it_looked_and_what_to_chec
 
 
 def test_a_read_error_as_when_the_device_is_unplugged_stops_recording(tmp_path, capsys):
-    with GamepadTeleop(str(tmp_path)) as pad:  # reading a directory fails as reading an unplugged device does
-        assert pad.action().tolist() == [0.0, 0.0, 0.0, -1.0]
-        assert pad.quit_requested and pad.ask_accept(lambda _: None) is None
+    directory = os.open(tmp_path, os.O_RDONLY)  # reading a directory fails as reading an unplugged device does
+    try:
+        with GamepadTeleop(directory) as pad:
+            assert pad.action().tolist() == [0.0, 0.0, 0.0, -1.0]
+            assert pad.quit_requested and pad.ask_accept(lambda _: None) is None
+    finally:
+        os.close(directory)
     assert "stopping" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("device, subsystem, example", [("gamepad", "input", "/dev/input/js0"),
+                                                        ("spacemouse", "hidraw", "/dev/hidraw0")])
+def test_a_device_path_that_is_no_device_file_is_refused_when_it_is_opened(device, subsystem, example, tmp_path):
+    """A directory stopped recording at the first read ("Is a directory; stopping", exit 0); a regular file ran
+    an episode, then waited at the keep/discard prompt for a button it could never give; /dev/zero never ran dry
+    (a silent hang)."""
+    (tmp_path / "README.md").write_text("not a pad\n")
+    refused = {tmp_path: "a directory", tmp_path / "README.md": "a regular file"}
+    if Path("/sys/dev/char/1:5/subsystem").exists():  # /dev/zero's kernel subsystem, where sysfs tells
+        refused[Path("/dev/zero")] = f"a device of the kernel's mem subsystem, not {subsystem}"
+    for path, kind in refused.items():
+        with pytest.raises(ConfigError) as error:
+            make_teleop(device, path=str(path))
+        assert str(error.value) == (f"device_path={path} is {kind}; a {device}'s device_path must be its device "
+                                    f"file, a character device such as {example}")
+    os.mkfifo(tmp_path / "fifo")  # what stands in for the device in these tests stays allowed
+    make_teleop(device, path=str(tmp_path / "fifo")).close()
+
+
+def test_a_device_that_never_runs_dry_does_not_hang_a_control_step():
+    """/dev/zero as a gamepad (given as a descriptor, or where sysfs cannot tell what it is) kept the first
+    action() reading forever."""
+    class Hung(Exception):  # not an OSError, which the device's read error handling would take for an unplugged pad
+        pass
+
+    def too_long(*_):
+        raise Hung("action() did not return within 20 s")
+
+    zero = os.open("/dev/zero", os.O_RDONLY)
+    previous = signal.signal(signal.SIGALRM, too_long)
+    signal.alarm(20)
+    try:
+        with GamepadTeleop(zero) as pad:
+            assert pad.action().tolist() == [0.0, 0.0, 0.0, -1.0]  # all-zero bytes are no joystick events
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+        os.close(zero)
 
 
 def test_spacemouse_translation_reports_of_both_layouts(hidraw):
