@@ -1,0 +1,45 @@
+"""The cross-compiled harness (firmware/cortex_m4) and arm app (firmware/arm) Makefiles refuse a folder that lacks
+what they read in one line naming the variable, before anything is compiled: make's "No rule to make target
+'.../policy.o'" never named POLICY_DIR, and a wrong VECTORS_DIR or CONFIG_DIR was the compiler's "No such file"
+after some objects were already in BUILD. No cross-compiler runs here: each build stops while make reads the
+Makefile."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+FIRMWARE = Path(__file__).resolve().parents[2] / "firmware"
+# the folders each Makefile reads, and the files it needs in each
+FOLDERS = {"cortex_m4": {"POLICY_DIR": ("policy.c", "policy.h"), "VECTORS_DIR": ("test_vectors.h",)},
+           "arm": {"POLICY_DIR": ("policy.c", "policy.h"), "CONFIG_DIR": ("arm_config.h", "arm_config.c")}}
+
+
+def stub_folder(path: Path, *names: str) -> Path:
+    """A folder holding empty files of these names: what the checks look for, never compiled here."""
+    path.mkdir(parents=True)
+    for name in names:
+        (path / name).write_text("")
+    return path
+
+
+@pytest.mark.parametrize("app, goal, wrong", [
+    ("cortex_m4", "all", "POLICY_DIR"),
+    ("cortex_m4", "serial", "POLICY_DIR"),
+    ("cortex_m4", "all", "VECTORS_DIR"),
+    ("arm", "all", "POLICY_DIR"),
+    ("arm", "all", "CONFIG_DIR"),
+])
+def test_a_folder_without_its_files_is_named_in_one_line_and_nothing_is_built(app, goal, wrong, tmp_path):
+    folders = {name: stub_folder(tmp_path / name, *files) for name, files in FOLDERS[app].items()}
+    folders[wrong] = tmp_path / "no_such_folder"
+    build = tmp_path / "build"
+    variables = [f"{name}={folder}" for name, folder in folders.items()]
+    result = subprocess.run(["make", "-s", "-C", str(FIRMWARE / app), goal, *variables, f"BUILD={build}"],
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode != 0
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and f"{wrong}={tmp_path / 'no_such_folder'} has no " in lines[0], result.stderr
+    assert not build.exists()
