@@ -557,6 +557,21 @@ def test_a_wrong_policy_dir_fails_with_one_line_and_leaves_no_policy_to_flash(ex
     assert result.returncode != 0 and "CRAZYFLIE_BASE" in result.stderr.strip().splitlines()[0]
 
 
+
+def test_a_wrong_crazyflie_base_is_refused_before_the_policy_is_copied(tmp_path):
+    """It copied POLICY_DIR's files into src/ first, and then refused the checkout."""
+    app, _ = make_app(tmp_path)
+    export = tmp_path / "export_c"
+    export.mkdir()
+    for name in ("policy.c", "policy.h", "policy_layout.h"):  # never compiled: the build stops before
+        (export / name).write_text("")
+    before = sorted(p.name for p in (app / "src").iterdir())
+    result = run_make(app, f"CRAZYFLIE_BASE={tmp_path / 'nowhere'}", f"POLICY_DIR={export}")
+    assert result.returncode != 0
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and f"CRAZYFLIE_BASE={tmp_path / 'nowhere'} " in lines[0], result.stderr
+    assert sorted(p.name for p in (app / "src").iterdir()) == before and not (app / "build").exists()
+
 def test_the_app_flies_a_state_history_policy_as_the_simulator_and_starts_its_history_over_on_take_over(
         state_history_bundle, state_history_run, tmp_path):
     driver = compile_driver(state_history_bundle, tmp_path / "driver")
