@@ -19,6 +19,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from peers import BenchArgumentParser, Positive
+
 ROOT = Path(__file__).resolve().parent
 RESULTS = ROOT / "results"
 VARIANTS = {
@@ -30,9 +32,9 @@ VARIANTS = {
 
 def main() -> None:
     """Record, train the variants, report."""
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = BenchArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--steps", type=int, default=60000)
+    parser.add_argument("--steps", type=int, action=Positive, default=60000)
     args = parser.parse_args()
     env = {**os.environ, "MINARI_DATASETS_PATH": str(RESULTS / "minari"), "OMP_NUM_THREADS": "1"}
     python = sys.executable

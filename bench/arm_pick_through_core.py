@@ -14,11 +14,11 @@ tracking from ROS's latency.
 
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 
 import numpy as np
 import yaml
+from peers import BenchArgumentParser, Positive
 
 from robo_rl_ros.core.arm import ArmPolicyController, ArmSettings
 from robo_rl_ros.core.bundle import BundleError, load_bundle
@@ -66,14 +66,12 @@ def pick(bundle, seed: int, gains: JointGains, max_joint_speed: float) -> float 
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = BenchArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("bundle")
-    parser.add_argument("--seeds", type=int, default=20)
+    parser.add_argument("--seeds", type=int, action=Positive, default=20)
     parser.add_argument("--bridge", default="sim_arm_bridge.yaml", help="the bridge's parameter file (joint PD)")
     parser.add_argument("--policy", default="sim_arm_policy.yaml", help="the node's parameter file (joint speed)")
     args = parser.parse_args()
-    if args.seeds < 1:
-        raise SystemExit(f"--seeds must be >= 1, got {args.seeds}")
     try:
         bundle = load_bundle(args.bundle)
         bridge, node = parameters(args.bridge, "arm_sim_bridge_node"), parameters(args.policy, "arm_policy_node")

@@ -9,7 +9,6 @@ being written (it is written in the background): this measures that write.
 
 from __future__ import annotations
 
-import argparse
 import sys
 import tempfile
 import time
@@ -20,6 +19,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from hydra import compose, initialize_config_dir  # noqa: E402
+from peers import BenchArgumentParser, Positive  # noqa: E402
 
 from robo_rl.buffers import Source  # noqa: E402
 from robo_rl.checkpoint import content_digest, load_checkpoint, save_checkpoint  # noqa: E402
@@ -29,8 +29,8 @@ CONFIGS = str(Path(__file__).resolve().parents[1] / "configs")
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--transitions", type=int, nargs="+", default=[350_000])
+    parser = BenchArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--transitions", type=int, nargs="+", action=Positive, default=[350_000])
     args = parser.parse_args()
     torch.set_num_threads(1)
     with tempfile.TemporaryDirectory(dir=".") as scratch:

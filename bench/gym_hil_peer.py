@@ -10,22 +10,22 @@ pre-sampled; episodes reset when they end. Prints JSON to --json.
 
 from __future__ import annotations
 
-import argparse
 import json
 import statistics
 import time
 from importlib import metadata
 
 import gymnasium as gym
+from peers import BenchArgumentParser, Positive
 
 ENV_ID = "gym_hil/PandaPickCubeBase-v0"
 
 
 def main() -> None:
     """Measure and write JSON."""
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--seconds", type=float, default=3.0)
-    parser.add_argument("--repeats", type=int, default=3)
+    parser = BenchArgumentParser()
+    parser.add_argument("--seconds", type=float, action=Positive, default=3.0)
+    parser.add_argument("--repeats", type=int, action=Positive, default=3)
     parser.add_argument("--json", required=True)
     parser.add_argument("--image-obs", action="store_true")
     args = parser.parse_args()

@@ -33,6 +33,7 @@ from omegaconf import OmegaConf
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from peers import BenchArgumentParser, Positive  # noqa: E402
 from teacher_pool import check_result_name, own_teacher, run_reporting_errors  # noqa: E402
 
 from robo_rl.distill import env_at  # noqa: E402
@@ -82,19 +83,17 @@ def routed(default: Policy, rows: dict[int, Policy]) -> Policy:
 
 def main() -> None:
     """Fly the students on the held-out vehicles, train the missing specialists, fly them, report."""
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = BenchArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("runs", type=Path, nargs="+", help="student runs of one training distribution (make train runs)")
     parser.add_argument("--specialists", type=Path, default=ROOT / "outputs" / "held_out_specialists")
-    parser.add_argument("--steps", type=int, default=500_000, help="env steps per specialist (make specialists': 500k)")
-    parser.add_argument("--episodes", type=int, default=100, help="starts per failed vehicle (of --start-set), student and specialist")
+    parser.add_argument("--steps", type=int, action=Positive, default=500_000,
+                        help="env steps per specialist (make specialists': 500k)")
+    parser.add_argument("--episodes", type=int, action=Positive, default=100,
+                        help="starts per failed vehicle (of --start-set), student and specialist")
     parser.add_argument("--start-set", default="moderate", help="the suite's start set the held-out vehicles fly from")
     parser.add_argument("--name", default="held_out_ceiling", help="results file name")
-    parser.error = lambda message: parser.exit(2, f"error: {message}\n")  # one line, without the usage
     args = parser.parse_args()
     check_pool_folder(args.specialists, [], "--specialists")  # a file there; the members are checked once drawn
-    for option in ("steps", "episodes"):
-        if getattr(args, option) < 1:
-            sys.exit(f"--{option} {getattr(args, option)}: must be at least 1")
     check_result_name(args.name)
     for run in args.runs:
         check_run(run)  # a run with a policy, of a quadrotor env

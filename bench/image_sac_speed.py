@@ -26,12 +26,13 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from peers import machine_line, write_results
+from peers import BenchArgumentParser, Positive, machine_line, write_results
 from sim_speed import measure
 
 ROOT = Path(__file__).resolve().parent
 BATCH, STATE, ACTION, PAD = 128, 7, 4, 4
 CAMERAS = ("front", "wrist")
+MIN_SIZE = 31  # the smallest image side the encoder's 3x3 convolutions (strides 2, 2, 2, 1) leave a pixel of
 
 
 def observations(size: int) -> dict[str, torch.Tensor]:
@@ -154,13 +155,16 @@ def reference_update(size: int) -> Callable[[], None]:
 
 def main() -> None:
     """Measure, print the table, write JSON."""
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--seconds", type=float, default=3.0)
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--sizes", type=int, nargs="+", default=[64, 128])
-    parser.add_argument("--threads", type=int, default=2)
+    parser = BenchArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--seconds", type=float, action=Positive, default=3.0)
+    parser.add_argument("--rounds", type=int, action=Positive, default=3)
+    parser.add_argument("--sizes", type=int, nargs="+", default=[64, 128], help=f"image sides, {MIN_SIZE} or more")
+    parser.add_argument("--threads", type=int, action=Positive, default=2)
     parser.add_argument("--json", type=Path, default=ROOT / "results" / "image_sac_speed.json")
     args = parser.parse_args()
+    if min(args.sizes) < MIN_SIZE:
+        parser.error(f"--sizes must each be {MIN_SIZE} or more (the encoder's convolutions leave nothing of a "
+                     f"smaller image), got {' '.join(map(str, args.sizes))}")
     torch.set_num_threads(args.threads)
     print(machine_line(), flush=True)
     rows = []

@@ -37,6 +37,7 @@ from importlib import metadata
 from typing import Any, Callable
 
 import numpy as np
+from peers import BenchArgumentParser, NonNegative, Positive
 
 # ``l2f`` is imported lazily (in VecEnv) because libgomp reads OMP_NUM_THREADS at load time.
 
@@ -140,16 +141,20 @@ def child(part: str, args: argparse.Namespace, threads: int | None) -> dict[str,
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--seconds", type=float, default=3.0, help="length of each timed window")
-    ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--warmup", type=float, default=0.5, help="warm-up seconds before timing")
+    ap = BenchArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--seconds", type=float, action=Positive, default=3.0, help="length of each timed window")
+    ap.add_argument("--repeats", type=int, action=Positive, default=3)
+    ap.add_argument("--warmup", type=float, action=NonNegative, default=0.5, help="warm-up seconds before timing")
     ap.add_argument("--sizes", default="1024,4096,8192", help="vector sizes to try (comma-separated)")
-    ap.add_argument("--threads", type=int, default=None, help="OMP_NUM_THREADS for the vector part")
-    ap.add_argument("--launches", type=int, default=3, help="fresh processes for the vector part (best kept)")
+    ap.add_argument("--threads", type=int, action=Positive, default=None, help="OMP_NUM_THREADS for the vector part")
+    ap.add_argument("--launches", type=int, action=Positive, default=3,
+                    help="fresh processes for the vector part (best kept)")
     ap.add_argument("--json", default=None, help="write results to this path")
     ap.add_argument("--part", choices=["all", "single", "vector"], default="all", help=argparse.SUPPRESS)
     args = ap.parse_args()
+    # one string, as the parent passes it on to each child process
+    if not all(size.strip().isdigit() and int(size) > 0 for size in args.sizes.split(",")):
+        ap.error(f"--sizes must be comma-separated counts of 1 or more, got {args.sizes}")
 
     if args.part != "all":  # child process: print the part's JSON and exit
         print(json.dumps(bench_single(args) if args.part == "single" else bench_vector(args)))

@@ -32,7 +32,6 @@ Writes bench/results/mcu.json. Needs gcc-arm-none-eabi, libnewlib-arm-none-eabi 
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import json
 import os
@@ -46,7 +45,7 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import numpy as np
 import torch
-from peers import peer_python, write_results
+from peers import BenchArgumentParser, NonNegative, Positive, peer_python, write_results
 
 from robo_rl.agents.networks import TanhGaussianActor
 from robo_rl.export.c_generator import c_array, c_float, generate_c
@@ -302,9 +301,10 @@ def rounded_weight_error(actor: TanhGaussianActor, policy: DeterministicPolicy, 
 
 def main() -> None:
     """Build, run and check every row; print the table, write JSON."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--vectors", type=int, default=64, help="random test observations per network (+1 NaN)")
-    parser.add_argument("--seed", type=int, default=0)
+    parser = BenchArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--vectors", type=int, action=Positive, default=64,
+                        help="random test observations per network (+1 NaN)")
+    parser.add_argument("--seed", type=int, action=NonNegative, default=0)  # numpy's generators take no negative
     args = parser.parse_args()
     missing = missing_tools()
     if missing:

@@ -25,6 +25,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from peers import BenchArgumentParser, Positive
 from sim.quadrotor import native_step
 from sim.quadrotor.env import QuadrotorVectorEnv
 
@@ -53,12 +54,12 @@ def kernel_call(num_envs: int, march: str, source: Path | None = None) -> tuple[
 
 def main() -> None:
     """Time each build; print env steps/s and the paired speedups against the first."""
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--envs", type=int, default=2048)
-    parser.add_argument("--threads", type=int, default=1)
+    parser = BenchArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--envs", type=int, action=Positive, default=2048)
+    parser.add_argument("--threads", type=int, action=Positive, default=1)
     parser.add_argument("--march", nargs="+", default=["native", "x86-64-v3"])
     parser.add_argument("--sources", nargs="+", type=Path, help="kernel sources to time (built for -march=native)")
-    parser.add_argument("--rounds", type=int, default=25)
+    parser.add_argument("--rounds", type=int, action=Positive, default=25)
     args = parser.parse_args()
     torch.set_num_threads(2)
     if args.sources:

@@ -18,6 +18,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from peers import BenchArgumentParser, Positive
+
 ROOT = Path(__file__).resolve().parent.parent
 # (task, envs, privileged): the large batch the speed table leads with, and the recipe's size with the critic's
 # privileged observations, as robo_rl.train steps it
@@ -43,12 +45,12 @@ def rate(tree: Path, task: str, envs: int, privileged: bool, seconds: float, rep
 
 def main() -> None:
     """Time both trees and print each case's rates and median ratio."""
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = BenchArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--before", type=Path, required=True, help="source tree before the change")
     parser.add_argument("--after", type=Path, default=ROOT, help="source tree after it (default: this one)")
-    parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--seconds", type=float, default=1.0)
-    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--rounds", type=int, action=Positive, default=5)
+    parser.add_argument("--seconds", type=float, action=Positive, default=1.0)
+    parser.add_argument("--repeats", type=int, action=Positive, default=3)
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
     for tree in (args.before, args.after):

@@ -16,6 +16,7 @@ import time
 import numpy as np
 import torch
 
+from peers import BenchArgumentParser, Positive
 from sim import noise
 from sim.quadrotor.env import QuadrotorVectorEnv
 
@@ -35,9 +36,9 @@ def make_env(num_envs: int, span: int | None) -> QuadrotorVectorEnv:
 
 def main() -> None:
     """Time both tables at each size; print medians and the paired speedup."""
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--envs", type=int, nargs="+", default=[4096, 8192])
-    parser.add_argument("--rounds", type=int, default=31)
+    parser = BenchArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--envs", type=int, nargs="+", action=Positive, default=[4096, 8192])
+    parser.add_argument("--rounds", type=int, action=Positive, default=31)
     args = parser.parse_args()
     torch.set_num_threads(2)
     for n in args.envs:

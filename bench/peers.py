@@ -1,16 +1,55 @@
 """Shared by the benchmarks: peer software, each in its own virtual environment under bench/ (never the
-package's), and writing the results."""
+package's), writing the results, and the command line's checks (`BenchArgumentParser`, `Positive`,
+`NonNegative`). Standard library only: peer scripts import it from their own virtual environments."""
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import platform
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
+
+
+class BenchArgumentParser(argparse.ArgumentParser):
+    """A bench script's parser: a refused argument is one line, `error: ...`, and exit 2 (the project's rule for a
+    user's mistake, as the `python -m robo_rl...` commands do), without argparse's usage block."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"error: {message}\n")
+
+
+class Positive(argparse.Action):
+    """`action=Positive` with `type=int` or `type=float`: each value (all of them, with nargs) must be finite and
+    above 0, as a count or a number of seconds must. Refused while the arguments are parsed, so before any work:
+    0 or a negative had given a traceback part-way, an empty measurement, or a benchmark that never ended."""
+
+    zero_allowed = False
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                 option_string: str | None = None) -> None:
+        given = values if isinstance(values, list) else [values]
+        # finite: inf seconds would time a window forever (nan fails the comparison anyway)
+        if not all(math.isfinite(v) and (v >= 0 if self.zero_allowed else v > 0) for v in given):
+            each = "each " if isinstance(values, list) else ""
+            parser.error(f"{option_string} must {each}be {self.allowed()}, got {' '.join(map(str, given))}")
+        setattr(namespace, self.dest, values)
+
+    def allowed(self) -> str:
+        """What the option takes, in words."""
+        if self.type is int:
+            return "0 or more" if self.zero_allowed else "1 or more"
+        return "a finite number of 0 or more" if self.zero_allowed else "a finite number above 0"
+
+
+class NonNegative(Positive):
+    """`action=NonNegative`: as `Positive`, with 0 allowed (a count where 0 means none)."""
+
+    zero_allowed = True
 
 
 def peer_python(venv: Path, requirements: list[str], probe: str) -> Path:
@@ -57,12 +96,12 @@ def write_results(path: Path, results: Any) -> None:
 
 
 def peer_bench_arguments(doc: str, json_name: str, peer: str, seconds: float = 2.0,
-                         repeats: int = 3) -> argparse.ArgumentParser:
+                         repeats: int = 3) -> BenchArgumentParser:
     """The options every peer benchmark takes: --seconds and --repeats per measurement, --json (default
     bench/results/<json_name>), --no-peer to skip the named peer."""
-    parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--seconds", type=float, default=seconds)
-    parser.add_argument("--repeats", type=int, default=repeats)
+    parser = BenchArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--seconds", type=float, action=Positive, default=seconds)
+    parser.add_argument("--repeats", type=int, action=Positive, default=repeats)
     parser.add_argument("--json", type=Path, default=Path(__file__).resolve().parent / "results" / json_name)
     parser.add_argument("--no-peer", action="store_true", help=f"skip {peer}")
     return parser

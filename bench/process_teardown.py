@@ -14,13 +14,14 @@ and SIGKILL -> reaped; run it on an idle machine.
 
 from __future__ import annotations
 
-import argparse
 import signal
 import socket
 import statistics
 import subprocess
 import sys
 import time
+
+from peers import BenchArgumentParser, Positive
 
 READY = ("from robo_rl_ros.core.liveness import LivenessBeacon; beacon = LivenessBeacon('127.0.0.1'); "
          "print('ready', beacon.address[1], flush=True); time.sleep(600)")
@@ -59,11 +60,9 @@ def teardown_seconds(code: str) -> tuple[float, float]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--repeats", type=int, default=5)
+    parser = BenchArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--repeats", type=int, action=Positive, default=5)
     args = parser.parse_args()
-    if args.repeats < 1:
-        raise SystemExit(f"--repeats must be >= 1, got {args.repeats}")
     print(f"median (min-max) of {args.repeats}, ms\n\n| process | SIGKILL -> beacon closed | SIGKILL -> reaped |\n"
           "|---|---|---|")
     for name, code in CASES.items():

@@ -13,14 +13,13 @@ bench/results/ray_learning.png (success against env steps, both runners, every s
 
 from __future__ import annotations
 
-import argparse
 import json
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
-from peers import machine_line, write_results
+from peers import BenchArgumentParser, Positive, machine_line, write_results
 
 ROOT = Path(__file__).resolve().parent
 RESULTS = ROOT / "results"
@@ -47,10 +46,10 @@ def first_success(history: list[dict[str, Any]]) -> dict[str, Any] | None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = BenchArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    parser.add_argument("--steps", type=int, default=400_000)
-    parser.add_argument("--actors", type=int, default=2)
+    parser.add_argument("--steps", type=int, action=Positive, default=400_000)
+    parser.add_argument("--actors", type=int, action=Positive, default=2)
     args = parser.parse_args()
     print(machine_line())
     rows = []

@@ -18,7 +18,6 @@ cores: the table prints the core count. Needs an idle machine. Writes bench/resu
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 import time
@@ -27,7 +26,7 @@ from typing import Any
 
 import torch
 
-from peers import machine_line, write_results
+from peers import BenchArgumentParser, Positive, machine_line, write_results
 
 ROOT = Path(__file__).resolve().parent
 sys.path.insert(0, str(ROOT.parent))
@@ -166,10 +165,10 @@ def update_rate(learner: Learner, seconds: float) -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--seconds", type=float, default=15.0)
-    parser.add_argument("--actors", type=int, nargs="+", default=[1, 2, 4])
-    parser.add_argument("--envs", type=int, default=32)
+    parser = BenchArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--seconds", type=float, action=Positive, default=15.0)
+    parser.add_argument("--actors", type=int, nargs="+", action=Positive, default=[1, 2, 4])
+    parser.add_argument("--envs", type=int, action=Positive, default=32)
     parser.add_argument("--task", choices=sorted(TASKS), default="hover")
     args = parser.parse_args()
     print(machine_line())

@@ -34,6 +34,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from peers import BenchArgumentParser, Positive
+
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results"
 RUNTIME_TESTS = ROOT / "tests" / "ros2" / "runtime"
@@ -107,8 +109,8 @@ def trailing_rates(flags: list[bool], window: int = WINDOW) -> list[float]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--steps", type=int, default=20_000)
+    parser = BenchArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--steps", type=int, action=Positive, default=20_000)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--report", type=Path, help=argparse.SUPPRESS)  # the run's report, in the learner's Python
     args = parser.parse_args()

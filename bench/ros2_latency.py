@@ -24,7 +24,6 @@ bench/results/ros2_latency.json.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import platform
@@ -35,6 +34,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from peers import BenchArgumentParser, NonNegative, Positive
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "ros2_ws" / "src" / "robo_rl_ros"
@@ -44,12 +44,12 @@ NETNS = ROOT / "ros2_ws" / "scripts" / "netns_run.sh"
 
 def main() -> None:
     """Parse arguments, measure, print and save."""
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--ticks", type=int, default=10_000)
+    parser = BenchArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--ticks", type=int, action=Positive, default=10_000)
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "ros2_latency.json")
     parser.add_argument("--priorities", type=int, nargs="+", default=[0, 50],
                         help="realtime_priority values to measure (0: normal scheduling)")
-    parser.add_argument("--busy-loops", type=int, default=0,
+    parser.add_argument("--busy-loops", type=int, action=NonNegative, default=0,
                         help="processes spinning on the CPUs meanwhile, as other work on a robot computer would")
     args = parser.parse_args()
     if os.environ.get("ROBO_RL_IN_NETNS") != "1":

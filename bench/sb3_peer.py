@@ -7,7 +7,6 @@ transitions; then `model.train(gradient_steps, batch_size)` is timed, which is e
 
 from __future__ import annotations
 
-import argparse
 import json
 import time
 
@@ -16,6 +15,8 @@ import numpy as np
 import torch
 from stable_baselines3 import SAC, __version__
 from stable_baselines3.common.logger import Logger
+
+from peers import BenchArgumentParser, Positive
 
 
 class Dummy(gym.Env):
@@ -30,11 +31,11 @@ class Dummy(gym.Env):
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--hidden", type=int, nargs="+", default=[256, 256])
-    parser.add_argument("--batch", type=int, default=256)
-    parser.add_argument("--seconds", type=float, default=3.0)
-    parser.add_argument("--threads", type=int, default=2)
+    parser = BenchArgumentParser()
+    parser.add_argument("--hidden", type=int, nargs="+", action=Positive, default=[256, 256])
+    parser.add_argument("--batch", type=int, action=Positive, default=256)
+    parser.add_argument("--seconds", type=float, action=Positive, default=3.0)
+    parser.add_argument("--threads", type=int, action=Positive, default=2)
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     model = SAC("MlpPolicy", Dummy(), batch_size=args.batch, learning_starts=0, buffer_size=20000,

@@ -41,7 +41,7 @@ from typing import Any, Callable
 import numpy as np
 import torch
 
-from peers import machine_line, peer_python, write_results
+from peers import BenchArgumentParser, NonNegative, Positive, machine_line, peer_python, write_results
 
 ROOT = Path(__file__).resolve().parent
 L2F_VENV = ROOT / ".venv-l2f"
@@ -172,12 +172,12 @@ def bench_paired(rounds: int, seconds: float, repeats: int, num_envs: int = 8192
 
 def main() -> None:
     """Run every measurement, print the table and the targets, write JSON."""
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--seconds", type=float, default=2.0, help="length of each timed window")
-    parser.add_argument("--repeats", type=int, default=3)
+    parser = BenchArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--seconds", type=float, action=Positive, default=2.0, help="length of each timed window")
+    parser.add_argument("--repeats", type=int, action=Positive, default=3)
     parser.add_argument("--json", type=Path, default=ROOT / "results" / "sim_speed.json")
     parser.add_argument("--no-l2f", action="store_true", help="skip the l2f peer")
-    parser.add_argument("--pairs", type=int, default=3, help="alternating native/l2f rounds (0: none)")
+    parser.add_argument("--pairs", type=int, action=NonNegative, default=3, help="alternating native/l2f rounds (0: none)")
     args = parser.parse_args()
     print(machine_line(), flush=True)
     torch.set_num_threads(2)

@@ -30,6 +30,7 @@ from omegaconf import OmegaConf
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from peers import BenchArgumentParser, Positive  # noqa: E402
 from teacher_pool import check_result_name, run_reporting_errors  # noqa: E402
 
 from robo_rl.distill import own_view  # noqa: E402
@@ -76,20 +77,17 @@ def members_of(run: Path, names: list[str] | None) -> list[PoolMember]:
 
 def main() -> None:
     """Fly each member and the student on the member's vehicle, with each handover, and report."""
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = BenchArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("run", type=Path, help="a student of a teacher pool (make train POOL=1's run)")
     parser.add_argument("--members", nargs="*", help="pool members by folder name (v120 ...); default: all kept")
     parser.add_argument("--handover", default="", help="comma-separated control steps the member flies first")
-    parser.add_argument("--episodes", type=int, default=100)
+    parser.add_argument("--episodes", type=int, action=Positive, default=100)
     parser.add_argument("--start-set", default="l2f", help="a start set of configs/robustness.yaml")
     parser.add_argument("--seed", type=int, default=12345)
     parser.add_argument("--name", default="student_gap", help="results file name")
-    parser.error = lambda message: parser.exit(2, f"error: {message}\n")  # one line, without the usage
     args = parser.parse_args()
     check_run(args.run)
     check_result_name(args.name)
-    if args.episodes < 1:
-        sys.exit(f"--episodes {args.episodes}: must be at least 1")
     if not 0 <= args.seed < 2**32:
         sys.exit(f"--seed {args.seed}: must lie in [0, 4294967295]")
     try:

@@ -52,6 +52,8 @@ from omegaconf import DictConfig, OmegaConf
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from peers import BenchArgumentParser, NonNegative, Positive  # noqa: E402
+
 from robo_rl.agents.distillation import AggregatedDataset, DistillationConfig, StudentRegression  # noqa: E402
 from robo_rl.agents.sac import SAC, SACConfig  # noqa: E402
 from robo_rl.checkpoint import CheckpointError, require_run_dir, save_best_policy  # noqa: E402
@@ -209,16 +211,16 @@ def distill(groups: list[Group], student: SAC, identity: Identity | None, settin
 
 def main() -> None:
     """Build the teachers' groups, distill, fly the suite's cells (and the family), report."""
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = BenchArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--teachers", choices=("specialists", "pool"), required=True)
     parser.add_argument("--specialists", type=Path, default=ROOT / "outputs" / "specialists")
     parser.add_argument("--latency", type=int, nargs="+", default=[0, 3], help="student latency range (min max)")
     parser.add_argument("--vehicle-id", action="store_true", help="specialists: the student also reads a one-hot of its vehicle")
     parser.add_argument("--latency-id", action="store_true", help="the student also reads a one-hot of its latency")
     parser.add_argument("--family-run", type=Path, default=ROOT / "outputs" / "lim-s0", help="a make train run")
-    parser.add_argument("--pool-size", type=int, default=16)
+    parser.add_argument("--pool-size", type=int, action=Positive, default=16)
     parser.add_argument("--pool-seed", type=int, default=4242)
-    parser.add_argument("--pool-steps", type=int, default=300_000)
+    parser.add_argument("--pool-steps", type=int, action=Positive, default=300_000)
     parser.add_argument("--pool-from", type=Path, default=None,
                         help="the run whose distribution the pool is drawn from (default: the family run's family teacher)")
     parser.add_argument("--pool-latency", choices=("0", "drawn"), default="0")
@@ -229,16 +231,15 @@ def main() -> None:
     parser.add_argument("--family-share", type=float, default=0.0)
     parser.add_argument("--family-latency", choices=("below-pool", "all"), default="below-pool",
                         help="with --pool-min-latency: the family envs' latencies")
-    parser.add_argument("--hidden", type=int, nargs="+", default=[64, 64])
-    parser.add_argument("--state-history", type=int, default=8)
-    parser.add_argument("--num-envs", type=int, default=1600)
-    parser.add_argument("--iterations", type=int, default=40)
-    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--hidden", type=int, nargs="+", action=Positive, default=[64, 64])
+    parser.add_argument("--state-history", type=int, action=NonNegative, default=8)
+    parser.add_argument("--num-envs", type=int, action=Positive, default=1600)
+    parser.add_argument("--iterations", type=int, action=Positive, default=40)
+    parser.add_argument("--threads", type=int, action=Positive, default=2)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--name", default=None, help="results file suffix")
     parser.add_argument("--save-student", type=Path, default=None,
                         help="a new folder: the student as a run that robo_rl.robustness, evaluate and export take")
-    parser.error = lambda message: parser.exit(2, f"error: {message}\n")  # one line, without the usage
     args = parser.parse_args()
     check_result_name(args.name)
     if args.vehicle_id and args.teachers != "specialists":
@@ -247,13 +248,6 @@ def main() -> None:
         sys.exit(f"--family-share {args.family_share}: must be in [0, 1)")
     if not 0.0 <= args.min_success <= 1.0:
         sys.exit(f"--min-success {args.min_success}: must be in [0, 1]")
-    for option in ("pool_size", "pool_steps", "num_envs", "iterations", "threads"):
-        if getattr(args, option) < 1:
-            sys.exit(f"--{option.replace('_', '-')} {getattr(args, option)}: must be at least 1")
-    if min(args.hidden) < 1:
-        sys.exit(f"--hidden {' '.join(map(str, args.hidden))}: layer widths must be at least 1")
-    if args.state_history < 0:
-        sys.exit(f"--state-history {args.state_history}: must be 0 or more")
     if not 0 <= args.pool_min_latency <= 3 or (args.pool_min_latency and args.pool_latency != "drawn"):
         sys.exit(f"--pool-min-latency {args.pool_min_latency}: 0-3 control steps, and above 0 only with --pool-latency drawn")
     if args.family_latency == "all" and not args.pool_min_latency:

@@ -10,8 +10,6 @@ of centimetres too loosely; one that fails at every radius crashes or drifts awa
 
 from __future__ import annotations
 
-import argparse
-import math
 import sys
 from pathlib import Path
 
@@ -22,6 +20,8 @@ from omegaconf import OmegaConf
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from peers import BenchArgumentParser, Positive  # noqa: E402
+
 from robo_rl.checkpoint import CheckpointError  # noqa: E402
 from robo_rl.robustness import check_run, evaluate_cells, load_flying, suite_from_config  # noqa: E402
 from sim.errors import ConfigError  # noqa: E402
@@ -30,16 +30,14 @@ from sim.quadrotor.tasks import TASKS  # noqa: E402
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = BenchArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("run", help="a training or distillation run folder")
     parser.add_argument("--task", default="figure_eight", choices=list(TASKS), help="the quadrotor task flown")
     parser.add_argument("--vehicles", nargs="+", default=None, choices=list(VEHICLES),
                         help="named vehicles (default: the suite's)")
-    parser.add_argument("--radii", nargs="+", type=float, default=[0.15, 0.175, 0.2], help="success radii [m]")
-    parser.error = lambda message: parser.exit(2, f"error: {message}\n")  # one line, without the usage
+    parser.add_argument("--radii", nargs="+", type=float, action=Positive, default=[0.15, 0.175, 0.2],
+                        help="success radii [m]")
     args = parser.parse_args()
-    if not all(math.isfinite(r) and r > 0 for r in args.radii):
-        parser.error(f"--radii must be positive distances in metres, got {args.radii}")
     torch.set_num_threads(1)
     try:
         check_run(args.run)

@@ -21,7 +21,6 @@ chose it). Writes bench/results/train_speed.json. Run on an idle machine.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import shutil
@@ -36,7 +35,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from peers import machine_line, peer_python, write_results
+from peers import BenchArgumentParser, Positive, machine_line, peer_python, write_results
 
 if TYPE_CHECKING:
     from robo_rl.buffers import Batch
@@ -183,9 +182,9 @@ def hover_training(seed: int) -> dict[str, Any]:
 
 def main() -> None:
     """Measure, print the table, write JSON."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seconds", type=float, default=2.0, help="per implementation and round")
-    parser.add_argument("--rounds", type=int, default=3)
+    parser = BenchArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seconds", type=float, action=Positive, default=2.0, help="per implementation and round")
+    parser.add_argument("--rounds", type=int, action=Positive, default=3)
     parser.add_argument("--skip-hover", action="store_true", help="only the update rows")
     parser.add_argument("--skip-updates", action="store_true", help="only the hover rows")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0], help="training seeds of the hover rows")

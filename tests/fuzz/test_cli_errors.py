@@ -19,10 +19,10 @@ from tests.fuzz.harness import ROOT, changed, snapshot
 CONFIGS = str(ROOT / "configs")
 
 
-def run_cli(args: list[str], tmp_path) -> subprocess.CompletedProcess:
+def run_cli(args: list[str], tmp_path, timeout: float = 300) -> subprocess.CompletedProcess:
     """`python <args>` run from tmp_path/work, with its own HOME (caches) at tmp_path/home."""
     (tmp_path / "work").mkdir(exist_ok=True)
-    return subprocess.run([sys.executable, *args], capture_output=True, text=True, cwd=tmp_path / "work", timeout=300,
+    return subprocess.run([sys.executable, *args], capture_output=True, text=True, cwd=tmp_path / "work", timeout=timeout,
                           env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path / "home"), "OMP_NUM_THREADS": "1",
                                "PYTHONPATH": str(ROOT), "MINARI_DATASETS_PATH": str(tmp_path / "minari")})
 
@@ -186,7 +186,29 @@ def test_a_bench_scripts_refused_argument_is_one_line_and_status_2(tmp_path):
     (run / "best_policy.pt").write_bytes(b"a policy")
     result = run_cli([str(ROOT / "bench" / "student_gap.py"), "run", "--episodes", "0"], tmp_path)
     assert result.returncode == USER_ERROR_STATUS, result.stderr
-    assert result.stderr.strip().splitlines() == ["error: --episodes 0: must be at least 1"], result.stderr
+    assert result.stderr.strip().splitlines() == ["error: --episodes must be 1 or more, got 0"], result.stderr
+
+
+@pytest.mark.parametrize("script, args, message", [
+    ("checkpoint_io.py", ["--transitions", "-5"], "--transitions must each be 1 or more, got -5"),
+    ("sim_speed.py", ["--repeats", "0"], "--repeats must be 1 or more, got 0"),
+    ("sim_speed.py", ["--seconds", "-1"], "--seconds must be a finite number above 0, got -1.0"),
+    ("sim_speed.py", ["--seconds", "nan"], "--seconds must be a finite number above 0, got nan"),
+    ("mcu.py", ["--vectors", "0"], "--vectors must be 1 or more, got 0"),
+    ("image_sac_speed.py", ["--sizes", "0"], "--sizes must each be 31 or more (the encoder's convolutions leave "
+                                             "nothing of a smaller image), got 0"),
+    ("noise_table.py", ["--envs", "0"], "--envs must each be 1 or more, got 0"),
+    ("ray_throughput.py", ["--actors", "0"], "--actors must each be 1 or more, got 0"),
+])
+def test_a_bench_scripts_count_or_seconds_out_of_range_is_refused_before_any_work(script, args, message, tmp_path):
+    """They were tracebacks part-way (checkpoint_io, mcu, image_sac_speed, noise_table), the whole benchmark
+    (sim_speed --seconds -1: an l2f install first), or a hang (ray_throughput --actors 0)."""
+    (tmp_path / "work").mkdir()
+    before = snapshot(tmp_path / "work")
+    result = run_cli([str(ROOT / "bench" / script), *args], tmp_path, timeout=120)
+    assert result.returncode == USER_ERROR_STATUS, result.stderr[-2000:]
+    assert result.stderr.strip().splitlines() == [f"error: {message}"], result.stderr[-2000:]
+    assert result.stdout == "" and changed(before, snapshot(tmp_path / "work")) == []
 
 
 @pytest.mark.parametrize("args", [
