@@ -13,8 +13,11 @@ it) gets the accepted episodes under its next free version instead, named on the
 
 from __future__ import annotations
 
+import contextlib
+import signal
+import threading
 import time
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import numpy as np
 from omegaconf import DictConfig, OmegaConf
@@ -71,11 +74,27 @@ def record_teleop(env: Any, teleop: Teleop, episodes: int, seed: int, realtime: 
     included (the episode under way, not yet accepted, is dropped)."""
     accepted: list[dict[str, Any]] = []
     say(teleop.help)
-    try:
-        _drive(env, teleop, episodes, seed, realtime, say, accepted)
-    except KeyboardInterrupt:  # the accepted episodes are a person's work: Ctrl-C keeps them, as the quit key does
-        say(f"interrupted: keeping the {len(accepted)} accepted episode(s)")
+    with _ctrl_c_interrupts():
+        try:
+            _drive(env, teleop, episodes, seed, realtime, say, accepted)
+        except KeyboardInterrupt:  # the accepted episodes are a person's work: Ctrl-C keeps them, as the quit key does
+            say(f"interrupted: keeping the {len(accepted)} accepted episode(s)")
     return accepted
+
+
+@contextlib.contextmanager
+def _ctrl_c_interrupts() -> Iterator[None]:
+    """Ctrl-C (SIGINT) raises KeyboardInterrupt within the block, whatever the process had made of it (a library's
+    worker setup may ignore it: the person's Ctrl-C then did nothing and the session ran on), restored after.
+    Only the main thread can set a signal's handler; elsewhere the process's own stays."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def _drive(env: Any, teleop: Teleop, episodes: int, seed: int, realtime: bool, say: Callable[[str], None],

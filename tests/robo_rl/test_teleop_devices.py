@@ -361,8 +361,11 @@ def test_a_gamepad_demonstration_is_recorded(pipe):
     assert (actions == [1.0, 0.0, 0.0, 1.0]).all()
 
 
-def test_ctrl_c_while_recording_keeps_the_episodes_already_accepted(pipe):
-    """An hour of demonstrations must not be lost to a Ctrl-C: it stops recording as the quit button does."""
+@pytest.mark.parametrize("handler", ["default", "ignored"])
+def test_ctrl_c_while_recording_keeps_the_episodes_already_accepted(pipe, handler):
+    """An hour of demonstrations must not be lost to a Ctrl-C: it stops recording as the quit button does, also
+    in a process where SIGINT had been set to be ignored (in CI a worker had it so: the Ctrl-C did nothing, and all
+    three episodes were recorded)."""
     import torch
 
     from robo_rl.envs import make_vector_env
@@ -382,10 +385,14 @@ def test_ctrl_c_while_recording_keeps_the_episodes_already_accepted(pipe):
         elif "keep it" in text:
             os.write(write_end, press(0))
 
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN if handler == "ignored" else signal.default_int_handler)
     try:
         episodes = record_teleop(env, GamepadTeleop(read_end), episodes=3, seed=0, realtime=False, say=operator)
     except KeyboardInterrupt:
         pytest.fail("Ctrl-C escaped record_teleop: the accepted episode was lost")
+    finally:
+        assert signal.getsignal(signal.SIGINT) == (signal.SIG_IGN if handler == "ignored" else signal.default_int_handler)
+        signal.signal(signal.SIGINT, previous)
     assert len(episodes) == 1 and (episodes[0]["actions"][:, 0] == 1.0).all()
     assert said[-1] == "interrupted: keeping the 1 accepted episode(s)"
 
