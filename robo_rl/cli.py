@@ -240,30 +240,61 @@ class CheckOptionsFirst(_hydra_callback_base()):  # type: ignore[misc]
 
     def on_run_start(self, config: Any, **kwargs: Any) -> None:
         """Stop the command (one line from `command`) on an option that `check_options` refuses."""
-        import copy
-
-        from hydra.core.hydra_config import HydraConfig
-        from omegaconf import open_dict, read_write
-
         from robo_rl.options import check_options
 
         try:
-            HydraConfig.instance().set_config(config)  # options may interpolate ${hydra:...}; run_job sets it again
-            task = copy.deepcopy(config)
-            with read_write(task), open_dict(task):
-                del task["hydra"]
-            check_output_dir(str(config.hydra.run.dir))
+            task = self._task(config)
+            try:
+                run_dir = str(config.hydra.run.dir)
+            except Exception:  # it reads an option that was not given (robustness's run=): the check names it
+                check_options(task, self.command)
+                raise
+            check_output_dir(run_dir)
             if self.command in NEW_RUN_COMMANDS and not task.get("resume"):
-                check_new_run_dir(str(config.hydra.run.dir), self.command)
+                check_new_run_dir(run_dir, self.command)
             check_options(task, self.command)
             # the folders Hydra is about to create for this command, deepest first (removed again if it is refused)
-            output = Path(str(config.hydra.run.dir)).absolute()
+            output = Path(run_dir).absolute()
             _HYDRA_CREATED[:] = [folder for folder in (output, *output.parents) if not folder.exists()]
             _HYDRA_EXISTING.clear()
             _HYDRA_EXISTING.update({folder: {p.name for p in folder.iterdir()} if folder.is_dir() else set()
                                     for folder in (output / RESUME_RECORDS, output) if output.is_dir()})
         except Exception as error:  # noqa: BLE001 (Hydra turns a callback's Exception into a warning and goes on)
             raise _TaskFailed(error) from None
+
+    def on_multirun_start(self, config: Any, **kwargs: Any) -> None:
+        """Stop a sweep (-m) before its first job on an option of any of its jobs that `check_options` refuses:
+        `-m seed=1,abc` trained the whole first job before the second was refused."""
+        from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+        from hydra.core.global_hydra import GlobalHydra
+        from hydra.core.override_parser.overrides_parser import OverridesParser
+        from omegaconf import OmegaConf
+
+        from robo_rl.options import check_options
+
+        try:
+            loader = GlobalHydra.instance().config_loader()
+            arguments = OmegaConf.to_container(config.hydra.overrides.task, resolve=False)
+            jobs = BasicSweeper.split_arguments(OverridesParser.create(config_loader=loader).parse_overrides(arguments),
+                                                None)
+            for job in (job for batch in jobs for job in batch):
+                check_options(self._task(loader.load_sweep_config(config, list(job))), self.command)
+        except Exception as error:  # noqa: BLE001 (as on_run_start)
+            raise _TaskFailed(error) from None
+
+    @staticmethod
+    def _task(config: Any) -> Any:
+        """The task's part of the composed `config`, Hydra's own left out."""
+        import copy
+
+        from hydra.core.hydra_config import HydraConfig
+        from omegaconf import open_dict, read_write
+
+        HydraConfig.instance().set_config(config)  # options may interpolate ${hydra:...}; run_job sets it again
+        task = copy.deepcopy(config)
+        with read_write(task), open_dict(task):
+            del task["hydra"]
+        return task
 
 
 # set by CheckOptionsFirst for a single run (not a sweep): the output folder and the parents Hydra creates for it;

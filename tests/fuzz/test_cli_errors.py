@@ -265,6 +265,22 @@ def test_resuming_a_distilled_student_with_train_is_refused_as_such(trained_run,
     assert changed(before, snapshot(tmp_path / "work")) == []
 
 
+@pytest.mark.parametrize("sweep, message", [
+    (["episodes=1,abc"], "error: episodes must be an integer, got 'abc'"),
+    (["episodes=1", "seed=0,-1"], "error: seed must lie in [0, 4294967295], got -1"),
+])
+def test_a_sweep_with_a_bad_value_in_a_later_job_is_refused_before_its_first_job(sweep, message, trained_run, tmp_path):
+    # each job's options were checked only when it started: -m seed=1,abc trained all of job 0 before refusing abc
+    import shutil
+
+    shutil.copytree(trained_run, tmp_path / "work" / "run")
+    before = snapshot(tmp_path / "work")
+    result = run_cli(["-m", "robo_rl.evaluate", "-m", "run=run", *sweep], tmp_path)
+    assert result.returncode == USER_ERROR_STATUS and len(result.stderr.strip().splitlines()) == 1, result.stderr
+    assert result.stderr.startswith(message), result.stderr
+    assert changed(before, snapshot(tmp_path / "work")) == []  # no evaluation of job 0, no multirun folder
+
+
 def test_a_bug_is_a_traceback_and_status_1(tmp_path):
     program = ("from robo_rl.cli import command\n"
                "@command\n"
