@@ -150,7 +150,7 @@ system-deps:
 	fi
 
 test: $(STAMP) system-deps $(ROS_STAMP) ros-system-deps
-	$(PY) -m pytest -n 2 --dist loadgroup -q
+	$(PY) -m pytest -n 2 --dist loadgroup -q --durations=25  # the slowest, for keeping make test near 15 min
 	@$(MAKE) --no-print-directory ros-test
 
 ros-venv: $(ROS_STAMP)
