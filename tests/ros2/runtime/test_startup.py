@@ -24,6 +24,14 @@ from ros_helpers import NodeProcess, config
     ({"bundle_path": str(HOVER_BUNDLE), "crazyswarm2_backend": "sim"}, "crazyswarm2_backend must be one of ('cpp', 'cflib')"),
     ({"bundle_path": str(HOVER_BUNDLE), "attitude_kp": math.nan}, "attitude_kp must be a finite number, got nan"),
     ({"bundle_path": str(HOVER_BUNDLE), "target_position": [0.0, math.inf, 1.0]}, "target_position must be 3 finite numbers"),
+    # accepted once: a reversed attitude loop, an empty geofence; or a traceback (the watchdog, the rate limit, the timer)
+    ({"bundle_path": str(HOVER_BUNDLE), "attitude_kp": -6.0}, "attitude_kp must be > 0, got -6.0"),
+    ({"bundle_path": str(HOVER_BUNDLE), "geofence_half_extent": -1.0}, "geofence_half_extent must be > 0, got -1.0"),
+    ({"bundle_path": str(HOVER_BUNDLE), "state_timeout": -1.0}, "state_timeout must be > 0, got -1.0"),
+    ({"bundle_path": str(HOVER_BUNDLE), "max_action_delta": -0.5}, "max_action_delta must be > 0, got -0.5"),
+    ({"bundle_path": str(HOVER_BUNDLE), "control_rate_hz": -5.0}, "control_rate_hz must be > 0, or 0 for the bundle's rate, got -5.0"),
+    ({"bundle_path": str(HOVER_BUNDLE), "max_tilt_deg": 500.0}, "max_tilt_deg must be in (0, 90], got 500.0"),
+    ({"bundle_path": str(HOVER_BUNDLE), "pose_velocity_smoothing": -1.0}, "pose_velocity_smoothing must be >= 0 s"),
 ])
 def test_bad_parameters_exit_with_one_error(workspace, overrides, message):
     install = workspace["install"]
@@ -39,9 +47,17 @@ PIXELS_BUNDLE = HOVER_BUNDLE.parent / "pick_pixels_bundle"
     ({"image_topics": ["side=/side/image_raw"]},
      "image_topics entry 'side=/side/image_raw' must be camera=topic with one of the policy's cameras (front, wrist)"),
     ({"image_topics": ["front"]}, "image_topics entry 'front' must be camera=topic"),
-    ({"image_timeout": 0.0}, "image_timeout must be > 0 seconds, got 0.0"),
+    ({"image_timeout": 0.0}, "image_timeout must be a finite number > 0, got 0.0"),
+    # a NaN speed made every joint command NaN; a negative one walked the joints past their limits; a goal of 2
+    # entries was a traceback at the first joint state, a NaN one kept the arm still without a word
+    ({"max_joint_speed": math.nan}, "max_joint_speed must be a finite number > 0, got nan"),
+    ({"max_joint_speed": -1.0}, "max_joint_speed must be a finite number > 0, got -1.0"),
+    ({"goal": [0.5, 0.0]}, "goal must be 3 finite numbers [m], got [0.5, 0.0]"),
+    ({"goal": [math.nan, 0.0, 0.2]}, "goal must be 3 finite numbers [m], got [nan, 0.0, 0.2]"),
+    ({"state_timeout": -1.0}, "state_timeout must be a finite number > 0, got -1.0"),
+    ({"orientation_gain": -5.0}, "orientation_gain must be a finite number >= 0, got -5.0"),
 ])
-def test_the_arm_node_refuses_bad_camera_parameters_with_one_error(workspace, overrides, message):
+def test_the_arm_node_refuses_bad_parameters_with_one_error(workspace, overrides, message):
     install = workspace["install"]
     node = NodeProcess(install, "arm_policy_node", [], {"bundle_path": str(PIXELS_BUNDLE), **overrides})
     _assert_one_error(node, message)

@@ -63,14 +63,12 @@ class ArmPolicyNode(Node):
             self.controller = ArmPolicyController(bundle, ArmSettings(
                 tuple(p["goal"]), p["state_timeout"], p["max_joint_speed"], p["ik_damping"], p["orientation_gain"],
                 image_timeout=p["image_timeout"]))
-        except BundleError as error:
+        except (BundleError, ValueError) as error:  # ValueError: a setting ArmSettings refuses
             raise StartupError(f"{node_name}: {error}") from error
         try:
             self._image_topics = image_topics(p["image_topics"] or [], list(self.controller.cameras))
         except ValueError as error:
             raise StartupError(f"{node_name}: {error}") from error
-        if not p["image_timeout"] > 0:
-            raise StartupError(f"{node_name}: image_timeout must be > 0 seconds, got {p['image_timeout']}")
         joints = list(self.controller.chain.joints)
         self.command_joints = list(p["command_joints"] or joints)
         if sorted(self.command_joints) != sorted(joints):

@@ -87,8 +87,18 @@ class QuadrotorPolicyNode(Node):
         if p["crazyswarm2_backend"] not in BACKENDS:
             raise StartupError(f"crazyswarm2_backend must be one of {BACKENDS} (crazyswarm2's launch argument "
                                f"`backend`), got {p['crazyswarm2_backend']!r}")
-        if not p["max_yaw_rate_deg"] > 0:
-            raise StartupError(f"max_yaw_rate_deg must be > 0, got {p['max_yaw_rate_deg']}")
+        # > 0: a negative attitude_kp reversed the attitude loop, a negative geofence stopped every flight, a
+        # negative rate crashed rclpy's timer; all were accepted or a traceback
+        for name in ("state_timeout", "max_action_delta", "geofence_half_extent", "attitude_kp", "descent_seconds",
+                     "max_yaw_rate_deg"):
+            if not p[name] > 0:
+                raise StartupError(f"{name} must be > 0, got {p[name]}")
+        if not p["control_rate_hz"] >= 0:
+            raise StartupError(f"control_rate_hz must be > 0, or 0 for the bundle's rate, got {p['control_rate_hz']}")
+        if not 0 < p["max_tilt_deg"] <= 90:
+            raise StartupError(f"max_tilt_deg must be in (0, 90], got {p['max_tilt_deg']}")
+        if not p["pose_velocity_smoothing"] >= 0:
+            raise StartupError(f"pose_velocity_smoothing must be >= 0 s, got {p['pose_velocity_smoothing']}")
         settings = QuadrotorSettings(tuple(float(x) for x in target), p["state_timeout"], p["max_action_delta"],
                                      p["geofence_half_extent"], p["attitude_kp"], p["max_tilt_deg"],
                                      p["descent_seconds"], p["rate_lead"], p["crazyswarm2_backend"],

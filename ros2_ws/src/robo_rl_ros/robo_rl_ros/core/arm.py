@@ -21,6 +21,7 @@ its fields need no object position (the cameras show the cube), none is waited f
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import Callable
 
 import numpy as np
@@ -49,6 +50,20 @@ class ArmSettings:
     # least squares; a Cartesian impedance with stiffnesses k_t and k_r trades them as sqrt(k_r / k_t)
     orientation_weight: float = 1.0
     image_timeout: float = 0.2  # [s] a policy on camera images holds when a camera's latest image is older
+
+    def __post_init__(self) -> None:
+        """ValueError naming the setting that cannot drive an arm: a NaN max_joint_speed made every command NaN,
+        a negative one walked the joints past their limits while the arm stood still, a goal of 2 entries
+        crashed the first tick, and a NaN goal kept the arm still without a word."""
+        goal = np.asarray(self.goal, dtype=np.float64)
+        if goal.shape != (3,) or not np.isfinite(goal).all():
+            raise ValueError(f"goal must be 3 finite numbers [m], got {list(self.goal)}")
+        for name in ("state_timeout", "max_joint_speed", "ik_damping", "orientation_weight", "image_timeout"):
+            value = getattr(self, name)
+            if not (math.isfinite(value) and value > 0):
+                raise ValueError(f"{name} must be a finite number > 0, got {value}")
+        if not (math.isfinite(self.orientation_gain) and self.orientation_gain >= 0):  # < 0 turns the tool away
+            raise ValueError(f"orientation_gain must be a finite number >= 0, got {self.orientation_gain}")
 
 
 @dataclasses.dataclass(frozen=True)
