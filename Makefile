@@ -80,6 +80,7 @@ train: $(STAMP)
 	@$(PY) -c "import sys; from sim.quadrotor.tasks import TASKS; known = '$(TASK)' in TASKS; \
 	  known or print('TASK=$(TASK) is not a quadrotor task; known: ' + ', '.join(TASKS), file=sys.stderr); sys.exit(0 if known else 2)"
 	@$(call check_seed)
+	@[ -n "$(strip $(RUN))" ] || { echo "RUN= is empty; give the run's folder, or leave RUN out for outputs/train-<date>_<time>" >&2; exit 2; }
 	@# the teachers are trained into RUN: an earlier run there would get its logs overwritten and new teachers mixed in
 	@if [ -z "$(TEACHERS)" ] && [ -e "$(RUN)" ] && [ -n "$$(ls -A "$(RUN)" 2>/dev/null || echo file)" ]; then \
 	  echo "RUN=$(RUN) already exists; give a new folder$$([ -d "$(RUN)/teachers" ] && echo " (TEACHERS=$(RUN)/teachers reuses its teachers)")" >&2; \

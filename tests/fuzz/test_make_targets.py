@@ -57,12 +57,14 @@ def test_run_that_holds_an_earlier_run_is_refused_without_teachers_and_nothing_i
 
 
 @pytest.mark.parametrize("variable, message", [
+    # RUN= trained the teachers into /teachers, at the root of the disk
+    ("RUN=", "RUN= is empty; give the run's folder, or leave RUN out"),
     ("TEACHERS={nothing}", "TEACHERS={nothing} holds no family teacher run ({nothing}/family/config.yaml)"),
     ("TASK=hovr", "TASK=hovr is not a quadrotor task; known: hover, reach, figure_eight"),
 ])
 def test_teachers_or_task_that_do_not_exist_are_refused_before_anything_runs(tmp_path, variable, message):
     nothing = tmp_path / "nothing"
-    result, calls = _make(tmp_path, "train", variable.format(nothing=nothing), f"RUN={tmp_path / 'run'}")
+    result, calls = _make(tmp_path, "train", f"RUN={tmp_path / 'run'}", variable.format(nothing=nothing))
     assert result.returncode != 0 and calls == [] and not (tmp_path / "run").exists()
     assert message.format(nothing=nothing) in result.stderr
 

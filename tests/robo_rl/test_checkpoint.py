@@ -282,8 +282,8 @@ def test_a_file_that_is_not_a_checkpoint_is_refused_with_a_reason(tmp_path):
     with pytest.raises(CheckpointError, match=r"pool.json is unreadable: not a file torch.save wrote \(it begins "
                                               r"b'\{\"members\": \[\]\}'\); a checkpoint is a run's best_policy.pt"):
         load_checkpoint(record)
-    for legacy in (False, True):  # both of torch.save's formats reach the checkpoint's own checks
-        torch.save({"format": 0}, tmp_path / "old.pt", _use_new_zipfile_serialization=legacy)
+    for zip_archive in (True, False):  # both of torch.save's formats reach the checkpoint's own checks
+        torch.save({"format": 0}, tmp_path / "old.pt", _use_new_zipfile_serialization=zip_archive)
         with pytest.raises(CheckpointError) as refused:
             load_checkpoint(tmp_path / "old.pt")
         assert "not a file torch.save wrote" not in str(refused.value)
