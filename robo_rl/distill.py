@@ -61,11 +61,6 @@ def check_teacher(run: Any, checkpoint: str | None = "last", role: str = "teache
     return folder
 
 
-def check_quadrotor_run(run: Any, option: str, who: str) -> None:
-    """ConfigError unless the run `run` (given as `option`) flies a quadrotor, as `who` needs."""
-    check_quadrotor_env(OmegaConf.select(OmegaConf.load(Path(str(run)) / "config.yaml"), "env.id"), f"{option}={run}", who)
-
-
 def check_labelling_teacher(run: Any, checkpoint: str | None, teacher: Any, role: str) -> str:
     """`run` if it can label a share of `teacher`'s student's vehicles (the option `role` names it): a run
     holding `checkpoint` whose policy reads the student's observation (the teacher's env, no privileged actor);

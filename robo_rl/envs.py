@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any, Mapping
 
 import gymnasium as gym
@@ -157,3 +158,8 @@ def check_quadrotor_env(env_id: Any, option: str, who: str) -> None:
     if not isinstance(env_id, str) or env_id not in QUADROTOR_ENV_IDS:
         raise ConfigError(f"{option}: {who} flies quadrotors ({', '.join(QUADROTOR_ENV_IDS)}); this run's env is "
                           f"{env_id}")
+
+
+def check_quadrotor_run(run: Any, option: str, who: str) -> None:
+    """ConfigError unless the training run `run` (given as `option`) flies a quadrotor, as `who` needs."""
+    check_quadrotor_env(OmegaConf.select(OmegaConf.load(Path(str(run)) / "config.yaml"), "env.id"), f"{option}={run}", who)

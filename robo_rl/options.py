@@ -191,8 +191,9 @@ def check_options(cfg: DictConfig, command: str, require_all: bool = True) -> No
     if command == "distill":
         from robo_rl.checkpoint import CheckpointError
         from robo_rl.distill import (check_also_tasks, check_env_overrides, check_labelling_teacher,
-                                     check_latency_teacher_labels, check_quadrotor_run, check_rollout_overrides,
+                                     check_latency_teacher_labels, check_rollout_overrides,
                                      check_reads_student_observation, check_teacher, check_teacher_pool)
+        from robo_rl.envs import check_quadrotor_run
 
         try:
             check_teacher(cfg.teacher, cfg.checkpoint)
@@ -229,7 +230,7 @@ def check_options(cfg: DictConfig, command: str, require_all: bool = True) -> No
             require_run_dir(cfg.run, "run")
         except CheckpointError as error:
             raise ConfigError(str(error)) from None
-        from robo_rl.distill import check_quadrotor_run
+        from robo_rl.envs import check_quadrotor_run
 
         check_quadrotor_run(cfg.run, "run", "the teacher pool")
         out = Path(str(cfg.out))

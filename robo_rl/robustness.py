@@ -32,7 +32,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from robo_rl.checkpoint import check_compatible, require_run_dir
 from robo_rl.cli import hydra_command
-from robo_rl.envs import check_quadrotor_env, env_spec, make_vector_env, task_env
+from robo_rl.envs import check_quadrotor_env, check_quadrotor_run, env_spec, make_vector_env, task_env
 from robo_rl.evaluate import load_policy
 from robo_rl.evaluation import evaluate_policy
 from robo_rl.train import select_device
@@ -181,7 +181,7 @@ def check_run(run: Any, option: str = "run") -> None:
     """ConfigError or CheckpointError naming `option` unless `run` is a run with a policy, trained on a
     quadrotor env."""
     require_run_dir(run, option=option, need_policy=True)
-    check_quadrotor_env(OmegaConf.select(OmegaConf.load(Path(str(run)) / "config.yaml"), "env.id"), f"{option}={run}", SUITE)
+    check_quadrotor_run(run, option, SUITE)
 
 
 def start_states(env_config: Any, start_set: Mapping[str, Any], n: int, seed: int) -> dict[str, np.ndarray]:
