@@ -102,6 +102,30 @@ def test_rate_limit_and_holding(arm_bundle):
     assert resumed.moving and np.abs(resumed.joint_command - q).max() <= 0.5 / 50 + 1e-12
 
 
+def test_a_joint_state_far_outside_the_joints_ranges_holds_and_names_the_joint(arm_bundle):
+    """A joint at 1e30 rad (or in degrees) used to start the IK from a pose the arm cannot be in: the command
+    went to 1e30 and the next good state was walked towards from there. Now the tick holds and names the joint;
+    an overshoot within the tolerance, as real encoders and MuJoCo's soft limits give, still moves."""
+    controller = ArmPolicyController(arm_bundle, ArmSettings(goal=(0.5, 0.0, 0.2)))
+    names = [*controller.chain.joints, "finger_left"]
+    q = np.array(HOME)
+    controller.update_object(np.array([0.5, 0.0, 0.02]))
+    for joint, value in ((0, 1e30), (3, np.degrees(q[3])), (6, controller.chain.upper[6] + 0.2)):
+        wrong = q.copy()
+        wrong[joint] = value
+        assert not controller.update_joint_state(0.0, names, [*wrong, 0.04], None)
+        held = controller.tick(0.0)
+        assert not held.moving and held.joint_command is None
+        assert f"puts {controller.chain.joints[joint]} at" in held.reason and "outside its range" in held.reason
+    assert not controller.update_joint_state(0.0, names, [*q, 1.0], None)  # the fingers in mm-like units
+    assert "finger_left" in controller.tick(0.0).reason
+    overshoot = q.copy()
+    overshoot[0] = controller.chain.upper[0] + 0.05
+    assert controller.update_joint_state(0.0, names, [*overshoot, 0.04], None)
+    moved = controller.tick(0.0)
+    assert moved.moving and np.all(np.abs(moved.joint_command) < 10)
+
+
 def test_pick_goal_is_the_lift_goal_above_the_cube_start():
     """A pick-cube bundle's goal is the task's (lift_height above the cube where the policy started), not
     the reach point: the first observation equals the simulator's, and the goal stays when the cube moves."""

@@ -57,10 +57,10 @@ class IdealArm:
         self.commands.append((time.monotonic(), dict(zip(names, positions))))
         self.q.update(zip(names, positions))
 
-    def publish(self, drop: str | None = None, nan: bool = False) -> None:
+    def publish(self, drop: str | None = None, nan: bool = False, replace: dict | None = None) -> None:
         names = [n for n in [*JOINTS, "finger_left", "finger_right"] if n != drop]
         names = [names[i] for i in self.rng.permutation(len(names))]
-        values = {**self.q, "finger_left": 0.04, "finger_right": 0.04}
+        values = {**self.q, "finger_left": 0.04, "finger_right": 0.04, **(replace or {})}
         positions = [math.nan if nan and n == "joint2" else values[n] for n in names]
         self.pub.publish(JointState(name=names, position=positions, velocity=[0.0] * len(names)))
         self.last = time.monotonic()
@@ -127,5 +127,17 @@ def test_arm_node_rate_limits_holds_and_resumes(workspace, probe, output):
                 rclpy.spin_once(probe, timeout_sec=0.01)
             held = arm.since(stale_at + 0.1 + HOLD_AFTER)
             assert held and all(c == held[0] for c in held) and "old" in node.output()
+
+            # still holding, for another reason: each new reason is logged once (a stale state that came back
+            # without the finger joints kept the arm still without a word)
+            arm.run(0.3, drop="finger_left")
+            assert node.output().count("holding: joint state lacks ['finger_left']") == 1, node.output()
+            # a joint far outside its range (joint4 in degrees): holds, naming the joint; it used to be commanded
+            # from where the state put it
+            degrees_at = time.monotonic()
+            arm.run(0.3, replace={"joint4": math.degrees(HOME[3])})
+            held = arm.since(degrees_at + HOLD_AFTER)
+            assert all(c == held[0] for c in held) and held and all(abs(c["joint4"]) < 3.1 for c in held)
+            assert "holding: joint state puts joint4 at -135 rad, outside its range" in node.output(), node.output()
     finally:
         arm.close()

@@ -20,6 +20,8 @@ default /<camera>/image_raw), and holds while an image is missing, of another si
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 from builtin_interfaces.msg import Duration
 from geometry_msgs.msg import PoseStamped
@@ -101,7 +103,7 @@ class ArmPolicyNode(Node):
                              if gripper else None)
         self._period = 1.0 / bundle.control_hz
         self._timer = self.create_timer(self._period, self._tick)
-        self._was_moving = True
+        self._held_for: str | None = ""  # the kind of reason the last holding warning gave; None while moving
         configure_realtime(self, p["realtime_priority"])
         cameras = "".join(f", camera {name} from {topic}" for name, topic in self._image_topics.items())
         self.get_logger().info(f"driving {bundle.env_id} from {bundle.directory} at {bundle.control_hz:g} Hz "
@@ -159,9 +161,12 @@ class ArmPolicyNode(Node):
         now = self._now()
         self._take_state()
         result = self.controller.tick(now)
-        if self._was_moving and not result.moving:
+        # one warning when the arm starts holding and one each time the reason changes (a state that stops
+        # being stale but lacks the finger joints), not one per tick as the ages in milliseconds change
+        reason_kind = None if result.moving else re.sub(r"\d+(\.\d+)?", "#", result.reason)
+        if reason_kind is not None and reason_kind != self._held_for:
             self.get_logger().warn(f"holding: {result.reason}")
-        self._was_moving = result.moving
+        self._held_for = reason_kind
         self._publish(result)
 
     def _publish(self, result: ArmTickResult) -> None:

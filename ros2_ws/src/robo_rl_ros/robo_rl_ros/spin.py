@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import sys
 import time
 from typing import Callable
@@ -19,6 +20,7 @@ def run_node(make_node: Callable[[], Node], args: list[str] | None = None) -> in
     node = None
     try:
         node = make_node()
+        refuse_unknown_parameters(node)
         rclpy.spin(node)
     except (KeyboardInterrupt, ExternalShutdownException):
         pass
@@ -41,6 +43,29 @@ def run_node(make_node: Callable[[], Node], args: list[str] | None = None) -> in
         if rclpy.ok():
             rclpy.shutdown()
     return 0
+
+
+def unknown_parameters(node: Node) -> list[str]:
+    """The parameters given to `node` (command line, a params file, a launch file) that it does not declare."""
+    # rclpy keeps what it was given in _parameter_overrides and, without allow_undeclared_parameters, ignores a
+    # name the node never declares; qos_overrides.* are declared later, by the publishers that allow them
+    given = getattr(node, "_parameter_overrides", {})
+    return sorted(name for name in given if not node.has_parameter(name) and not name.startswith("qos_overrides."))
+
+
+def refuse_unknown_parameters(node: Node) -> None:
+    """StartupError naming a parameter the node was given but does not take: ROS would ignore it, and a misspelled
+    limit (max_tilt_degs:=20) would fly with its default."""
+    unknown = unknown_parameters(node)
+    if not unknown:
+        return
+    declared = sorted(node.list_parameters([], 0).names)
+    hints = []
+    for name in unknown:
+        close = difflib.get_close_matches(name, declared, n=1)
+        hints.append(f"{name} (did you mean {close[0]}?)" if close else name)
+    raise StartupError(f"{node.get_name()}: unknown parameter{'s' * (len(unknown) > 1)} {', '.join(hints)}; "
+                       f"it takes {', '.join(declared)}")
 
 
 def _shutting_down(within: float) -> bool:

@@ -35,6 +35,10 @@ from robo_rl_ros.core.watchdog import StateWatchdog
 ARM_FIELDS = {"tool_position": 3, "tool_velocity": 3, "gripper_opening": 1, "cube_position": 3,
               "cube_minus_tool": 3, "goal_minus_tool": 3}
 OBJECT_FIELDS = ("cube_position", "cube_minus_tool")  # fields computed from the object's position
+# A joint state this far outside a joint's range is not this arm's (degrees sent as radians, another arm's joint
+# names, an encoder fault): the tick holds on it. Within it, real encoders and MuJoCo's soft limits overshoot.
+JOINT_RANGE_TOLERANCE = 0.1  # [rad]
+GRIPPER_RANGE_TOLERANCE = 0.25  # of the gripper's range
 
 
 @dataclasses.dataclass(frozen=True)
@@ -154,9 +158,28 @@ class ArmPolicyController:
         opening = float(positions[index[self.chain.gripper_joint]])
         if not (np.all(np.isfinite(q)) and np.all(np.isfinite(qdot)) and np.isfinite(opening)):
             return self._invalidate("joint state contains NaN or Inf")
+        outside = self._outside_range(q, opening)
+        if outside:
+            return self._invalidate(outside)
         self._q, self._qdot, self._opening, self._invalid = q, qdot, opening, ""
         self.watchdog.feed(now)
         return True
+
+    def _outside_range(self, q: np.ndarray, opening: float) -> str:
+        """Which joint of the state lies outside its range by more than the tolerance ("" if none): the IK would
+        otherwise start from a pose the arm cannot be in and command the joints towards their limits."""
+        beyond = np.maximum(self.chain.lower - q, q - self.chain.upper)
+        worst = int(np.argmax(beyond))
+        if beyond[worst] > JOINT_RANGE_TOLERANCE:
+            return (f"joint state puts {self.chain.joints[worst]} at {q[worst]:.4g} rad, outside its range "
+                    f"[{self.chain.lower[worst]:.4g}, {self.chain.upper[worst]:.4g}] by more than {JOINT_RANGE_TOLERANCE:g} "
+                    "rad (degrees, or another arm's joint?)")
+        low, high = sorted((self.gripper_low, self.gripper_high))
+        margin = GRIPPER_RANGE_TOLERANCE * (high - low)
+        if not low - margin <= opening <= high + margin:
+            return (f"joint state puts {self.chain.gripper_joint} at {opening:.4g}, outside the gripper's range "
+                    f"[{low:.4g}, {high:.4g}] by more than {GRIPPER_RANGE_TOLERANCE:.0%} of it")
+        return ""
 
     def update_image(self, camera: str, now: float, image: np.ndarray) -> str:
         """Take a camera's RGB (height, width, 3) uint8 image; "" if taken, else why not (a camera the policy
