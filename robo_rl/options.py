@@ -111,6 +111,11 @@ OPTIONS: dict[str, dict[str, tuple[Any, Interval | None]]] = {
 EMPTY_REFUSED: dict[str, dict[str, str]] = {
     "train": {"resume": "the run folder to continue", "demos": "a Minari dataset id or folder",
               "init_from": "the training run to start from"},
+    "distill": {"fast_rotor_teacher": "the fast-rotor teacher's run", "teacher_pool": "the teacher pool's folder"},
+    "robustness": {"specialists_dir": "the folder of specialist runs (make specialists: outputs/specialists)"},
+    "export": {"out": "the bundle's folder"},
+    "record": {"device_path": "the device file, e.g. /dev/input/js1"},
+    "teacher_pool": {"ray_address": "the Ray cluster's address, e.g. auto"},
 }
 CONFIG_DIR = Path(__file__).resolve().parents[1] / "configs"
 TORCH_DEVICE_COMMANDS = ("train", "evaluate", "robustness", "distill")  # where `device` is a torch device (record's is a teleop device)

@@ -403,6 +403,14 @@ def test_what_an_inbox_may_be_named():
     ("distill", ["teacher=r", "rollout_episode_seconds=nan"], "rollout_episode_seconds must be a finite number, got nan"),
     ("teacher_pool", ["run=r", "out=p", "stop_at_success=1.5"], r"stop_at_success must lie in \(0, 1\], got 1.5"),
     ("teacher_pool", ["run=r", "out=p", "stop_at_success=0"], r"stop_at_success must lie in \(0, 1\], got 0"),
+    # an empty value is no null: `out=` exported into <run>/export, `teacher_pool=` distilled without the pool,
+    # `device_path=` opened the first gamepad, each without a word
+    ("export", ["run=r", "out="], "out= is empty; give the bundle's folder, or leave out out"),
+    ("distill", ["teacher=r", "teacher_pool="], "teacher_pool= is empty; give the teacher pool's folder"),
+    ("distill", ["teacher=r", "fast_rotor_teacher="], "fast_rotor_teacher= is empty; give the fast-rotor teacher's run"),
+    ("robustness", ["run=r", "specialists_dir="], "specialists_dir= is empty; give the folder of specialist runs"),
+    ("record", ["dataset=d", "device_path="], "device_path= is empty; give the device file"),
+    ("teacher_pool", ["run=r", "out=p", "ray_address="], "ray_address= is empty; give the Ray cluster's address"),
 ])
 def test_other_commands_options(command, overrides, message):
     with initialize_config_dir(config_dir=CONFIGS, version_base="1.3"):
