@@ -19,7 +19,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from peers import BenchArgumentParser, Positive
+from peers import BenchArgumentParser, Positive, Seed
 
 ROOT = Path(__file__).resolve().parent
 RESULTS = ROOT / "results"
@@ -33,7 +33,7 @@ VARIANTS = {
 def main() -> None:
     """Record, train the variants, report."""
     parser = BenchArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seed", type=int, action=Seed, default=0)
     parser.add_argument("--steps", type=int, action=Positive, default=60000)
     args = parser.parse_args()
     env = {**os.environ, "MINARI_DATASETS_PATH": str(RESULTS / "minari"), "OMP_NUM_THREADS": "1"}

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 import yaml
-from peers import BenchArgumentParser, Positive
+from peers import BenchArgumentParser, Positive, Seed
 
 from robo_rl_ros.core.arm import ArmPolicyController, ArmSettings
 from robo_rl_ros.core.bundle import BundleError, load_bundle

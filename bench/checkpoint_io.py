@@ -19,7 +19,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from hydra import compose, initialize_config_dir  # noqa: E402
-from peers import BenchArgumentParser, Positive  # noqa: E402
+from peers import BenchArgumentParser, Positive, Seed  # noqa: E402
 
 from robo_rl.buffers import Source  # noqa: E402
 from robo_rl.checkpoint import content_digest, load_checkpoint, save_checkpoint  # noqa: E402

@@ -16,7 +16,7 @@ import time
 from importlib import metadata
 
 import gymnasium as gym
-from peers import BenchArgumentParser, Positive
+from peers import BenchArgumentParser, Positive, Seed
 
 ENV_ID = "gym_hil/PandaPickCubeBase-v0"
 

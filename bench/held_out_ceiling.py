@@ -33,7 +33,7 @@ from omegaconf import OmegaConf
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from peers import BenchArgumentParser, Positive  # noqa: E402
+from peers import BenchArgumentParser, Positive, Seed  # noqa: E402
 from teacher_pool import check_result_name, own_teacher, run_reporting_errors  # noqa: E402
 
 from robo_rl.distill import env_at  # noqa: E402

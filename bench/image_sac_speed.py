@@ -26,7 +26,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from peers import BenchArgumentParser, Positive, machine_line, write_results
+from peers import BenchArgumentParser, Positive, Seed, machine_line, write_results
 from sim_speed import measure
 
 ROOT = Path(__file__).resolve().parent

@@ -45,7 +45,7 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import numpy as np
 import torch
-from peers import BenchArgumentParser, NonNegative, Positive, peer_python, write_results
+from peers import BenchArgumentParser, NonNegative, Positive, Seed, peer_python, write_results
 
 from robo_rl.agents.networks import TanhGaussianActor
 from robo_rl.export.c_generator import c_array, c_float, generate_c
@@ -304,7 +304,7 @@ def main() -> None:
     parser = BenchArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--vectors", type=int, action=Positive, default=64,
                         help="random test observations per network (+1 NaN)")
-    parser.add_argument("--seed", type=int, action=NonNegative, default=0)  # numpy's generators take no negative
+    parser.add_argument("--seed", type=int, action=Seed, default=0)  # numpy's generators take no negative
     args = parser.parse_args()
     missing = missing_tools()
     if missing:

@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from peers import BenchArgumentParser, Positive
+from peers import BenchArgumentParser, Positive, Seed
 from sim.quadrotor import native_step
 from sim.quadrotor.env import QuadrotorVectorEnv
 

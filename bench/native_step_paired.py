@@ -18,7 +18,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from peers import BenchArgumentParser, Positive
+from peers import BenchArgumentParser, Positive, Seed
 
 ROOT = Path(__file__).resolve().parent.parent
 # (task, envs, privileged): the large batch the speed table leads with, and the recipe's size with the critic's

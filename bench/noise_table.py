@@ -16,7 +16,7 @@ import time
 import numpy as np
 import torch
 
-from peers import BenchArgumentParser, Positive
+from peers import BenchArgumentParser, Positive, Seed
 from sim import noise
 from sim.quadrotor.env import QuadrotorVectorEnv
 

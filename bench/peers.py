@@ -29,12 +29,13 @@ class Positive(argparse.Action):
     0 or a negative had given a traceback part-way, an empty measurement, or a benchmark that never ended."""
 
     zero_allowed = False
+    maximum: float = math.inf
 
     def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
                  option_string: str | None = None) -> None:
         given = values if isinstance(values, list) else [values]
         # finite: inf seconds would time a window forever (nan fails the comparison anyway)
-        if not all(math.isfinite(v) and (v >= 0 if self.zero_allowed else v > 0) for v in given):
+        if not all(math.isfinite(v) and (v >= 0 if self.zero_allowed else v > 0) and v <= self.maximum for v in given):
             each = "each " if isinstance(values, list) else ""
             parser.error(f"{option_string} must {each}be {self.allowed()}, got {' '.join(map(str, given))}")
         setattr(namespace, self.dest, values)
@@ -50,6 +51,17 @@ class NonNegative(Positive):
     """`action=NonNegative`: as `Positive`, with 0 allowed (a count where 0 means none)."""
 
     zero_allowed = True
+
+
+class Seed(NonNegative):
+    """`action=Seed` with `type=int`: a seed as the training commands take one, 0 to 2**32 - 1 (numpy's generators
+    refuse a negative one, a traceback after the setup)."""
+
+    maximum = 2**32 - 1
+
+    def allowed(self) -> str:
+        """What the option takes, in words."""
+        return f"a whole number from 0 to {self.maximum}"
 
 
 def peer_python(venv: Path, requirements: list[str], probe: str) -> Path:

@@ -21,7 +21,7 @@ import subprocess
 import sys
 import time
 
-from peers import BenchArgumentParser, Positive
+from peers import BenchArgumentParser, Positive, Seed
 
 READY = ("from robo_rl_ros.core.liveness import LivenessBeacon; beacon = LivenessBeacon('127.0.0.1'); "
          "print('ready', beacon.address[1], flush=True); time.sleep(600)")

@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from peers import BenchArgumentParser, Positive, machine_line, write_results
+from peers import BenchArgumentParser, Positive, Seed, machine_line, write_results
 
 ROOT = Path(__file__).resolve().parent
 RESULTS = ROOT / "results"
@@ -47,7 +47,7 @@ def first_success(history: list[dict[str, Any]]) -> dict[str, Any] | None:
 
 def main() -> None:
     parser = BenchArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument("--seeds", type=int, action=Seed, nargs="+", default=[0, 1, 2])
     parser.add_argument("--steps", type=int, action=Positive, default=400_000)
     parser.add_argument("--actors", type=int, action=Positive, default=2)
     args = parser.parse_args()

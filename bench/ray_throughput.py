@@ -26,7 +26,7 @@ from typing import Any
 
 import torch
 
-from peers import BenchArgumentParser, Positive, machine_line, write_results
+from peers import BenchArgumentParser, Positive, Seed, machine_line, write_results
 
 ROOT = Path(__file__).resolve().parent
 sys.path.insert(0, str(ROOT.parent))

@@ -34,7 +34,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from peers import BenchArgumentParser, Positive
+from peers import BenchArgumentParser, Positive, Seed
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results"
@@ -111,7 +111,7 @@ def trailing_rates(flags: list[bool], window: int = WINDOW) -> list[float]:
 def main() -> None:
     parser = BenchArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--steps", type=int, action=Positive, default=20_000)
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seed", type=int, action=Seed, default=0)
     parser.add_argument("--report", type=Path, help=argparse.SUPPRESS)  # the run's report, in the learner's Python
     args = parser.parse_args()
     if args.report:

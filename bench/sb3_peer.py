@@ -16,7 +16,7 @@ import torch
 from stable_baselines3 import SAC, __version__
 from stable_baselines3.common.logger import Logger
 
-from peers import BenchArgumentParser, Positive
+from peers import BenchArgumentParser, Positive, Seed
 
 
 class Dummy(gym.Env):

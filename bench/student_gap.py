@@ -30,7 +30,7 @@ from omegaconf import OmegaConf
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from peers import BenchArgumentParser, Positive  # noqa: E402
+from peers import BenchArgumentParser, Positive, Seed  # noqa: E402
 from teacher_pool import check_result_name, run_reporting_errors  # noqa: E402
 
 from robo_rl.distill import own_view  # noqa: E402
@@ -83,7 +83,7 @@ def main() -> None:
     parser.add_argument("--handover", default="", help="comma-separated control steps the member flies first")
     parser.add_argument("--episodes", type=int, action=Positive, default=100)
     parser.add_argument("--start-set", default="l2f", help="a start set of configs/robustness.yaml")
-    parser.add_argument("--seed", type=int, default=12345)
+    parser.add_argument("--seed", type=int, action=Seed, default=12345)
     parser.add_argument("--name", default="student_gap", help="results file name")
     args = parser.parse_args()
     check_run(args.run)

@@ -52,7 +52,7 @@ from omegaconf import DictConfig, OmegaConf
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from peers import BenchArgumentParser, NonNegative, Positive  # noqa: E402
+from peers import BenchArgumentParser, NonNegative, Positive, Seed  # noqa: E402
 
 from robo_rl.agents.distillation import AggregatedDataset, DistillationConfig, StudentRegression  # noqa: E402
 from robo_rl.agents.sac import SAC, SACConfig  # noqa: E402
@@ -219,7 +219,7 @@ def main() -> None:
     parser.add_argument("--latency-id", action="store_true", help="the student also reads a one-hot of its latency")
     parser.add_argument("--family-run", type=Path, default=ROOT / "outputs" / "lim-s0", help="a make train run")
     parser.add_argument("--pool-size", type=int, action=Positive, default=16)
-    parser.add_argument("--pool-seed", type=int, default=4242)
+    parser.add_argument("--pool-seed", type=int, action=Seed, default=4242)
     parser.add_argument("--pool-steps", type=int, action=Positive, default=300_000)
     parser.add_argument("--pool-from", type=Path, default=None,
                         help="the run whose distribution the pool is drawn from (default: the family run's family teacher)")
@@ -236,7 +236,7 @@ def main() -> None:
     parser.add_argument("--num-envs", type=int, action=Positive, default=1600)
     parser.add_argument("--iterations", type=int, action=Positive, default=40)
     parser.add_argument("--threads", type=int, action=Positive, default=2)
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seed", type=int, action=Seed, default=0)
     parser.add_argument("--name", default=None, help="results file suffix")
     parser.add_argument("--save-student", type=Path, default=None,
                         help="a new folder: the student as a run that robo_rl.robustness, evaluate and export take")

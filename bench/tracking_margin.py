@@ -20,7 +20,7 @@ from omegaconf import OmegaConf
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from peers import BenchArgumentParser, Positive  # noqa: E402
+from peers import BenchArgumentParser, Positive, Seed  # noqa: E402
 
 from robo_rl.checkpoint import CheckpointError  # noqa: E402
 from robo_rl.robustness import check_run, evaluate_cells, load_flying, suite_from_config  # noqa: E402

@@ -35,7 +35,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from peers import BenchArgumentParser, Positive, machine_line, peer_python, write_results
+from peers import BenchArgumentParser, Positive, Seed, machine_line, peer_python, write_results
 
 if TYPE_CHECKING:
     from robo_rl.buffers import Batch
@@ -187,7 +187,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, action=Positive, default=3)
     parser.add_argument("--skip-hover", action="store_true", help="only the update rows")
     parser.add_argument("--skip-updates", action="store_true", help="only the hover rows")
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0], help="training seeds of the hover rows")
+    parser.add_argument("--seeds", type=int, action=Seed, nargs="+", default=[0], help="training seeds of the hover rows")
     parser.add_argument("--glibc-malloc-defaults", action="store_true",
                         help="do not have glibc keep freed memory (in any implementation's process)")
     args = parser.parse_args()

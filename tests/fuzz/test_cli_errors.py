@@ -199,6 +199,10 @@ def test_a_bench_scripts_refused_argument_is_one_line_and_status_2(tmp_path):
                                              "nothing of a smaller image), got 0"),
     ("noise_table.py", ["--envs", "0"], "--envs must each be 1 or more, got 0"),
     ("ray_throughput.py", ["--actors", "0"], "--actors must each be 1 or more, got 0"),
+    # seeds: numpy's generators refuse a negative one, a traceback after the setup
+    ("train_speed.py", ["--seeds", "0", "-1"], "--seeds must each be a whole number from 0 to 4294967295, got 0 -1"),
+    ("mcu.py", ["--seed", "4294967296"], "--seed must be a whole number from 0 to 4294967295, got 4294967296"),
+    ("teacher_pool.py", ["--pool-seed", "-3"], "--pool-seed must be a whole number from 0 to 4294967295, got -3"),
 ])
 def test_a_bench_scripts_count_or_seconds_out_of_range_is_refused_before_any_work(script, args, message, tmp_path):
     """They were tracebacks part-way (checkpoint_io, mcu, image_sac_speed, noise_table), the whole benchmark
