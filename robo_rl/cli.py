@@ -279,6 +279,13 @@ class CheckOptionsFirst(_hydra_callback_base()):  # type: ignore[misc]
                                                 None)
             for job in (job for batch in jobs for job in batch):
                 check_options(self._task(loader.load_sweep_config(config, list(job))), self.command)
+            # hydra/launcher=ray_cluster joining a cluster: Ray retries an address where nothing answers for minutes,
+            # printing its warnings
+            address = OmegaConf.select(config, "hydra.launcher.ray.init.address", default=None)
+            if address not in (None, "auto"):
+                from robo_rl.distributed.cluster import check_reachable
+
+                check_reachable(str(address), option="hydra.launcher.ray.init.address")
         except Exception as error:  # noqa: BLE001 (as on_run_start)
             raise _TaskFailed(error) from None
 

@@ -285,6 +285,16 @@ def test_a_sweep_with_a_bad_value_in_a_later_job_is_refused_before_its_first_job
     assert changed(before, snapshot(tmp_path / "work")) == []  # no evaluation of job 0, no multirun folder
 
 
+def test_a_sweep_on_a_ray_cluster_where_nothing_answers_is_one_line_before_any_job(tmp_path):
+    """Ray retried the address for minutes, printing its warnings, before the sweep failed."""
+    before = snapshot(tmp_path / "work")
+    result = run_cli(["-m", "robo_rl.train", "-m", "seed=0,1", "hydra/launcher=ray_cluster",
+                      "hydra.launcher.ray.init.address=127.0.0.1:1"], tmp_path, timeout=60)
+    assert result.returncode == USER_ERROR_STATUS and len(result.stderr.strip().splitlines()) == 1, result.stderr
+    assert result.stderr.startswith("error: hydra.launcher.ray.init.address=127.0.0.1:1: nothing answers there")
+    assert changed(before, snapshot(tmp_path / "work")) == []
+
+
 def test_a_bug_is_a_traceback_and_status_1(tmp_path):
     program = ("from robo_rl.cli import command\n"
                "@command\n"
