@@ -179,13 +179,31 @@ def check_device_file(fd: int, path: str, device: str, subsystem: str, example: 
         return
     if not stat.S_ISCHR(mode):  # a directory failed at the first read, a regular file ran an episode and then waited
         raise ConfigError(f"device_path={path} is {_file_kind(mode)}; {allowed}")
+    major = os.major(info.st_rdev)
     try:
-        found = Path(os.readlink(f"/sys/dev/char/{os.major(info.st_rdev)}:{os.minor(info.st_rdev)}/subsystem")).name
-    except OSError:  # no sysfs here (some containers): cannot tell, take the user's word for it
+        found = Path(os.readlink(f"/sys/dev/char/{major}:{os.minor(info.st_rdev)}/subsystem")).name
+    except OSError:  # no sysfs here (some containers): the driver that registered the major number says it
+        found = _char_driver(major)
+    if found is None:  # neither tells: take the user's word for it
         return
     if found != subsystem:  # /dev/zero read as a gamepad never ran dry: a silent hang
         raise ConfigError(f"device_path={path} is a device of the kernel's {found} subsystem, not {subsystem}; "
                           f"{allowed}")
+
+
+def _char_driver(major: int, devices: str = "/proc/devices") -> str | None:
+    """The name under which the driver of character devices with the major number `major` registered (/proc/devices:
+    mem, input, hidraw, ...), None where that cannot be read."""
+    try:
+        text = Path(devices).read_text()
+    except OSError:
+        return None
+    section = text.split("Block devices:")[0]
+    for line in section.splitlines()[1:]:
+        number, _, name = line.strip().partition(" ")
+        if number.isdigit() and int(number) == major:
+            return name.strip()
+    return None
 
 
 class _DeviceFile:

@@ -193,6 +193,19 @@ def test_a_device_path_that_is_no_device_file_is_refused_when_it_is_opened(devic
     make_teleop(device, path=str(tmp_path / "fifo")).close()
 
 
+@pytest.mark.parametrize("device, subsystem", [("gamepad", "input"), ("spacemouse", "hidraw")])
+def test_without_sysfs_the_drivers_name_tells_a_zero_device_from_a_gamepad(device, subsystem, monkeypatch):
+    """Where /sys/dev/char cannot be read (some containers), /dev/zero passed as a gamepad: it was taken on the
+    user's word. /proc/devices names the driver of its major number (mem), as sysfs names the subsystem."""
+    def no_sysfs(path, *args, **kwargs):
+        raise FileNotFoundError(2, "No such file or directory", path)
+
+    monkeypatch.setattr(os, "readlink", no_sysfs)
+    with pytest.raises(ConfigError, match=f"device_path=/dev/zero is a device of the kernel's mem subsystem, not "
+                                          f"{subsystem}"):
+        make_teleop(device, path="/dev/zero")
+
+
 def test_a_device_that_never_runs_dry_does_not_hang_a_control_step():
     """/dev/zero as a gamepad (given as a descriptor, or where sysfs cannot tell what it is) kept the first
     action() reading forever."""
