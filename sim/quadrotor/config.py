@@ -9,6 +9,7 @@ field has its annotated type, every number is finite and inside `RANGES`.
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import Any, Mapping
 
 from sim.errors import ConfigError
@@ -255,9 +256,33 @@ def validate(config: QuadrotorEnvConfig) -> None:
         raise ConfigError(f"config.firmware_thrust_min must lie below firmware_thrust_max={config.firmware_thrust_max:g} N, "
                           f"got {config.firmware_thrust_min:g}")
     task.validate(config)
+    check_starts_inside_bounds(config)
     if config.episode_steps < 1:
         raise ConfigError(f"config.episode_seconds must last at least one control step (1/control_hz), "
                           f"got {config.episode_seconds:g}")
+
+
+def check_starts_inside_bounds(config: QuadrotorEnvConfig) -> None:
+    """ConfigError where `initial_state` draws starts that the episode's bounds end at their first step: a
+    position_range beyond max_position_error, starts below min_altitude, speeds above max_speed or
+    max_angular_speed (each axis drawn within its range, the norm up to sqrt(3) times it). Such a config trained
+    or evaluated on episodes of one step without a word."""
+    start = config.initial_state
+    if not start.position_range < config.max_position_error:
+        raise ConfigError(f"config.initial_state.position_range {start.position_range:g} m must lie below "
+                          f"max_position_error {config.max_position_error:g} m: starts out there end at once")
+    lowest = float(config.center[2]) - start.position_range
+    if not lowest > config.min_altitude:
+        raise ConfigError(f"config: starts reach down to {lowest:g} m (center z {float(config.center[2]):g} - "
+                          f"initial_state.position_range {start.position_range:g}), not above min_altitude "
+                          f"{config.min_altitude:g} m, where episodes end")
+    for field, limit, unit in (("velocity_range", "max_speed", "m/s"),
+                               ("angular_velocity_range", "max_angular_speed", "rad/s")):
+        fastest = math.sqrt(3.0) * getattr(start, field)
+        if not fastest < getattr(config, limit):
+            raise ConfigError(f"config.initial_state.{field} {getattr(start, field):g} {unit} per axis draws starts up "
+                              f"to {fastest:.3g} {unit}, not below {limit} {getattr(config, limit):g} {unit}, where "
+                              "episodes end")
 
 
 def vehicle_overrides(config: QuadrotorEnvConfig) -> dict[str, Any]:

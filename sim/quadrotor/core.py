@@ -22,11 +22,11 @@ from sim.quadrotor.arrays import ArrayBackend
 from sim.quadrotor.autoreset import InStepRestart
 from sim.quadrotor.privileged import PrivilegedObservation
 from sim.quadrotor.config import QuadrotorEnvConfig, RandomizationConfig, vehicle_from_config
-from sim.quadrotor.model import QuadrotorParams, load_model
+from sim.quadrotor.model import QuadrotorParams, load_model, thrust_to_weight
 from sim.quadrotor.observation import STATE_HISTORY_FIELDS, STATE_HISTORY_SIZE, limited_position_error, quadrotor_layout
 from sim.quadrotor.physics import MujocoBatchPhysics, MujocoSinglePhysics, TorchPhysics
 from sim.quadrotor import episode_starts as starts
-from sim.quadrotor.randomization import EpisodeParams, at_difficulty, nominal_params
+from sim.quadrotor.randomization import EpisodeParams, at_difficulty, check_can_hover, nominal_params
 from sim.quadrotor.rotations import quat_to_matrix
 from sim.kernel_expr import ArrayMath
 from sim.quadrotor.tasks import StepValues, task_named
@@ -108,6 +108,7 @@ class QuadrotorBatch(InStepRestart, PrivilegedObservation):
         self.model = load_model(vehicle_from_config(config))
         self.params = QuadrotorParams.from_model(self.model)
         full = config.randomization
+        check_can_hover(full, self.params)
         # the ranges as drawn at the configured difficulty (every path and the native step read these)
         config = dataclasses.replace(config, randomization=at_difficulty(config.randomization, self.params))
         self.config = config
@@ -240,9 +241,10 @@ class QuadrotorBatch(InStepRestart, PrivilegedObservation):
             for name, value in zip(starts.START_FIELDS[:4], _explicit_state(options["initial_state"], n, self.config.center)):
                 starts.field(start, name[0])[:] = value
         if "target" in options:
-            starts.field(start, "target")[:] = np.broadcast_to(np.asarray(options["target"], dtype=np.float64), (n, 3))
+            starts.field(start, "target")[:] = _finite_rows(options["target"], n, 3, "reset options['target']")
         if "params" in options:
             self._set_params(start, options["params"])
+            _check_physical(start, self.params.gravity)
         self.current_starts[columns] = self.arrays.float64(start)
         params = starts.params_view(start)
         pos, quat, vel, angvel, targets = (starts.field(start, name) for name, _ in starts.START_FIELDS[:5])
@@ -282,6 +284,10 @@ class QuadrotorBatch(InStepRestart, PrivilegedObservation):
                 raise ConfigError(f"reset params[{name!r}] must be a number or have shape {size} or {(n, *size)}") from error
             if not np.isfinite(value).all():
                 raise ConfigError(f"reset params[{name!r}] must be finite")
+            if name in _POSITIVE_PARAMS and not (value > 0).all():
+                raise ConfigError(f"reset params[{name!r}] must be > 0, got {value.min():g}")
+            if name in _NON_NEGATIVE_PARAMS and not (value >= 0).all():
+                raise ConfigError(f"reset params[{name!r}] must be >= 0, got {value.min():g}")
             if name == "latency_steps" and not (np.all(value == np.round(value)) and value.min() >= 0
                                                 and value.max() <= self.constants.max_latency):
                 raise ConfigError(f"reset params['latency_steps'] must be whole steps in [0, {self.constants.max_latency}] "
@@ -495,6 +501,33 @@ def step_constants(config: QuadrotorEnvConfig, params: QuadrotorParams, full: Ra
         disturbance_bounds=(max(full.disturbance_force, 1e-12), max(full.disturbance_torque, 1e-12)))
 
 
+# reset params that are physical magnitudes: a zero or negative one gave NaN or -inf rewards on some backends and
+# ran on (MuJoCo) on others
+_POSITIVE_PARAMS = ("mass", "inertia", "arm_scale")
+_NON_NEGATIVE_PARAMS = ("thrust_scale", "motor_tau_rise", "motor_tau_fall")
+
+
+def _finite_rows(value: Any, n: int, size: int, name: str) -> np.ndarray:
+    """`value` as (n, size) finite float64 rows (given as (size,) or (n, size)); ConfigError naming `name` otherwise."""
+    try:
+        rows = np.broadcast_to(np.asarray(value, dtype=np.float64), (n, size)).copy()
+    except (TypeError, ValueError) as error:
+        raise ConfigError(f"{name} must have shape ({size},) or ({n}, {size})") from error
+    if not np.isfinite(rows).all():
+        raise ConfigError(f"{name} must be finite numbers")
+    return rows
+
+
+def _check_physical(start: np.ndarray, gravity: float) -> None:
+    """ConfigError unless every episode's parameters in `start` (n, START_SIZE) describe a vehicle that can lift
+    itself (reset params may set mass, thrust curve and thrust scale apart)."""
+    ratio = thrust_to_weight(starts.field(start, "thrust_curve"), starts.field(start, "mass").reshape(len(start)), gravity,
+                             starts.field(start, "thrust_scale"))
+    if not (ratio > 1.0).all():
+        raise ConfigError(f"reset params give a vehicle of thrust-to-weight {np.min(ratio):.3g}, and <= 1 cannot lift "
+                          "itself (mass, thrust_curve and thrust_scale together)")
+
+
 def _explicit_state(state: Mapping[str, Any], n: int, center: Any) -> tuple[np.ndarray, ...]:
     names = {"position": 3, "quaternion": 4, "velocity": 3, "angular_velocity": 3}
     unknown = set(state) - set(names)
@@ -502,12 +535,10 @@ def _explicit_state(state: Mapping[str, Any], n: int, center: Any) -> tuple[np.n
         raise ConfigError(f"unknown initial_state keys {sorted(unknown)}; valid: {', '.join(names)}")
     defaults = {"position": tuple(center), "quaternion": (1.0, 0.0, 0.0, 0.0),
                 "velocity": (0.0,) * 3, "angular_velocity": (0.0,) * 3}
-    out = []
-    for name, size in names.items():
-        value = np.asarray(state.get(name, defaults[name]), dtype=np.float64)
-        try:
-            out.append(np.broadcast_to(value, (n, size)).copy())
-        except ValueError as error:
-            raise ConfigError(f"initial_state[{name!r}] must have shape ({size},) or ({n}, {size})") from error
-    out[1] /= np.linalg.norm(out[1], axis=1, keepdims=True)
+    out = [_finite_rows(state.get(name, defaults[name]), n, size, f"initial_state[{name!r}]")
+           for name, size in names.items()]
+    norm = np.linalg.norm(out[1], axis=1, keepdims=True)
+    if not (norm > 1e-6).all():  # no rotation: MuJoCo restarted from its default pose and the episode went on
+        raise ConfigError("initial_state['quaternion'] must be a rotation (w, x, y, z), not zero")
+    out[1] /= norm
     return tuple(out)

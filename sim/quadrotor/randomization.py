@@ -8,6 +8,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
+from sim.errors import ConfigError
 from sim.quadrotor.config import RandomizationConfig
 from sim.quadrotor.model import QuadrotorParams
 
@@ -91,6 +92,30 @@ def sample_params(xp: Any, u: Mapping[str, Any], nominal: QuadrotorParams, confi
         "thrust_curve": _thrust_curve(xp, u, nominal, config, mass),
         **drawn,
     }
+
+
+def weakest_thrust_to_weight(config: RandomizationConfig, nominal: QuadrotorParams) -> float:
+    """The lowest thrust-to-weight ratio the ranges of `config` (all of them: a curriculum raises the difficulty
+    to 1) can draw around `nominal`: every rotor at the low end of thrust_scale, and the drawn thrust-to-weight at
+    its low end (where configured) or the heaviest mass."""
+    if not (config.enabled and config.vehicle_parameters):
+        return nominal.thrust_to_weight
+    if config.thrust_to_weight is not None:
+        ratio = float(config.thrust_to_weight[0])
+    else:
+        ratio = nominal.thrust_to_weight / float(config.mass_scale[1])
+    return ratio * float(config.thrust_scale[0])
+
+
+def check_can_hover(config: RandomizationConfig, nominal: QuadrotorParams, name: str = "config.randomization") -> None:
+    """ConfigError unless every vehicle the ranges of `config` draw can lift itself: thrust_scale [0, 0] gave NaN
+    rewards, a mass_scale up to 10 crashed every episode, both without a word."""
+    weakest = weakest_thrust_to_weight(config, nominal)
+    if not weakest > 1.0:
+        drawn = (f"thrust_to_weight from {config.thrust_to_weight[0]:g}" if config.thrust_to_weight is not None else
+                 f"the nominal {nominal.thrust_to_weight:.3g} over mass_scale up to {config.mass_scale[1]:g}")
+        raise ConfigError(f"{name}: its weakest vehicle ({drawn}, times thrust_scale from {config.thrust_scale[0]:g}) "
+                          f"has thrust-to-weight {weakest:.3g}, and <= 1 cannot lift itself; narrow the ranges")
 
 
 def _nominal_vehicle(xp: Any, ones: Any, nominal: QuadrotorParams) -> dict[str, Any]:

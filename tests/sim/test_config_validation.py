@@ -198,3 +198,55 @@ def test_firmware_thrust_limits_must_leave_a_range_that_hovers():
         make_config("hover", {"firmware_thrust_max": 0.05, "firmware_thrust_min": 0.06})
     with pytest.raises(ConfigError, match="firmware_thrust_max=1e-09 N cannot hover this vehicle"):
         gym.make("robo_rl/CrazyflieHover-v0", config={"firmware_thrust_max": 1e-9})
+
+
+@pytest.mark.parametrize("overrides, message", [
+    # every episode ended at its first step, without a word (the reward looked like a poor policy's)
+    ({"initial_state": {"position_range": 1.0}}, "position_range 1 m must lie below max_position_error 0.6 m"),
+    ({"center": [0.0, 0.0, 0.0]}, r"starts reach down to -0.2 m .*not above min_altitude 0.05 m"),
+    ({"min_altitude": 5.0}, "not above min_altitude 5 m"),
+    ({"max_speed": 0.01}, r"velocity_range 1 m/s per axis draws starts up to 1.73 m/s, not below max_speed 0.01"),
+    ({"max_angular_speed": 1.0}, "angular_velocity_range 1 rad/s per axis draws starts up to 1.73 rad/s"),
+])
+def test_starts_that_the_episodes_bounds_end_at_once_are_refused(overrides, message):
+    with pytest.raises(ConfigError, match=message):
+        make_config("hover", overrides)
+
+
+@pytest.mark.parametrize("randomization, weakest", [
+    ({"thrust_scale": [0.0, 0.0]}, "0"),  # NaN rewards on every step
+    ({"mass_scale": [5.0, 10.0]}, "0.214"),  # every episode crashed
+    ({"thrust_to_weight": [1.05, 2.0], "thrust_scale": [0.9, 1.0]}, "0.945"),
+])
+def test_randomization_that_draws_vehicles_that_cannot_lift_themselves_is_refused(randomization, weakest):
+    with pytest.raises(ConfigError, match=f"has thrust-to-weight {weakest}, and <= 1 cannot lift itself"):
+        gym.make_vec("robo_rl/CrazyflieHover-v0", num_envs=2, randomization=randomization)
+    gym.make_vec("robo_rl/CrazyflieHover-v0", num_envs=2, randomization={"mass_scale": [0.5, 2.0]}).close()
+
+
+@pytest.mark.parametrize("backend", ["mujoco_batch", "torch"])
+@pytest.mark.parametrize("options, message", [
+    # NaN or zero rotations: the first observation was NaN, then MuJoCo restarted from its default pose (or, on
+    # torch, a NaN reward); a NaN target gave NaN rewards on every step, never terminated
+    ({"initial_state": {"position": [math.nan, 0.0, 1.0]}}, r"initial_state\['position'\] must be finite numbers"),
+    ({"initial_state": {"angular_velocity": [math.inf, 0.0, 0.0]}}, "angular_velocity'] must be finite numbers"),
+    ({"initial_state": {"quaternion": [0.0, 0.0, 0.0, 0.0]}}, "quaternion'] must be a rotation"),
+    ({"target": [math.nan, 0.0, 1.0]}, r"reset options\['target'\] must be finite numbers"),
+    ({"target": [0.0, 1.0]}, r"reset options\['target'\] must have shape \(3,\) or \(2, 3\)"),
+    # zero or negative magnitudes gave NaN or -inf rewards and ran on
+    ({"params": {"mass": 0.0}}, r"reset params\['mass'\] must be > 0, got 0"),
+    ({"params": {"mass": -1.0}}, r"reset params\['mass'\] must be > 0, got -1"),
+    ({"params": {"inertia": [0.0, 0.0, 0.0]}}, r"reset params\['inertia'\] must be > 0"),
+    ({"params": {"motor_tau_rise": -1.0}}, r"reset params\['motor_tau_rise'\] must be >= 0"),
+    ({"params": {"thrust_scale": [0.0, 0.0, 0.0, 0.0]}}, "thrust-to-weight 0, and <= 1 cannot lift itself"),
+    ({"params": {"mass": 1.0}}, r"thrust-to-weight 0.0\d+, and <= 1 cannot lift itself"),
+])
+def test_reset_options_that_no_vehicle_or_state_can_be_are_refused(backend, options, message):
+    env = gym.make_vec("robo_rl/CrazyflieHover-v0", num_envs=2, backend=backend)
+    try:
+        with pytest.raises(ConfigError, match=message):
+            env.reset(options=options)
+        obs, _ = env.reset(options={"params": {"mass": [0.03, 0.04]}, "target": [0.1, 0.0, 1.0]})  # still usable
+        assert np.isfinite(np.asarray(obs)).all()
+    finally:
+        env.close()
