@@ -252,6 +252,8 @@ class CheckOptionsFirst(_hydra_callback_base()):  # type: ignore[misc]
             check_output_dir(run_dir)
             if self.command in NEW_RUN_COMMANDS and not task.get("resume"):
                 check_new_run_dir(run_dir, self.command)
+            elif self.command in RECORDING_COMMANDS:
+                check_not_a_run_or_bundle(run_dir, self.command)
             check_options(task, self.command)
             # the folders Hydra is about to create for this command, deepest first (removed again if it is refused)
             output = Path(run_dir).absolute()
@@ -350,6 +352,8 @@ def _is_hydra_record(path: Path) -> bool:
 
 # the commands whose output folder (hydra.run.dir) becomes a run: train (unless it resumes one) and distill
 NEW_RUN_COMMANDS = ("train", "distill")
+# commands whose hydra.run.dir holds only their own record and results (by default a new folder inside the run)
+RECORDING_COMMANDS = ("evaluate", "robustness", "export", "record")
 
 
 def check_output_dir(run_dir: str) -> None:
@@ -377,6 +381,19 @@ def check_new_run_dir(run_dir: str, command: str) -> None:
         instead = f"continue it with resume={run_dir}, or give" if command == "train" else "give"
         raise ConfigError(f"hydra.run.dir={run_dir} already holds a run ({', '.join(found)}); {instead} a new folder "
                           "(or delete that one first)")
+
+
+def check_not_a_run_or_bundle(run_dir: str, command: str) -> None:
+    """ConfigError if `run_dir` (hydra.run.dir) is a training run's folder or an exported bundle: `command` would
+    write Hydra's record of itself (.hydra/config.yaml, ...) over the run's, and its log and results beside them."""
+    from robo_rl.checkpoint import run_files
+    from sim.errors import ConfigError
+
+    found = run_files(run_dir) + [name for name in ("policy.json",) if (Path(run_dir) / name).exists()]
+    if found:
+        raise ConfigError(f"hydra.run.dir={run_dir} holds a run or a bundle ({', '.join(found)}), whose records "
+                          f"{command} would overwrite; give a new folder, or leave hydra.run.dir out (a new folder "
+                          "inside the run)")
 
 
 def hydra_command(config_path: str, config_name: str, version_base: str = "1.3") -> Callable[[F], F]:

@@ -215,6 +215,27 @@ def test_a_bench_scripts_count_or_seconds_out_of_range_is_refused_before_any_wor
     assert result.stdout == "" and changed(before, snapshot(tmp_path / "work")) == []
 
 
+@pytest.mark.parametrize("command, output", [
+    ("robo_rl.evaluate", "run"), ("robo_rl.robustness", "run"), ("robo_rl.export", "run"), ("robo_rl.evaluate", "bundle"),
+])
+def test_an_evaluation_written_into_a_run_or_a_bundle_is_refused_and_leaves_them_as_they_were(command, output,
+                                                                                              trained_run, tmp_path):
+    """evaluate or robustness with hydra.run.dir=<the run> replaced the run's .hydra/config.yaml, hydra.yaml and
+    overrides.yaml (Hydra's record of how it was trained) and left their logs and results among its files; into a
+    bundle, a later export refused the folder."""
+    import shutil
+
+    run = tmp_path / "work" / "run"
+    shutil.copytree(trained_run, run)
+    (tmp_path / "work" / "bundle").mkdir()
+    (tmp_path / "work" / "bundle" / "policy.json").write_text("{}\n")
+    before = snapshot(tmp_path / "work")
+    result = run_cli(["-m", command, "run=run", f"hydra.run.dir={output}"], tmp_path)
+    assert result.returncode == USER_ERROR_STATUS and len(result.stderr.strip().splitlines()) == 1, result.stderr
+    assert result.stderr.startswith(f"error: hydra.run.dir={output} holds a run or a bundle ("), result.stderr
+    assert changed(before, snapshot(tmp_path / "work")) == []
+
+
 @pytest.mark.parametrize("args", [
     ["-m", "robo_rl.evaluate", "latency_steps=[3,1]"],
     ["-m", "robo_rl.robustness", "checkpoint=no_such_file.pt"],
