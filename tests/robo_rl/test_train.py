@@ -56,7 +56,8 @@ def test_the_same_seed_trains_the_same_policy_bit_for_bit_on_the_recipes_path(tm
     enough to part two seed-0 teachers by 25k env steps and 7 points of final success.)"""
     overrides = ("env.backend=torch", "env.compile=true", "total_env_steps=3000", "learning_starts=1000",
                  "eval.interval_env_steps=3000", "checkpoint.interval_env_steps=3000", "logging.tensorboard=false",
-                 "+env.overrides.randomization={mass_scale: [0.85, 1.75], latency_steps: [0, 3], disturbance_force: 0.01}")
+                 "+env.overrides.randomization={mass_scale: [0.85, 1.75], thrust_to_weight: [1.4, 3.0], latency_steps: [0, 3], "
+                 "disturbance_force: 0.01}")
     states = []
     for name in ("first", "second"):
         Trainer(_config(*overrides), tmp_path / name).run()
