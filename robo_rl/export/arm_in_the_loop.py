@@ -35,14 +35,13 @@ from robo_rl.export import host_link
 from robo_rl.export.arm_firmware import (ArmAppBuild, ArmFirmwareSettings, EmulatedArmBoard, HostArmApp,
                                          arm_config_sources, build_arm_app, build_host_app, orientation_weight,
                                          write_arm_config)
-from robo_rl.export.bundle import read_manifest
+from robo_rl.export.bundle import read_manifest, torch_actor
 from robo_rl.export.errors import CortexM4Error, ExportError
 from robo_rl.export.servo_calibration import ServoJoint, default_calibration
 from robo_rl.export.servo_sim import SO_ARM100_SERVO_GAINS, SimulatedSerialPort, SimulatedServoBus
 from sim.arm.joint_position import SimulatedArm
 
 BOARD_TIMEOUT_S = 20.0  # no byte from the emulated board for this long: it hangs
-RECORDED_PAIR_TOLERANCE = 1e-4  # the export holds ONNX and C to 1e-5 of these; a checkpoint must match them too
 # The emulated board's timeouts: it waits on a Python process (the simulated bus and host) that a busy machine
 # may not schedule for milliseconds, while under -icount its clock runs on instructions. Its defaults (a 2 ms
 # bus, a 100 ms host timeout) would then hold on clean links; these leave room for that (in virtual time,
@@ -383,31 +382,6 @@ def run_host_app(bundle: str | Path, seeds: Sequence[int], build_dir: str | Path
     link = _HostAppLink(library or build_host_app(bundle / "c", config, Path(build_dir) / "host"), plant, faults)
     boot = link.wait_for_boot()
     return _run_episodes(link, plant, seeds), boot, link
-
-
-def torch_actor(manifest: dict[str, Any], checkpoint: str | Path | None = None) -> Callable[[np.ndarray], np.ndarray]:
-    """The bundle's PyTorch actor (its training checkpoint, or `checkpoint`), deterministic, as observation ->
-    action; ExportError unless it reproduces the bundle's recorded (observation, action) pairs (a checkpoint of
-    another run, or of another task with the same spaces, is refused)."""
-    import torch
-
-    from robo_rl.checkpoint import agent_from_checkpoint, load_checkpoint
-
-    path = checkpoint or manifest["training"]["checkpoint"]
-    agent = agent_from_checkpoint(load_checkpoint(path))
-
-    def act(obs: np.ndarray) -> np.ndarray:
-        return agent.act(torch.as_tensor(obs[None], dtype=torch.float32), deterministic=True).numpy()[0]
-    pairs = manifest.get("recorded_pairs") or []
-    try:
-        error = max((float(np.abs(act(np.asarray(p["observation"], np.float32)) - np.asarray(p["action"])).max())
-                     for p in pairs), default=0.0)
-    except (RuntimeError, ValueError) as failure:  # another observation size
-        raise ExportError(f"checkpoint={path} does not take this bundle's observations: {failure}") from None
-    if not error <= RECORDED_PAIR_TOLERANCE:
-        raise ExportError(f"checkpoint={path} is not the policy this bundle was exported from: its actions differ "
-                          f"by {error:.3g} from the bundle's recorded pairs")
-    return act
 
 
 def compare(bundle: str | Path, episodes: int = 20, seed: int = 0, checkpoint: str | Path | None = None,

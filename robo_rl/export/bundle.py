@@ -32,7 +32,7 @@ import uuid
 import tempfile
 import warnings
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 import torch
@@ -348,7 +348,52 @@ def read_manifest(bundle: str | Path) -> dict[str, Any]:
                else "it was exported with c=false")
         raise ExportError(f"bundle={bundle} holds no generated C for the firmware: {why}; run its ONNX with the ROS 2 "
                           "node, or export a policy on state vectors with c=auto")
+    for key in ("onnx", "c_header", "c_source", "c_layout"):
+        name = files.get(key)
+        if isinstance(name, str) and not (Path(bundle) / name).is_file():
+            raise ExportError(f"bundle={bundle} lacks {name}, which its policy.json lists; export the run again")
     return manifest
+
+
+RECORDED_PAIR_TOLERANCE = 1e-4  # the export holds ONNX and C to 1e-5 of these; a checkpoint must match them too
+
+
+def bundle_checkpoint(manifest: Mapping[str, Any]) -> Path:
+    """The training checkpoint a bundle was exported from. Bundles before this version recorded it relative to the
+    folder export ran in (`runs/x/best_policy.pt` for run=runs/x): that path is taken from the run's absolute
+    folder, which they also recorded, so that it does not depend on where a command runs."""
+    training = manifest["training"]
+    path = Path(training["checkpoint"])
+    run = Path(str(training.get("run") or ""))
+    if path.is_absolute() or not run.is_absolute():
+        return path
+    for shared in range(min(len(run.parts), len(path.parts)), 0, -1):  # run's last parts = the path's first
+        if run.parts[-shared:] == path.parts[:shared]:
+            return run.joinpath(*path.parts[shared:])
+    return run / path if (run / path).exists() else path  # exported from inside the run (run=.)
+
+
+def torch_actor(manifest: Mapping[str, Any], checkpoint: str | Path | None = None) -> Callable[[np.ndarray], np.ndarray]:
+    """The bundle's PyTorch actor (its training checkpoint, or `checkpoint`), deterministic, as observation ->
+    action; ExportError unless it reproduces the bundle's recorded (observation, action) pairs (a checkpoint of
+    another run, or of another task with the same spaces, is refused)."""
+    from robo_rl.checkpoint import load_checkpoint
+
+    path = checkpoint or bundle_checkpoint(manifest)
+    agent = agent_from_checkpoint(load_checkpoint(path))
+
+    def act(obs: np.ndarray) -> np.ndarray:
+        return agent.act(torch.as_tensor(obs[None], dtype=torch.float32), deterministic=True).numpy()[0]
+    pairs = manifest.get("recorded_pairs") or []
+    try:
+        error = max((float(np.abs(act(np.asarray(p["observation"], np.float32)) - np.asarray(p["action"])).max())
+                     for p in pairs), default=0.0)
+    except (RuntimeError, ValueError) as failure:  # another observation size
+        raise ExportError(f"checkpoint={path} does not take this bundle's observations: {failure}") from None
+    if not error <= RECORDED_PAIR_TOLERANCE:
+        raise ExportError(f"checkpoint={path} is not the policy this bundle was exported from: its actions differ "
+                          f"by {error:.3g} from the bundle's recorded pairs")
+    return act
 
 
 def check_out_folder(out: Path) -> None:
@@ -536,7 +581,7 @@ def _manifest(state: dict[str, Any], description: dict[str, Any], spec: PolicySp
         "network": network,
         "training": {
             "run": str(Path(run).resolve()),
-            "checkpoint": state["path"],
+            "checkpoint": str(Path(state["path"]).resolve()),  # a relative one would depend on where a tool runs
             "commit": state.get("commit"),
             "env_steps": state["counters"]["env_steps"],
             "evaluation": state.get("evaluation"),

@@ -28,9 +28,8 @@ import numpy as np
 import torch
 
 import sim  # noqa: F401  (registers the env ids)
-from robo_rl.checkpoint import agent_from_checkpoint, load_checkpoint
 from robo_rl.cli import command, key_values
-from robo_rl.export.bundle import check_vehicle_name, onnx_actions, read_manifest
+from robo_rl.export.bundle import check_vehicle_name, onnx_actions, read_manifest, torch_actor
 from robo_rl.export.c_runtime import CompiledPolicy
 from robo_rl.export.errors import ExportError
 
@@ -112,10 +111,9 @@ def compare_targets(bundle: str | Path, seed: int = 0, steps: int = 500, cortex_
     bundle = Path(bundle)
     manifest = read_manifest(bundle)
     plant_config(manifest, vehicle, latency_steps, wind)  # refuse a bad plant before compiling anything
-    agent = agent_from_checkpoint(load_checkpoint(checkpoint or manifest["training"]["checkpoint"]))
     obs_size, action_size = manifest["observation"]["size"], manifest["action"]["size"]
     targets: dict[str, Act] = {
-        "pytorch": lambda o: agent.act(torch.as_tensor(o[None], dtype=torch.float32), deterministic=True).numpy()[0],
+        "pytorch": torch_actor(manifest, checkpoint),
         "onnxruntime": lambda o: onnx_actions(bundle / "policy.onnx", o[None])[0],
     }
     with tempfile.TemporaryDirectory() as build:

@@ -7,11 +7,12 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
 
-from robo_rl.export.bundle import read_manifest
+from robo_rl.export.bundle import bundle_checkpoint, read_manifest
 from robo_rl.export.errors import ExportError
 from robo_rl.export.in_the_loop import bundle_env, compare_targets, fly, plant_config
 from sim.quadrotor.model import VEHICLES
@@ -101,3 +102,31 @@ def test_a_state_history_policy_flies_alike_on_every_target_with_two_steps_of_la
     for name, row in report.items():
         assert row["steps"] == reference["steps"], name
         assert row["max_deviation_from_pytorch_m"] < 0.01, (name, row)
+
+
+def test_the_bundle_names_its_checkpoint_wherever_a_tool_runs(exported_bundle, tmp_path):
+    """A bundle exported with run=runs/x recorded runs/x/best_policy.pt: from another folder in_the_loop found no
+    checkpoint, and from one that held another runs/x it flew that policy as PyTorch's reference."""
+    assert Path(read_manifest(exported_bundle)["training"]["checkpoint"]).is_absolute()
+    older = {"training": {"run": "/data/exp/runs/tiny", "checkpoint": "runs/tiny/best_policy.pt"}}
+    assert bundle_checkpoint(older) == Path("/data/exp/runs/tiny/best_policy.pt")
+    older["training"]["checkpoint"] = "tiny/checkpoints/step_1600.pt"
+    assert bundle_checkpoint(older) == Path("/data/exp/runs/tiny/checkpoints/step_1600.pt")
+
+
+def test_a_checkpoint_that_is_not_the_bundles_policy_is_refused(exported_bundle, state_history_run):
+    """Another observation size was torch's shape error as a traceback."""
+    with pytest.raises(ExportError, match="does not take this bundle's observations"):
+        compare_targets(exported_bundle, steps=5, cortex_m4=False, checkpoint=state_history_run / "best_policy.pt")
+
+
+@pytest.mark.parametrize("missing", ["policy.onnx", "c/policy.c"])
+def test_a_bundle_without_its_onnx_or_c_is_named_as_such(exported_bundle, tmp_path, missing):
+    """They were onnxruntime's NoSuchFile and a FileNotFoundError, as tracebacks."""
+    import shutil
+
+    bundle = tmp_path / "bundle"
+    shutil.copytree(exported_bundle, bundle)
+    (bundle / missing).unlink()
+    with pytest.raises(ExportError, match=f"lacks {missing}, which its policy.json lists; export the run again"):
+        compare_targets(bundle, steps=5, cortex_m4=False)

@@ -275,8 +275,7 @@ def test_fuzzing_both_links_never_crashes_or_hangs_and_the_arm_goes_safe_and_rec
 
 def test_a_checkpoint_of_another_run_is_refused_before_any_episode(reach, trained_run):
     from robo_rl.checkpoint import policy_file
-    from robo_rl.export.arm_in_the_loop import torch_actor
-    from robo_rl.export.bundle import read_manifest
+    from robo_rl.export.bundle import read_manifest, torch_actor
     from robo_rl.export.errors import ExportError
 
     bundle, _ = reach
