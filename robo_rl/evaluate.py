@@ -21,6 +21,7 @@ from robo_rl.cli import hydra_command
 from robo_rl.envs import env_spec, make_vector_env
 from robo_rl.evaluation import evaluate_policy
 from robo_rl.train import select_device
+from sim.errors import ConfigError
 
 
 def env_changes(cfg: DictConfig) -> dict[str, Any]:
@@ -28,12 +29,32 @@ def env_changes(cfg: DictConfig) -> dict[str, Any]:
     changes: dict[str, Any] = dict(OmegaConf.to_container(cfg.overrides, resolve=True) or {})
     randomization = dict(OmegaConf.to_container(cfg.randomization, resolve=True) or {}) if cfg.randomization else {}
     if cfg.latency_steps is not None:
+        if "latency_steps" in randomization:
+            raise ConfigError("latency_steps= and randomization.latency_steps are both given; give one")
         randomization["latency_steps"] = list(cfg.latency_steps)
+    # one value per setting: the later one used to replace the other silently, and the record kept only it
+    given = changes.get("randomization") or {}
+    twice = sorted(set(given) & set(randomization))
+    if twice:
+        raise ConfigError(f"overrides.randomization and randomization= (or latency_steps=) both set {', '.join(twice)}; "
+                          "give each once")
     if randomization:
-        changes["randomization"] = {**changes.get("randomization", {}), **randomization}
+        changes["randomization"] = {**given, **randomization}
     if cfg.vehicle:
+        if "vehicle" in changes:
+            raise ConfigError(f"vehicle={cfg.vehicle} and overrides.vehicle={changes['vehicle']} are both given; give one")
         changes["vehicle"] = cfg.vehicle
     return changes
+
+
+def check_latency_applies(changes: dict[str, Any], env: Any) -> None:
+    """ConfigError if `changes` ask for action latency on an env whose randomization is off, which applies none: the
+    evaluation ran without it and recorded it as asked (the arm tasks' randomization is off by default)."""
+    asked = (changes.get("randomization") or {}).get("latency_steps")
+    if asked is not None and not env.config.randomization.enabled:
+        raise ConfigError(f"latency_steps={list(asked)}: this run's env has its randomization off, which applies no "
+                          "latency; add randomization={enabled: true} (it also draws the task's other randomized "
+                          "quantities)")
 
 
 def load_policy(run: str | Path, checkpoint: str | Path | None,
@@ -54,6 +75,7 @@ def evaluate_run(run: str | Path, checkpoint: str | Path | None = "best", episod
     state, run_cfg, agent = load_policy(run, checkpoint, device_)
     env = make_vector_env(run_cfg.env, episodes, device_, overrides=changes or {}, cameras=True)
     try:
+        check_latency_applies(changes or {}, env)
         check_compatible(state, env_spec(env, run_cfg.env.id))
         start = time.perf_counter()
         result = evaluate_policy(lambda o: agent.act(o, deterministic=True), env, seed, device_)

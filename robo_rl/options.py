@@ -46,7 +46,7 @@ OPTIONS: dict[str, dict[str, tuple[Any, Interval | None]]] = {
     },
     "evaluate": {
         "run": (str, None), "checkpoint": (str, None), "episodes": (int, Interval(1, 10**6)), "seed": (int, SEED),
-        "device": (str, None), "vehicle": (str | None, None), "latency_steps": (tuple[int, int] | None, None),
+        "device": (str, None), "vehicle": (str | None, None), "latency_steps": (tuple[int, int] | None, Interval(0, 50)),
         "randomization": (dict[str, Any] | None, None), "overrides": (dict[str, Any], None),
     },
     "robustness": {

@@ -237,6 +237,11 @@ def test_an_evaluation_written_into_a_run_or_a_bundle_is_refused_and_leaves_them
 
 
 @pytest.mark.parametrize("args", [
+    # one value given twice: the later replaced the other silently, and the evaluation's record kept only it
+    ["-m", "robo_rl.evaluate", "+overrides.vehicle=crazyflie_brushless", "vehicle=crazyflie_rltools"],
+    ["-m", "robo_rl.evaluate", "+overrides.randomization={mass_scale: [0.5, 0.6]}", "randomization={mass_scale: [1.5, 1.6]}"],
+    # latency on an env whose randomization is off: none was applied, and the row recorded it as asked
+    ["-m", "robo_rl.evaluate", "randomization={enabled: false}", "latency_steps=[2,2]"],
     ["-m", "robo_rl.evaluate", "latency_steps=[3,1]"],
     ["-m", "robo_rl.robustness", "checkpoint=no_such_file.pt"],
     ["-m", "robo_rl.export", "c_prefix=1bad"],
@@ -292,6 +297,7 @@ def test_resuming_a_distilled_student_with_train_is_refused_as_such(trained_run,
 
 @pytest.mark.parametrize("sweep, message", [
     (["episodes=1,abc"], "error: episodes must be an integer, got 'abc'"),
+    (["latency_steps=[0,0],[-1,0]"], "error: latency_steps[0] must lie in [0, 50], got -1"),
     (["episodes=1", "seed=0,-1"], "error: seed must lie in [0, 4294967295], got -1"),
 ])
 def test_a_sweep_with_a_bad_value_in_a_later_job_is_refused_before_its_first_job(sweep, message, trained_run, tmp_path):
