@@ -154,9 +154,10 @@ def report(error: BaseException) -> int:
     return USER_ERROR_STATUS if is_user_error(error) else INTERNAL_ERROR_STATUS
 
 
-def key_values(argv: list[str], options: dict[str, type | tuple[type, int]], usage: str) -> dict[str, Any]:
+def key_values(argv: list[str], options: dict[str, type | tuple[type, int] | tuple[type, int, int]],
+               usage: str) -> dict[str, Any]:
     """The `key=value` arguments of a plain CLI, each converted to its type in `options` (bool: true or false;
-    int: a whole number, at least the minimum given as `(int, minimum)`, else 0), each key at most once; the
+    int: a whole number in `(int, minimum)` or `(int, minimum, maximum)`, else from 0), each key at most once; the
     first key of `options` is required. A ConfigError naming the argument and what is allowed (with `usage`)
     for anything else."""
     from sim.errors import ConfigError
@@ -168,7 +169,8 @@ def key_values(argv: list[str], options: dict[str, type | tuple[type, int]], usa
             raise ConfigError(f"argument {arg!r}: expected key=value with key one of {', '.join(options)}; {usage}")
         if key in values:
             raise ConfigError(f"argument {arg!r}: {key} is given twice; {usage}")
-        kind, minimum = options[key] if isinstance(options[key], tuple) else (options[key], 0)
+        kind, minimum, maximum = (*options[key], 2**31 - 1)[:3] if isinstance(options[key], tuple) \
+            else (options[key], 0, 2**31 - 1)
         try:
             if kind is bool:
                 if text.lower() not in ("true", "false"):
@@ -179,8 +181,8 @@ def key_values(argv: list[str], options: dict[str, type | tuple[type, int]], usa
         except ValueError:
             allowed = {bool: "true or false", int: "a whole number"}.get(kind, kind.__name__)
             raise ConfigError(f"{key}={text}: {key} must be {allowed}; {usage}") from None
-        if kind is int and not minimum <= values[key] < 2**31:
-            raise ConfigError(f"{key}={text}: {key} must lie in [{minimum}, {2**31 - 1}]; {usage}")
+        if kind is int and not minimum <= values[key] <= maximum:
+            raise ConfigError(f"{key}={text}: {key} must lie in [{minimum}, {maximum}]; {usage}")
     required = next(iter(options))
     if required not in values:
         raise ConfigError(f"{required}= is required; {usage}")

@@ -64,6 +64,18 @@ def at_least_zero(high: float, unit: str = "") -> Interval:
     return Interval(0.0, high, unit=unit)
 
 
+MAX_ENVS = 2**20  # what the commands allow (distill's num_envs); beyond, a batch's arrays outgrow a machine's memory
+
+
+def check_batch_size(num_envs: Any, nthread: Any = 0) -> None:
+    """ConfigError unless `num_envs` is a whole number in [1, MAX_ENVS] and `nthread` (MuJoCo's threads; 0: none
+    beside the caller) a whole number >= 0: the simulators' own checks were pybind's or MuJoCo's tracebacks, and a
+    negative thread count was taken."""
+    for name, value, low, high in (("num_envs", num_envs, 1, MAX_ENVS), ("nthread", nthread, 0, 4096)):
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral) or not low <= value <= high:
+            raise ConfigError(f"{name} must be a whole number in [{low}, {high}], got {value!r}")
+
+
 def _show(value: Any) -> str:
     try:
         text = " ".join(repr(value).split())  # one line, whatever the value

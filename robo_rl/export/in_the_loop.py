@@ -150,12 +150,15 @@ def compare_targets(bundle: str | Path, seed: int = 0, steps: int = 500, cortex_
 @command
 def main(argv: list[str]) -> None:
     """CLI: key=value arguments bundle=, vehicle=, latency_steps=, wind=, seed=, steps=, cortex_m4=."""
-    args = key_values(argv, {"bundle": str, "vehicle": str, "latency_steps": (int, 0), "wind": float, "seed": int,
+    args = key_values(argv, {"bundle": str, "vehicle": str, "latency_steps": (int, 0, MAX_LATENCY_STEPS), "wind": float, "seed": int,
                              "steps": (int, 1), "cortex_m4": bool},
                       "usage: python -m robo_rl.export.in_the_loop bundle=<bundle dir> [vehicle=<name>] "
                       "[latency_steps=0] [wind=0] [seed=0] [steps=500] [cortex_m4=true]")
     torch.set_num_threads(1)
     manifest = read_manifest(args["bundle"])
+    if manifest.get("robot") == "arm":
+        raise ExportError(f"bundle={args['bundle']} is an arm's policy ({manifest['env_id']}); this flies quadrotors: "
+                          f"python -m robo_rl.export.arm_in_the_loop bundle={args['bundle']}")
     plant = plant_config(manifest, args.get("vehicle"), args.get("latency_steps", 0), args.get("wind", 0.0))
     print(f"plant: {plant['vehicle']} (nominal physics), latency {plant['randomization']['latency_steps'][0]} steps "
           f"({plant['randomization']['latency_steps'][0] * 1000.0 / plant['control_hz']:g} ms), wind up to "

@@ -37,7 +37,7 @@ from sim.arm.robot import PANDA_LIKE, SO_ARM100_LIKE, ArmSpec, load_arm
 from sim.errors import ConfigError
 from sim.observation import (ObservationField, ObservationLayout, copy_observation, observation_row,
                              set_observation_rows)
-from sim.validation import Interval, at_least_zero, check_ranges, coerce, merge, positive
+from sim.validation import Interval, at_least_zero, check_batch_size, check_ranges, coerce, merge, positive
 
 HOME = PANDA_LIKE.home  # the Panda-class arm's start: tool about 0.49 m above the table, pointing down
 
@@ -212,6 +212,7 @@ class ArmVectorEnv(VectorEnv):
                  **overrides: Any):
         if backend != "mujoco_batch":
             raise ConfigError(f"the arm tasks run on backend 'mujoco_batch' only, not {backend!r}")
+        check_batch_size(num_envs, nthread)
         config = make_arm_config(task, robot, config, **overrides)
         self.model = load_impedance_arm(config.spec, config.gains)
         config.validate(self.model.opt.timestep)
@@ -346,8 +347,11 @@ class ArmVectorEnv(VectorEnv):
     def step(self, actions: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, dict]:
         """Move every tool target by its action, run the controller for one control step, autoreset."""
         actions = np.asarray(actions, dtype=np.float64)
-        if actions.shape != (self.num_envs, 4) or not np.isfinite(actions).all():
-            raise ValueError(f"actions must be finite with shape ({self.num_envs}, 4), got {actions.shape}")
+        if actions.shape != (self.num_envs, 4):
+            raise ValueError(f"actions must have shape ({self.num_envs}, 4), got {actions.shape}")
+        if not np.isfinite(actions).all():
+            raise ValueError(f"actions must be finite, got NaN or Inf in env(s) "
+                             f"{np.flatnonzero(~np.isfinite(actions).all(axis=1)).tolist()}")
         actions = np.clip(actions, -1.0, 1.0)
         if self._max_latency:  # each env acts on its action of latency_steps control steps ago
             self._pending = np.concatenate([actions[None], self._pending[:-1]])

@@ -30,6 +30,7 @@ from sim.quadrotor.randomization import EpisodeParams, at_difficulty, check_can_
 from sim.quadrotor.rotations import quat_to_matrix
 from sim.kernel_expr import ArrayMath
 from sim.quadrotor.tasks import StepValues, task_named
+from sim.validation import check_batch_size
 
 BACKENDS = ("mujoco", "mujoco_batch", "torch")
 
@@ -101,6 +102,7 @@ class QuadrotorBatch(InStepRestart, PrivilegedObservation):
                  nthread: int = 0, device: str | torch.device = "cpu", dtype: torch.dtype = torch.float32,
                  seed: int | None = None, compile: bool | str = False, autoreset: bool = False,
                  privileged: bool = False):
+        check_batch_size(num_envs, nthread)
         _check_arguments(backend, num_envs, autoreset)
         self.autoreset = autoreset
         self.privileged = privileged
@@ -473,8 +475,6 @@ def _check_arguments(backend: str, num_envs: int, autoreset: bool) -> None:
         raise ConfigError(f"unknown backend {backend!r}; known backends: {', '.join(BACKENDS)}")
     if backend == "mujoco" and num_envs != 1:
         raise ConfigError("the single MuJoCo backend runs exactly one env")
-    if num_envs < 1:
-        raise ConfigError(f"num_envs must be >= 1, got {num_envs}")
     if autoreset and backend != "torch":
         raise ConfigError("autoreset inside the step is implemented for the torch backend only")
 

@@ -52,6 +52,9 @@ def run_cli(args: list[str], tmp_path, timeout: float = 300) -> subprocess.Compl
     # plain key=value CLIs: an argument without '=' was a ValueError traceback out of dict()
     (["-m", "robo_rl.video", "no_such_run"], "error: argument 'no_such_run': expected key=value with key one of run,"),
     (["-m", "robo_rl.export.in_the_loop", "bundle=b", "steps=many"], "error: steps=many: steps must be a whole number"),
+    # it named [0, 2147483647], which the plant then refused past 10
+    (["-m", "robo_rl.export.in_the_loop", "bundle=b", "latency_steps=-1"],
+     "error: latency_steps=-1: latency_steps must lie in [0, 10]"),
     (["-m", "robo_rl.video", "run=r", "episodes=0"], "error: episodes=0: episodes must lie in [1, "),
     (["-m", "robo_rl.video", "run=r", "run=s"], "error: argument 'run=s': run is given twice"),
 ])

@@ -250,3 +250,26 @@ def test_reset_options_that_no_vehicle_or_state_can_be_are_refused(backend, opti
         assert np.isfinite(np.asarray(obs)).all()
     finally:
         env.close()
+
+
+@pytest.mark.parametrize("env_id", ["robo_rl/CrazyflieHover-v0", "robo_rl/ArmReach-v0"])
+@pytest.mark.parametrize("arguments, message", [
+    # pybind's "incompatible constructor arguments", MuJoCo's "nsim must be positive", a '<' TypeError; a
+    # negative thread count was taken
+    ({"num_envs": 2**40}, r"num_envs must be a whole number in \[1, 1048576\], got 1099511627776"),
+    ({"num_envs": 2.5}, "num_envs must be a whole number in .*, got 2.5"),
+    ({"num_envs": "4"}, "num_envs must be a whole number in .*, got '4'"),
+    ({"num_envs": 0}, "num_envs must be a whole number in .*, got 0"),
+    ({"num_envs": 2, "nthread": -3}, r"nthread must be a whole number in \[0, 4096\], got -3"),
+])
+def test_a_batch_size_or_thread_count_that_cannot_be_is_one_config_error(env_id, arguments, message):
+    with pytest.raises(ConfigError, match=message):
+        gym.make_vec(env_id, vectorization_mode="vector_entry_point", **arguments)
+
+
+def test_an_arm_action_with_a_nan_names_the_env_not_the_shape():
+    """It said "actions must be finite with shape (2, 4), got (2, 4)"."""
+    env = ArmVectorEnv("reach", num_envs=2, nthread=1)
+    env.reset(seed=0)
+    with pytest.raises(ValueError, match=r"actions must be finite, got NaN or Inf in env\(s\) \[1\]"):
+        env.step(np.array([[0.0, 0.0, 0.0, 0.0], [math.nan, 0.0, 0.0, 0.0]]))

@@ -281,3 +281,16 @@ def test_a_checkpoint_of_another_run_is_refused_before_any_episode(reach, traine
     bundle, _ = reach
     with pytest.raises(ExportError, match="does not take this bundle's observations"):
         torch_actor(read_manifest(bundle), policy_file(trained_run))  # a hover run's
+
+
+def test_the_quadrotor_in_the_loop_tool_names_the_arm_tool_for_an_arm_bundle(reach):
+    """It said the bundle's vehicle None is not a known vehicle; given one, it failed on an unknown option."""
+    import subprocess
+    import sys
+
+    bundle, _ = reach
+    result = subprocess.run([sys.executable, "-m", "robo_rl.export.in_the_loop", f"bundle={bundle}"],
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2 and result.stderr.strip().splitlines() == [
+        f"error: bundle={bundle} is an arm's policy (robo_rl/SOArm100Reach-v0); this flies quadrotors: "
+        f"python -m robo_rl.export.arm_in_the_loop bundle={bundle}"], result.stderr
