@@ -125,10 +125,34 @@ class ArmTaskConfig:
             raise ConfigError(f"substeps={self.substeps} of {timestep} s do not make one {self.control_hz} Hz control step")
         if self.episode_steps < 1:
             raise ConfigError(f"config.episode_seconds must last at least one control step, got {self.episode_seconds:g}")
+        self._check_inside_workspace()
         self.randomization.validate()
         self.cameras.validate()
         if self.cameras.enabled:  # the names against the arm's MJCF, before anything is built
             camera_ids(load_arm(self.spec), self.cameras.names, Path(self.spec.mjcf).name)
+
+
+    def _check_inside_workspace(self) -> None:
+        """ConfigError unless the cube's start area and the reach task's goals lie inside the workspace the tool is
+        held to: a cube at x = 2.6 m or goals 5 m away gave episodes no action could succeed in, without a word."""
+        (x_low, x_high), (y_low, y_high), _ = self.workspace
+        for name, (low, high), (w_low, w_high) in (("cube_x", self.cube_x, (x_low, x_high)),
+                                                   ("cube_y", self.cube_y, (y_low, y_high))):
+            if not w_low <= low <= high <= w_high:
+                raise ConfigError(f"config.{name} {[low, high]} must lie inside the workspace's {[w_low, w_high]} m")
+        for axis, (low, high), (w_low, w_high) in zip("xyz", self.reach_box, self.workspace):
+            if not w_low <= low <= high <= w_high:
+                raise ConfigError(f"config.reach_box's {axis} range {[low, high]} must lie inside the workspace's "
+                                  f"{[w_low, w_high]} m")
+
+
+def check_home_in_joint_ranges(spec: ArmSpec, model: mujoco.MjModel) -> None:
+    """ConfigError unless the arm's home pose (where every episode starts) lies within its joints' ranges."""
+    for name, angle in zip(spec.joints, spec.home):
+        joint = model.joint(name)
+        low, high = (float(v) for v in model.jnt_range[joint.id])
+        if bool(model.jnt_limited[joint.id]) and not low <= angle <= high:
+            raise ConfigError(f"config.spec.home puts {name} at {angle:g} rad, outside its range [{low:g}, {high:g}]")
 
 
 # What each number of an arm config may be, by field path (see sim.validation): wide enough for any
@@ -216,6 +240,7 @@ class ArmVectorEnv(VectorEnv):
         config = make_arm_config(task, robot, config, **overrides)
         self.model = load_impedance_arm(config.spec, config.gains)
         config.validate(self.model.opt.timestep)
+        check_home_in_joint_ranges(config.spec, self.model)
         self.config, self.num_envs = config, num_envs
         self.task = arm_task_named(config.task)
         self.batch = mujoco.batch.Batch(self.model, num_envs, nthread, persistent=True)

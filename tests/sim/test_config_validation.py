@@ -273,3 +273,14 @@ def test_an_arm_action_with_a_nan_names_the_env_not_the_shape():
     env.reset(seed=0)
     with pytest.raises(ValueError, match=r"actions must be finite, got NaN or Inf in env\(s\) \[1\]"):
         env.step(np.array([[0.0, 0.0, 0.0, 0.0], [math.nan, 0.0, 0.0, 0.0]]))
+
+
+@pytest.mark.parametrize("overrides, message", [
+    # no action could succeed: the cube 2.6 m out, goals 5 m away, the arm started 9 rad past its joint limits
+    ({"cube_x": (2.0, 3.0)}, r"config.cube_x \[2.0, 3.0\] must lie inside the workspace's \[0.25, 0.75\] m"),
+    ({"reach_box": ((5, 6), (5, 6), (5, 6))}, "config.reach_box's x range .* must lie inside the workspace's"),
+    ({"spec": {"home": (9.0,) * 7}}, r"config.spec.home puts joint1 at 9 rad, outside its range \[-2.8973, 2.8973\]"),
+])
+def test_an_arm_task_no_action_can_succeed_in_is_refused(overrides, message):
+    with pytest.raises(ConfigError, match=message):
+        ArmVectorEnv("reach", num_envs=2, nthread=1, **overrides)
