@@ -131,7 +131,14 @@ def suite_from_config(cfg: DictConfig | Mapping[str, Any]) -> Suite:
         if not folder.is_dir():
             raise ConfigError(f"specialists_dir={folder}: no such folder (make specialists trains one run per vehicle there)")
         names = [specialist_name(v, lat) for v in vehicles for lat in (None, *latencies)]
-        found = {name: str(folder / name) for name in names if (folder / name / "config.yaml").is_file()}
+        for name in names:  # a folder of a specialist's name that is no run was skipped without a word
+            if (folder / name).exists() and not (folder / name / "config.yaml").is_file():
+                raise ConfigError(f"specialists_dir={folder}: {folder / name} is not a training run (no config.yaml); "
+                                  "train it (make specialists) or move it away")
+        found = {name: str(folder / name) for name in names if (folder / name).exists()}
+        if not found:
+            raise ConfigError(f"specialists_dir={folder} holds no specialist of this suite's vehicles (folders named "
+                              f"<vehicle> or <vehicle>-latency<k>, e.g. {names[0]}; make specialists trains them)")
         specialists = {**found, **specialists}
     for name, folder in specialists.items():
         vehicle, latency = specialist_cells(name)

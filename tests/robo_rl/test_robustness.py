@@ -228,6 +228,15 @@ def test_specialists_dir_finds_one_run_per_vehicle_and_given_specialists_win(tra
     cfg.specialists, cfg.specialists_dir = None, str(tmp_path / "missing")
     with pytest.raises(ConfigError, match="specialists_dir=.*missing: no such folder"):
         suite_from_config(cfg)
+    # a folder of a specialist's name that is no run, and a folder of none, were skipped without a word
+    (folder / "crazyflie_brushless").mkdir()
+    (folder / "crazyflie_brushless" / "best_policy.pt").write_bytes(b"junk")
+    cfg.specialists_dir = str(folder)
+    with pytest.raises(ConfigError, match="crazyflie_brushless is not a training run"):
+        suite_from_config(cfg)
+    cfg.specialists_dir = str(tmp_path)
+    with pytest.raises(ConfigError, match="holds no specialist of this suite's vehicles"):
+        suite_from_config(cfg)
 
 
 def test_named_vehicles_fly_with_their_firmware_limits_and_held_out_starts_can_be_chosen():
