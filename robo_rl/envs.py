@@ -26,6 +26,9 @@ def make_vector_env(env_cfg: Mapping[str, Any], num_envs: int, device: torch.dev
     for name, value in (("env.overrides", env_cfg.get("overrides")), ("overrides", overrides)):
         if value is not None and not isinstance(value, Mapping):
             raise ConfigError(f"{name} must be a mapping of the env's config fields, got {value!r}")
+    for name in ("privileged_actor", "compile"):  # any string was taken as true: privileged_actor=no trained a teacher
+        if not isinstance(env_cfg.get(name, False), bool):
+            raise ConfigError(f"env.{name} must be true or false, got {env_cfg.get(name)!r}")
     config = make_env_config(env_cfg["id"], _own_vehicle_only(dict(env_cfg.get("overrides") or {}), overrides or {}),
                              dict(overrides or {}))
     if not cameras:

@@ -80,6 +80,9 @@ class SACConfig:
             self.encoder = coerce(dict(self.encoder), EncoderConfig, "agent.encoder")
         coerce(self, SACConfig, "agent")  # every field of its type, every number finite (sim.validation)
         check_ranges(self, AGENT_RANGES, name="agent")
+        for name in ("actor_hidden", "critic_hidden"):  # [] was an IndexError traceback (actor), a linear critic
+            if len(getattr(self, name)) == 0:
+                raise ValueError(f"agent.{name} must list at least one layer width, got []")
         if not 1 <= self.critic_subsample <= self.num_critics:
             raise ValueError(f"critic_subsample must be in [1, num_critics={self.num_critics}], got {self.critic_subsample}")
         self.encoder.validate()

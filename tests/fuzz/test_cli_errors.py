@@ -34,6 +34,11 @@ def run_cli(args: list[str], tmp_path, timeout: float = 300) -> subprocess.Compl
     (["-m", "robo_rl.train", "no_such_option=1", "hydra.run.dir=run"], "error: Could not override 'no_such_option'"),
     (["-m", "robo_rl.train", "seed=[1", "hydra.run.dir=run"], "error: no viable alternative at input '[1'"),
     (["-m", "robo_rl.evaluate", "run=no_such_run"], "error: run=no_such_run is not a training run directory"),
+    # any string counted as true: privileged_actor=no trained a privileged teacher; an empty actor was a traceback
+    (["-m", "robo_rl.train", "env.privileged_actor=no", "hydra.run.dir=run"],
+     "error: env.privileged_actor must be true or false, got 'no'"),
+    (["-m", "robo_rl.train", "agent.actor_hidden=[]", "hydra.run.dir=run"],
+     "error: agent.actor_hidden must list at least one layer width, got []"),
     (["-m", "robo_rl.record", "env=reach", "episodes=0", "hydra.run.dir=rec"], "error: episodes must lie in [1, "),
     # a folder path to write demos to was a Minari traceback after recording every episode
     (["-m", "robo_rl.record", "env=reach", "dataset=./my_demos", "hydra.run.dir=rec"],
