@@ -46,6 +46,9 @@ def plant_config(manifest: dict[str, Any], vehicle: str | None = None, latency_s
     thrust limits. ExportError for a bad vehicle, latency or wind."""
     from sim.quadrotor.model import VEHICLES
 
+    if manifest.get("robot") == "arm":  # it failed on the bundle's missing vehicle, or on an unknown option
+        raise ExportError(f"the bundle is an arm's policy ({manifest['env_id']}); this flies quadrotors: "
+                          "python -m robo_rl.export.arm_in_the_loop bundle=<bundle> flies arms")
     check_vehicle_name(vehicle)
     if isinstance(latency_steps, bool) or not isinstance(latency_steps, int) \
             or not 0 <= latency_steps <= MAX_LATENCY_STEPS:
@@ -156,9 +159,6 @@ def main(argv: list[str]) -> None:
                       "[latency_steps=0] [wind=0] [seed=0] [steps=500] [cortex_m4=true]")
     torch.set_num_threads(1)
     manifest = read_manifest(args["bundle"])
-    if manifest.get("robot") == "arm":
-        raise ExportError(f"bundle={args['bundle']} is an arm's policy ({manifest['env_id']}); this flies quadrotors: "
-                          f"python -m robo_rl.export.arm_in_the_loop bundle={args['bundle']}")
     plant = plant_config(manifest, args.get("vehicle"), args.get("latency_steps", 0), args.get("wind", 0.0))
     print(f"plant: {plant['vehicle']} (nominal physics), latency {plant['randomization']['latency_steps'][0]} steps "
           f"({plant['randomization']['latency_steps'][0] * 1000.0 / plant['control_hz']:g} ms), wind up to "

@@ -292,5 +292,9 @@ def test_the_quadrotor_in_the_loop_tool_names_the_arm_tool_for_an_arm_bundle(rea
     result = subprocess.run([sys.executable, "-m", "robo_rl.export.in_the_loop", f"bundle={bundle}"],
                             capture_output=True, text=True, timeout=120)
     assert result.returncode == 2 and result.stderr.strip().splitlines() == [
-        f"error: bundle={bundle} is an arm's policy (robo_rl/SOArm100Reach-v0); this flies quadrotors: "
-        f"python -m robo_rl.export.arm_in_the_loop bundle={bundle}"], result.stderr
+        "error: the bundle is an arm's policy (robo_rl/SOArm100Reach-v0); this flies quadrotors: "
+        "python -m robo_rl.export.arm_in_the_loop bundle=<bundle> flies arms"], result.stderr
+    from robo_rl.export.errors import ExportError
+    from robo_rl.export.in_the_loop import compare_targets  # the function the command calls says the same
+    with pytest.raises(ExportError, match="the bundle is an arm's policy"):
+        compare_targets(bundle, steps=5, cortex_m4=False)
