@@ -159,6 +159,7 @@ def check_options(cfg: DictConfig, command: str, require_all: bool = True) -> No
         require_run_dir(cfg.init_from, "init_from", need_policy=True)  # before Hydra makes the run folder
     if command == "train" and "agent" in cfg:
         check_agent(OmegaConf.to_container(cfg.agent, resolve=True))
+        check_budget(cfg)
     if command == "train" and "runner" in cfg:
         from robo_rl.distributed.cluster import check_runner
 
@@ -380,3 +381,23 @@ def check_agent(agent: Mapping[str, Any]) -> None:
     if not isinstance(agent, Mapping):
         raise ConfigError(f"agent must be a mapping of SACConfig fields, got {agent!r}")
     SACConfig(**coerce_fields(SACConfig, agent, "agent")).validate()
+
+
+def check_budget(cfg: DictConfig) -> None:
+    """ConfigError where train's budget cannot train: total_env_steps below one step of every env (0 made a run
+    without a policy), or a replay buffer smaller than one minibatch (agent.batch_size: every sample repeated
+    transitions). A learning_starts at or beyond total_env_steps is warned about: no update runs, which a
+    smoke test of the run's machinery may want."""
+    import warnings
+
+    total, envs = int(cfg.total_env_steps), int(cfg.num_envs)
+    if total < envs:
+        raise ConfigError(f"total_env_steps={total} is less than one step of each of the num_envs={envs} envs; give "
+                          f"at least {envs}")
+    capacity, batch = int(cfg.buffer.capacity), int(cfg.agent.batch_size)
+    if capacity < batch:
+        raise ConfigError(f"buffer.capacity={capacity} holds less than one minibatch (agent.batch_size={batch}); "
+                          f"give at least {batch}")
+    if int(cfg.learning_starts) >= total and not cfg.get("resume"):
+        warnings.warn(f"learning_starts={int(cfg.learning_starts)} is not below total_env_steps={total}: no update "
+                      "will run, and the run's policy stays its untrained initial one", stacklevel=2)

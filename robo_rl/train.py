@@ -169,6 +169,38 @@ def resumed_config(saved: DictConfig, given: DictConfig, overrides: Sequence[str
     return cfg
 
 
+def _flat(tree: Any, prefix: str = "") -> dict[str, Any]:
+    """`tree` (nested mappings) as {"dotted.key": leaf value}."""
+    if not isinstance(tree, dict) or not tree:
+        return {prefix: tree}
+    return {key: value for name, sub in tree.items()
+            for key, value in _flat(sub, f"{prefix}.{name}" if prefix else str(name)).items()}
+
+
+def check_record_unedited(run: Path, trained: dict[str, Any]) -> None:
+    """ResumeError where the run's config.yaml was edited since its checkpoints were written (`trained`, the
+    newest one's config): a resume goes on with the checkpoint's config, so the edit was silently ignored and the
+    record no longer said how the run was trained. The options a resume may change (RESUME_OPTIONS) are left out."""
+    try:
+        recorded = OmegaConf.to_container(OmegaConf.load(run / "config.yaml"), resolve=True)
+    except Exception as error:  # noqa: BLE001 (missing, torn or unresolvable: the same answer)
+        raise ResumeError(f"resume={run}: its config.yaml is missing or unreadable ({error}); the run's record of how "
+                          "it was trained must stay with it") from None
+
+    def kept(key: str) -> bool:
+        return not any(key == option or key.startswith(option + ".") for option in (*RESUME_OPTIONS, "resume"))
+
+    own, theirs = ({key: value for key, value in _flat(c).items() if kept(key)} for c in (recorded, trained))
+    edited = sorted(key for key in own.keys() | theirs.keys() if own.get(key, "<absent>") != theirs.get(key, "<absent>"))
+    if edited:
+        key = edited[0]
+        more = f" (and {len(edited) - 1} more options)" if len(edited) > 1 else ""
+        raise ResumeError(f"resume={run}: config.yaml was edited since the run's checkpoints were written: {key} is "
+                          f"{_short(own.get(key, '<absent>'))} there, {_short(theirs.get(key, '<absent>'))} in the "
+                          f"checkpoint{more}; a resume goes on with the checkpoint's config: restore config.yaml, or "
+                          "start a new run (init_from= starts from this run's policy)")
+
+
 def _short(value: Any) -> str:
     text = repr(value)
     return text if len(text) <= 60 else text[:57] + "..."
@@ -392,6 +424,7 @@ class Trainer:
             return None, saved
         state = load_checkpoint(run)
         _refuse_a_student(run, state["config"])
+        check_record_unedited(run, state["config"])
         return state, OmegaConf.create(state["config"])
 
     @staticmethod

@@ -407,6 +407,9 @@ def test_one_line_folds_multiline_messages():
     # an empty value is no null: `resume=` silently started a new 500k-step run, `demos=` trained without demos
     (["resume="], "resume= is empty; give the run folder to continue, or leave resume out"),
     (["demos="], "demos= is empty; give a Minari dataset id or folder, or leave demos out"),
+    # a budget that cannot train: total_env_steps=0 made a run without a policy; a buffer below one minibatch
+    (["total_env_steps=0"], r"total_env_steps=0 is less than one step of each of the num_envs=32 envs; give at least 32"),
+    (["buffer.capacity=100"], r"buffer.capacity=100 holds less than one minibatch \(agent.batch_size=128\)"),
     # camera images make a Dict observation, which the Ray actors do not take
     (["env=so_arm100_pick_cube", "+env.overrides.cameras.enabled=true", "runner=ray"],
      "env.overrides.cameras.enabled: camera observations are recorded, trained and evaluated by robo_rl.record"),
@@ -417,6 +420,14 @@ def test_train_options_are_checked_once_composed(overrides, message):
         with pytest.raises(ConfigError, match=message):
             check_options(cfg, "train")
         check_options(compose(config_name="train"), "train")  # the defaults pass
+
+
+def test_a_budget_that_runs_no_update_is_warned_about():
+    """learning_starts beyond total_env_steps: the run's policy stays the untrained initial one (a smoke test of the
+    run's machinery may want that; a user who lowered total_env_steps learns it before waiting for the run)."""
+    with initialize_config_dir(config_dir=CONFIGS, version_base="1.3"):
+        with pytest.warns(UserWarning, match="learning_starts=10000 is not below total_env_steps=5000: no update"):
+            check_options(compose(config_name="train", overrides=["total_env_steps=5000"]), "train")
 
 
 def test_what_an_inbox_may_be_named():

@@ -203,6 +203,15 @@ def test_resume_refuses_changed_options_and_training_nothing(three_checkpoints, 
         with pytest.raises(ResumeError, match=match):
             Trainer(quick_config(f"resume={run}", *overrides), run, overrides=[f"resume={run}", *overrides])
     assert {p: p.read_bytes() for p in run.rglob("*") if p.is_file()} == before  # nothing touched
+    # a hand edit of the run's config.yaml was silently ignored (the checkpoint's config trains on), and the edited
+    # file stayed as the run's record
+    recorded = (run / "config.yaml").read_text()
+    (run / "config.yaml").write_text(recorded.replace("seed: 0", "seed: 7"))
+    with pytest.raises(ResumeError, match=r"config.yaml was edited .*: seed is 7 there, 0 in the checkpoint; a resume "
+                                          r"goes on with the checkpoint's config"):
+        Trainer(quick_config(f"resume={run}", "total_env_steps=1600"), run,
+                overrides=[f"resume={run}", "total_env_steps=1600"])
+    (run / "config.yaml").write_text(recorded)
     # the options a resume may change, and an option given again with the run's own value
     trainer = Trainer(quick_config(f"resume={run}", "total_env_steps=1600", "seed=0", "checkpoint.keep=5"), run,
                       overrides=[f"resume={run}", "total_env_steps=1600", "seed=0", "checkpoint.keep=5"])
