@@ -28,11 +28,16 @@ VIDEO_NAME = "rollout.gif"  # in the run folder, where out= is not given: the ru
 VIDEO_SUFFIX = ".gif"
 
 
-def output_path(run: str | Path, out: str | Path | None) -> Path:
+def output_path(run: str | Path, out: str | Path | None, policy: str | Path | None = None) -> Path:
     """The file record_rollouts writes: `out`, else the run's VIDEO_NAME. Checked before anything is rendered
     (ConfigError): `out` must end in VIDEO_SUFFIX, lie in an existing folder, and be a new file, never one that
-    this command did not write (a user's notes.gif was silently overwritten); the run's own video is rewritten."""
+    this command did not write (a user's notes.gif was silently overwritten); the run's own video is rewritten,
+    but only with a `policy` file of the run (another run's checkpoint replaced its video)."""
     default = Path(run) / VIDEO_NAME
+    if policy is not None and not Path(policy).resolve().is_relative_to(Path(run).resolve()) \
+            and (out is None or Path(out).resolve() == default.resolve()):
+        raise ConfigError(f"checkpoint={policy} is not a file of run={run}: its video would replace the run's own "
+                          f"({default}); give out=<a new file{VIDEO_SUFFIX}>")
     if out is None:
         return default
     path = Path(out)
@@ -65,7 +70,7 @@ def record_rollouts(run: str | Path, out: str | Path | None = None, episodes: in
     from robo_rl.checkpoint import agent_from_checkpoint, load_checkpoint, policy_file
 
     policy = policy_file(run, checkpoint)
-    out = output_path(run, out)  # before the minutes of rendering
+    out = output_path(run, out, policy)  # before the minutes of rendering
     state = load_checkpoint(policy)
     cfg = OmegaConf.create(state["config"])
     overrides: dict[str, Any] = dict(cfg.env.get("overrides") or {})

@@ -162,6 +162,14 @@ def test_the_runs_own_video_is_rewritten_and_a_new_file_written(tmp_path):
     assert output_path(run, None) == run / "rollout.gif"
     assert output_path(run, str(run / "rollout.gif")) == run / "rollout.gif"
     assert output_path(run, str(tmp_path / "new.GIF")) == tmp_path / "new.GIF"
+    # another run's checkpoint: video run=A checkpoint=<B's policy> wrote B's flight over A's rollout.gif
+    theirs = tmp_path / "other" / "best_policy.pt"
+    for out in (None, str(run / "rollout.gif")):
+        with pytest.raises(ConfigError, match=f"checkpoint={theirs} is not a file of run={run}: its video would "
+                                              "replace the run's own"):
+            output_path(run, out, theirs)
+    assert output_path(run, str(tmp_path / "b.gif"), theirs) == tmp_path / "b.gif"
+    assert output_path(run, None, run / "checkpoints" / "checkpoint_000000001600.pt") == run / "rollout.gif"
 
 
 @pytest.mark.parametrize("args", [
