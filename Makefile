@@ -112,13 +112,19 @@ train: $(STAMP)
 # latencies into outputs/specialists/<vehicle>, and one per latency in SPECIALIST_LATENCIES into
 # outputs/specialists/<vehicle>-latency<k> (one trained at 30 ms flies it where the first flies none); each cell's
 # ceiling is the best of them. 500k env steps each, 2-4 min here; SPECIALIST_LATENCIES= for the first kind only.
-# Run again after a stop, it keeps each specialist that finished (summary.json) and resumes one that has checkpoints.
+# Run again after a stop, it keeps each specialist that finished (summary.json) and resumes one that has checkpoints,
+# if it was trained with the same ARGS (else it stops: delete the specialist, or give its ARGS). SPECIALISTS=<folder>
+# trains them there instead.
 SPECIALIST_LATENCIES ?= 0 1 2 3
+SPECIALISTS ?= outputs/specialists
 specialists: $(STAMP)
 	@for latency in $(SPECIALIST_LATENCIES); do case "$$latency" in 0|1|2|3) ;; *) \
 	  echo "SPECIALIST_LATENCIES=$(SPECIALIST_LATENCIES): each must be one of the suite's latencies 0 1 2 3, got $$latency" >&2; \
 	  exit 2;; esac; done
-	@specialist() { dir=outputs/specialists/$$1; shift; \
+	@specialist() { dir=$(SPECIALISTS)/$$1; shift; \
+	  if [ -f $$dir/summary.json ] || [ -d $$dir/checkpoints ]; then \
+	    $(PY) -c "import sys; from robo_rl.checkpoint import check_trained_with; from robo_rl.cli import command; \
+	      command(lambda a: check_trained_with(a[0], a[1:]))(sys.argv[1:])" $$dir +experiment=specialist "$$@" $(ARGS) || exit 2; fi; \
 	  if [ -f $$dir/summary.json ]; then echo "$$dir: trained, kept"; \
 	  elif [ -d $$dir/checkpoints ]; then echo "$$dir: resuming"; $(PY) -m robo_rl.train resume=$$dir; \
 	  else $(PY) -m robo_rl.train +experiment=specialist "$$@" hydra.run.dir=$$dir $(ARGS); fi; }; \

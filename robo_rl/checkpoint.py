@@ -86,6 +86,23 @@ def run_files(folder: Any) -> list[str]:
     return [name for name in names if (folder / name).exists()]
 
 
+def check_trained_with(run: str | Path, overrides: list[str], option: str = "ARGS") -> None:
+    """CheckpointError unless the run in `run` was started with these `robo_rl.train` command-line `overrides` (Hydra's
+    record, .hydra/overrides.yaml): `make specialists` keeps or resumes a specialist it finds, which must then be
+    the one its `option` asks for now (one trained with other options was kept as the ceiling asked for)."""
+    record = Path(run) / ".hydra" / "overrides.yaml"
+    try:
+        recorded = list(OmegaConf.load(record))
+    except Exception as error:  # noqa: BLE001 (missing or torn: the run cannot say how it was trained)
+        raise CheckpointError(f"{run} holds no readable record of how it was trained ({record}: {error}); delete it "
+                              "to train it again") from None
+    if recorded != list(overrides):
+        extra = [o for o in recorded if o not in overrides] or "nothing"
+        missing = [o for o in overrides if o not in recorded] or "nothing"
+        raise CheckpointError(f"{run} was trained with {extra} where {option} now gives {missing}; delete it to "
+                              f"train it again, or give the {option} it was trained with")
+
+
 def require_run_dir(path: Any, option: str = "run", need_policy: bool = False) -> str:
     """`path` if it is a run directory (holding a policy, with `need_policy`), else CheckpointError naming the
     option: for the Hydra resolvers that name a command's output folder inside a run, so that a wrong path

@@ -37,6 +37,7 @@ import linecache
 import os
 import sys
 import traceback
+import warnings
 from pathlib import Path
 from typing import Any, Callable, TypeVar
 
@@ -197,6 +198,11 @@ class _TaskFailed(BaseException):
         self.error = error
 
 
+def _one_line_warning(message: Warning | str, category: type[Warning], *args: Any, **kwargs: Any) -> str:
+    """A warning as a command prints it: one line, without the source line that raised it."""
+    return f"warning: {message}\n"
+
+
 def command(main: F) -> F:
     """Decorate a plain entry point's main(): user errors become one line and status 2, bugs a traceback
     and status 1 (see the module docstring). Hydra entry points use `hydra_command` instead."""
@@ -205,6 +211,8 @@ def command(main: F) -> F:
     def run(*args: Any, **kwargs: Any) -> Any:
         previous = os.environ.get("HYDRA_FULL_ERROR")
         os.environ["HYDRA_FULL_ERROR"] = "1"  # Hydra re-raises instead of printing (see the module docstring)
+        format_warning = warnings.formatwarning
+        warnings.formatwarning = _one_line_warning
         try:
             return main(*args, **kwargs)
         except KeyboardInterrupt:
@@ -215,6 +223,7 @@ def command(main: F) -> F:
         except Exception as error:  # noqa: BLE001 (every failure is reported, one way or the other)
             raise SystemExit(report(error)) from None
         finally:
+            warnings.formatwarning = format_warning
             if previous is None:
                 os.environ.pop("HYDRA_FULL_ERROR", None)
             else:
@@ -354,6 +363,9 @@ def _is_hydra_record(path: Path) -> bool:
 
 # the commands whose output folder (hydra.run.dir) becomes a run: train (unless it resumes one) and distill
 NEW_RUN_COMMANDS = ("train", "distill")
+# what a new run's folder may already hold besides an earlier attempt's record: make train puts the student above the
+# teachers it distils (<run>/teachers)
+NEW_RUN_NEIGHBOURS = {"distill": ("teachers",)}
 # commands whose hydra.run.dir holds only their own record and results (by default a new folder inside the run)
 RECORDING_COMMANDS = ("evaluate", "robustness", "export", "record")
 
@@ -374,7 +386,8 @@ def check_output_dir(run_dir: str) -> None:
 
 def check_new_run_dir(run_dir: str, command: str) -> None:
     """ConfigError if `run_dir` already holds a run, which `command` would overwrite (its policy, its config,
-    Hydra's record of its command) and whose checkpoints it would mix with its own."""
+    Hydra's record of its command) and whose checkpoints it would mix with its own, or anything else that is not
+    an earlier attempt's record (NEW_RUN_NEIGHBOURS aside)."""
     from robo_rl.checkpoint import run_files
     from sim.errors import ConfigError
 
@@ -383,6 +396,15 @@ def check_new_run_dir(run_dir: str, command: str) -> None:
         instead = f"continue it with resume={run_dir}, or give" if command == "train" else "give"
         raise ConfigError(f"hydra.run.dir={run_dir} already holds a run ({', '.join(found)}); {instead} a new folder "
                           "(or delete that one first)")
+    # a bundle, a folder of runs or a user's files: the run's own files (learning_curve.png, tb/, ...) went in
+    # among them; what an earlier attempt of `command` stopped before its config.yaml leaves is taken
+    ours = {".hydra", f"{command}.log", *NEW_RUN_NEIGHBOURS.get(command, ())}
+    folder = Path(run_dir)
+    foreign = sorted(entry.name for entry in folder.iterdir() if entry.name not in ours) if folder.is_dir() else []
+    if foreign:
+        shown = ", ".join(foreign[:3]) + (f" and {len(foreign) - 3} more" if len(foreign) > 3 else "")
+        raise ConfigError(f"hydra.run.dir={run_dir} holds files that are not a {command} run's ({shown}); give a new "
+                          "or empty folder for the run")
 
 
 def check_not_a_run_or_bundle(run_dir: str, command: str) -> None:

@@ -53,11 +53,15 @@ from sim.quadrotor.observation import unread_past_states
 
 def check_teacher(run: Any, checkpoint: str | None = "last", role: str = "teacher") -> str:
     """`run` if it is a training run holding the policy `checkpoint` names, else a CheckpointError naming what
-    is wrong (and the option, `role`, that gave it)."""
+    is wrong (and the option, `role`, that gave it). A file from elsewhere is refused: its weights would be
+    distilled while the run's config, which the checks and the student's record read, described another policy."""
     folder = require_run_dir(run, role, need_policy=True)
     path = policy_file(folder, checkpoint)
     if not path.is_file():
         raise CheckpointError(f"checkpoint={checkpoint} is not a file of {role}={run}: {path} does not exist")
+    if not path.resolve().is_relative_to(Path(folder).resolve()):
+        raise CheckpointError(f"checkpoint={checkpoint} is not a file of {role}={run}; give best, last or one of "
+                              "its checkpoints")
     return folder
 
 

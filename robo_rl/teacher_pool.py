@@ -339,6 +339,24 @@ def check_pool_folder(folder: Path, pool: list[dict[str, Any]], option: str = "o
                               "new folder")
 
 
+# what a member's training takes from the command besides its vehicle: a rerun that changes one of them would keep
+# the members trained so far and record the new value over theirs in pool.json
+MEMBER_TRAINING = ("steps", "stop_at_success", "overrides")
+
+
+def check_same_training(folder: Path, record: dict[str, Any]) -> None:
+    """ConfigError where `folder` holds members trained with other MEMBER_TRAINING options (its pool.json) than the
+    rerun's `record`: pool.json would then describe the kept members wrongly."""
+    kept = [run.name for run in sorted(folder.glob("v*")) if (run / SUMMARY).is_file()] if folder.is_dir() else []
+    if not kept or not (folder / POOL_FILE).is_file():
+        return
+    recorded = json.loads((folder / POOL_FILE).read_text())
+    for option in MEMBER_TRAINING:
+        if option in recorded and recorded[option] != record[option]:
+            raise ConfigError(f"{option}={record[option]}: the {len(kept)} members already in out={folder} trained with "
+                              f"{option}={recorded[option]} ({POOL_FILE}); give that, or a new folder")
+
+
 def limit_overrides(position_error_limit: float) -> list[str]:
     """The `robo_rl.train` overrides that make a member observe its position error limited to this [m] (0: none)."""
     return [f"++env.overrides.position_error_limit={position_error_limit}"] if position_error_limit else []
@@ -356,18 +374,19 @@ def member_command(run: Path, member: dict[str, Any], steps: int, overrides: Seq
 
 def check_member_overrides(member: dict[str, Any], overrides: Sequence[str], steps: int) -> None:
     """ConfigError naming `overrides=` where the member command they make does not compose (an unknown key, bad
-    syntax), so that a typo is refused once, not by every member after the pool has started; a value
-    `robo_rl.train` refuses still fails each member, whose log names it."""
+    syntax) or `robo_rl.train` would refuse it (a value out of range), so that a mistake is refused once, not by
+    every member in its log after the pool has started."""
     from hydra import compose
     from hydra.core.global_hydra import GlobalHydra
 
     from robo_rl.cli import is_user_error, one_line
+    from robo_rl.options import check_options
 
     if not overrides or not GlobalHydra.instance().is_initialized():  # outside a Hydra command: the members check
         return
     args = [arg for arg in member_command(Path("unused"), member, steps, overrides)[3:] if not arg.startswith("hydra.")]
     try:
-        compose(config_name="train", overrides=args)
+        check_options(compose(config_name="train", overrides=args), "train")
     except Exception as error:  # noqa: BLE001 (Hydra's and OmegaConf's composition errors have no common base)
         if not is_user_error(error):
             raise
@@ -442,6 +461,7 @@ def train_pool(folder: Path, pool: list[dict[str, Any]], steps: int, jobs: int, 
     overrides = limit_overrides(position_error_limit) + list(overrides)
     folder.mkdir(parents=True, exist_ok=True)
     if record is not None:
+        check_same_training(folder, record)
         (folder / POOL_FILE).write_text(json.dumps(record, indent=1))
     todo = [(i, member) for i, member in enumerate(pool) if not (folder / f"v{i}" / SUMMARY).is_file()]
     failed: list[int] = []  # the others go on: an unattended pool keeps every member that trains

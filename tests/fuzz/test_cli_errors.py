@@ -194,6 +194,29 @@ def test_a_new_run_into_a_folder_that_holds_a_run_is_refused_and_the_run_left_as
     assert changed(before, snapshot(tmp_path / "work")) == []
 
 
+@pytest.mark.parametrize("command, held, refused", [
+    # a bundle, a make-train teachers folder, a user's files: the run's files went in among them
+    ("distill", ["policy.json", "policy.onnx", "c/"], "c, policy.json, policy.onnx"),
+    ("distill", ["family/", "fast_rotors/", "fast_rotors.log", "pool/"], "family, fast_rotors, fast_rotors.log and 1 more"),
+    ("train", ["notes.txt"], "notes.txt"),
+    ("train", ["teachers/"], "teachers"),  # only a student sits above its teachers
+    # what an earlier attempt that stopped before its config.yaml leaves, and make train's student folder
+    ("distill", [".hydra/", "distill.log", "teachers/"], None),
+    ("train", [".hydra/", "train.log"], None),
+])
+def test_a_new_run_goes_only_into_a_new_or_empty_folder(command, held, refused, tmp_path):
+    from robo_rl.cli import check_new_run_dir
+
+    for name in held:
+        (tmp_path / name.rstrip("/")).mkdir() if name.endswith("/") else (tmp_path / name).write_text("x")
+    if refused is None:
+        check_new_run_dir(str(tmp_path), command)
+        return
+    with pytest.raises(ConfigError, match=re.escape(f"hydra.run.dir={tmp_path} holds files that are not a {command} "
+                                                    f"run's ({refused}); give a new or empty folder")):
+        check_new_run_dir(str(tmp_path), command)
+
+
 def test_a_bench_scripts_refused_argument_is_one_line_and_status_2(tmp_path):
     """It was the message alone, with status 1."""
     run = tmp_path / "work" / "run"

@@ -74,3 +74,33 @@ def test_specialist_latencies_outside_the_suite_are_refused_before_the_first_spe
     result, calls = _make(tmp_path, "specialists", "SPECIALIST_LATENCIES=0 abc")
     assert result.returncode != 0 and calls == []
     assert "SPECIALIST_LATENCIES=0 abc: each must be one of the suite's latencies 0 1 2 3, got abc" in result.stderr
+
+
+def test_a_kept_or_resumed_specialist_must_have_been_trained_with_the_args_given_now(tmp_path):
+    """make specialists kept every specialist it found finished (and resumed every one with checkpoints) whatever ARGS
+    now asked for, so that the suite printed ceilings of other training than the one asked for."""
+    from sim.quadrotor.model import VEHICLES
+
+    first = next(iter(VEHICLES))
+    kept = tmp_path / "specialists" / first
+    (kept / ".hydra").mkdir(parents=True)
+    (kept / ".hydra" / "overrides.yaml").write_text(f"- +experiment=specialist\n- +env.overrides.vehicle={first}\n")
+    (kept / "summary.json").write_text("{}")
+    before = _digest(kept)
+    result, calls = _make(tmp_path, "specialists", f"SPECIALISTS={tmp_path / 'specialists'}", "SPECIALIST_LATENCIES=",
+                          "ARGS=seed=1 total_env_steps=1000")
+    assert result.returncode == 2 and calls == [], result.stderr
+    assert result.stderr.strip().splitlines()[0] == (  # then make's own line
+        f"error: {kept} was trained with nothing where ARGS now gives ['seed=1', 'total_env_steps=1000']; delete it "
+        "to train it again, or give the ARGS it was trained with")
+    assert _digest(kept) == before
+    (kept / "checkpoints").mkdir()  # an unfinished one is resumed only under the same condition
+    (kept / "summary.json").unlink()
+    result, calls = _make(tmp_path, "specialists", f"SPECIALISTS={tmp_path / 'specialists'}", "SPECIALIST_LATENCIES=",
+                          "ARGS=seed=1")
+    assert result.returncode == 2 and calls == [] and "delete it to train it again" in result.stderr
+    # with the ARGS it was trained with (none), it is resumed and the next vehicle trained
+    result, calls = _make(tmp_path, "specialists", f"SPECIALISTS={tmp_path / 'specialists'}", "SPECIALIST_LATENCIES=")
+    assert result.returncode == 0, result.stderr
+    assert calls[0] == f"-m robo_rl.train resume={kept}"
+    assert calls[1].startswith("-m robo_rl.train +experiment=specialist +env.overrides.vehicle=")

@@ -14,7 +14,8 @@ import torch
 from omegaconf import OmegaConf
 
 from robo_rl.agents.distillation import AggregatedDataset, DistillationConfig
-from robo_rl.checkpoint import load_checkpoint, policy_file
+from robo_rl.checkpoint import CheckpointError, load_checkpoint, policy_file
+from robo_rl.distill import check_teacher
 
 PYTHON = sys.executable
 # one pytest-xdist worker runs this module (make test: --dist loadgroup): the teacher is trained once, not per worker
@@ -143,6 +144,12 @@ def test_a_teacher_is_refused_by_export_and_a_folder_without_a_run_by_distill_wi
     missing = _distill(teacher_run, tmp_path / "student", f"checkpoint={tmp_path / 'nope.pt'}")
     assert missing.returncode == 2 and "is not a file of teacher=" in missing.stderr
     assert not (tmp_path / "student").exists()
+    # another run's policy, or a copy, was distilled while teacher='s config described the student's teacher
+    shutil.copy(teacher_run / "best_policy.pt", tmp_path / "copy.pt")
+    with pytest.raises(CheckpointError, match=f"checkpoint={tmp_path / 'copy.pt'} is not a file of teacher={teacher_run}; "
+                                              "give best, last or one of its checkpoints"):
+        check_teacher(teacher_run, str(tmp_path / "copy.pt"))
+    assert check_teacher(teacher_run, str(teacher_run / "best_policy.pt")) == str(teacher_run)
 
 
 def test_the_fast_rotor_teacher_labels_exactly_the_fast_rotor_vehicles_that_env_overrides_add(
@@ -601,23 +608,27 @@ def test_a_pool_member_that_fails_leaves_the_others_trained_and_is_named_with_it
     """A member whose training fails does not stop the others; the command then names the failed members and the
     log to read, in one line."""
     out = tmp_path / "pool"
-    # batch_size=0: every member's robo_rl.train refuses its options at once
+    # demos that are not there: every member's robo_rl.train fails as it loads them
+    missing = tmp_path / "no_demos"
     failing = subprocess.run([PYTHON, "-m", "robo_rl.teacher_pool", f"run={student_run}", f"out={out}", "size=2",
-                              "min_latency=1", "steps=2000", "overrides=[\"agent.batch_size=0\"]"],
+                              "min_latency=1", "steps=2000", f'overrides=["privileged_critic=false","demos={missing}"]'],
                              capture_output=True, text=True, timeout=600)
     assert failing.returncode == 2, failing.stderr[-2000:]
     last = failing.stderr.strip().splitlines()[-1]  # after the progress bar's lines
     assert "2 of the 2 pool members to train failed (v0, v1); see" in last and "Traceback" not in failing.stderr
     for i in range(2):
-        assert "agent.batch_size" in (out / f"v{i}.log").read_text()
-    # an override that does not even compose is refused once, before the pool's folder or any member
-    typo = subprocess.run([PYTHON, "-m", "robo_rl.teacher_pool", f"run={student_run}", f"out={tmp_path / 'typo'}",
-                           "size=2", "min_latency=1", "steps=2000", "overrides=[\"agent.batch_sise=64\"]"],
-                          capture_output=True, text=True, timeout=600)
-    lines = typo.stderr.strip().splitlines()
-    assert typo.returncode == 2 and len(lines) == 1, typo.stderr
-    assert lines[0].startswith("error: overrides=['agent.batch_sise=64']: Could not override 'agent.batch_sise'"), lines
-    assert not (tmp_path / "typo").exists()
+        assert str(missing) in (out / f"v{i}.log").read_text()
+    # an override that does not compose, or that robo_rl.train refuses (batch_size=0 failed every member, each in
+    # its log), is refused once, before the pool's folder or any member
+    for override, message in (("agent.batch_sise=64", "Could not override 'agent.batch_sise'"),
+                              ("agent.batch_size=0", "agent.batch_size must lie in")):
+        refused = subprocess.run([PYTHON, "-m", "robo_rl.teacher_pool", f"run={student_run}",
+                                  f"out={tmp_path / 'refused'}", "size=2", "min_latency=1", "steps=2000",
+                                  f"overrides=[\"{override}\"]"], capture_output=True, text=True, timeout=600)
+        lines = refused.stderr.strip().splitlines()
+        assert refused.returncode == 2 and len(lines) == 1, refused.stderr
+        assert lines[0].startswith(f"error: overrides=['{override}']: {message}"), lines
+        assert not (tmp_path / "refused").exists()
 
 
 FAMILY_ENV = {"id": "robo_rl/CrazyflieHover-v0", "backend": "torch", "compile": False, "overrides": {"randomization": {
@@ -720,6 +731,26 @@ def test_the_option_check_and_the_command_take_one_draw_of_the_pool(monkeypatch,
     assert draws == [(2, 4242)] and second[0]["mass"] == 0.03
     options.size = 3
     assert len(teacher_pool.drawn_pool(options)[1]) == 3 and draws == [(2, 4242), (3, 4242)]
+
+
+@pytest.mark.parametrize("change", [{"steps": 1000}, {"stop_at_success": 0.98}, {"overrides": ["agent.actor_lr=0.01"]}])
+def test_a_pool_rerun_with_other_member_training_is_refused_before_pool_json_is_rewritten(change, tmp_path):
+    """A rerun with another steps=, stop_at_success= or overrides= kept the members trained so far and wrote the
+    new value over theirs in pool.json, which then described them wrongly."""
+    from robo_rl.teacher_pool import POOL_FILE, check_same_training, train_pool
+    from sim.errors import ConfigError
+
+    record = {"steps": 500000, "stop_at_success": None, "overrides": [], "vehicles": []}
+    (tmp_path / "v0").mkdir()
+    (tmp_path / "v0" / "summary.json").write_text(json.dumps({"history": [{"success_rate": 1.0}]}))
+    (tmp_path / POOL_FILE).write_text(json.dumps(record))
+    option, value = next(iter(change.items()))
+    with pytest.raises(ConfigError, match=f"the 1 members already in out={tmp_path} trained with {option}="):
+        train_pool(tmp_path, [], 500000, 1, progress=False, record={**record, **change})
+    assert json.loads((tmp_path / POOL_FILE).read_text()) == record
+    check_same_training(tmp_path, {**record, "size": 120})  # a pool grown with the same training: kept, not refused
+    (tmp_path / "v0" / "summary.json").unlink()
+    check_same_training(tmp_path, {**record, **change})  # no member trained yet: nothing kept to contradict
 
 
 def test_make_train_pools_family_starts_are_the_robustness_suites_moderate_starts():
