@@ -542,11 +542,14 @@ def agent_from_checkpoint(state: Mapping[str, Any], device: str | torch.device =
 
 def check_compatible(state: dict[str, Any], env_spec: dict[str, Any], same_env: bool = True) -> None:
     """Raise CheckpointError unless the checkpoint was trained on an env with this id (same_env=False: any id, as
-    for a policy flying another task) and these spaces."""
+    for a policy flying another task), these spaces and this control rate (a 100 Hz policy flown at 50 Hz was
+    evaluated and recorded as the policy's)."""
     saved = state.get("env_spec", {})
     keys = ["observation_size", "action_size", "observation_layout", "observation_images"]
     if same_env:
         keys.insert(0, "id")
+    if saved.get("control_hz") is not None:  # absent from older checkpoints
+        keys.append("control_hz")
     for key in keys:
         if saved.get(key) != env_spec.get(key):
             raise CheckpointError(

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 import torch
 
-from robo_rl.checkpoint import (CheckpointError, agent_from_checkpoint, content_digest, list_checkpoints,
+from robo_rl.checkpoint import (CheckpointError, agent_from_checkpoint, check_compatible, content_digest, list_checkpoints,
                                 load_checkpoint, remove_orphans, seal, write_atomically)
 from robo_rl.evaluate import evaluate_run
 from robo_rl.export.bundle import export_bundle
@@ -370,3 +370,14 @@ def test_a_checkpoint_file_of_another_env_is_refused_not_recorded_as_the_runs(tr
                                               "give checkpoint=best"):
         shutil.copytree(trained_run, tmp_path / "kept", ignore=shutil.ignore_patterns("checkpoints"))
         evaluate_run(tmp_path / "kept", checkpoint="last", episodes=2)
+
+
+def test_a_policy_flown_at_another_control_rate_is_refused(trained_run):
+    """evaluate '+overrides.control_hz=50' flew a 100 Hz policy at 50 Hz and recorded the result as the policy's;
+    a checkpoint from before the rate was recorded is checked as before."""
+    state = load_checkpoint(trained_run / "best_policy.pt")
+    assert state["env_spec"]["control_hz"] == 100.0
+    with pytest.raises(CheckpointError, match="control_hz is 100.0 there, 50.0 here"):
+        evaluate_run(trained_run, episodes=2, changes={"control_hz": 50.0})
+    older = {**state, "env_spec": {k: v for k, v in state["env_spec"].items() if k != "control_hz"}}
+    check_compatible(older, {**state["env_spec"], "control_hz": 50.0})
