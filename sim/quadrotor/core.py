@@ -103,7 +103,7 @@ class QuadrotorBatch(InStepRestart, PrivilegedObservation):
                  seed: int | None = None, compile: bool | str = False, autoreset: bool = False,
                  privileged: bool = False):
         check_batch_size(num_envs, nthread)
-        _check_arguments(backend, num_envs, autoreset)
+        _check_arguments(backend, num_envs, autoreset, device, dtype)
         self.autoreset = autoreset
         self.privileged = privileged
         self.num_envs = num_envs
@@ -469,14 +469,36 @@ class QuadrotorBatch(InStepRestart, PrivilegedObservation):
             parts.append(state_history)
         return self.xp.concatenate(parts, 0).T if len(parts) > 1 else state.T
 
-def _check_arguments(backend: str, num_envs: int, autoreset: bool) -> None:
-    """ConfigError unless the backend is known and can run `num_envs` envs (with `autoreset`)."""
+TORCH_DTYPES = (torch.float32, torch.float64)  # float16 loses a 2 ms step's position change of a hovering vehicle
+
+
+def _check_arguments(backend: str, num_envs: int, autoreset: bool, device: Any = "cpu",
+                     dtype: Any = torch.float32) -> None:
+    """ConfigError unless the backend is known and can run `num_envs` envs (with `autoreset`), and, on the torch
+    backend, `device` is a torch device this machine has and `dtype` one of TORCH_DTYPES (torch's own errors named
+    neither the option nor what is allowed, and float16 stepped silently wrong physics)."""
     if backend not in BACKENDS:
         raise ConfigError(f"unknown backend {backend!r}; known backends: {', '.join(BACKENDS)}")
     if backend == "mujoco" and num_envs != 1:
         raise ConfigError("the single MuJoCo backend runs exactly one env")
     if autoreset and backend != "torch":
         raise ConfigError("autoreset inside the step is implemented for the torch backend only")
+    if backend != "torch":
+        return
+    if dtype not in TORCH_DTYPES:
+        raise ConfigError(f"dtype must be torch.float32 or torch.float64, got {dtype!r}")
+    try:
+        placed = torch.device(device)
+    except (RuntimeError, TypeError):
+        raise ConfigError(f"device={device!r} is not a torch device; give cpu, cuda or cuda:<index>") from None
+    count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    if placed.type == "cuda" and (placed.index or 0) >= count:
+        raise ConfigError(f"device={device!r}: this machine has {count} CUDA devices; give cpu"
+                          + (f" or cuda:0 to cuda:{count - 1}" if count else ""))
+    try:
+        torch.empty(0, device=placed)
+    except (RuntimeError, AssertionError) as error:  # e.g. mps on a machine without it
+        raise ConfigError(f"device={device!r} cannot hold tensors here ({error}); give cpu") from None
 
 
 def step_constants(config: QuadrotorEnvConfig, params: QuadrotorParams, full: RandomizationConfig) -> StepConstants:

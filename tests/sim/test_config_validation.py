@@ -10,6 +10,7 @@ from typing import Any, Iterator
 import gymnasium as gym
 import numpy as np
 import pytest
+import torch
 
 import sim  # noqa: F401  (registers the env ids)
 from sim.arm.env import ARM_RANGES, ArmTaskConfig, ArmVectorEnv, make_arm_config
@@ -265,6 +266,23 @@ def test_reset_options_that_no_vehicle_or_state_can_be_are_refused(backend, opti
 def test_a_batch_size_or_thread_count_that_cannot_be_is_one_config_error(env_id, arguments, message):
     with pytest.raises(ConfigError, match=message):
         gym.make_vec(env_id, vectorization_mode="vector_entry_point", **arguments)
+
+
+@pytest.mark.parametrize("arguments, message", [
+    # torch's errors ("Torch not compiled with CUDA enabled", "Expected one of cpu, cuda, ...", an index_put dtype
+    # mismatch at the first step), and float16, which stepped silently wrong physics
+    ({"device": "gpu"}, "device='gpu' is not a torch device; give cpu, cuda or cuda:<index>"),
+    ({"device": "cuda:99"}, r"device='cuda:99': this machine has \d+ CUDA devices; give cpu"),
+    ({"dtype": torch.float16}, "dtype must be torch.float32 or torch.float64, got torch.float16"),
+    ({"dtype": torch.int32}, "dtype must be torch.float32 or torch.float64, got torch.int32"),
+    ({"dtype": "float32"}, "dtype must be torch.float32 or torch.float64, got 'float32'"),
+])
+def test_a_torch_device_or_dtype_that_cannot_run_the_batch_is_one_config_error(arguments, message):
+    from sim.quadrotor import QuadrotorVectorEnv
+
+    with pytest.raises(ConfigError, match=message):
+        QuadrotorVectorEnv(num_envs=2, backend="torch", **arguments)
+    QuadrotorVectorEnv(num_envs=2, backend="mujoco_batch", **arguments)  # the MuJoCo batch places nothing in torch
 
 
 def test_an_arm_action_with_a_nan_names_the_env_not_the_shape():
