@@ -32,6 +32,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import warnings
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
@@ -386,7 +387,9 @@ def check_member_overrides(member: dict[str, Any], overrides: Sequence[str], ste
         return
     args = [arg for arg in member_command(Path("unused"), member, steps, overrides)[3:] if not arg.startswith("hydra.")]
     try:
-        check_options(compose(config_name="train", overrides=args), "train")
+        with warnings.catch_warnings():  # a member's warnings go to its log, as its own run prints them
+            warnings.simplefilter("ignore")
+            check_options(compose(config_name="train", overrides=args), "train")
     except Exception as error:  # noqa: BLE001 (Hydra's and OmegaConf's composition errors have no common base)
         if not is_user_error(error):
             raise
