@@ -150,6 +150,7 @@ def suite_from_config(cfg: DictConfig | Mapping[str, Any]) -> Suite:
             raise ConfigError(f"specialists.{name}: latency {latency} is not one of the suite's latency_steps "
                               f"{list(latencies)}")
         check_run(folder, option=f"specialists.{name}")
+        check_specialist_vehicle(folder, vehicle, f"specialists.{name}")
     task = cfg.get("task")
     if task is not None:
         task_named(task)  # one ConfigError naming the known tasks
@@ -189,6 +190,19 @@ def check_run(run: Any, option: str = "run") -> None:
     quadrotor env."""
     require_run_dir(run, option=option, need_policy=True)
     check_quadrotor_run(run, option, SUITE)
+
+
+def check_specialist_vehicle(run: Any, vehicle: str, option: str) -> None:
+    """ConfigError naming `option` unless the run in `run` trained on the named `vehicle` (its env's `vehicle`, no
+    `vehicle_overrides`): another run's policy was printed as that vehicle's ceiling and judged the targets."""
+    from sim.quadrotor.config import DEFAULT_VEHICLE
+
+    overrides = OmegaConf.load(Path(str(run)) / "config.yaml").env.get("overrides") or {}
+    trained = overrides.get("vehicle") or DEFAULT_VEHICLE
+    if trained != vehicle or overrides.get("vehicle_overrides"):
+        changed = " with vehicle_overrides" if overrides.get("vehicle_overrides") else ""
+        raise ConfigError(f"{option}={run} trained on {trained}{changed}, not on {vehicle}: a specialist is a run "
+                          f"trained on that vehicle alone (+experiment=specialist +env.overrides.vehicle={vehicle})")
 
 
 def start_states(env_config: Any, start_set: Mapping[str, Any], n: int, seed: int) -> dict[str, np.ndarray]:

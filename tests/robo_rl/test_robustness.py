@@ -41,12 +41,23 @@ def _copy_run(run: Path, to: Path) -> Path:
     return to
 
 
+def _as_specialist(run: Path, to: Path, vehicle: str) -> Path:
+    """A copy of `run` recorded as trained on `vehicle` (the suite takes a specialist of that vehicle only)."""
+    _copy_run(run, to)
+    config = OmegaConf.load(to / "config.yaml")
+    config.env.overrides.vehicle = vehicle
+    OmegaConf.save(config, to / "config.yaml")
+    return to
+
+
 def test_the_suite_prints_its_table_and_writes_json_and_a_heatmap(trained_run, tmp_path):
     run = _copy_run(trained_run, tmp_path / "run")
-    specialist = _copy_run(trained_run, tmp_path / "specialist")  # the same policy: its numbers must match
-    # crazyflie_l2f_paper has a specialist for latency 2 only: it flies those cells alone
+    # the same policy: its numbers must match
+    specialist = _as_specialist(trained_run, tmp_path / "specialist", "crazyflie_rltools")
+    # crazyflie_l2f_paper (the policy's own vehicle) has a specialist for latency 2 only: it flies those cells alone
+    late = _as_specialist(trained_run, tmp_path / "late", "crazyflie_l2f_paper")
     result = _commands([[f"run={run}", *SMALL, f"+specialists.crazyflie_rltools={specialist}",
-                         f"+specialists.crazyflie_l2f_paper-latency2={specialist}"]])
+                         f"+specialists.crazyflie_l2f_paper-latency2={late}"]])
     assert result.stderr.strip().endswith("status 0"), result.stderr[-3000:]
     out = result.stdout
     folders = list((run / "robustness").iterdir())
@@ -214,10 +225,10 @@ def test_specialists_dir_finds_one_run_per_vehicle_and_given_specialists_win(tra
     """`make specialists` leaves outputs/specialists/<vehicle> and <vehicle>-latency<k>; the suite takes the runs it
     finds there for its vehicles and latencies."""
     folder = tmp_path / "specialists"
-    rltools = _copy_run(trained_run, folder / "crazyflie_rltools")
-    late = _copy_run(trained_run, folder / "crazyflie_l2f_paper-latency3")
+    rltools = _as_specialist(trained_run, folder / "crazyflie_rltools", "crazyflie_rltools")
+    late = _as_specialist(trained_run, folder / "crazyflie_l2f_paper-latency3", "crazyflie_l2f_paper")
     _copy_run(trained_run, folder / "crazyflie_l2f_paper-latency7")  # no latency of this suite
-    other = _copy_run(trained_run, tmp_path / "other")
+    other = _as_specialist(trained_run, tmp_path / "other", "crazyflie_rltools")
     cfg = OmegaConf.load(CONFIG)
     cfg.run, cfg.specialists_dir = "unused", str(folder)
     assert suite_from_config(cfg).specialists == {"crazyflie_rltools": str(rltools),
@@ -236,6 +247,11 @@ def test_specialists_dir_finds_one_run_per_vehicle_and_given_specialists_win(tra
         suite_from_config(cfg)
     cfg.specialists_dir = str(tmp_path)
     with pytest.raises(ConfigError, match="holds no specialist of this suite's vehicles"):
+        suite_from_config(cfg)
+    # a run of another vehicle (a family teacher, say) was printed as the vehicle's ceiling and judged its targets
+    cfg.specialists_dir, cfg.specialists = None, {"crazyflie_rltools": str(late)}
+    with pytest.raises(ConfigError, match=f"specialists.crazyflie_rltools={late} trained on crazyflie_l2f_paper, not "
+                                          "on crazyflie_rltools: a specialist is a run trained on that vehicle alone"):
         suite_from_config(cfg)
 
 
