@@ -139,6 +139,30 @@ def load_classifier(path: str | Path, images: Mapping[str, Sequence[int]] | None
     return model.to(device).eval()
 
 
+def check_output(given: str) -> Path:
+    """The classifier file `out=` names; ConfigError unless it is a new file ending .pt in a folder that is (or can
+    be) made, or an earlier classifier, which is replaced with the scores beside it (`<out>.json`). A run's
+    `summary.json` was replaced by `out=<run>/summary`, whose scores file it was."""
+    out = Path(given)
+    if given == "" or given.endswith(("/", "\\")) or out.suffix != ".pt":
+        raise ConfigError(f"out={given}: give the classifier's file, ending .pt (its scores go beside it, as "
+                          "<out>.json)")
+    for parent in out.parents:  # the deepest that exists decides
+        if parent.exists():
+            if not parent.is_dir():
+                raise ConfigError(f"out={given} lies under {parent}, a file; give a file in a folder")
+            break
+    if out.exists():  # replace an earlier classifier, never another file
+        try:
+            load_classifier(out)
+        except ConfigError:
+            raise ConfigError(f"out={out} exists and is not a success classifier; give a new path") from None
+    elif Path(f"{out}.json").exists():
+        raise ConfigError(f"out={out}: {out}.json, where its scores go, exists already and belongs to no classifier "
+                          "there; give a new path")
+    return out
+
+
 @command
 def main(argv: list[str]) -> None:
     """`key=value` arguments: dataset (required), out (required), epochs, seed."""
@@ -153,12 +177,7 @@ def main(argv: list[str]) -> None:
 
     check_device(args.get("device", "auto"))
     device = select_device(args.get("device", "auto"))
-    out = Path(args["out"])
-    if out.exists():  # replace an earlier classifier, never another file
-        try:
-            load_classifier(out)
-        except ConfigError:
-            raise ConfigError(f"out={out} exists and is not a success classifier; give a new path") from None
+    out = check_output(args["out"])
     frames, labels, episode = load_labelled_frames(args["dataset"])
     out.parent.mkdir(parents=True, exist_ok=True)  # before the training, not after
     model, scores = train_classifier(frames, labels, episode, epochs=args.get("epochs", 30), seed=args.get("seed", 0),

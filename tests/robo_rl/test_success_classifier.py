@@ -73,7 +73,7 @@ def test_labelled_frames_come_from_a_dataset_recorded_with_cameras_and_only_from
                                  "MINARI_DATASETS_PATH": str(tmp_path / "minari"), "HOME": str(tmp_path)})
     assert result.returncode == 2 and result.stderr.strip().count("\n") == 0, result.stderr
     assert "has no camera images" in result.stderr and not (tmp_path / "out").exists()
-    precious = tmp_path / "notes.txt"
+    precious = tmp_path / "notes.pt"
     precious.write_text("not a classifier")
     result = subprocess.run([sys.executable, "-m", "robo_rl.success_classifier", "dataset=cls/pixels-v0",
                              f"out={precious}"], capture_output=True, text=True, cwd=tmp_path,
@@ -124,3 +124,24 @@ def test_a_classifier_of_other_cameras_or_an_env_without_cameras_is_refused_befo
 
         assert re.search(message, result.stderr), result.stderr
         assert not (tmp_path / "run").exists()
+
+
+def test_the_classifier_is_written_only_to_a_new_pt_file_or_over_an_earlier_classifier(tmp_path):
+    """out=<run>/summary replaced the run's summary.json with the classifier's scores (<out>.json)."""
+    from robo_rl.success_classifier import check_output
+
+    (tmp_path / "summary.json").write_text("{}")
+    (tmp_path / "afile").write_text("x")
+    (tmp_path / "old.pt.json").write_text("{}")
+    for given, message in ((str(tmp_path / "summary"), "give the classifier's file, ending .pt"),
+                           (f"{tmp_path}/new/", "ending .pt"), ("", "ending .pt"),
+                           (str(tmp_path / "afile" / "c.pt"), "lies under .*afile, a file"),
+                           (str(tmp_path / "old.pt"), "old.pt.json, where its scores go, exists already")):
+        with pytest.raises(ConfigError, match=message):
+            check_output(given)
+    assert check_output(str(tmp_path / "sub" / "c.pt")) == tmp_path / "sub" / "c.pt"
+    frames, labels, episode = bright_square_frames(5, 10)
+    model, scores = train_classifier(frames, labels, episode, epochs=1, seed=0)
+    save_classifier(model, scores, tmp_path / "old.pt", "synthetic")  # an earlier classifier and its scores
+    assert check_output(str(tmp_path / "old.pt")) == tmp_path / "old.pt"
+    assert (tmp_path / "summary.json").read_text() == "{}"
