@@ -26,7 +26,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from peers import BenchArgumentParser, Positive, Seed, machine_line, write_results
+from peers import BenchArgumentParser, Positive, Seed, machine_line, results_file, write_results
 from sim_speed import measure
 
 ROOT = Path(__file__).resolve().parent
@@ -160,7 +160,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, action=Positive, default=3)
     parser.add_argument("--sizes", type=int, nargs="+", default=[64, 128], help=f"image sides, {MIN_SIZE} or more")
     parser.add_argument("--threads", type=int, action=Positive, default=2)
-    parser.add_argument("--json", type=Path, default=ROOT / "results" / "image_sac_speed.json")
+    parser.add_argument("--json", type=results_file, default=ROOT / "results" / "image_sac_speed.json")
     args = parser.parse_args()
     if min(args.sizes) < MIN_SIZE:
         parser.error(f"--sizes must each be {MIN_SIZE} or more (the encoder's convolutions leave nothing of a "

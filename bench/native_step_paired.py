@@ -12,13 +12,12 @@ moves least. Needs an idle machine: a busy core makes a 2-thread step wait on it
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import subprocess
 import sys
 from pathlib import Path
 
-from peers import BenchArgumentParser, Positive, Seed
+from peers import BenchArgumentParser, Positive, Seed, results_file, write_results
 
 ROOT = Path(__file__).resolve().parent.parent
 # (task, envs, privileged): the large batch the speed table leads with, and the recipe's size with the critic's
@@ -51,7 +50,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, action=Positive, default=5)
     parser.add_argument("--seconds", type=float, action=Positive, default=1.0)
     parser.add_argument("--repeats", type=int, action=Positive, default=3)
-    parser.add_argument("--json", type=Path, default=None)
+    parser.add_argument("--json", type=results_file, default=None)
     args = parser.parse_args()
     for tree in (args.before, args.after):
         if not (tree / "sim" / "quadrotor" / "native_step.py").is_file() or not (tree / "bench" / "sim_speed.py").is_file():
@@ -70,8 +69,7 @@ def main() -> None:
         results.append({"case": label, "rounds": rounds, "median_ratio": ratio})
         print(f"{label}: after / before = {ratio:.3f} (median of {args.rounds} paired rounds)", flush=True)
     if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps({"before": str(args.before), "after": str(args.after), "cases": results}, indent=2))
+        write_results(args.json, {"before": str(args.before), "after": str(args.after), "cases": results})
 
 
 if __name__ == "__main__":

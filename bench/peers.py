@@ -98,6 +98,28 @@ def machine_line() -> str:
             f"AVX-512 {'yes' if m['avx512'] else 'no'}")
 
 
+def results_file(text: str) -> Path:
+    """`--json`'s argparse type: a .json file in a folder that is (or can be) made, new or an earlier benchmark's
+    results (a JSON object with its "machine"), checked before measuring: any file was overwritten (a run's
+    config.yaml), and a folder failed with a traceback after the minutes of measuring."""
+    path = Path(text)
+    if path.suffix != ".json" or path.is_dir():
+        raise argparse.ArgumentTypeError(f"{text}: give a file ending .json for the results")
+    for parent in path.parents:  # the deepest that exists decides
+        if parent.exists():
+            if not parent.is_dir():
+                raise argparse.ArgumentTypeError(f"{text} lies under {parent}, a file; give a file in a folder")
+            break
+    if path.exists():
+        try:
+            earlier = json.loads(path.read_text())
+        except (OSError, ValueError):
+            earlier = None
+        if not (isinstance(earlier, dict) and "machine" in earlier):
+            raise argparse.ArgumentTypeError(f"{text} exists and holds no benchmark's results; give a new file")
+    return path
+
+
 def write_results(path: Path, results: Any) -> None:
     """Write a benchmark's results as JSON (creating bench/results/), with the machine, and say where."""
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -114,6 +136,6 @@ def peer_bench_arguments(doc: str, json_name: str, peer: str, seconds: float = 2
     parser = BenchArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seconds", type=float, action=Positive, default=seconds)
     parser.add_argument("--repeats", type=int, action=Positive, default=repeats)
-    parser.add_argument("--json", type=Path, default=Path(__file__).resolve().parent / "results" / json_name)
+    parser.add_argument("--json", type=results_file, default=Path(__file__).resolve().parent / "results" / json_name)
     parser.add_argument("--no-peer", action="store_true", help=f"skip {peer}")
     return parser

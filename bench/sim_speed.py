@@ -41,7 +41,7 @@ from typing import Any, Callable
 import numpy as np
 import torch
 
-from peers import BenchArgumentParser, NonNegative, Positive, machine_line, peer_python, write_results
+from peers import BenchArgumentParser, NonNegative, Positive, machine_line, peer_python, results_file, write_results
 
 ROOT = Path(__file__).resolve().parent
 L2F_VENV = ROOT / ".venv-l2f"
@@ -175,7 +175,7 @@ def main() -> None:
     parser = BenchArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seconds", type=float, action=Positive, default=2.0, help="length of each timed window")
     parser.add_argument("--repeats", type=int, action=Positive, default=3)
-    parser.add_argument("--json", type=Path, default=ROOT / "results" / "sim_speed.json")
+    parser.add_argument("--json", type=results_file, default=ROOT / "results" / "sim_speed.json")
     parser.add_argument("--no-l2f", action="store_true", help="skip the l2f peer")
     parser.add_argument("--pairs", type=int, action=NonNegative, default=3, help="alternating native/l2f rounds (0: none)")
     args = parser.parse_args()

@@ -36,3 +36,29 @@ def test_every_bench_script_imports() -> None:
                           cwd=REPO, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout == "", f"bench scripts that fail to import:\n{done.stdout}"
+
+
+def test_results_go_only_to_a_new_json_file_or_over_an_earlier_benchmarks(tmp_path) -> None:
+    """--json <a run's config.yaml> overwrote it with the results; --json <a folder> was a traceback after the
+    measuring. Both are refused as the arguments are parsed."""
+    import argparse
+    import json
+
+    import pytest
+
+    sys.path.insert(0, str(REPO / "bench"))
+    try:
+        from peers import results_file
+    finally:
+        sys.path.remove(str(REPO / "bench"))
+    (tmp_path / "config.yaml").write_text("seed: 0\n")
+    (tmp_path / "notes.json").write_text('{"mine": 1}')
+    (tmp_path / "earlier.json").write_text(json.dumps({"machine": {"cpu": "x"}, "rows": []}))
+    for given, message in (("config.yaml", "give a file ending .json"), (".", "give a file ending .json"),
+                           ("config.yaml/x.json", "lies under .*config.yaml, a file"),
+                           ("notes.json", "exists and holds no benchmark's results")):
+        with pytest.raises(argparse.ArgumentTypeError, match=message):
+            results_file(str(tmp_path / given))
+    assert results_file(str(tmp_path / "earlier.json")) == tmp_path / "earlier.json"
+    assert results_file(str(tmp_path / "new" / "r.json")) == tmp_path / "new" / "r.json"
+    assert (tmp_path / "config.yaml").read_text() == "seed: 0\n"
