@@ -172,6 +172,8 @@ def key_values(argv: list[str], options: dict[str, type | tuple[type, int] | tup
             raise ConfigError(f"argument {arg!r}: {key} is given twice; {usage}")
         kind, minimum, maximum = (*options[key], 2**31 - 1)[:3] if isinstance(options[key], tuple) \
             else (options[key], 0, 2**31 - 1)
+        if text == "":  # what an unset shell variable gives: `bundle=` read the current folder's policy.json
+            raise ConfigError(f"{key}= is empty; give a value, or leave {key} out; {usage}")
         try:
             if kind is bool:
                 if text.lower() not in ("true", "false"):

@@ -34,6 +34,7 @@ OPTIONS: dict[str, dict[str, tuple[Any, Interval | None]]] = {
         "learning_starts": (int, STEPS), "updates_per_iteration": (int, Interval(1, 10**6)),
         "privileged_critic": (bool | str, None), "start_from_nominal_action": (bool, None),
         "demos": (str | None, None), "resume": (str | None, None), "init_from": (str | None, None),
+        "reward_classifier": (str | None, None),
         "stop_at_success": (float | None, Interval(0.0, 1.0, open_low=True)),
         "eval.interval_env_steps": (int, Interval(1, 10**12)), "eval.episodes": (int, Interval(1, 10**6)),
         "eval.seed": (int, SEED), "checkpoint.interval_env_steps": (int, Interval(1, 10**12)),
@@ -108,12 +109,16 @@ OPTIONS: dict[str, dict[str, tuple[Any, Interval | None]]] = {
 }
 # options whose null means "none" (no resume, no demos): an empty value (`resume=`, what a shell variable that was
 # not set gives) is not that null but a slip, and treated as null it silently started a new 500k-step run
+CHECKPOINT = "best, last or a checkpoint file of the run"
 EMPTY_REFUSED: dict[str, dict[str, str]] = {
     "train": {"resume": "the run folder to continue", "demos": "a Minari dataset id or folder",
-              "init_from": "the training run to start from"},
-    "distill": {"fast_rotor_teacher": "the fast-rotor teacher's run", "teacher_pool": "the teacher pool's folder"},
-    "robustness": {"specialists_dir": "the folder of specialist runs (make specialists: outputs/specialists)"},
-    "export": {"out": "the bundle's folder"},
+              "init_from": "the training run to start from", "reward_classifier": "the success classifier's file"},
+    "distill": {"fast_rotor_teacher": "the fast-rotor teacher's run", "teacher_pool": "the teacher pool's folder",
+                "checkpoint": CHECKPOINT, "fast_rotor_checkpoint": CHECKPOINT},
+    "robustness": {"specialists_dir": "the folder of specialist runs (make specialists: outputs/specialists)",
+                   "checkpoint": CHECKPOINT},
+    "evaluate": {"checkpoint": CHECKPOINT},
+    "export": {"out": "the bundle's folder", "checkpoint": CHECKPOINT},
     "record": {"device_path": "the device file, e.g. /dev/input/js1"},
     "teacher_pool": {"ray_address": "the Ray cluster's address, e.g. auto"},
 }
@@ -386,7 +391,7 @@ def check_agent(agent: Mapping[str, Any]) -> None:
 def check_budget(cfg: DictConfig) -> None:
     """ConfigError where train's budget cannot train: total_env_steps below one step of every env (0 made a run
     without a policy), or a replay buffer smaller than one minibatch (agent.batch_size: every sample repeated
-    transitions). A learning_starts at or beyond total_env_steps is warned about: no update runs, which a
+    transitions). A learning_starts beyond the run's last env step is warned about: no update runs, which a
     smoke test of the run's machinery may want."""
     import warnings
 
@@ -398,6 +403,8 @@ def check_budget(cfg: DictConfig) -> None:
     if capacity < batch:
         raise ConfigError(f"buffer.capacity={capacity} holds less than one minibatch (agent.batch_size={batch}); "
                           f"give at least {batch}")
-    if int(cfg.learning_starts) >= total and not cfg.get("resume"):
-        warnings.warn(f"learning_starts={int(cfg.learning_starts)} is not below total_env_steps={total}: no update "
-                      "will run, and the run's policy stays its untrained initial one", stacklevel=2)
+    last = -(-total // envs) * envs  # the env steps the run ends at: whole steps of every env
+    if int(cfg.learning_starts) > last and not cfg.get("resume"):
+        warnings.warn(f"learning_starts={int(cfg.learning_starts)} lies beyond the run's last env step ({last}, "
+                      f"total_env_steps={total} with num_envs={envs}): no update will run, and the run's policy stays "
+                      "its untrained initial one", stacklevel=2)

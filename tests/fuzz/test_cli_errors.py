@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
+import warnings
 
 import pytest
 from hydra import compose, initialize_config_dir
@@ -62,6 +63,8 @@ def run_cli(args: list[str], tmp_path, timeout: float = 300) -> subprocess.Compl
      "error: latency_steps=-1: latency_steps must lie in [0, 10]"),
     (["-m", "robo_rl.video", "run=r", "episodes=0"], "error: episodes=0: episodes must lie in [1, "),
     (["-m", "robo_rl.video", "run=r", "run=s"], "error: argument 'run=s': run is given twice"),
+    # an unset shell variable: in_the_loop flew the current folder's bundle
+    (["-m", "robo_rl.export.in_the_loop", "bundle="], "error: bundle= is empty; give a value, or leave bundle out"),
 ])
 def test_a_users_mistake_is_one_line_and_status_2(args, message, tmp_path):
     result = run_cli(args, tmp_path)
@@ -135,7 +138,8 @@ def test_a_replay_buffer_larger_than_the_free_memory_is_refused_before_the_run_g
     # refused only after rendering
     ("missing/x.gif", "error: out=missing/x.gif: there is no folder missing; give a file in an existing folder"),
     ("clips.gif", "error: out=clips.gif is a folder; give a new file ending .gif"),
-    ("", "error: out= is empty; give a new file ending .gif, or leave out= out for run/rollout.gif"),
+    ("", "error: out= is empty; give a value, or leave out out; usage: python -m robo_rl.video run=<run dir> "
+         "[out=<file.gif>] [episodes=1] [seed=0] [checkpoint=best]"),
 ])
 def test_a_video_written_where_it_cannot_or_must_not_be_is_refused_before_rendering(out, message, tmp_path):
     run = tmp_path / "work" / "run"
@@ -438,6 +442,8 @@ def test_one_line_folds_multiline_messages():
     # an empty value is no null: `resume=` silently started a new 500k-step run, `demos=` trained without demos
     (["resume="], "resume= is empty; give the run folder to continue, or leave resume out"),
     (["demos="], "demos= is empty; give a Minari dataset id or folder, or leave demos out"),
+    # trained on the simulator's reward, as if reward_classifier had not been given
+    (["reward_classifier="], "reward_classifier= is empty; give the success classifier's file"),
     # a budget that cannot train: total_env_steps=0 made a run without a policy; a buffer below one minibatch
     (["total_env_steps=0"], r"total_env_steps=0 is less than one step of each of the num_envs=32 envs; give at least 32"),
     (["buffer.capacity=100"], r"buffer.capacity=100 holds less than one minibatch \(agent.batch_size=128\)"),
@@ -453,12 +459,27 @@ def test_train_options_are_checked_once_composed(overrides, message):
         check_options(compose(config_name="train"), "train")  # the defaults pass
 
 
+@pytest.mark.parametrize("command, run_option", [("evaluate", "run"), ("export", "run"), ("robustness", "run"),
+                                                 ("distill", "teacher")])
+def test_an_empty_checkpoint_is_refused_not_taken_as_the_current_folder(command, run_option):
+    """export checkpoint= exported the newest checkpoint of the folder it ran in (not the best policy), or named
+    `checkpoints/checkpoints` elsewhere."""
+    with initialize_config_dir(config_dir=CONFIGS, version_base="1.3"):
+        cfg = compose(config_name=command, overrides=[f"{run_option}=/nonexistent", "checkpoint="])
+        with pytest.raises(ConfigError, match="checkpoint= is empty; give best, last or a checkpoint file of the run"):
+            check_options(cfg, command)
+
+
 def test_a_budget_that_runs_no_update_is_warned_about():
     """learning_starts beyond total_env_steps: the run's policy stays the untrained initial one (a smoke test of the
     run's machinery may want that; a user who lowered total_env_steps learns it before waiting for the run)."""
     with initialize_config_dir(config_dir=CONFIGS, version_base="1.3"):
-        with pytest.warns(UserWarning, match="learning_starts=10000 is not below total_env_steps=5000: no update"):
+        with pytest.warns(UserWarning, match=r"learning_starts=10000 lies beyond the run's last env step \(5024, "
+                                             r"total_env_steps=5000 with num_envs=32\): no update"):
             check_options(compose(config_name="train", overrides=["total_env_steps=5000"]), "train")
+        with warnings.catch_warnings():  # the run's last step, 10016, reaches learning_starts: it updates
+            warnings.simplefilter("error")
+            check_options(compose(config_name="train", overrides=["total_env_steps=10000"]), "train")
 
 
 def test_what_an_inbox_may_be_named():
