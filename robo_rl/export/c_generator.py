@@ -258,6 +258,12 @@ def _source(spec: PolicySpec, pairs: Sequence[tuple[np.ndarray, np.ndarray]], pr
 #include <stdint.h>
 #include <string.h>
 
+/* The NaN and infinity checks that fault on a bad observation or an overflow inside the network assume IEEE
+ * semantics, which these flags compile away without a word (the self-test still passes). */
+#if defined(__FAST_MATH__) || (defined(__FINITE_MATH_ONLY__) && __FINITE_MATH_ONLY__)
+#error "{prefix}.c must not be compiled with -ffast-math or -ffinite-math-only: its NaN and infinity checks need IEEE floats"
+#endif
+
 #ifndef {up}_KERNEL_FMA
 #if defined(__ARM_FEATURE_FMA) && defined(__ARM_FP)
 #define {up}_KERNEL_FMA 1

@@ -237,6 +237,18 @@ def test_non_finite_input_gives_the_safe_action_and_a_status_never_nan(tmp_path)
         compiled.step(np.zeros(OBS + 1, np.float32))
 
 
+@pytest.mark.parametrize("flag", ["-ffast-math", "-ffinite-math-only", "-Ofast"])
+def test_flags_that_compile_the_nan_checks_away_stop_the_build(flag, tmp_path):
+    """With -ffast-math a NaN observation returned status 0 and an action, and the self-test still passed."""
+    policy, spec = make_policy("relu")
+    write_c(spec, policy, tmp_path)
+    built = subprocess.run(["cc", "-std=c99", "-O2", flag, "-c", str(tmp_path / "policy.c"), "-o",
+                            str(tmp_path / "policy.o")], capture_output=True, text=True)
+    assert built.returncode != 0 and "must not be compiled with -ffast-math or -ffinite-math-only" in built.stderr
+    assert subprocess.run(["cc", "-std=c99", "-O2", "-fno-math-errno", "-c", str(tmp_path / "policy.c"), "-o",
+                           str(tmp_path / "policy.o")], capture_output=True).returncode == 0  # the firmware's flag
+
+
 def test_self_test_catches_a_policy_that_changed_after_recording(tmp_path):
     policy, spec = make_policy("tanh")
     observations = np.random.default_rng(3).normal(size=(8, OBS)).astype(np.float32)
