@@ -11,6 +11,7 @@ import json
 import math
 import os
 import re
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -556,6 +557,24 @@ def test_a_wrong_policy_dir_fails_with_one_line_and_leaves_no_policy_to_flash(ex
     result = run_make(app, f"CRAZYFLIE_BASE={tmp_path / 'nowhere'}", f"POLICY_DIR={exported_bundle / 'c'}")
     assert result.returncode != 0 and "CRAZYFLIE_BASE" in result.stderr.strip().splitlines()[0]
 
+
+
+def test_an_empty_or_spaced_policy_dir_fails_with_one_line_and_builds_no_stale_policy(exported_bundle, tmp_path):
+    """POLICY_DIR= (an unset shell variable) read as not given: the previously copied policy was built, ready for
+    `make cload`. A path with a space was split by make, and the error named a folder that does not exist."""
+    app, firmware = make_app(tmp_path)
+    image = app / "build" / "cf2.bin"
+    assert run_make(app, f"CRAZYFLIE_BASE={firmware}", f"POLICY_DIR={exported_bundle / 'c'}").returncode == 0
+    assert image.exists()  # an earlier policy, built
+    spaced = tmp_path / "my exports"
+    shutil.copytree(exported_bundle / "c", spaced)
+    result = run_make(app, f"CRAZYFLIE_BASE={firmware}", f"POLICY_DIR={spaced}")
+    lines = result.stderr.strip().splitlines()
+    assert result.returncode != 0 and len(lines) == 1 and f"POLICY_DIR={spaced} holds a space" in lines[0], lines
+    result = run_make(app, f"CRAZYFLIE_BASE={firmware}", "POLICY_DIR=")
+    lines = result.stderr.strip().splitlines()
+    assert result.returncode != 0 and len(lines) == 1 and "POLICY_DIR= is empty" in lines[0], result.stderr
+    assert not image.exists() and not (app / "src" / "policy.c").exists()
 
 
 def test_a_wrong_crazyflie_base_is_refused_before_the_policy_is_copied(tmp_path):
