@@ -29,14 +29,21 @@ class DatasetError(ValueError):
     """A dataset that is missing, unreadable, or does not fit the env."""
 
 
+class NothingAccepted(DatasetError):
+    """`record_episodes` saw `give_up_after` finished episodes in a row that it could not accept."""
+
+
 def record_episodes(env: Any, act: Callable[[np.ndarray], np.ndarray], episodes: int, seed: int,
                     accept: Callable[[dict[str, Any]], bool] | None = None,
-                    progress: bool = False) -> list[dict[str, Any]]:
+                    progress: bool = False, accepted: list[dict[str, Any]] | None = None,
+                    give_up_after: int = 200) -> list[dict[str, Any]]:
     """Run `act` in a batched env (same-step autoreset) until `episodes` episodes are accepted.
 
     Returns episodes as dicts of arrays (observations (T+1, obs), actions, rewards, terminations,
     truncations, is_success (T,)) and `seed`. `accept` decides per finished episode (default: the
-    episode ended in success).
+    episode ended in success). Each accepted episode is appended to `accepted` as it finishes (so that a
+    caller keeps them when interrupted). NothingAccepted after `give_up_after` unaccepted episodes in a row
+    (an expert too noisy to succeed recorded forever).
     """
     from tqdm import tqdm
 
@@ -46,7 +53,8 @@ def record_episodes(env: Any, act: Callable[[np.ndarray], np.ndarray], episodes:
     obs = as_arrays(obs)
     steps: list[list[tuple]] = [[] for _ in range(n)]
     starts = [observation_row(obs, i) for i in range(n)]
-    accepted: list[dict[str, Any]] = []
+    accepted = [] if accepted is None else accepted
+    rejected_in_a_row = 0
     bar = tqdm(total=episodes, desc="record", unit="episode", disable=not progress)
     while len(accepted) < episodes:
         action = np.asarray(act(obs), dtype=np.float32)
@@ -63,6 +71,14 @@ def record_episodes(env: Any, act: Callable[[np.ndarray], np.ndarray], episodes:
                 if accept(episode) and len(accepted) < episodes:
                     accepted.append(episode)
                     bar.update(1)
+                    rejected_in_a_row = 0
+                elif not accept(episode):
+                    rejected_in_a_row += 1
+                    bar.set_postfix(rejected_in_a_row=rejected_in_a_row, refresh=False)
+                    if rejected_in_a_row >= give_up_after:
+                        bar.close()
+                        raise NothingAccepted(f"{rejected_in_a_row} episodes in a row were not accepted (none ended "
+                                              f"in success), {len(accepted)} of {episodes} accepted before")
                 steps[i], starts[i] = [], observation_row(next_obs, i)
         obs = next_obs
     bar.close()

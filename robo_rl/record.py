@@ -23,9 +23,11 @@ import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
 from robo_rl.cli import hydra_command
-from robo_rl.datasets import check_new_dataset, episode_from_steps, free_dataset_id, record_episodes, write_dataset
+from robo_rl.datasets import (NothingAccepted, check_new_dataset, episode_from_steps, free_dataset_id,
+                              record_episodes, write_dataset)
 from robo_rl.envs import make_vector_env
 from robo_rl.teleop import TELEOP_DEVICES, Teleop, make_teleop
+from sim.errors import ConfigError
 from sim.observation import as_arrays, observation_row
 
 
@@ -54,8 +56,19 @@ def record(cfg: DictConfig) -> str:
         if not hasattr(env, "expert_actions"):
             raise ValueError(f"{cfg.env.id} has no scripted expert to record demonstrations from")
         rng = np.random.default_rng(int(cfg.seed))
-        episodes = record_episodes(env, lambda obs: env.expert_actions(obs, float(cfg.expert_noise), rng),
-                                   int(cfg.episodes), seed=int(cfg.seed), progress=True)
+        episodes = []
+        with _ctrl_c_interrupts():
+            try:
+                record_episodes(env, lambda obs: env.expert_actions(obs, float(cfg.expert_noise), rng),
+                                int(cfg.episodes), seed=int(cfg.seed), progress=True, accepted=episodes)
+            except KeyboardInterrupt:  # as with a person's episodes: Ctrl-C keeps the accepted ones
+                print(f"interrupted: keeping the {len(episodes)} accepted episode(s)")
+            except NothingAccepted as error:
+                raise ConfigError(f"expert_noise={cfg.expert_noise}: {error}; the expert does not succeed with this "
+                                  "much noise, give less") from None
+        if not episodes:
+            print("no episode accepted: nothing written")
+            return ""
     algorithm = "scripted expert" if cfg.device == "scripted" else f"{cfg.device} teleoperation"
     dataset = free_dataset_id(str(cfg.dataset))
     if dataset != str(cfg.dataset):  # written by another command meanwhile: the episodes are a person's work, keep them

@@ -285,7 +285,7 @@ def _write_and_verify_c(c_dir: Path, policy: DeterministicPolicy, spec: PolicySp
             env_description["observation_layout"], env_description["control_hz"],
             _deployment_constants(env_description, deployment), prefix))
     vectors = check_vectors(policy, spec, observations, RANDOM_TEST_VECTORS, seed)
-    return {"c_host": _verify_c_on_host(c_dir, prefix, vectors), "cortex_m4": _verify_c_on_cortex_m4(c_dir, vectors)}
+    return {"c_host": _verify_c_on_host(c_dir, prefix, vectors), "cortex_m4": _verify_c_on_cortex_m4(c_dir, prefix, vectors)}
 
 
 def _verify_onnx_on_images(path: Path, policy: ImagePolicy, observations: dict[str, np.ndarray],
@@ -520,7 +520,8 @@ def check_vectors(policy: DeterministicPolicy, spec: PolicySpec, recorded: np.nd
     return (np.concatenate([observations, invalid]), np.concatenate([actions, spec.safe_action[None]]), statuses)
 
 
-def _verify_c_on_cortex_m4(c_dir: Path, vectors: tuple[np.ndarray, np.ndarray, np.ndarray]) -> dict[str, Any]:
+def _verify_c_on_cortex_m4(c_dir: Path, prefix: str, vectors: tuple[np.ndarray, np.ndarray, np.ndarray]
+                           ) -> dict[str, Any]:
     from robo_rl.export.cortex_m4 import missing_tools, verify_on_cortex_m4
 
     missing = missing_tools()
@@ -528,7 +529,7 @@ def _verify_c_on_cortex_m4(c_dir: Path, vectors: tuple[np.ndarray, np.ndarray, n
         return {"checked": False, "reason": f"missing {', '.join(missing)}"}
     observations, actions, statuses = vectors
     with tempfile.TemporaryDirectory() as build:
-        result = verify_on_cortex_m4(c_dir, observations, actions, statuses, build)
+        result = verify_on_cortex_m4(c_dir, observations, actions, statuses, build, prefix=prefix)
     if result.report["self_test_failures"] or result.report["test_vector_failures"]:
         raise ExportError(f"the generated C disagrees with PyTorch on the emulated Cortex-M4: {result.report}")
     return {"checked": True, "board": "qemu-system-arm -M netduinoplus2 (STM32F405)", "test_vectors": len(statuses),

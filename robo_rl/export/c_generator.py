@@ -57,11 +57,18 @@ C_KEYWORDS = frozenset("auto break case char const continue default do double el
                        "union unsigned void volatile while".split())
 
 
+# firmware/cortex_m4's own sources and the test vectors' header, built beside the policy's <prefix>.c and .h
+HARNESS_FILES = ("main", "startup", "semihost", "serial_loop", "test_vectors")
+
+
 def check_prefix(prefix: object) -> str:
     """`prefix` if it can name the generated C files and symbols; ValueError saying what is allowed otherwise."""
     if not isinstance(prefix, str) or not C_PREFIX.fullmatch(prefix) or prefix in C_KEYWORDS:
         raise ValueError(f"c_prefix={prefix!r} must be a C identifier of 1-16 letters, digits and underscores, "
                          "not starting with a digit and not a C keyword (it names files inside the bundle)")
+    if prefix in HARNESS_FILES:
+        raise ValueError(f"c_prefix={prefix!r} names a file of the STM32F405 check's harness (firmware/cortex_m4: "
+                         f"{', '.join(HARNESS_FILES)}); give another")
     return prefix
 
 

@@ -75,7 +75,10 @@ def write_test_vectors(directory: Path, observations: np.ndarray, actions: np.nd
 #ifndef TEST_VECTORS_H
 #define TEST_VECTORS_H
 #include <math.h>
-#include "policy.h"
+#ifndef POLICY_HEADER
+#define POLICY_HEADER "policy.h"
+#endif
+#include POLICY_HEADER
 #define TEST_VECTOR_COUNT {n}
 static const float test_obs[{n}][{obs_size}] = {{
     {rows(observations)}
@@ -92,8 +95,10 @@ static const policy_status_t test_status[{n}] = {{{", ".join(str(int(s)) for s i
 
 
 def verify_on_cortex_m4(c_dir: str | Path, observations: np.ndarray, actions: np.ndarray, statuses: np.ndarray,
-                        build_dir: str | Path, fma_kernel: bool = True, timeout: float = 120.0) -> CortexM4Result:
-    """Cross-compile the policy in `c_dir` with the test vectors, run it under QEMU, return the figures.
+                        build_dir: str | Path, fma_kernel: bool = True, timeout: float = 120.0,
+                        prefix: str = "policy") -> CortexM4Result:
+    """Cross-compile the policy in `c_dir` (exported with c_prefix `prefix`) with the test vectors, run it under
+    QEMU, return the figures.
 
     fma_kernel: the Cortex-M4F kernel (fmaf, four accumulators); False builds the generic loop.
 
@@ -108,7 +113,8 @@ def verify_on_cortex_m4(c_dir: str | Path, observations: np.ndarray, actions: np
     build.mkdir(parents=True, exist_ok=True)
     write_test_vectors(build, np.asarray(observations), np.asarray(actions), np.asarray(statuses))
     make = subprocess.run(["make", "-s", "-C", str(HARNESS_DIR), f"POLICY_DIR={Path(c_dir).resolve()}",
-                           f"VECTORS_DIR={build}", f"BUILD={build}", f"EXTRA_CFLAGS=-DPOLICY_KERNEL_FMA={int(fma_kernel)}"],
+                           f"VECTORS_DIR={build}", f"BUILD={build}", f"PREFIX={prefix}",
+                           f"EXTRA_CFLAGS=-D{prefix.upper()}_KERNEL_FMA={int(fma_kernel)}"],
                           capture_output=True, text=True)
     if make.returncode != 0:
         overflow = re.search(r"region .FLASH. overflowed by (\d+) bytes", make.stderr)
@@ -128,11 +134,11 @@ def verify_on_cortex_m4(c_dir: str | Path, observations: np.ndarray, actions: np
     report = {m.group(1): int(m.group(2)) for m in re.finditer(r"^(\w+)=(\d+)$", output, re.MULTILINE)}
     if "stack_high_water_bytes" not in report:
         raise CortexM4Error(f"the emulated run ended early (exit {run.returncode}):\n{output[-2000:]}")
-    policy_text, policy_data, policy_bss = object_sizes(build / "policy.o")
+    policy_text, policy_data, policy_bss = object_sizes(build / f"{prefix}.o")
     elf_text, elf_data, elf_bss = object_sizes(elf)
     return CortexM4Result(
         report=report, policy_flash_bytes=policy_text + policy_data, policy_ram_bytes=policy_data + policy_bss,
-        policy_stack_bytes=_stack_of_step(build / "policy.su"), firmware_flash_bytes=elf_text + elf_data,
+        policy_stack_bytes=_stack_of_step(build / f"{prefix}.su", prefix), firmware_flash_bytes=elf_text + elf_data,
         firmware_ram_bytes=elf_data + elf_bss, measured_stack_bytes=report["stack_high_water_bytes"],
     )
 
@@ -144,16 +150,17 @@ def object_sizes(path: Path) -> tuple[int, int, int]:
     return int(text), int(data), int(bss)
 
 
-def _stack_of_step(stack_usage: Path) -> int:
-    """policy_step's frame plus the deepest helper it calls (helpers are leaves or inlined)."""
+def _stack_of_step(stack_usage: Path, prefix: str = "policy") -> int:
+    """<prefix>_step's frame plus the deepest helper it calls (helpers are leaves or inlined)."""
     frames = {}
     for line in stack_usage.read_text().splitlines():
         location, size, _kind = line.split("\t")
         frames[location.rsplit(":", 1)[-1]] = int(size)
-    if "policy_step" not in frames:
-        raise CortexM4Error(f"no policy_step in {stack_usage}")
-    helpers = [size for name, size in frames.items() if name not in ("policy_step", "policy_self_test")]
-    return frames["policy_step"] + max(helpers, default=0)
+    step = f"{prefix}_step"
+    if step not in frames:
+        raise CortexM4Error(f"no {step} in {stack_usage}")
+    helpers = [size for name, size in frames.items() if name not in (step, f"{prefix}_self_test")]
+    return frames[step] + max(helpers, default=0)
 
 
 def connect_serial_socket(qemu: subprocess.Popen, path: Path, timeout: float) -> Any:
@@ -180,12 +187,12 @@ def connect_serial_socket(qemu: subprocess.Popen, path: Path, timeout: float) ->
 class EmulatedPolicy:
     """The policy running on an emulated STM32F405, reached over its USART1: `step(obs) -> (action, status)`.
 
-    Builds `firmware/cortex_m4`'s serial image around the C in `c_dir`, starts QEMU with USART1 on a Unix
+    Builds `firmware/cortex_m4`'s serial image around the C in `c_dir` (exported with c_prefix `prefix`), starts QEMU with USART1 on a Unix
     socket and speaks the serial_loop.c protocol. Use as a context manager (QEMU stops on exit).
     """
 
     def __init__(self, c_dir: str | Path, build_dir: str | Path, obs_size: int, action_size: int,
-                 timeout: float = 30.0):
+                 timeout: float = 30.0, prefix: str = "policy"):
         missing = missing_tools()
         if missing:
             raise CortexM4Error(f"missing {', '.join(missing)}")
@@ -193,7 +200,7 @@ class EmulatedPolicy:
         build = Path(build_dir).resolve()
         build.mkdir(parents=True, exist_ok=True)
         make = subprocess.run(["make", "-s", "-C", str(HARNESS_DIR), "serial", f"POLICY_DIR={Path(c_dir).resolve()}",
-                               f"BUILD={build}"], capture_output=True, text=True)
+                               f"BUILD={build}", f"PREFIX={prefix}"], capture_output=True, text=True)
         if make.returncode != 0:
             raise CortexM4Error(f"cross-compilation failed:\n{make.stdout}\n{make.stderr}")
         self._socket_path = build / "usart1.sock"

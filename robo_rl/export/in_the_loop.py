@@ -119,14 +119,15 @@ def compare_targets(bundle: str | Path, seed: int = 0, steps: int = 500, cortex_
         "pytorch": torch_actor(manifest, checkpoint),
         "onnxruntime": lambda o: onnx_actions(bundle / "policy.onnx", o[None])[0],
     }
+    prefix = Path(manifest["files"]["c_source"]).stem  # the export's c_prefix
     with tempfile.TemporaryDirectory() as build:
-        host = CompiledPolicy(bundle / "c", build_dir=Path(build) / "host")
+        host = CompiledPolicy(bundle / "c", prefix, build_dir=Path(build) / "host")
         targets["c_host"] = lambda o: host.step(o)[0]
         board = None
         if cortex_m4:
             from robo_rl.export.cortex_m4 import EmulatedPolicy
 
-            board = EmulatedPolicy(bundle / "c", Path(build) / "m4", obs_size, action_size)
+            board = EmulatedPolicy(bundle / "c", Path(build) / "m4", obs_size, action_size, prefix=prefix)
             targets["c_stm32f405_qemu"] = lambda o: board.step(o)[0]
         try:
             flights = {name: fly(bundle, act, seed, steps, vehicle, latency_steps, wind)

@@ -197,3 +197,26 @@ def test_demos_with_camera_images_round_trip_through_minari_compactly(minari_roo
         load_transitions("so_arm100_pick_cube/state-v0", spec)
     with pytest.raises(DatasetError, match="has observations"):
         load_transitions("so_arm100_pick_cube/pixels-v0", env_spec(plain, "robo_rl/SOArm100PickCube-v0"))
+
+
+def test_recording_gives_up_on_an_expert_that_never_succeeds_and_keeps_what_was_accepted(pick_env):
+    """expert_noise=10 (its allowed maximum) recorded forever without a word; a Ctrl-C lost every accepted episode
+    of a scripted recording (the README says it keeps them, as for a person's)."""
+    from robo_rl.datasets import NothingAccepted
+
+    def still(obs):
+        return np.zeros((pick_env.num_envs, pick_env.single_action_space.shape[0]), np.float32)
+
+    with pytest.raises(NothingAccepted, match="8 episodes in a row were not accepted .*0 of 2 accepted before"):
+        record_episodes(pick_env, still, episodes=2, seed=0, give_up_after=8)
+    accepted, calls = [], [0]
+
+    def interrupted_expert(obs):
+        calls[0] += 1
+        if accepted:  # the first episode is in: the operator presses Ctrl-C
+            raise KeyboardInterrupt
+        return pick_env.expert_actions(obs)
+
+    with pytest.raises(KeyboardInterrupt):
+        record_episodes(pick_env, interrupted_expert, episodes=50, seed=0, accepted=accepted)
+    assert len(accepted) >= 1 and all(bool(e["is_success"][-1]) for e in accepted)

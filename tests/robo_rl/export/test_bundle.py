@@ -223,6 +223,9 @@ def test_a_c_prefix_that_is_not_a_c_identifier_is_refused_before_anything_is_wri
     with pytest.raises(ExportError, match="c_prefix=.*C identifier"):
         export_bundle(trained_run, out=tmp_path / "bundle" / "deep", prefix=prefix)
     assert list(tmp_path.iterdir()) == []
+    with pytest.raises(ExportError, match="c_prefix='main' names a file of the STM32F405 check's harness"):
+        export_bundle(trained_run, out=tmp_path / "bundle" / "deep", prefix="main")
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_a_state_history_bundle_passes_every_check_and_its_layout_header_names_the_history(state_history_bundle,
