@@ -57,8 +57,6 @@ def check_teacher(run: Any, checkpoint: str | None = "last", role: str = "teache
     distilled while the run's config, which the checks and the student's record read, described another policy."""
     folder = require_run_dir(run, role, need_policy=True)
     path = policy_file(folder, checkpoint)
-    if not path.is_file():
-        raise CheckpointError(f"checkpoint={checkpoint} is not a file of {role}={run}: {path} does not exist")
     if not path.resolve().is_relative_to(Path(folder).resolve()):
         raise CheckpointError(f"checkpoint={checkpoint} is not a file of {role}={run}; give best, last or one of "
                               "its checkpoints")

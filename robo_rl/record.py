@@ -39,6 +39,9 @@ def record(cfg: DictConfig) -> str:
         raise ValueError(f"unknown demonstration device {cfg.device!r}; "
                          f"available: scripted, {', '.join(TELEOP_DEVICES)}")
     check_new_dataset(str(cfg.dataset))  # before the device and an hour of teleoperation, not after
+    if cfg.device == "scripted" and cfg.get("device_path"):  # it was ignored: a person meant to drive
+        raise ConfigError(f"device_path={cfg.device_path} is for a teleoperation device; device=scripted records the "
+                          f"scripted expert (give device={' or '.join(TELEOP_DEVICES)} to drive)")
     if cfg.device != "scripted":  # before the env: a missing device fails at once
         section = cfg.get("teleop", {}).get(cfg.device)
         options: dict[str, Any] = OmegaConf.to_container(section, resolve=True) if section is not None else {}

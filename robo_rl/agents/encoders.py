@@ -80,7 +80,9 @@ def flat_size(stack: nn.Sequential, shape: Sequence[int], name: str) -> int:
     try:
         with torch.no_grad():
             return int(stack(torch.zeros(1, 3, height, width)).shape[1])
-    except RuntimeError:
+    except RuntimeError as error:
+        if "can't be greater than actual input size" not in str(error) and "too small" not in str(error):
+            raise  # not the image's size (out of memory for a huge one, say): torch's own error
         raise ValueError(f"camera {name!r}: {height}x{width} images are too small for the encoder's convolutions "
                          "(agent.encoder.channels and strides); use larger images or fewer strided layers") from None
 

@@ -58,6 +58,20 @@ def missing_tools() -> list[str]:
     return [tool for tool in TOOLS if shutil.which(tool) is None]
 
 
+def makeable(c_dir: str | Path, build: Path) -> Path:
+    """`c_dir`, or where its sources are copied inside `build` if its path holds whitespace, which make splits
+    into several paths (an export's out= in "my exports/" failed its own check)."""
+    c_dir = Path(c_dir).resolve()
+    if not any(ch.isspace() for ch in str(c_dir)):
+        return c_dir
+    if any(ch.isspace() for ch in str(build)):
+        raise CortexM4Error(f"both {c_dir} and the build folder {build} hold spaces, which make cannot take")
+    copy = build / "policy_sources"
+    shutil.rmtree(copy, ignore_errors=True)
+    shutil.copytree(c_dir, copy)
+    return copy
+
+
 def write_test_vectors(directory: Path, observations: np.ndarray, actions: np.ndarray, statuses: np.ndarray) -> Path:
     """test_vectors.h: observations (NaN/Inf allowed), the expected actions and statuses."""
     def value(v: float) -> str:
@@ -112,7 +126,7 @@ def verify_on_cortex_m4(c_dir: str | Path, observations: np.ndarray, actions: np
     build = Path(build_dir).resolve()
     build.mkdir(parents=True, exist_ok=True)
     write_test_vectors(build, np.asarray(observations), np.asarray(actions), np.asarray(statuses))
-    make = subprocess.run(["make", "-s", "-C", str(HARNESS_DIR), f"POLICY_DIR={Path(c_dir).resolve()}",
+    make = subprocess.run(["make", "-s", "-C", str(HARNESS_DIR), f"POLICY_DIR={makeable(c_dir, build)}",
                            f"VECTORS_DIR={build}", f"BUILD={build}", f"PREFIX={prefix}",
                            f"EXTRA_CFLAGS=-D{prefix.upper()}_KERNEL_FMA={int(fma_kernel)}"],
                           capture_output=True, text=True)
@@ -199,7 +213,7 @@ class EmulatedPolicy:
         self.obs_size, self.action_size, self.timeout = obs_size, action_size, timeout
         build = Path(build_dir).resolve()
         build.mkdir(parents=True, exist_ok=True)
-        make = subprocess.run(["make", "-s", "-C", str(HARNESS_DIR), "serial", f"POLICY_DIR={Path(c_dir).resolve()}",
+        make = subprocess.run(["make", "-s", "-C", str(HARNESS_DIR), "serial", f"POLICY_DIR={makeable(c_dir, build)}",
                                f"BUILD={build}", f"PREFIX={prefix}"], capture_output=True, text=True)
         if make.returncode != 0:
             raise CortexM4Error(f"cross-compilation failed:\n{make.stdout}\n{make.stderr}")

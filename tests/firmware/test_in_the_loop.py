@@ -18,12 +18,13 @@ from robo_rl.export.in_the_loop import bundle_env, compare_targets, fly, plant_c
 from sim.quadrotor.model import VEHICLES
 
 
-def test_a_bundle_with_another_c_prefix_passes_the_stm32f405_check_and_flies_in_the_loop(trained_run, tmp_path):
+def test_a_bundle_with_another_c_prefix_or_a_spaced_path_passes_the_stm32f405_check_and_flies_in_the_loop(
+        trained_run, tmp_path):
     """The harness compiled policy.c whatever c_prefix named the files: any other prefix failed the export with
-    a make error about a hidden staging folder."""
+    a make error about a hidden staging folder; so did an out= whose path holds a space (make split it)."""
     from robo_rl.export.bundle import export_bundle
 
-    bundle = export_bundle(trained_run, out=tmp_path / "bundle", pairs=8, prefix="ctrl")
+    bundle = export_bundle(trained_run, out=tmp_path / "my exports" / "bundle", pairs=8, prefix="ctrl")
     assert sorted(p.name for p in (bundle / "c").iterdir()) == ["ctrl.c", "ctrl.h", "ctrl_layout.h"]
     m4 = read_manifest(bundle)["verification"]["cortex_m4"]
     assert m4["checked"] and m4["report"]["test_vector_failures"] == 0 and m4["policy_stack_bytes"] > 0

@@ -50,6 +50,9 @@ def run_cli(args: list[str], tmp_path, timeout: float = 300) -> subprocess.Compl
     # a directory as the SpaceMouse: "Is a directory; stopping" at its first read, status 0
     (["-m", "robo_rl.record", "env=reach", "device=spacemouse", "device_path=.", "dataset=reach/mouse-v0",
       "hydra.run.dir=rec"], "error: device_path=. is a directory; a spacemouse's device_path must be its device file"),
+    # silently ignored: the scripted expert recorded while the person held the gamepad
+    (["-m", "robo_rl.record", "env=reach", "device_path=/dev/input/js0", "dataset=reach/x-v0", "hydra.run.dir=rec"],
+     "error: device_path=/dev/input/js0 is for a teleoperation device; device=scripted records the scripted expert"),
     (["-m", "robo_rl.video", "run=no_such_run"], "error: "),
     (["-m", "robo_rl.success_classifier", "dataset=d", "out=c.pt", "device=gpu"],
      "error: device must be auto, cpu, cuda, cuda:<index> or mps, got 'gpu'"),

@@ -381,3 +381,13 @@ def test_a_policy_flown_at_another_control_rate_is_refused(trained_run):
         evaluate_run(trained_run, episodes=2, changes={"control_hz": 50.0})
     older = {**state, "env_spec": {k: v for k, v in state["env_spec"].items() if k != "control_hz"}}
     check_compatible(older, {**state["env_spec"], "control_hz": 50.0})
+
+
+def test_a_checkpoint_that_is_no_file_names_what_is_allowed(trained_run):
+    """checkpoint=lsat said "checkpoint lsat does not exist"; checkpoint=<run>/checkpoints looked for
+    checkpoints/checkpoints."""
+    with pytest.raises(CheckpointError, match=r"checkpoint=lsat is no file \(from .*\); give best, last or a checkpoint "
+                                              "file of the run"):
+        evaluate_run(trained_run, checkpoint="lsat", episodes=2)
+    with pytest.raises(CheckpointError, match=f"checkpoint={trained_run / 'checkpoints'} is a folder; give best"):
+        export_bundle(trained_run, checkpoint=str(trained_run / "checkpoints"), out=trained_run.parent / "nowhere")

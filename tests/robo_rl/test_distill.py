@@ -142,7 +142,7 @@ def test_a_teacher_is_refused_by_export_and_a_folder_without_a_run_by_distill_wi
     assert "is not a training run directory" in refused.stderr and len(refused.stderr.strip().splitlines()) == 1
     assert not (tmp_path / "student").exists()
     missing = _distill(teacher_run, tmp_path / "student", f"checkpoint={tmp_path / 'nope.pt'}")
-    assert missing.returncode == 2 and "is not a file of teacher=" in missing.stderr
+    assert missing.returncode == 2 and f"checkpoint={tmp_path / 'nope.pt'} is no file" in missing.stderr
     assert not (tmp_path / "student").exists()
     # another run's policy, or a copy, was distilled while teacher='s config described the student's teacher
     shutil.copy(teacher_run / "best_policy.pt", tmp_path / "copy.pt")
