@@ -224,8 +224,15 @@ def _export(state: dict[str, Any], run_cfg: Any, env: Any, run: str | Path, out:
     observations, actions = record_pairs(policy, env, pairs, seed)
 
     created_parents = [parent for parent in out.parents if not parent.exists()]  # removed again on failure
-    out.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}-", dir=out.parent))
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=f".{out.name}-", dir=out.parent))
+    except OSError as error:  # it named the hidden staging folder, as if the user had given that
+        for parent in created_parents:
+            if parent.is_dir() and not any(parent.iterdir()):
+                parent.rmdir()
+        raise ExportError(f"out={out}: no bundle can be written in {out.parent} ({error.strerror}); give a folder "
+                          "you can write to") from None
     staging.chmod(0o755)
     done = False
     try:

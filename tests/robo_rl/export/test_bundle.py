@@ -248,3 +248,11 @@ def test_a_state_history_bundle_passes_every_check_and_its_layout_header_names_t
     header = (exported_bundle / "c" / "policy_layout.h").read_text()
     assert "#define POLICY_STATE_HISTORY 0\n" in header and "STATE_HISTORY_OFFSET" not in header
     assert "#define POLICY_OBS_LAYOUT_SIZE 50\n" in header
+
+
+def test_an_out_where_nothing_can_be_written_names_out(trained_run, tmp_path):
+    """out=/proc/foo failed naming the hidden staging folder (/proc/.foo-<random>), as if the user had given it."""
+    with pytest.raises(ExportError, match=r"out=/proc/foo: no bundle can be written in /proc \(.*\); give a folder"):
+        export_bundle(trained_run, out="/proc/foo", pairs=8, c="false")
+    with pytest.raises(ExportError, match="out=/proc/new/foo: no bundle can be written in /proc/new"):
+        export_bundle(trained_run, out="/proc/new/foo", pairs=8, c="false")
