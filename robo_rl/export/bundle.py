@@ -484,7 +484,8 @@ def _safe_action(choice: str | Sequence[float], env: Any, nominal: np.ndarray | 
         if choice in ("nominal", "midpoint"):
             return None  # PolicySpec's default: the middle of the action range
         raise ExportError(f"safe_action must be 'nominal', 'midpoint' or a list of values, got {choice!r}")
-    return np.asarray(list(choice), dtype=np.float32)
+    with np.errstate(over="ignore"):  # a value beyond float32 becomes inf, which the spec then refuses in one line
+        return np.asarray(list(choice), dtype=np.float32)
 
 
 def _verify_c_on_host(c_dir: Path, prefix: str, vectors: tuple[np.ndarray, np.ndarray, np.ndarray]) -> dict[str, Any]:
