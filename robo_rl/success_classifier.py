@@ -179,11 +179,18 @@ def main(argv: list[str]) -> None:
     device = select_device(args.get("device", "auto"))
     out = check_output(args["out"])
     frames, labels, episode = load_labelled_frames(args["dataset"])
+    created = [parent for parent in out.parents if not parent.exists()]  # deepest first: removed on a failure
     out.parent.mkdir(parents=True, exist_ok=True)  # before the training, not after
-    model, scores = train_classifier(frames, labels, episode, epochs=args.get("epochs", 30), seed=args.get("seed", 0),
-                                     device=device, progress=True)
-    save_classifier(model, scores, out, args["dataset"])
-    Path(f"{out}.json").write_text(json.dumps(scores, indent=2))
+    try:
+        model, scores = train_classifier(frames, labels, episode, epochs=args.get("epochs", 30),
+                                         seed=args.get("seed", 0), device=device, progress=True)
+        save_classifier(model, scores, out, args["dataset"])
+        Path(f"{out}.json").write_text(json.dumps(scores, indent=2))
+    except BaseException:  # Ctrl-C included: the folders made for the classifier go again, if still empty
+        for parent in created:
+            if parent.is_dir() and not any(parent.iterdir()):
+                parent.rmdir()
+        raise
     print(f"held-out frames: {scores['frames']} ({scores['successes']} successes) of episodes "
           f"{scores['held_out_episodes']}: precision {scores['precision']:.3f}, recall {scores['recall']:.3f}, "
           f"accuracy {scores['accuracy']:.3f}; wrote {out}")

@@ -106,13 +106,14 @@ def onnx_actions(path: Path, observations: Any) -> np.ndarray:
     return session.run(["action"], feed)[0]
 
 
-def check_vehicle_name(vehicle: str | None) -> None:
-    """ExportError unless `vehicle` is None (the run's own) or a name in sim.quadrotor.model.VEHICLES."""
+def check_vehicle_name(vehicle: str | None, default: str = "the run's training vehicle") -> None:
+    """ExportError unless `vehicle` is None (what the command then flies, `default`) or a name in
+    sim.quadrotor.model.VEHICLES."""
     from sim.quadrotor.model import VEHICLES
 
     if vehicle is not None and vehicle not in VEHICLES:
         raise ExportError(f"vehicle={vehicle} is not a known vehicle; allowed: {', '.join(sorted(VEHICLES))} "
-                          "(or none: the run's training vehicle)")
+                          f"(or none: {default})")
 
 
 def deployment_block(config: Any, vehicle: str | None = None) -> dict[str, Any]:

@@ -49,7 +49,7 @@ def plant_config(manifest: dict[str, Any], vehicle: str | None = None, latency_s
     if manifest.get("robot") == "arm":  # it failed on the bundle's missing vehicle, or on an unknown option
         raise ExportError(f"the bundle is an arm's policy ({manifest['env_id']}); this flies quadrotors: "
                           "python -m robo_rl.export.arm_in_the_loop bundle=<bundle> flies arms")
-    check_vehicle_name(vehicle)
+    check_vehicle_name(vehicle, "the bundle's deployment vehicle")
     if isinstance(latency_steps, bool) or not isinstance(latency_steps, int) \
             or not 0 <= latency_steps <= MAX_LATENCY_STEPS:
         raise ExportError(f"latency_steps={latency_steps} must be a whole number of control steps in "
