@@ -406,6 +406,23 @@ def test_what_counts_as_a_users_mistake():
         assert not is_user_error(error)
 
 
+def test_ctrl_c_while_a_command_still_imports_is_one_line(tmp_path):
+    """Ctrl-C in the first seconds, while torch and Hydra import and before the command's own handler is in place,
+    printed a traceback of those imports."""
+    import signal
+    import time
+
+    (tmp_path / "work").mkdir()
+    process = subprocess.Popen([sys.executable, "-m", "robo_rl.export", "run=nowhere"], cwd=tmp_path / "work",
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "PYTHONPATH": str(ROOT)})
+    time.sleep(0.5)  # the package has loaded (Python starts in ~50 ms), torch has not (seconds)
+    process.send_signal(signal.SIGINT)
+    _, stderr = process.communicate(timeout=60)
+    assert stderr.strip().splitlines() == ["interrupted"], stderr
+    assert process.returncode in (-signal.SIGINT, 130)
+
+
 def test_one_line_folds_multiline_messages():
     assert one_line(_raise(ConfigError("a\n  b\n\nc"))) == "a; b; c"
 
