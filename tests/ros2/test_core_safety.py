@@ -72,6 +72,24 @@ def test_stale_and_invalid_state_stop_within_one_tick_and_resume(hover_bundle):
     assert "geofence" in controller.tick(3.04).reason
 
 
+def test_a_descent_starts_no_higher_than_the_last_command(hover_bundle):
+    """A vehicle commanded near idle (on the floor, a target below it) that lost its state was spun up to 0.9 of
+    hover thrust by the descent."""
+    controller = QuadrotorPolicyController(hover_bundle, QuadrotorSettings((0.0, 0.0, 1.0), state_timeout=0.05))
+    controller.update_state(0.0, _hover_state())
+    flying = controller.tick(0.01)
+    controller._last_flying = flying._replace(legacy=flying.legacy._replace(thrust_pwm=2000.0))  # commanded at idle
+    stop = controller.tick(0.07)
+    assert not stop.flying and 0.0 < stop.legacy.thrust_pwm <= 2000.0
+    assert controller.tick(0.5).legacy.thrust_pwm < stop.legacy.thrust_pwm
+    # after a command above 0.9 of hover, the descent starts at 0.9 of hover as before
+    controller.update_state(3.0, _hover_state())
+    high = controller.tick(3.01)
+    hover = controller.vehicle.hover_fraction * 65535
+    controller._last_flying = high._replace(legacy=high.legacy._replace(thrust_pwm=hover))
+    assert controller.tick(3.07).legacy.thrust_pwm == pytest.approx(0.9 * hover, rel=0.02)
+
+
 def test_policy_steps_once_per_new_state(hover_bundle):
     """Ticks without a newer state repeat the last command and leave the action history alone, so a late
     state source does not change what the policy sees."""

@@ -66,9 +66,10 @@ class Robot:
             QoSProfile(depth=1000, reliability=ReliabilityPolicy.RELIABLE))
         self.last_sent = 0.0  # monotonic time just before the last publish: its receipt comes after it
 
-    def send(self, position=(0.0, 0.0, 1.0), body_rates=(0.0, 0.0, 0.0)) -> float:
+    def send(self, position=(0.0, 0.0, 1.0), body_rates=(0.0, 0.0, 0.0), stamp: float = 0.0) -> float:
         msg = Odometry()
         msg.header.frame_id, msg.child_frame_id = "world", "cf231"
+        msg.header.stamp.sec, msg.header.stamp.nanosec = int(stamp), int(round((stamp % 1.0) * 1e9))
         msg.pose.pose.position.x, msg.pose.pose.position.y, msg.pose.pose.position.z = position
         msg.pose.pose.orientation.w = 1.0
         msg.twist.twist.angular.x, msg.twist.twist.angular.y, msg.twist.twist.angular.z = body_rates
@@ -76,11 +77,13 @@ class Robot:
         self.pub.publish(msg)
         return self.last_sent
 
-    def run(self, seconds: float, alive: bool = True, position=(0.0, 0.0, 1.0), body_rates=(0.0, 0.0, 0.0)) -> None:
+    def run(self, seconds: float, alive: bool = True, position=(0.0, 0.0, 1.0), body_rates=(0.0, 0.0, 0.0),
+            stamp=None) -> None:
+        """Send a state every tick for `seconds` (none if not `alive`), stamped `stamp()` if given (else unstamped)."""
         end = time.monotonic() + seconds
         while time.monotonic() < end:
             if alive and time.monotonic() - self.last_sent >= TICK:
-                self.send(position, body_rates)
+                self.send(position, body_rates, stamp() if stamp is not None else 0.0)
             rclpy.spin_once(self.probe, timeout_sec=0.001)
 
     def wait_for_delivery(self, timeout: float = 5.0) -> None:
@@ -190,6 +193,13 @@ def test_stale_state_and_nan_stop_within_one_tick_and_recover(workspace, probe, 
             back_at = time.monotonic()
             robot.run(0.3)
             assert any(_flying(m) for _, m in robot.since(back_at))
+
+            # 5. odometry stamped before the last state's (a replay, a restarted source) was flown: now it is not,
+            # and the last good state ages out
+            robot.run(0.3, stamp=lambda: 100.0 + time.monotonic())
+            back_at = time.monotonic()
+            robot.run(0.4, stamp=lambda: 50.0)
+            assert not _flying(robot.since(back_at)[-1][1]) and "not after the last state's" in node.output()
     finally:
         robot.close()
 

@@ -32,6 +32,11 @@ from ros_helpers import NodeProcess, config
     ({"bundle_path": str(HOVER_BUNDLE), "control_rate_hz": -5.0}, "control_rate_hz must be > 0, or 0 for the bundle's rate, got -5.0"),
     ({"bundle_path": str(HOVER_BUNDLE), "max_tilt_deg": 500.0}, "max_tilt_deg must be in (0, 90], got 500.0"),
     ({"bundle_path": str(HOVER_BUNDLE), "pose_velocity_smoothing": -1.0}, "pose_velocity_smoothing must be >= 0 s"),
+    # accepted: no watchdog at all (50 meant as ms), a target below the floor; a 1e-300 Hz rate was a traceback
+    ({"bundle_path": str(HOVER_BUNDLE), "state_timeout": 50.0}, "state_timeout must be in (0, 1] s, got 50.0"),
+    ({"bundle_path": str(HOVER_BUNDLE), "target_position": [0.0, 0.0, -0.2]},
+     "target_position's height must be above the floor (z > 0 m)"),
+    ({"bundle_path": str(HOVER_BUNDLE), "control_rate_hz": 1e-300}, "control_rate_hz must be in [1, 1000] Hz"),
 ])
 def test_bad_parameters_exit_with_one_error(workspace, overrides, message):
     install = workspace["install"]
@@ -109,6 +114,19 @@ def test_a_misspelled_parameter_is_refused_not_ignored(workspace, executable, pa
     node = NodeProcess(install, executable, [config(install, params_file)], given,
                        arguments=["-p", argument] if argument else None)
     _assert_one_error(node, message)
+
+
+def test_the_recorder_never_writes_over_a_file(workspace, tmp_path):
+    """output=<a run's summary.json> replaced it with the recording."""
+    precious = tmp_path / "summary.json"
+    precious.write_text("{}")
+    install = workspace["install"]
+    for output, message in ((precious, "must be a file ending .mcap"), (tmp_path, "must be a file ending .mcap")):
+        _assert_one_error(NodeProcess(install, "mcap_recorder_node", [], {"output": str(output)}), message)
+    earlier = tmp_path / "earlier.mcap"
+    earlier.write_bytes(b"an earlier recording")
+    _assert_one_error(NodeProcess(install, "mcap_recorder_node", [], {"output": str(earlier)}), "exists already")
+    assert precious.read_text() == "{}" and earlier.read_bytes() == b"an earlier recording"
 
 
 def _assert_one_error(node: NodeProcess, message: str) -> None:

@@ -28,6 +28,7 @@ class McapRecorderNode(Node):
         topics = self.declare_parameter("topics", ["/cf231/odom:nav_msgs/msg/Odometry"]).value
         if not output:
             raise StartupError("mcap_recorder_node: parameter output (an .mcap path) is required")
+        check_new_recording(output)
         entries = []
         for entry in topics:
             topic, _, datatype = entry.partition(":")
@@ -36,7 +37,10 @@ class McapRecorderNode(Node):
             except (ValueError, AttributeError, ImportError) as error:
                 raise StartupError(f"mcap_recorder_node: cannot record {entry!r}: {error}") from error
         Path(output).parent.mkdir(parents=True, exist_ok=True)
-        self.recorder = McapRecorder(output)
+        try:
+            self.recorder = McapRecorder(output)
+        except OSError as error:  # made meanwhile, or a folder that cannot be written
+            raise StartupError(f"mcap_recorder_node: output={output}: {error.strerror}") from None
         for topic, datatype, message_type in entries:
             self.recorder.add_topic(topic, datatype)
             self.create_subscription(message_type, topic, self._writer(topic), RECORD_QOS, raw=True)
@@ -52,6 +56,22 @@ class McapRecorderNode(Node):
         self.recorder.close()
         self.get_logger().info(f"wrote {self.recorder.count} messages")
         super().destroy_node()
+
+
+def check_new_recording(output: str) -> None:
+    """StartupError unless `output` is a new file ending .mcap in a folder that is (or can be) made: an existing
+    file, a run's summary.json say, was silently replaced by the recording, and a folder was a traceback."""
+    path = Path(output)
+    if path.suffix != ".mcap":
+        raise StartupError(f"mcap_recorder_node: output={output} must be a file ending .mcap")
+    if path.exists():
+        raise StartupError(f"mcap_recorder_node: output={output} exists already; give a new file (a recording is "
+                           "never written over another file)")
+    for parent in path.parents:  # the deepest that exists decides
+        if parent.exists():
+            if not parent.is_dir():
+                raise StartupError(f"mcap_recorder_node: output={output} lies under {parent}, a file")
+            break
 
 
 def get_message(datatype: str) -> type:

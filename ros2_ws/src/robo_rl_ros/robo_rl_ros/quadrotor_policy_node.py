@@ -59,6 +59,10 @@ COMMAND_MODES = ("cmd_vel_legacy", "cmd_full_state", "motors")
 STATE_SOURCES = ("pose", "odom")
 
 
+MAX_STATE_TIMEOUT = 1.0  # [s]: 100 control periods at the Crazyflie's rate; a watchdog is for missed states, not outages
+MAX_DESCENT_SECONDS = 10.0  # [s]: from 1 m at the descent's level thrust, well on the floor
+MIN_RATE_HZ, MAX_RATE_HZ = 1.0, 1000.0  # what the bundles allow (their control_hz is refused beyond 1 kHz)
+
 class QuadrotorPolicyNode(Node):
     """The policy node (parameters in config/quadrotor_policy.yaml)."""
 
@@ -95,6 +99,17 @@ class QuadrotorPolicyNode(Node):
                 raise StartupError(f"{name} must be > 0, got {p[name]}")
         if not p["control_rate_hz"] >= 0:
             raise StartupError(f"control_rate_hz must be > 0, or 0 for the bundle's rate, got {p['control_rate_hz']}")
+        # upper bounds: a watchdog or a descent of hours (state_timeout:=50 meant as ms) kept the motors on the
+        # last command or near hover without feedback; a rate of 1e-300 Hz was an overflow traceback
+        for name, low, high, unit in (("state_timeout", 0.0, MAX_STATE_TIMEOUT, "s"),
+                                      ("descent_seconds", 0.0, MAX_DESCENT_SECONDS, "s")):
+            if not p[name] <= high:
+                raise StartupError(f"{name} must be in ({low:g}, {high:g}] {unit}, got {p[name]}")
+        if p["control_rate_hz"] and not MIN_RATE_HZ <= p["control_rate_hz"] <= MAX_RATE_HZ:
+            raise StartupError(f"control_rate_hz must be in [{MIN_RATE_HZ:g}, {MAX_RATE_HZ:g}] Hz, or 0 for the "
+                               f"bundle's rate, got {p['control_rate_hz']}")
+        if not target[2] > 0.0:  # the world frame's z = 0 is the floor
+            raise StartupError(f"target_position's height must be above the floor (z > 0 m), got {target}")
         if not 0 < p["max_tilt_deg"] <= 90:
             raise StartupError(f"max_tilt_deg must be in (0, 90], got {p['max_tilt_deg']}")
         if not p["pose_velocity_smoothing"] >= 0:
@@ -120,6 +135,8 @@ class QuadrotorPolicyNode(Node):
         self._latest: tuple[float, float, object] | None = None
         self._consumed: object | None = None
         self._differentiator = PoseDifferentiator(p["pose_velocity_smoothing"])
+        self._odom_stamp: float | None = None  # the last flown odometry's header stamp [s]
+        self._warned_stamp = False
         if self.source == "pose":
             self.create_subscription(PoseStamped, p["pose_topic"], self._store, SENSOR_QOS)
         else:
@@ -231,6 +248,17 @@ class QuadrotorPolicyNode(Node):
 
     def _state_from(self, msg) -> VehicleState | None:
         if isinstance(msg, Odometry):
+            # a repeated or earlier stamp than the last state's (a replay, a restarted or reordering source): not
+            # flown, so the watchdog judges the last good state's age; a zero stamp is an unstamped source's
+            stamp = stamp_seconds(msg.header.stamp)
+            if stamp != 0.0 and self._odom_stamp is not None and not stamp > self._odom_stamp:
+                if not self._warned_stamp:
+                    self.get_logger().warn(f"odometry stamped {stamp:.3f} s, not after the last state's "
+                                           f"{self._odom_stamp:.3f} s: ignored until a newer one comes")
+                    self._warned_stamp = True
+                return None
+            if stamp != 0.0:
+                self._odom_stamp, self._warned_stamp = stamp, False
             return odometry_to_state(msg)
         position, quaternion = pose_arrays(msg)
         if not (np.all(np.isfinite(position)) and np.all(np.isfinite(quaternion))):

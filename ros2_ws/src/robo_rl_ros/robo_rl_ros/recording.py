@@ -74,7 +74,7 @@ class McapRecorder:
     """Writes serialized (CDR) ROS 2 messages into an MCAP file; `close` finishes it."""
 
     def __init__(self, output: str | Path | BinaryIO):
-        self._file = open(output, "wb") if isinstance(output, (str, Path)) else output
+        self._file = open(output, "xb") if isinstance(output, (str, Path)) else output  # never over a file
         self._writer = Writer(self._file, compression=CompressionType.NONE)
         self._writer.start(profile="ros2", library="robo_rl_ros")
         self._schemas: dict[str, int] = {}

@@ -8,7 +8,8 @@ import time
 from typing import Callable
 
 import rclpy
-from rclpy.exceptions import InvalidParameterTypeException, InvalidParameterValueException
+from rclpy.exceptions import (InvalidParameterTypeException, InvalidParameterValueException,
+                              InvalidServiceNameException, InvalidTopicNameException)
 from rclpy.executors import ExternalShutdownException
 from rclpy.node import Node
 
@@ -19,7 +20,7 @@ def run_node(make_node: Callable[[], Node], args: list[str] | None = None) -> in
     rclpy.init(args=args)
     node = None
     try:
-        node = make_node()
+        node = _created(make_node)
         refuse_unknown_parameters(node)
         rclpy.spin(node)
     except (KeyboardInterrupt, ExternalShutdownException):
@@ -43,6 +44,20 @@ def run_node(make_node: Callable[[], Node], args: list[str] | None = None) -> in
         if rclpy.ok():
             rclpy.shutdown()
     return 0
+
+
+def _created(make_node: Callable[[], Node]) -> Node:
+    """`make_node()`, with a topic or service name rclpy refuses, or a topic that another type already uses (the
+    state topic given as the command topic), as a StartupError: they were tracebacks."""
+    from rclpy._rclpy_pybind11 import RCLError
+
+    try:
+        return make_node()
+    except (InvalidTopicNameException, InvalidServiceNameException) as error:
+        raise StartupError(str(error).strip().splitlines()[0]) from None
+    except RCLError as error:
+        raise StartupError(f"cannot create the node's topics and services: {str(error).strip().splitlines()[0]} "
+                           "(a topic given twice, for messages of two types?)") from None
 
 
 def unknown_parameters(node: Node) -> list[str]:

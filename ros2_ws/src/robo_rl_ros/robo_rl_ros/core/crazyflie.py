@@ -287,8 +287,11 @@ def legacy_command(setpoint: AttitudeSetpoint, vehicle: VehicleModel, attitude_k
     raise ValueError(f"crazyswarm2 backend must be one of {BACKENDS}, got {backend!r}")
 
 
+DESCENT_START = 0.9  # of hover thrust: where a descent starts after flight (lower if the last command was)
+
+
 def descent_command(vehicle: VehicleModel, seconds_since_stop: float, descent_seconds: float,
-                    start_fraction_of_hover: float = 0.9) -> LegacyCommand:
+                    start_fraction_of_hover: float = DESCENT_START) -> LegacyCommand:
     """A level, open-loop descent for when the state is lost: thrust ramps from a fraction of hover thrust
     to zero over `descent_seconds`, then stays zero (motors off)."""
     if descent_seconds <= 0 or seconds_since_stop >= descent_seconds:

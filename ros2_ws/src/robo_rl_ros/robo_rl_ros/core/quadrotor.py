@@ -23,9 +23,9 @@ from typing import NamedTuple
 import numpy as np
 
 from robo_rl_ros.core.bundle import BundleError, PolicyBundle
-from robo_rl_ros.core.crazyflie import (BACKENDS, DEFAULT_BACKEND, MAX_YAW_RATE_DEG, STOP_COMMAND, AttitudeSetpoint,
-                                        LegacyCommand, VehicleModel, attitude_setpoint, descent_command,
-                                        hover_command, legacy_command)
+from robo_rl_ros.core.crazyflie import (BACKENDS, DEFAULT_BACKEND, DESCENT_START, MAX_YAW_RATE_DEG, PWM_MAX,
+                                        STOP_COMMAND, AttitudeSetpoint, LegacyCommand, VehicleModel,
+                                        attitude_setpoint, descent_command, hover_command, legacy_command)
 from robo_rl_ros.core.inference import OnnxPolicy
 from robo_rl_ros.core.observation import ActionHistory, QuadrotorObservation, StateHistory, VehicleState
 from robo_rl_ros.core.rotations import all_finite, floats
@@ -100,6 +100,7 @@ class QuadrotorPolicyController:
         self._stopped_at: float | None = None
         self._new_state = False
         self._last_flying: TickResult | None = None
+        self._descent_start = DESCENT_START  # of hover thrust, set where a stop begins
 
     def update_state(self, now: float, state: VehicleState) -> bool:
         """Store the latest state (received at `now`); False, and nothing flies on it, if it is invalid."""
@@ -163,10 +164,15 @@ class QuadrotorPolicyController:
         just_stopped = self._flying or self._stopped_at is None
         if just_stopped:
             self._stopped_at = now
+            # the descent starts no higher than the last command: a vehicle on the floor at idle thrust that lost
+            # its state was spun up to 0.9 of hover
+            last = self._last_flying.legacy.thrust_pwm if self._last_flying is not None else None
+            hover = self.vehicle.hover_fraction * PWM_MAX
+            self._descent_start = DESCENT_START if last is None else min(DESCENT_START, max(0.0, last) / hover)
         self._flying = False
         self._last_flying = None
-        legacy = (descent_command(self.vehicle, now - self._stopped_at, self.settings.descent_seconds)
-                  if self._has_flown else STOP_COMMAND)
+        legacy = (descent_command(self.vehicle, now - self._stopped_at, self.settings.descent_seconds,
+                                  self._descent_start) if self._has_flown else STOP_COMMAND)
         return TickResult(False, reason, np.zeros(4), None, legacy, just_stopped, None, self._state)
 
     def refuse(self, now: float, reason: str) -> TickResult:
