@@ -146,6 +146,35 @@ def test_pick_goal_is_the_lift_goal_above_the_cube_start():
     np.testing.assert_allclose(controller.goal, cube + (0.0, 0.0, bundle.env_config["lift_height"]))
 
 
+def test_a_stale_or_impossible_object_pose_or_joint_state_holds():
+    """The arm kept moving on the last cube pose when the poses stopped, flew to a cube at x = 1e308, took the
+    later of a joint named twice, and a joint velocity of 1e308 rad/s."""
+    bundle = load_bundle(Path(__file__).resolve().parent / "data" / "pick_bundle")
+    config = {k: v for k, v in bundle.env_config.items() if k != "spec"}
+    env = ArmVectorEnv(num_envs=1, nthread=1, config=config)
+    env.reset(seed=1)
+    controller = ArmPolicyController(bundle, ArmSettings(goal=(0.5, 0.0, 0.2), state_timeout=0.1))
+    names, positions, velocities = _joint_state(env, range(9))
+    cube = env._qpos[0, env._cube_qpos:env._cube_qpos + 3].copy()
+    assert controller.update_joint_state(0.0, names, positions, velocities)
+    controller.update_object(cube, 0.0)
+    assert controller.tick(0.05).moving
+    assert controller.update_joint_state(0.2, names, positions, velocities)
+    stale = controller.tick(0.2)  # the cube's pose last came at 0.0
+    assert not stale.moving and stale.reason == "object pose is 200 ms old"
+    controller.update_object(np.array([1e308, 0.0, 0.02]), 0.2)
+    far = controller.tick(0.2)
+    assert not far.moving and "outside the task's workspace" in far.reason
+    controller.update_object(cube, 0.2)
+    assert controller.tick(0.2).moving
+    assert not controller.update_joint_state(0.21, [*names, names[0]], [*positions, 2.5], [*velocities, 0.0])
+    assert f"names {names[0]} more than once" in controller.tick(0.21).reason
+    fast = list(velocities)
+    fast[0] = 1e308
+    assert not controller.update_joint_state(0.22, names, positions, fast)
+    assert "a velocity of 1e+308 rad/s" in controller.tick(0.22).reason
+
+
 def test_an_action_from_another_source_goes_through_the_same_filter_and_ik(arm_bundle):
     """What a robot-side actor does (an exploring policy, a teleoperator): its action, not the bundle's
     policy's, moves the tool, clipped to the action range; a non-finite one becomes the safe action."""

@@ -59,6 +59,8 @@ PIXELS_BUNDLE = HOVER_BUNDLE.parent / "pick_pixels_bundle"
     ({"max_joint_speed": -1.0}, "max_joint_speed must be a finite number > 0, got -1.0"),
     ({"goal": [0.5, 0.0]}, "goal must be 3 finite numbers [m], got [0.5, 0.0]"),
     ({"goal": [math.nan, 0.0, 0.2]}, "goal must be 3 finite numbers [m], got [nan, 0.0, 0.2]"),
+    # a traceback at the first joint state (a pick bundle reads it), or held forever
+    ({"object_position": [0.5, 0.0]}, "object_position must be 3 finite numbers [m], got [0.5, 0.0]"),
     ({"state_timeout": -1.0}, "state_timeout must be a finite number > 0, got -1.0"),
     ({"orientation_gain": -5.0}, "orientation_gain must be a finite number >= 0, got -5.0"),
 ])

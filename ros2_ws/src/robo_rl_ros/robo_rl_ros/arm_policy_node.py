@@ -20,6 +20,7 @@ default /<camera>/image_raw), and holds while an image is missing, of another si
 
 from __future__ import annotations
 
+import math
 import re
 
 import numpy as np
@@ -78,10 +79,13 @@ class ArmPolicyNode(Node):
         self._order = [joints.index(j) for j in self.command_joints]
         self.output = p["output"]
         if not p["object_topic"]:
-            self.controller.update_object(np.asarray(p["object_position"], dtype=np.float64))
+            fixed = list(p["object_position"])
+            if len(fixed) != 3 or not all(math.isfinite(x) for x in fixed):  # a traceback at the first joint state
+                raise StartupError(f"object_position must be 3 finite numbers [m], got {fixed}")
+            self.controller.update_object(np.asarray(fixed, dtype=np.float64))
         self._joint_state: tuple[float, JointState] | None = None
         self._consumed: JointState | None = None
-        self._object: PoseStamped | None = None
+        self._object: tuple[float, PoseStamped] | None = None  # (received [node clock s], pose)
         self.create_subscription(JointState, p["joint_states_topic"], self._store_joints, SENSOR_QOS)
         if p["object_topic"]:
             self.create_subscription(PoseStamped, p["object_topic"], self._store_object, SENSOR_QOS)
@@ -120,7 +124,7 @@ class ArmPolicyNode(Node):
         self._joint_state = (self._now(), msg)
 
     def _store_object(self, msg: PoseStamped) -> None:
-        self._object = msg
+        self._object = (self._now(), msg)
 
     def _store_image(self, camera: str, msg: Image) -> None:
         self._images[camera] = (self._now(), msg)
@@ -153,8 +157,9 @@ class ArmPolicyNode(Node):
             self.controller.update_joint_state(latest[0], list(msg.name), list(msg.position),
                                                list(msg.velocity) if len(msg.velocity) else None)
         if self._object is not None:
-            position = self._object.pose.position
-            self.controller.update_object(np.array([position.x, position.y, position.z]))
+            received, pose = self._object
+            position = pose.pose.position
+            self.controller.update_object(np.array([position.x, position.y, position.z]), received)
         self._take_images()
 
     def _tick(self) -> None:

@@ -60,6 +60,9 @@ class SimBridgeNode(SimulatedRobotNode):
             "hold_until_first_command": True, "crazyswarm2_backend": DEFAULT_BACKEND,
         }, SIMULATOR_MISSING)
         p, bundle, env_config = self.params, self.bundle, self.env_config
+        if not bundle.is_quadrotor:  # the simulator's ConfigError was a traceback
+            raise StartupError(f"sim_bridge_node simulates quadrotors; {bundle.directory} is an {bundle.robot}'s policy "
+                               f"({bundle.env_id}): arm_sim_bridge_node simulates it")
         if p["crazyswarm2_backend"] not in BACKENDS:
             raise StartupError(f"crazyswarm2_backend must be one of {BACKENDS}, got {p['crazyswarm2_backend']!r}")
         # the physics runs one 2 ms step per batch step, so the onboard controller runs at 500 Hz

@@ -39,6 +39,11 @@ OBJECT_FIELDS = ("cube_position", "cube_minus_tool")  # fields computed from the
 # names, an encoder fault): the tick holds on it. Within it, real encoders and MuJoCo's soft limits overshoot.
 JOINT_RANGE_TOLERANCE = 0.1  # [rad]
 GRIPPER_RANGE_TOLERANCE = 0.25  # of the gripper's range
+# A joint velocity beyond this is no arm's (the SO-100's and Panda's servos turn at most a few rad/s): a fault or a
+# unit mistake, on which the tick holds as on a joint outside its range
+MAX_JOINT_VELOCITY = 20.0  # [rad/s]
+# An object farther than this outside the task's workspace is a bad pose (a mocap glitch, another frame)
+OBJECT_WORKSPACE_TOLERANCE = 0.2  # [m]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -126,6 +131,7 @@ class ArmPolicyController:
         # pick-cube: set from the cube's position on the first tick that moves
         self.goal = np.full(3, np.nan) if self.task == "pick_cube" else np.asarray(settings.goal, dtype=np.float64)
         self.object_position = np.full(3, np.nan)
+        self._object_received: float | None = None
         self._q: np.ndarray | None = None
         self._qdot = np.zeros(len(self.chain.joints))
         self._opening = 0.0
@@ -148,6 +154,9 @@ class ArmPolicyController:
         """Take a joint state (any order: matched by name); False, and nothing moves on it, if a joint
         is missing or a value is not finite."""
         index = {name: i for i, name in enumerate(names)}
+        twice = sorted({name for name in names if names.count(name) > 1})
+        if twice:  # the later entry was taken silently
+            return self._invalidate(f"joint state names {', '.join(twice)} more than once")
         wanted = (*self.chain.joints, self.chain.gripper_joint)
         missing = [n for n in wanted if n not in index]
         if missing or len(positions) != len(names):
@@ -161,6 +170,10 @@ class ArmPolicyController:
         outside = self._outside_range(q, opening)
         if outside:
             return self._invalidate(outside)
+        fastest = int(np.argmax(np.abs(qdot)))
+        if abs(qdot[fastest]) > MAX_JOINT_VELOCITY:
+            return self._invalidate(f"joint state gives {self.chain.joints[fastest]} a velocity of {qdot[fastest]:.4g} "
+                                    f"rad/s, beyond any arm's {MAX_JOINT_VELOCITY:g} rad/s")
         self._q, self._qdot, self._opening, self._invalid = q, qdot, opening, ""
         self.watchdog.feed(now)
         return True
@@ -203,9 +216,24 @@ class ArmPolicyController:
                 return f"the image from camera {name!r} is {age * 1e3:.0f} ms old"
         return ""
 
-    def update_object(self, position: np.ndarray) -> None:
-        """The latest object (cube) position, world frame."""
+    def update_object(self, position: np.ndarray, now: float | None = None) -> None:
+        """The latest object (cube) position, world frame, received at `now` (node clock [s]; None: a fixed
+        position, which never ages)."""
         self.object_position = np.asarray(position, dtype=np.float64)
+        self._object_received = now
+
+    def _object_problem(self, now: float) -> str:
+        """Why the object position cannot be used now ("" if it can): none, stale (the arm kept moving on the last
+        pose when the pose stopped), or far outside the workspace (a cube at x = 1e308 was flown to)."""
+        if not np.all(np.isfinite(self.object_position)):
+            return "no object position"
+        if self._object_received is not None and now - self._object_received > self.settings.state_timeout:
+            return f"object pose is {(now - self._object_received) * 1e3:.0f} ms old"
+        beyond = np.max(np.maximum(self.workspace[0] - self.object_position, self.object_position - self.workspace[1]))
+        if beyond > OBJECT_WORKSPACE_TOLERANCE:
+            return (f"object position {np.round(self.object_position, 3).tolist()} lies {beyond:.3g} m outside the "
+                    "task's workspace")
+        return ""
 
     def _invalidate(self, reason: str) -> bool:
         self._invalid = reason
@@ -230,8 +258,8 @@ class ArmPolicyController:
         through the same safety filter, IK and limits."""
         reason = self._invalid or ("" if self.watchdog.is_fresh(now) else
                                    f"joint state is {self.watchdog.age(now) * 1e3:.0f} ms old")
-        if not reason and self.needs_object and not np.all(np.isfinite(self.object_position)):
-            reason = "no object position"
+        if not reason and self.needs_object:
+            reason = self._object_problem(now)
         if not reason and self.cameras:
             reason = self._images_problem(now)
         if reason:
