@@ -81,6 +81,11 @@ train: $(STAMP)
 	  known or print('TASK=$(TASK) is not a quadrotor task; known: ' + ', '.join(TASKS), file=sys.stderr); sys.exit(0 if known else 2)"
 	@$(call check_seed)
 	@[ -n "$(strip $(RUN))" ] || { echo "RUN= is empty; give the run's folder, or leave RUN out for outputs/train-<date>_<time>" >&2; exit 2; }
+	@# make splits a path at its spaces: `mkdir -p $(RUN)/teachers` made folders beside the run and a teacher started
+	@for given in "RUN=$(RUN)" "TEACHERS=$(TEACHERS)" "POOL=$(POOL)"; do case "$$given" in *" "*) \
+	  echo "$$given holds a space, which make splits into several paths; give a path without spaces" >&2; exit 2;; esac; done
+	@case "$(POOL)" in yes|no|true|false|on|off|y|n) \
+	  echo "POOL=$(POOL): give POOL=1 (the pool in <teachers>/pool), POOL=0 or nothing (none), or POOL=<folder>" >&2; exit 2;; esac
 	@# the teachers are trained into RUN: an earlier run there would get its logs overwritten and new teachers mixed in
 	@if [ -z "$(TEACHERS)" ] && [ -e "$(RUN)" ] && [ -n "$$(ls -A "$(RUN)" 2>/dev/null || echo file)" ]; then \
 	  echo "RUN=$(RUN) already exists; give a new folder$$([ -d "$(RUN)/teachers" ] && echo " (TEACHERS=$(RUN)/teachers reuses its teachers)")" >&2; \

@@ -61,11 +61,15 @@ def test_run_that_holds_an_earlier_run_is_refused_without_teachers_and_nothing_i
     ("RUN=", "RUN= is empty; give the run's folder, or leave RUN out"),
     ("TEACHERS={nothing}", "TEACHERS={nothing} holds no family teacher run ({nothing}/family/config.yaml)"),
     ("TASK=hovr", "TASK=hovr is not a quadrotor task; known: hover, reach, figure_eight"),
+    # `mkdir -p $(RUN)/teachers` made {nothing}/my and ./run/teachers, and the family teacher started
+    ("RUN={nothing}/my run", "RUN={nothing}/my run holds a space, which make splits into several paths"),
+    # a folder named yes in the repository got the 2 h pool
+    ("POOL=yes", "POOL=yes: give POOL=1 (the pool in <teachers>/pool), POOL=0 or nothing (none), or POOL=<folder>"),
 ])
 def test_teachers_or_task_that_do_not_exist_are_refused_before_anything_runs(tmp_path, variable, message):
     nothing = tmp_path / "nothing"
     result, calls = _make(tmp_path, "train", f"RUN={tmp_path / 'run'}", variable.format(nothing=nothing))
-    assert result.returncode != 0 and calls == [] and not (tmp_path / "run").exists()
+    assert result.returncode != 0 and calls == [] and not (tmp_path / "run").exists() and not nothing.exists()
     assert message.format(nothing=nothing) in result.stderr
 
 
