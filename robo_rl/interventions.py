@@ -41,8 +41,11 @@ class ScriptedIntervener:
     def __init__(self, expert: Callable[[np.ndarray], np.ndarray], num_envs: int, patience: int = 20,
                  duration: int = 30, budget: float = 0.2, until_env_steps: int | None = None,
                  min_improvement: float = 1e-3):
-        if patience < 1 or duration < 1 or not 0.0 <= budget <= 1.0:
-            raise ValueError("intervention patience and duration must be >= 1 and budget in [0, 1]")
+        for name, value in (("patience", patience), ("duration", duration)):  # each named with its value
+            if not value >= 1:
+                raise ValueError(f"intervention.{name} must be a whole number of steps >= 1, got {value}")
+        if not 0.0 <= budget <= 1.0:  # NaN included
+            raise ValueError(f"intervention.budget must be a fraction in [0, 1], got {budget}")
         self.expert, self.num_envs = expert, num_envs
         self.patience, self.duration, self.budget = patience, duration, budget
         self.until_env_steps, self.min_improvement = until_env_steps, min_improvement

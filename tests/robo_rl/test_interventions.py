@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 import torch
 from hydra import compose, initialize_config_dir
 
@@ -68,3 +69,14 @@ def test_training_with_scripted_interventions_tags_them_online_and_offline(tmp_p
     # intervention transitions hold the expert's actions: the gripper command is exactly +-1
     gripper = offline.storage["action"][: len(offline), 3]
     assert bool(torch.isin(gripper, torch.tensor([-1.0, 1.0])).all())
+
+
+@pytest.mark.parametrize("setting, message", [
+    ({"patience": -5}, "intervention.patience must be a whole number of steps >= 1, got -5"),
+    ({"duration": 0}, "intervention.duration must be a whole number of steps >= 1, got 0"),
+    ({"budget": float("nan")}, r"intervention.budget must be a fraction in \[0, 1\], got nan"),
+])
+def test_each_bad_intervention_setting_is_named_with_its_value(setting, message):
+    """One message named all three settings and no value, whichever was wrong."""
+    with pytest.raises(ValueError, match=message):
+        ScriptedIntervener(lambda obs: obs, 2, **setting)
