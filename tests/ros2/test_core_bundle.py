@@ -1,6 +1,7 @@
 """The core's bundle loading and ONNX inference: recorded pairs reproduced, clear errors for bad bundles."""
 
 import json
+import re
 import shutil
 
 import numpy as np
@@ -336,3 +337,9 @@ def test_the_kinds_of_robot_and_task_come_from_policy_json_not_from_the_env_id(t
     _edit(bundle, lambda m: m.update(robot="quadrotor", task=""))
     with pytest.raises(BundleError, match="task is ''"):
         load_bundle(bundle)
+
+
+def test_a_bundle_path_with_a_trailing_blank_is_shown_quoted(hover_bundle):
+    """`no policy.json in <path>` with the blank invisible read as if the folder lacked the file it holds."""
+    with pytest.raises(BundleError, match=re.escape(f"no policy.json in '{hover_bundle.directory} '")):
+        load_bundle(f"{hover_bundle.directory} ")

@@ -105,7 +105,9 @@ def load_bundle(directory: str | Path) -> PolicyBundle:
     directory = Path(directory)
     manifest_path = directory / "policy.json"
     if not manifest_path.is_file():
-        raise BundleError(f"no policy.json in {directory}")
+        # quoted where the path has leading or trailing blanks, which the message would otherwise hide
+        shown = repr(str(directory)) if str(directory) != str(directory).strip() else str(directory)
+        raise BundleError(f"no policy.json in {shown}")
     try:
         manifest = json.loads(manifest_path.read_text())
     except (OSError, ValueError) as error:  # JSONDecodeError, UnicodeDecodeError, an int of over 4300 digits
