@@ -105,11 +105,11 @@ def results_file(text: str) -> Path:
     path = Path(text)
     if path.suffix != ".json" or path.is_dir():
         raise argparse.ArgumentTypeError(f"{text}: give a file ending .json for the results")
-    for parent in path.parents:  # the deepest that exists decides
-        if parent.exists():
-            if not parent.is_dir():
-                raise argparse.ArgumentTypeError(f"{text} lies under {parent}, a file; give a file in a folder")
-            break
+    from robo_rl.cli import file_in_the_way
+
+    blocking = file_in_the_way(path)
+    if blocking is not None:
+        raise argparse.ArgumentTypeError(f"{text} lies under {blocking}, a file; give a file in a folder")
     if path.exists():
         try:
             earlier = json.loads(path.read_text())

@@ -372,18 +372,25 @@ NEW_RUN_NEIGHBOURS = {"distill": ("teachers",)}
 RECORDING_COMMANDS = ("evaluate", "robustness", "export", "record")
 
 
+def file_in_the_way(path: str | Path) -> Path | None:
+    """The file that stands where `path`'s folders would be made (`path`'s deepest existing ancestor, if that is
+    not a folder), else None: writing there would fail with "File exists" or "Not a directory"."""
+    for parent in Path(path).parents:  # the deepest that exists decides
+        if parent.exists():
+            return None if parent.is_dir() else parent
+    return None
+
+
 def check_output_dir(run_dir: str) -> None:
     """ConfigError if `run_dir` (hydra.run.dir), or a folder above it, is a file: Hydra's makedirs then failed with
     `README.md: File exists`, which did not say that a folder was wanted."""
     from sim.errors import ConfigError
 
-    for path in (Path(run_dir), *Path(run_dir).parents):  # the deepest that exists decides
-        if path.exists():
-            if not path.is_dir():
-                what = "is a file" if path == Path(run_dir) else f"lies under {path}, a file"
-                raise ConfigError(f"hydra.run.dir={run_dir} {what}; give a folder for the command's output (a new "
-                                  "one is made)")
-            return
+    blocking = Path(run_dir) if Path(run_dir).exists() and not Path(run_dir).is_dir() else file_in_the_way(run_dir)
+    if blocking is not None:
+        what = "is a file" if blocking == Path(run_dir) else f"lies under {blocking}, a file"
+        raise ConfigError(f"hydra.run.dir={run_dir} {what}; give a folder for the command's output (a new one is "
+                          "made)")
 
 
 def check_new_run_dir(run_dir: str, command: str) -> None:

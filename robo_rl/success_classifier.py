@@ -24,7 +24,7 @@ import torch
 from torch import nn
 
 from robo_rl.agents.encoders import conv_stack, flat_size, pixels, random_shift
-from robo_rl.cli import command, key_values
+from robo_rl.cli import command, file_in_the_way, key_values
 from sim.errors import ConfigError
 
 FORMAT = 1
@@ -147,11 +147,9 @@ def check_output(given: str) -> Path:
     if given == "" or given.endswith(("/", "\\")) or out.suffix != ".pt":
         raise ConfigError(f"out={given}: give the classifier's file, ending .pt (its scores go beside it, as "
                           "<out>.json)")
-    for parent in out.parents:  # the deepest that exists decides
-        if parent.exists():
-            if not parent.is_dir():
-                raise ConfigError(f"out={given} lies under {parent}, a file; give a file in a folder")
-            break
+    blocking = file_in_the_way(out)
+    if blocking is not None:
+        raise ConfigError(f"out={given} lies under {blocking}, a file; give a file in a folder")
     if out.exists():  # replace an earlier classifier, never another file
         try:
             load_classifier(out)
