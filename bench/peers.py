@@ -102,22 +102,20 @@ def results_file(text: str) -> Path:
     """`--json`'s argparse type: a .json file in a folder that is (or can be) made, new or an earlier benchmark's
     results (a JSON object with its "machine"), checked before measuring: any file was overwritten (a run's
     config.yaml), and a folder failed with a traceback after the minutes of measuring."""
-    path = Path(text)
-    if path.suffix != ".json" or path.is_dir():
-        raise argparse.ArgumentTypeError(f"{text}: give a file ending .json for the results")
-    from robo_rl.cli import file_in_the_way
+    from robo_rl.cli import check_new_file
+    from sim.errors import ConfigError
 
-    blocking = file_in_the_way(path)
-    if blocking is not None:
-        raise argparse.ArgumentTypeError(f"{text} lies under {blocking}, a file; give a file in a folder")
-    if path.exists():
+    def earlier_results(path: Path) -> bool:
         try:
             earlier = json.loads(path.read_text())
         except (OSError, ValueError):
-            earlier = None
-        if not (isinstance(earlier, dict) and "machine" in earlier):
-            raise argparse.ArgumentTypeError(f"{text} exists and holds no benchmark's results; give a new file")
-    return path
+            return False
+        return isinstance(earlier, dict) and "machine" in earlier
+
+    try:
+        return check_new_file(text, ".json", "--json", earlier_results)
+    except ConfigError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
 
 
 def write_results(path: Path, results: Any) -> None:

@@ -321,7 +321,7 @@ def policy_file(run_dir: str | Path, which: str | None = "best") -> Path:
             raise CheckpointError(f"no policy in {run_dir} (is it a run directory?)")
         return found[-1]
     path = Path(which)
-    if path.is_dir() or not path.is_file():  # a typo of last, or the checkpoints/ folder
+    if not path.is_file():  # a typo of last, or the checkpoints/ folder
         what = "is a folder" if path.is_dir() else f"is no file (from {Path.cwd()})"
         raise CheckpointError(f"checkpoint={which} {what}; give best, last or a checkpoint file of the run, e.g. "
                               f"{Path(run_dir) / BEST_POLICY}")

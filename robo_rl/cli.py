@@ -352,10 +352,7 @@ def remove_refused_record(created: list[Path], existing: dict[Path, set[str]]) -
     if not all(_is_hydra_record(p) for p in created[0].iterdir()):
         return  # the command wrote something of its own: keep it for the user to see
     shutil.rmtree(created[0])
-    for parent in created[1:]:
-        if not parent.is_dir() or any(parent.iterdir()):
-            return
-        parent.rmdir()
+    remove_made_folders(created[1:])
 
 
 def _is_hydra_record(path: Path) -> bool:
@@ -379,6 +376,32 @@ def file_in_the_way(path: str | Path) -> Path | None:
         if parent.exists():
             return None if parent.is_dir() else parent
     return None
+
+
+def remove_made_folders(made: list[Path]) -> None:
+    """Remove the folders a command made (`made`, deepest first) while they are empty: a command that failed or was
+    interrupted leaves no trace of itself, and nothing of anyone else's is touched."""
+    for folder in made:
+        if not folder.is_dir() or any(folder.iterdir()):
+            return
+        folder.rmdir()
+
+
+def check_new_file(given: str, suffix: str, option: str, earlier: Callable[[Path], bool]) -> Path:
+    """The file `option`=`given` names for a command to write, ConfigError unless it ends in `suffix`, no file
+    stands where its folders would be made, and it is new or `earlier(path)` (the command's own earlier output,
+    which it replaces): a results, recording or classifier file was written over whatever the user named."""
+    from sim.errors import ConfigError
+
+    path = Path(given)
+    if given == "" or given.endswith(("/", "\\")) or path.suffix != suffix or path.is_dir():
+        raise ConfigError(f"{option}={given}: give a file ending {suffix}")
+    blocking = file_in_the_way(path)
+    if blocking is not None:
+        raise ConfigError(f"{option}={given} lies under {blocking}, a file; give a file in a folder")
+    if path.exists() and not earlier(path):
+        raise ConfigError(f"{option}={given} exists and is not this command's earlier output; give a new file")
+    return path
 
 
 def check_output_dir(run_dir: str) -> None:

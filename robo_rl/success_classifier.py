@@ -24,7 +24,7 @@ import torch
 from torch import nn
 
 from robo_rl.agents.encoders import conv_stack, flat_size, pixels, random_shift
-from robo_rl.cli import command, file_in_the_way, key_values
+from robo_rl.cli import check_new_file, command, key_values, remove_made_folders
 from sim.errors import ConfigError
 
 FORMAT = 1
@@ -139,23 +139,21 @@ def load_classifier(path: str | Path, images: Mapping[str, Sequence[int]] | None
     return model.to(device).eval()
 
 
+def is_classifier(path: Path) -> bool:
+    """Whether `path` holds a success classifier (`load_classifier` reads it)."""
+    try:
+        load_classifier(path)
+    except ConfigError:
+        return False
+    return True
+
+
 def check_output(given: str) -> Path:
     """The classifier file `out=` names; ConfigError unless it is a new file ending .pt in a folder that is (or can
     be) made, or an earlier classifier, which is replaced with the scores beside it (`<out>.json`). A run's
     `summary.json` was replaced by `out=<run>/summary`, whose scores file it was."""
-    out = Path(given)
-    if given == "" or given.endswith(("/", "\\")) or out.suffix != ".pt":
-        raise ConfigError(f"out={given}: give the classifier's file, ending .pt (its scores go beside it, as "
-                          "<out>.json)")
-    blocking = file_in_the_way(out)
-    if blocking is not None:
-        raise ConfigError(f"out={given} lies under {blocking}, a file; give a file in a folder")
-    if out.exists():  # replace an earlier classifier, never another file
-        try:
-            load_classifier(out)
-        except ConfigError:
-            raise ConfigError(f"out={out} exists and is not a success classifier; give a new path") from None
-    elif Path(f"{out}.json").exists():
+    out = check_new_file(given, ".pt", "out", is_classifier)
+    if not out.exists() and Path(f"{out}.json").exists():
         raise ConfigError(f"out={out}: {out}.json, where its scores go, exists already and belongs to no classifier "
                           "there; give a new path")
     return out
@@ -185,9 +183,7 @@ def main(argv: list[str]) -> None:
         save_classifier(model, scores, out, args["dataset"])
         Path(f"{out}.json").write_text(json.dumps(scores, indent=2))
     except BaseException:  # Ctrl-C included: the folders made for the classifier go again, if still empty
-        for parent in created:
-            if parent.is_dir() and not any(parent.iterdir()):
-                parent.rmdir()
+        remove_made_folders(created)
         raise
     print(f"held-out frames: {scores['frames']} ({scores['successes']} successes) of episodes "
           f"{scores['held_out_episodes']}: precision {scores['precision']:.3f}, recall {scores['recall']:.3f}, "

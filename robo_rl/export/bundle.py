@@ -39,6 +39,7 @@ import torch
 from omegaconf import OmegaConf
 
 from robo_rl.checkpoint import agent_from_checkpoint, check_compatible, load_run_policy
+from robo_rl.cli import remove_made_folders
 from robo_rl.envs import env_spec, make_vector_env
 from robo_rl.export.c_generator import check_prefix, generate_c, generate_layout_header
 from robo_rl.export.errors import ExportError
@@ -229,9 +230,7 @@ def _export(state: dict[str, Any], run_cfg: Any, env: Any, run: str | Path, out:
         out.parent.mkdir(parents=True, exist_ok=True)
         staging = Path(tempfile.mkdtemp(prefix=f".{out.name}-", dir=out.parent))
     except OSError as error:  # it named the hidden staging folder, as if the user had given that
-        for parent in created_parents:
-            if parent.is_dir() and not any(parent.iterdir()):
-                parent.rmdir()
+        remove_made_folders(created_parents)
         raise ExportError(f"out={out}: no bundle can be written in {out.parent} ({error.strerror}); give a folder "
                           "you can write to") from None
     staging.chmod(0o755)
@@ -268,11 +267,7 @@ def _export(state: dict[str, Any], run_cfg: Any, env: Any, run: str | Path, out:
     finally:
         shutil.rmtree(staging, ignore_errors=True)
         if not done:
-            for parent in created_parents:  # deepest first; only the empty folders this export made
-                try:
-                    parent.rmdir()
-                except OSError:
-                    break
+            remove_made_folders(created_parents)
     return out
 
 
@@ -356,6 +351,14 @@ def read_manifest(bundle: str | Path) -> dict[str, Any]:
                else "it was exported with c=false")
         raise ExportError(f"bundle={bundle} holds no generated C for the firmware: {why}; run its ONNX with the ROS 2 "
                           "node, or export a policy on state vectors with c=auto")
+    source = Path(str(files["c_source"]))  # c/<c_prefix>.c: the prefix names what the C checks build and call
+    try:
+        check_prefix(source.stem)
+    except ValueError:
+        source = None
+    if source is None or source.parent != Path("c") or source.suffix != ".c":
+        raise ExportError(f"bundle={bundle}: policy.json's files.c_source is {files['c_source']!r}, not "
+                          "c/<c_prefix>.c; export the run again")
     for key in ("onnx", "c_header", "c_source", "c_layout"):
         name = files.get(key)
         if isinstance(name, str) and not (Path(bundle) / name).is_file():

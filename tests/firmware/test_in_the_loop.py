@@ -144,3 +144,18 @@ def test_a_bundle_without_its_onnx_or_c_is_named_as_such(exported_bundle, tmp_pa
     (bundle / missing).unlink()
     with pytest.raises(ExportError, match=f"lacks {missing}, which its policy.json lists; export the run again"):
         compare_targets(bundle, steps=5, cortex_m4=False)
+
+
+@pytest.mark.parametrize("source", ["c/../policy.c", "policy.c", "c/int.c", 5])
+def test_a_c_source_that_names_no_c_prefix_is_refused(exported_bundle, tmp_path, source):
+    """The C checks build and call c/<c_prefix>.c's symbols, taking the prefix from the file's name: an edited
+    policy.json must not name any other file (a number was a TypeError traceback)."""
+    import shutil
+
+    bundle = tmp_path / "bundle"
+    shutil.copytree(exported_bundle, bundle)
+    manifest = json.loads((bundle / "policy.json").read_text())
+    manifest["files"]["c_source"] = source
+    (bundle / "policy.json").write_text(json.dumps(manifest))
+    with pytest.raises(ExportError, match=r"policy.json's files.c_source is .*, not c/<c_prefix>.c"):
+        read_manifest(bundle)

@@ -56,7 +56,7 @@ def test_results_go_only_to_a_new_json_file_or_over_an_earlier_benchmarks(tmp_pa
     (tmp_path / "earlier.json").write_text(json.dumps({"machine": {"cpu": "x"}, "rows": []}))
     for given, message in (("config.yaml", "give a file ending .json"), (".", "give a file ending .json"),
                            ("config.yaml/x.json", "lies under .*config.yaml, a file"),
-                           ("notes.json", "exists and holds no benchmark's results")):
+                           ("notes.json", "exists and is not this command's earlier output")):
         with pytest.raises(argparse.ArgumentTypeError, match=message):
             results_file(str(tmp_path / given))
     assert results_file(str(tmp_path / "earlier.json")) == tmp_path / "earlier.json"

@@ -79,7 +79,7 @@ def test_labelled_frames_come_from_a_dataset_recorded_with_cameras_and_only_from
                              f"out={precious}"], capture_output=True, text=True, cwd=tmp_path,
                             env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1",
                                  "MINARI_DATASETS_PATH": str(tmp_path / "minari"), "HOME": str(tmp_path)})
-    assert result.returncode == 2 and "exists and is not a success classifier" in result.stderr, result.stderr
+    assert result.returncode == 2 and "exists and is not this command's earlier output" in result.stderr, result.stderr
     assert precious.read_text() == "not a classifier"  # never overwritten
 
 
@@ -133,7 +133,7 @@ def test_the_classifier_is_written_only_to_a_new_pt_file_or_over_an_earlier_clas
     (tmp_path / "summary.json").write_text("{}")
     (tmp_path / "afile").write_text("x")
     (tmp_path / "old.pt.json").write_text("{}")
-    for given, message in ((str(tmp_path / "summary"), "give the classifier's file, ending .pt"),
+    for given, message in ((str(tmp_path / "summary"), "give a file ending .pt"),
                            (f"{tmp_path}/new/", "ending .pt"), ("", "ending .pt"),
                            (str(tmp_path / "afile" / "c.pt"), "lies under .*afile, a file"),
                            (str(tmp_path / "old.pt"), "old.pt.json, where its scores go, exists already")):
