@@ -88,7 +88,7 @@ def measure(ticks: int, priority: int) -> dict:
     period = 1.0 / rate
     params = Path(tempfile.mkstemp(suffix=".yaml")[1])
     params.write_text(f"quadrotor_policy_node:\n  ros__parameters:\n    bundle_path: {BUNDLE}\n"
-                      "    state_source: odom\n    publish_tick_timing: true\n    state_timeout: 0.1\n"
+                      "    state_source: odom\n    odom_convention: rep105\n    publish_tick_timing: true\n    state_timeout: 0.1\n"
                       f"    realtime_priority: {priority}\n    crazyswarm2_server_node: latency_robot\n")
     env = dict(os.environ, PYTHONPATH=f"{PACKAGE}:{os.environ.get('PYTHONPATH', '')}", OMP_NUM_THREADS="1")
     node = subprocess.Popen([sys.executable, "-m", "robo_rl_ros.quadrotor_policy_node", "--ros-args",

@@ -8,6 +8,7 @@ from robo_rl_ros.core.observation import VehicleState
 from robo_rl_ros.core.quadrotor import QuadrotorPolicyController, QuadrotorSettings
 from robo_rl_ros.core.rotations import quat_to_matrix, rotation_exp, matrix_to_quat
 from robo_rl_ros.core.safety import Geofence, SafetyFilter
+from robo_rl_ros.core.schedule import TickSchedule
 from robo_rl_ros.core.watchdog import StateWatchdog
 
 
@@ -34,6 +35,44 @@ def test_geofence_and_watchdog():
     assert dog.is_fresh(1.04) and not dog.is_fresh(1.06)
     dog.clear()
     assert dog.age(1.0) == float("inf")
+
+
+def _ticks(schedule: TickSchedule, arrivals) -> list[float]:
+    """The arrival times (s) on which `schedule` ticks."""
+    ticks = []
+    for t in arrivals:
+        if schedule.due(t):
+            schedule.ticked(t)
+            ticks.append(t)
+    return ticks
+
+
+@pytest.mark.parametrize("source_hz", [1000.0, 360.0, 250.0, 105.0])
+def test_states_faster_than_the_control_rate_tick_at_the_control_rate(source_hz):
+    """A 100 Hz policy on a faster state source steps every 10 ms, as in training, not on every state."""
+    rng = np.random.default_rng(0)
+    arrivals = np.arange(0.0, 2.0, 1.0 / source_hz) + rng.uniform(0.0, 0.2 / source_hz, int(2.0 * source_hz))
+    ticks = _ticks(TickSchedule(0.01), np.sort(arrivals))
+    assert 195 <= len(ticks) <= 201  # 2 s at 100 Hz
+    assert np.min(np.diff(ticks)) >= 0.005
+
+
+def test_states_at_or_below_the_control_rate_tick_on_every_state():
+    rng = np.random.default_rng(1)
+    at_rate = np.arange(0.0, 2.0, 0.01) + rng.uniform(-0.002, 0.002, 200)  # a 100 Hz source jittering +-2 ms
+    assert len(_ticks(TickSchedule(0.01), np.sort(at_rate))) == 200
+    slower = np.arange(0.0, 2.0, 1.0 / 60.0)
+    assert len(_ticks(TickSchedule(0.01), slower)) == len(slower)
+    # after a gap (lost states) the grid restarts: the first state after it ticks, the next one a period later
+    schedule = TickSchedule(0.01)
+    assert _ticks(schedule, [0.0, 0.01, 0.5, 0.503, 0.51]) == [0.0, 0.01, 0.5, 0.51]
+    # an early state waits until its tick is due, at most half a period
+    schedule = TickSchedule(0.01)
+    schedule.ticked(1.0)
+    assert schedule.wait(1.001) == pytest.approx(0.004) and not schedule.due(1.001)
+    assert schedule.due(1.001 + schedule.wait(1.001)) and schedule.wait(1.006) == 0.0
+    with pytest.raises(ValueError):
+        TickSchedule(0.0)
 
 
 def _hover_state(z=1.0):

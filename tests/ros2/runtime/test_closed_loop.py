@@ -33,11 +33,12 @@ RECORDED = ["/cf231/odom:nav_msgs/msg/Odometry", "/cf231/pose:geometry_msgs/msg/
 # the backend, or a first command that leaves the firmware's thrust lock on, loses the vehicle here.
 # every state source, clock and crazyswarm2 backend once (the backends' conversions are also checked in-process,
 # tests/ros2/test_core_closed_loop.py)
-@pytest.mark.parametrize("state_source, command_mode, sim_time, backend", [
-    ("odom", "cmd_vel_legacy", False, "cflib"), ("pose", "cmd_vel_legacy", False, "cpp"),
-    ("odom", "cmd_vel_legacy", True, "cpp")])
+# and both odometry conventions (crazyswarm2's /odom: world-frame velocity in mm/s, no body rates; REP 105)
+@pytest.mark.parametrize("state_source, command_mode, sim_time, backend, odom_convention", [
+    ("odom", "cmd_vel_legacy", False, "cflib", "crazyswarm2"), ("pose", "cmd_vel_legacy", False, "cpp", "rep105"),
+    ("odom", "cmd_vel_legacy", True, "cpp", "rep105")])
 def test_hover_within_5cm_for_10s_through_ros(workspace, probe, state_source, command_mode, sim_time, backend,
-                                              tmp_path):
+                                              odom_convention, tmp_path):
     install = workspace["install"]
     odom, poses, commands, command_times, clock = [], [], [], [], []
 
@@ -56,10 +57,10 @@ def test_hover_within_5cm_for_10s_through_ros(workspace, probe, state_source, co
     try:
         with NodeProcess(install, "mcap_recorder_node", [], {"output": str(bag), "topics": RECORDED}) as recorder, \
              NodeProcess(install, "sim_bridge_node", [config(install, "sim_bridge.yaml")],
-                         dict(bundle, crazyswarm2_backend=backend)) as bridge, \
+                         dict(bundle, crazyswarm2_backend=backend, odom_convention=odom_convention)) as bridge, \
              NodeProcess(install, "quadrotor_policy_node", [config(install, "sim_quadrotor_policy.yaml")],
-                         dict(bundle, state_source=state_source, command_mode=command_mode,
-                              use_sim_time=sim_time, crazyswarm2_backend=backend)) as node:
+                         dict(bundle, state_source=state_source, command_mode=command_mode, use_sim_time=sim_time,
+                              crazyswarm2_backend=backend, odom_convention=odom_convention)) as node:
             done = spin_until(probe, lambda: bool(odom) and odom[-1][0] >= SETTLE_S + HOVER_S, timeout=60.0)
             assert done, (f"sim time reached {odom[-1][0] if odom else None}\n{bridge.output()}\n{node.output()}"
                           f"\n{recorder.output()}")
@@ -71,7 +72,7 @@ def test_hover_within_5cm_for_10s_through_ros(workspace, probe, state_source, co
     hover = rows[(rows[:, 0] >= SETTLE_S) & (rows[:, 0] <= SETTLE_S + HOVER_S)]
     errors = np.linalg.norm(hover[:, 1:4] - TARGET, axis=1)
     on_clock = " on /clock" if sim_time else ""
-    print(f"\n{state_source} -> {command_mode} ({backend}){on_clock}: hover error over {HOVER_S:g} s of sim time: "
+    print(f"\n{state_source} ({odom_convention}) -> {command_mode} ({backend}){on_clock}: hover error over {HOVER_S:g} s of sim time: "
           f"max {errors.max() * 100:.2f} cm, "
           f"mean {errors.mean() * 100:.2f} cm, last 5 s max {errors[len(errors) // 2:].max() * 100:.2f} cm, "
           f"{len(hover)} odometry messages, {len(commands)} commands, {len(stops)} stops")

@@ -78,13 +78,16 @@ class Robot:
         return self.last_sent
 
     def run(self, seconds: float, alive: bool = True, position=(0.0, 0.0, 1.0), body_rates=(0.0, 0.0, 0.0),
-            stamp=None) -> None:
-        """Send a state every tick for `seconds` (none if not `alive`), stamped `stamp()` if given (else unstamped)."""
-        end = time.monotonic() + seconds
+            stamp=None, period: float = TICK) -> int:
+        """Send a state every `period` for `seconds` (none if not `alive`), stamped `stamp()` if given (else
+        unstamped); the number sent."""
+        end, sent = time.monotonic() + seconds, 0
         while time.monotonic() < end:
-            if alive and time.monotonic() - self.last_sent >= TICK:
+            if alive and time.monotonic() - self.last_sent >= period:
                 self.send(position, body_rates, stamp() if stamp is not None else 0.0)
-            rclpy.spin_once(self.probe, timeout_sec=0.001)
+                sent += 1
+            rclpy.spin_once(self.probe, timeout_sec=min(0.001, period / 2))
+        return sent
 
     def wait_for_delivery(self, timeout: float = 5.0) -> None:
         """Spin until the node has ticked on the last state sent, so that none is still in flight; a state the
@@ -257,8 +260,48 @@ def test_thrust_zero_reaches_crazyswarm2s_server_before_any_flying_command(works
         robot.close()
 
 
+def test_a_state_source_faster_than_the_control_rate_steps_the_policy_at_the_rate(workspace, probe):
+    """Odometry at up to 1 kHz (an onboard estimator, a fast mocap) flies the 100 Hz policy every 10 ms, as it
+    trained: ticking on every state filled its action history with a few milliseconds of flight."""
+    install = workspace["install"]
+    robot = Robot(probe)
+    try:
+        with NodeProcess(install, "quadrotor_policy_node", [config(install, "sim_quadrotor_policy.yaml")],
+                         {"bundle_path": str(HOVER_BUNDLE), "state_timeout": TIMEOUT, "publish_tick_timing": True,
+                          **PROBE_IS_THE_SERVER}):
+            assert robot.run_until(lambda: any(tick.flew for tick in robot.ticks), 30.0)
+            start = time.monotonic()
+            sent = robot.run(1.0, period=0.001)
+            robot.wait_for_delivery()
+            ticks = [tick for tick in robot.ticks if start + 0.1 <= tick.started < start + 0.9]
+            assert sent >= 300, f"the test sent only {sent} states in 1 s: not faster than the control rate"
+            assert all(tick.flew for tick in ticks)
+            # 0.8 s at 100 Hz; on every state it was 3-10 times as many
+            assert 70 <= len(ticks) <= 82, f"{len(ticks)} ticks in 0.8 s of {sent / 1.0:.0f} Hz odometry"
+    finally:
+        robot.close()
+
+
+def test_odometry_in_the_other_convention_is_not_flown(workspace, probe):
+    """REP 105 odometry (twist in the body frame child_frame_id names) given to a node reading crazyswarm2's /odom
+    (world-frame velocity): the node read it in the wrong frame and flew; now it names the mismatch and stays off."""
+    install = workspace["install"]
+    robot = Robot(probe)
+    try:
+        with NodeProcess(install, "quadrotor_policy_node", [config(install, "quadrotor_policy.yaml")],
+                         {"bundle_path": str(HOVER_BUNDLE), "state_source": "odom", "publish_tick_timing": True,
+                          **PROBE_IS_THE_SERVER}) as node:
+            assert robot.run_until(lambda: len(robot.ticks) > 50, 30.0)
+            assert not any(tick.flew for tick in robot.ticks)
+            assert not any(_flying(m) for _, m in robot.commands)
+            assert node.output().count("odom_convention 'rep105'") == 1  # one warning, not one per message
+    finally:
+        robot.close()
+
+
 def _nan_odometry() -> Odometry:
     msg = Odometry()
+    msg.header.frame_id, msg.child_frame_id = "world", "cf231"
     msg.pose.pose.position.x, msg.pose.pose.position.y, msg.pose.pose.position.z = 0.0, math.nan, 1.0
     msg.pose.pose.orientation.w = 1.0
     return msg

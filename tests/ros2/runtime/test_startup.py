@@ -19,6 +19,8 @@ from ros_helpers import NodeProcess, config
      "command_mode 'cmd_full_state' needs the crazyflie_interfaces package"),
     ({"bundle_path": "/nonexistent/bundle"}, "no policy.json in /nonexistent/bundle"),
     ({"bundle_path": str(HOVER_BUNDLE), "state_source": "gps"}, "state_source must be one of"),
+    ({"bundle_path": str(HOVER_BUNDLE), "odom_convention": "ros"},
+     "odom_convention must be one of ('crazyswarm2', 'rep105'), got 'ros'"),
     ({"bundle_path": str(HOVER_BUNDLE), "rate_lead": 1.5}, "rate_lead must be in [0, 1]"),
     ({"bundle_path": str(HOVER_BUNDLE), "realtime_priority": 100}, "realtime_priority must be 0 (off) or 1..99"),
     ({"bundle_path": str(HOVER_BUNDLE), "crazyswarm2_backend": "sim"}, "crazyswarm2_backend must be one of ('cpp', 'cflib')"),

@@ -2,7 +2,9 @@
 
 In: `pose_topic` (geometry_msgs/PoseStamped, crazyswarm2's /<cf>/pose; velocity and body rates from
 finite differences) or `odom_topic` (nav_msgs/Odometry), chosen by `state_source`; best effort, depth 1,
-only the latest message is kept. Out (reliable), chosen by `command_mode`:
+only the latest message is kept. Odometry is read as `odom_convention` says (robo_rl_ros.messages):
+'crazyswarm2' (its /<cf>/odom: world-frame velocity, body rates from finite differences) or 'rep105' (twist
+in the body frame child_frame_id names); a message whose frame ids fit the other convention is not flown. Out (reliable), chosen by `command_mode`:
 - "cmd_vel_legacy": geometry_msgs/Twist on `cmd_vel_legacy_topic` (see robo_rl_ros.core.crazyflie), with
   linear.x's sign as `crazyswarm2_backend` ('cpp', crazyswarm2's default, or 'cflib': what the crazyswarm2
   launch file was given as `backend`) needs it. Until the node `crazyswarm2_server_node` (crazyswarm2's
@@ -17,10 +19,12 @@ The four motor thrusts are also published on `~/motor_thrusts` in every mode whi
 [state received, tick started, command published] in seconds and whether the tick flew (1) or stopped (0)
 (bench/ros2_latency.py, and the safety tests, which judge each decision in the node's own clock).
 
-The policy runs once per state: on its arrival (`tick_on_state`, the default: the command leaves within
-the tick's own compute time) or, with `tick_on_state: false`, on the next tick of a timer at the control
-rate. Ticking on states, that timer is the watchdog: when no state has come for 1.5 periods it ticks on its
-own, then every period, repeating the last command until the state is `state_timeout` old. With state older than
+The policy runs once per state and at most at the control rate. With `tick_on_state` (the default) it runs
+on a state's arrival, so the command leaves within the tick's own compute time; states faster than the rate
+are taken on the rate's grid (core.schedule: a 1 kHz odometry source flies a 100 Hz policy at 100 Hz, as
+it trained). With `tick_on_state: false` it runs on the next tick of a timer at the control rate. Ticking
+on states, that timer is the watchdog: when no state has come for 1.5 periods it ticks on its own, then
+every period, repeating the last command until the state is `state_timeout` old. With state older than
 `state_timeout`, invalid (NaN/Inf) or outside the geofence, the node stops within one tick: it calls
 `notify_setpoints_stop` where that service exists, and with cmd_vel_legacy sends a level descent to zero
 thrust (never the last policy command); with cmd_full_state and motors it stops publishing. It flies
@@ -49,7 +53,9 @@ from robo_rl_ros.core.crazyflie import BACKENDS, DEFAULT_BACKEND, MAX_YAW_RATE_D
 from robo_rl_ros.core.estimation import PoseDifferentiator
 from robo_rl_ros.core.observation import VehicleState
 from robo_rl_ros.core.quadrotor import QuadrotorPolicyController, QuadrotorSettings, TickResult, command_is_finite
-from robo_rl_ros.messages import legacy_twist, odometry_to_state, pose_arrays, stamp_seconds
+from robo_rl_ros.core.schedule import TickSchedule
+from robo_rl_ros.messages import (ODOM_CONVENTIONS, crazyswarm2_odometry_arrays, legacy_twist, odometry_frames_problem,
+                                  odometry_to_state, pose_arrays, stamp_seconds)
 from robo_rl_ros.node_clock import NodeSeconds
 from robo_rl_ros.qos import COMMAND_QOS, SENSOR_QOS
 from robo_rl_ros.realtime import configure_realtime
@@ -61,6 +67,7 @@ STATE_SOURCES = ("pose", "odom")
 
 MAX_STATE_TIMEOUT = 1.0  # [s]: 100 control periods at the Crazyflie's rate; a watchdog is for missed states, not outages
 MAX_DESCENT_SECONDS = 10.0  # [s]: from 1 m at the descent's level thrust, well on the floor
+DEFERRAL_MARGIN = 2e-4  # [s] past an early state's due time, so that the timer does not find it not yet due
 MIN_RATE_HZ, MAX_RATE_HZ = 1.0, 1000.0  # what the bundles allow (their control_hz is refused beyond 1 kHz)
 
 class QuadrotorPolicyNode(Node):
@@ -127,6 +134,9 @@ class QuadrotorPolicyNode(Node):
             raise StartupError(f"command_mode must be one of {COMMAND_MODES}, got {self.mode!r}")
         if self.source not in STATE_SOURCES:
             raise StartupError(f"state_source must be one of {STATE_SOURCES}, got {self.source!r}")
+        self._odom_convention = p["odom_convention"]
+        if self._odom_convention not in ODOM_CONVENTIONS:
+            raise StartupError(f"odom_convention must be one of {ODOM_CONVENTIONS}, got {self._odom_convention!r}")
         self._interfaces = _crazyflie_interfaces()
         if self.mode == "cmd_full_state" and self._interfaces is None:
             raise StartupError("command_mode 'cmd_full_state' needs the crazyflie_interfaces package (crazyswarm2), "
@@ -137,6 +147,7 @@ class QuadrotorPolicyNode(Node):
         self._differentiator = PoseDifferentiator(p["pose_velocity_smoothing"])
         self._odom_stamp: float | None = None  # the last flown odometry's header stamp [s]
         self._warned_stamp = False
+        self._warned_frames = False
         if self.source == "pose":
             self.create_subscription(PoseStamped, p["pose_topic"], self._store, SENSOR_QOS)
         else:
@@ -157,9 +168,10 @@ class QuadrotorPolicyNode(Node):
         self._period = 1.0 / rate
         self._tick_on_state = bool(p["tick_on_state"])
         self._last_tick = -np.inf  # node clock [s]
-        # Ticking on states, the timer is the watchdog: each state re-arms it for 1.5 periods (the grace),
-        # and once due it ticks every period until a state comes. So commands never pause longer than the
-        # grace, however late a state is.
+        self._schedule = TickSchedule(self._period)
+        # Ticking on states, the timer is the watchdog: each state's tick re-arms it for 1.5 periods (the
+        # grace), and once due it ticks every period until a state comes. So commands never pause longer than
+        # the grace, however late a state is. A state too early to tick arms it for its due time instead.
         self._period_ns, self._grace_ns = round(self._period * 1e9), round(1.5 * self._period * 1e9)
         self._timer = self.create_timer((self._grace_ns if self._tick_on_state else self._period_ns) * 1e-9,
                                         self._on_timer)
@@ -172,7 +184,8 @@ class QuadrotorPolicyNode(Node):
     def _declare_parameters(self) -> dict:
         defaults = {
             "bundle_path": "", "target_position": Parameter.Type.DOUBLE_ARRAY, "state_source": "pose",
-            "pose_topic": "/cf231/pose", "odom_topic": "/cf231/odom", "command_mode": "cmd_vel_legacy",
+            "pose_topic": "/cf231/pose", "odom_topic": "/cf231/odom",
+            "odom_convention": "crazyswarm2", "command_mode": "cmd_vel_legacy",
             "cmd_vel_legacy_topic": "/cf231/cmd_vel_legacy", "cmd_full_state_topic": "/cf231/cmd_full_state",
             "motor_thrusts_topic": "/cf231/motor_thrusts",
             "notify_setpoints_stop_service": "/cf231/notify_setpoints_stop", "control_rate_hz": 0.0,
@@ -206,30 +219,34 @@ class QuadrotorPolicyNode(Node):
         received, now = time.monotonic(), self._now()
         self._latest = (now, received, msg)
         if self._tick_on_state:
-            self._tick(now, received)
-            self._rearm_watchdog()
+            if self._schedule.due(now):
+                self._tick(now, received)
+                self._arm_timer(self._grace_ns)
+            else:  # early (a source faster than the rate): it ticks when due, unless a newer state does first
+                self._arm_timer(round((self._schedule.wait(now) + DEFERRAL_MARGIN) * 1e9))
 
-    def _rearm_watchdog(self) -> None:
-        """A state came: the watchdog is due one grace after it."""
-        if self._watchdog_ticking:
-            self._timer.timer_period_ns = self._grace_ns
-            self._watchdog_ticking = False
+    def _arm_timer(self, delay_ns: int) -> None:
+        """Ticking on states: the timer fires `delay_ns` from now, then (the watchdog) every period."""
+        self._timer.timer_period_ns = delay_ns
+        self._watchdog_ticking = False
         self._timer.reset()
 
     def _on_timer(self) -> None:
         now = self._now()
         if not self._tick_on_state:
             self._tick(now, time.monotonic())
-        elif now - self._last_tick > 0.5 * self._period:  # (not when a state's tick came just before)
+            return
+        if self._schedule.due(now):  # (not when a state's tick came just before)
             self._tick(now, time.monotonic())
-            if not self._watchdog_ticking:  # from now on every period (the new period applies after a reset)
-                self._timer.timer_period_ns = self._period_ns
-                self._timer.reset()
-                self._watchdog_ticking = True
+        if not self._watchdog_ticking:  # from now on every period (the new period applies after a reset)
+            self._timer.timer_period_ns = self._period_ns
+            self._timer.reset()
+            self._watchdog_ticking = True
 
     def _tick(self, now: float, started: float) -> None:
         """Run the controller at `now` (node clock [s]; `started`: monotonic) and publish its decision."""
         self._last_tick = now
+        self._schedule.ticked(now)
         latest = self._latest
         if latest is not None and latest[2] is not self._consumed:
             self._consumed = latest[2]
@@ -248,6 +265,13 @@ class QuadrotorPolicyNode(Node):
 
     def _state_from(self, msg) -> VehicleState | None:
         if isinstance(msg, Odometry):
+            problem = odometry_frames_problem(msg, self._odom_convention)
+            if problem:  # read in the wrong convention, the velocity would be rotated wrongly or rates zero
+                if not self._warned_frames:
+                    self.get_logger().warn(f"{problem}: not flown")
+                    self._warned_frames = True
+                return None
+            self._warned_frames = False
             # a repeated or earlier stamp than the last state's (a replay, a restarted or reordering source): not
             # flown, so the watchdog judges the last good state's age; a zero stamp is an unstamped source's
             stamp = stamp_seconds(msg.header.stamp)
@@ -259,14 +283,20 @@ class QuadrotorPolicyNode(Node):
                 return None
             if stamp != 0.0:
                 self._odom_stamp, self._warned_stamp = stamp, False
-            return odometry_to_state(msg)
-        position, quaternion = pose_arrays(msg)
+            if self._odom_convention == "rep105":
+                return odometry_to_state(msg)
+            position, quaternion, velocity = crazyswarm2_odometry_arrays(msg)
+        else:
+            position, quaternion = pose_arrays(msg)
+            velocity = None
         if not (np.all(np.isfinite(position)) and np.all(np.isfinite(quaternion))):
             self._differentiator.reset()
             return VehicleState(position, quaternion, np.zeros(3), np.zeros(3))  # rejected by the controller
         if not self._differentiator.update(stamp_seconds(msg.header.stamp), position, quaternion):
-            return None  # velocity needs two poses: keep the previous state (the watchdog judges its age)
-        return VehicleState(position, quaternion, self._differentiator.velocity, self._differentiator.body_rates)
+            return None  # rates need two poses: keep the previous state (the watchdog judges its age)
+        if velocity is None:
+            velocity = self._differentiator.velocity
+        return VehicleState(position, quaternion, velocity, self._differentiator.body_rates)
 
     def _publish(self, result: TickResult) -> float:
         if result.just_stopped:

@@ -2,8 +2,9 @@
 
 Built from a bundle's `training.env_config` (randomization off unless `randomization` is true), it runs
 in real time and talks like crazyswarm2 does for a real Crazyflie at the bundle's control rate:
-publishes `pose_topic` (geometry_msgs/PoseStamped), `odom_topic` (nav_msgs/Odometry, twist in the body
-frame) and `/clock` (rosgraph_msgs/Clock, the simulation time); accepts `cmd_vel_legacy_topic`
+publishes `pose_topic` (geometry_msgs/PoseStamped), `odom_topic` (nav_msgs/Odometry as `odom_convention`
+says: 'rep105', twist in the body frame `child_frame_id`, or 'crazyswarm2', as its server's /odom: frame_id
+`child_frame_id`, world-frame velocity in whole mm/s, no body rates; see robo_rl_ros.messages) and `/clock` (rosgraph_msgs/Clock, the simulation time); accepts `cmd_vel_legacy_topic`
 (geometry_msgs/Twist), taken through crazyswarm2's server and library for `crazyswarm2_backend` ('cpp' or
 'cflib') and the firmware's RPYT commander as their sources say (robo_rl_ros.crazyswarm2_chain: signs,
 the 60000 clamp, MIN_THRUST, the thrust lock until a zero arrives, cflib's first zero setpoint) and flown
@@ -33,7 +34,7 @@ from std_srvs.srv import Trigger
 
 from robo_rl_ros.core.observation import VehicleState
 from robo_rl_ros.crazyswarm2_chain import BACKENDS, DEFAULT_BACKEND, Crazyswarm2Chain
-from robo_rl_ros.messages import fill_odometry, fill_pose, time_msg
+from robo_rl_ros.messages import ODOM_CONVENTIONS, fill_crazyswarm2_odometry, fill_odometry, fill_pose, time_msg
 from robo_rl_ros.qos import COMMAND_QOS, SENSOR_QOS
 from robo_rl_ros.sim_common import SimulatedRobotNode
 from robo_rl_ros.spin import StartupError, run_node
@@ -57,7 +58,7 @@ class SimBridgeNode(SimulatedRobotNode):
             "pose_topic": "/cf231/pose", "odom_topic": "/cf231/odom",
             "cmd_vel_legacy_topic": "/cf231/cmd_vel_legacy", "motor_thrusts_topic": "/cf231/motor_thrusts",
             "command_timeout": 0.5, "onboard_rate_hz": 500.0, "scale_gains_to_inertia": True,
-            "hold_until_first_command": True, "crazyswarm2_backend": DEFAULT_BACKEND,
+            "hold_until_first_command": True, "crazyswarm2_backend": DEFAULT_BACKEND, "odom_convention": "rep105",
         }, SIMULATOR_MISSING)
         p, bundle, env_config = self.params, self.bundle, self.env_config
         if not bundle.is_quadrotor:  # the simulator's ConfigError was a traceback
@@ -65,6 +66,8 @@ class SimBridgeNode(SimulatedRobotNode):
                                f"({bundle.env_id}): arm_sim_bridge_node simulates it")
         if p["crazyswarm2_backend"] not in BACKENDS:
             raise StartupError(f"crazyswarm2_backend must be one of {BACKENDS}, got {p['crazyswarm2_backend']!r}")
+        if p["odom_convention"] not in ODOM_CONVENTIONS:
+            raise StartupError(f"odom_convention must be one of {ODOM_CONVENTIONS}, got {p['odom_convention']!r}")
         # the physics runs one 2 ms step per batch step, so the onboard controller runs at 500 Hz
         env_config["control_hz"] = p["onboard_rate_hz"]
         config = make_config(env_config.get("task", "hover"), env_config)
@@ -166,9 +169,13 @@ class SimBridgeNode(SimulatedRobotNode):
         fill_pose(pose.pose, state.position, state.quaternion)
         self._pose_pub.publish(pose)
         odom = Odometry()
-        odom.header.stamp, odom.header.frame_id = stamp, self.params["frame_id"]
-        odom.child_frame_id = self.params["child_frame_id"]
-        self._odom_pub.publish(fill_odometry(odom, state))
+        odom.header.stamp = stamp
+        if self.params["odom_convention"] == "crazyswarm2":
+            odom.header.frame_id = self.params["child_frame_id"]  # the robot's name, as crazyswarm2's server sets it
+            self._odom_pub.publish(fill_crazyswarm2_odometry(odom, state))
+        else:
+            odom.header.frame_id, odom.child_frame_id = self.params["frame_id"], self.params["child_frame_id"]
+            self._odom_pub.publish(fill_odometry(odom, state))
         self.clock.publish(self.sim_time)  # after the state: nodes on /clock wake up with it already there
 
 
