@@ -208,3 +208,10 @@ def test_the_last_guard_stops_on_a_non_finite_command(hover_bundle):
     assert command_is_finite(result) and result.legacy.thrust_pwm == 0.0
     refused = controller.refuse(0.01, "checked by the node")
     assert not refused.flying and command_is_finite(refused)
+
+
+def test_a_geofence_wider_than_the_training_box_is_refused(hover_bundle):
+    """The hover policy's episodes ended 0.6 m off target on any axis: a wider fence flew it where it never acted."""
+    with pytest.raises(ValueError, match="geofence_half_extent 1 m exceeds the training's max_position_error 0.6 m"):
+        QuadrotorPolicyController(hover_bundle, QuadrotorSettings((0.0, 0.0, 1.0), geofence_half_extent=1.0))
+    QuadrotorPolicyController(hover_bundle, QuadrotorSettings((0.0, 0.0, 1.0), geofence_half_extent=0.6))

@@ -29,6 +29,9 @@ from ros_helpers import NodeProcess, config
     # accepted once: a reversed attitude loop, an empty geofence; or a traceback (the watchdog, the rate limit, the timer)
     ({"bundle_path": str(HOVER_BUNDLE), "attitude_kp": -6.0}, "attitude_kp must be > 0, got -6.0"),
     ({"bundle_path": str(HOVER_BUNDLE), "geofence_half_extent": -1.0}, "geofence_half_extent must be > 0, got -1.0"),
+    # accepted: the policy flew up to 1.5 m off target, where its training episodes had ended at 0.6 m
+    ({"bundle_path": str(HOVER_BUNDLE), "geofence_half_extent": 1.5},
+     "geofence_half_extent 1.5 m exceeds the training's max_position_error 0.6 m"),
     ({"bundle_path": str(HOVER_BUNDLE), "state_timeout": -1.0}, "state_timeout must be > 0, got -1.0"),
     ({"bundle_path": str(HOVER_BUNDLE), "max_action_delta": -0.5}, "max_action_delta must be > 0, got -0.5"),
     ({"bundle_path": str(HOVER_BUNDLE), "control_rate_hz": -5.0}, "control_rate_hz must be > 0, or 0 for the bundle's rate, got -5.0"),

@@ -127,7 +127,7 @@ class QuadrotorPolicyNode(Node):
                                      p["max_yaw_rate_deg"])
         try:
             self.controller = QuadrotorPolicyController(bundle, settings)
-        except BundleError as error:
+        except (BundleError, ValueError) as error:
             raise StartupError(f"quadrotor_policy_node: {error}") from error
         self.mode, self.source = p["command_mode"], p["state_source"]
         if self.mode not in COMMAND_MODES:

@@ -37,6 +37,7 @@ ZERO_VELOCITY = (0.0, 0.0, 0.0)  # the hover reference's velocity
 # Where the bundle's env_config names none: the hover task's termination bounds (sim/quadrotor config
 # max_speed, max_angular_speed; 35 rad/s is also the Crazyflie gyro's 2000 deg/s full scale)
 DEFAULT_MAX_SPEED, DEFAULT_MAX_ANGULAR_SPEED = 10.0, 35.0  # [m/s], [rad/s]
+DEFAULT_MAX_POSITION_ERROR = 0.6  # [m] per axis (sim/quadrotor config max_position_error)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -93,6 +94,12 @@ class QuadrotorPolicyController:
         # finite in a message, overflow the one-period prediction)
         self.max_speed = _positive_bound(bundle, "max_speed", DEFAULT_MAX_SPEED)
         self.max_angular_speed = _positive_bound(bundle, "max_angular_speed", DEFAULT_MAX_ANGULAR_SPEED)
+        # a fence wider than the training's box lets the policy fly where its episodes had ended
+        max_error = _positive_bound(bundle, "max_position_error", DEFAULT_MAX_POSITION_ERROR)
+        if settings.geofence_half_extent > max_error:
+            raise ValueError(f"geofence_half_extent {settings.geofence_half_extent:g} m exceeds the training's "
+                             f"max_position_error {max_error:g} m (episodes ended beyond it: the policy never flew "
+                             f"there); allowed: (0, {max_error:g}] m")
         self._state: VehicleState | None = None
         self._invalid_reason = "no state received yet"
         self._flying = False
