@@ -27,6 +27,7 @@ import os
 import pickle
 import re
 import warnings
+import zipfile
 from pathlib import Path
 from typing import Any, BinaryIO, Callable, Iterable, Mapping, Sequence
 
@@ -380,9 +381,17 @@ def _load_file(path: Path, map_location: str | torch.device) -> dict[str, Any]:
         raise CheckpointError(f"checkpoint {path} does not exist")
     with path.open("rb") as file:
         head = file.read(16)
-    if head and not head.startswith(TORCH_FILE_STARTS):  # a log, a JSON record, a YAML config given by mistake
+    if not head:
+        raise CheckpointError(f"checkpoint {path} is unreadable: it is empty (0 bytes); a save that did not finish?")
+    if not head.startswith(TORCH_FILE_STARTS):  # a log, a JSON record, a YAML config given by mistake
         raise CheckpointError(f"checkpoint {path} is unreadable: not a file torch.save wrote (it begins {head!r}); a "
                               "checkpoint is a run's best_policy.pt or a file in its checkpoints/")
+    if head.startswith(TORCH_FILE_STARTS[0]):  # torch's own errors for a cut archive are miniz codes or errno 22
+        try:
+            zipfile.ZipFile(path).close()
+        except Exception as error:  # BadZipFile, OSError, a mangled name's UnicodeDecodeError...
+            raise CheckpointError(f"checkpoint {path} is unreadable: its zip archive is cut short or damaged "
+                                  f"({error}); a save or a copy that did not finish?") from error
     try:
         with torch.serialization.safe_globals(_LEGACY_SAFE_GLOBALS):
             state = torch.load(path, map_location=map_location, weights_only=True)
@@ -398,7 +407,8 @@ def _load_file(path: Path, map_location: str | torch.device) -> dict[str, Any]:
         detail = paragraphs[1] if len(paragraphs) > 2 else str(error)
         raise CheckpointError(f"checkpoint {path} is unreadable: {detail[:300]}") from error
     except Exception as error:  # truncated, not a torch file, damaged zip...
-        reason = str(error)[:300] or f"{type(error).__name__} (not a file torch.save wrote, or cut short)"
+        first = str(error).split(". ")[0][:300]  # (torch goes on for a paragraph about what may have happened)
+        reason = first or f"{type(error).__name__} (not a file torch.save wrote, or cut short)"
         raise CheckpointError(f"checkpoint {path} is unreadable: {reason}") from error
     validate_checkpoint(state, path)
     state["path"] = str(path)
