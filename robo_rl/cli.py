@@ -365,6 +365,9 @@ NEW_RUN_COMMANDS = ("train", "distill")
 # what a new run's folder may already hold besides an earlier attempt's record: make train puts the student above the
 # teachers it distils (<run>/teachers)
 NEW_RUN_NEIGHBOURS = {"distill": ("teachers",)}
+# what a distillation writes before its end (config.yaml, its TensorBoard events, the learning curve): with no
+# checkpoint, best policy or summary beside them it is an interrupted attempt, which is started again
+DISTILL_PROGRESS_FILES = ("config.yaml", "tensorboard", "learning_curve.png")
 # commands whose hydra.run.dir holds only their own record and results (by default a new folder inside the run)
 RECORDING_COMMANDS = ("evaluate", "robustness", "export", "record")
 
@@ -419,18 +422,20 @@ def check_output_dir(run_dir: str) -> None:
 def check_new_run_dir(run_dir: str, command: str) -> None:
     """ConfigError if `run_dir` already holds a run, which `command` would overwrite (its policy, its config,
     Hydra's record of its command) and whose checkpoints it would mix with its own, or anything else that is not
-    an earlier attempt's record (NEW_RUN_NEIGHBOURS aside)."""
+    an earlier attempt's record (NEW_RUN_NEIGHBOURS aside; an interrupted distillation's DISTILL_PROGRESS_FILES
+    are such a record)."""
     from robo_rl.checkpoint import run_files
     from sim.errors import ConfigError
 
     found = run_files(run_dir)
-    if found:
+    interrupted = command == "distill" and found == ["config.yaml"]
+    if found and not interrupted:
         instead = f"continue it with resume={run_dir}, or give" if command == "train" else "give"
         raise ConfigError(f"hydra.run.dir={run_dir} already holds a run ({', '.join(found)}); {instead} a new folder "
                           "(or delete that one first)")
     # a bundle, a folder of runs or a user's files: the run's own files (learning_curve.png, tb/, ...) went in
     # among them; what an earlier attempt of `command` stopped before its config.yaml leaves is taken
-    ours = {".hydra", f"{command}.log", *NEW_RUN_NEIGHBOURS.get(command, ())}
+    ours = {".hydra", f"{command}.log", *NEW_RUN_NEIGHBOURS.get(command, ()), *(DISTILL_PROGRESS_FILES if interrupted else ())}
     folder = Path(run_dir)
     foreign = sorted(entry.name for entry in folder.iterdir() if entry.name not in ours) if folder.is_dir() else []
     if foreign:

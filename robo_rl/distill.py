@@ -27,7 +27,9 @@ started again rather than resumed.
 from __future__ import annotations
 
 import json
+import shutil
 import time
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
@@ -39,8 +41,9 @@ from tqdm import tqdm
 
 from robo_rl.agents.distillation import AggregatedDataset, DistillationConfig, StudentRegression
 from robo_rl.agents.sac import SAC, SACConfig
-from robo_rl.checkpoint import CheckpointError, policy_file, require_run_dir, save_best_policy, save_checkpoint
-from robo_rl.cli import hydra_command
+from robo_rl.checkpoint import (CheckpointError, policy_file, require_run_dir, run_files, save_best_policy,
+                                save_checkpoint)
+from robo_rl.cli import DISTILL_PROGRESS_FILES, hydra_command
 from robo_rl.envs import check_quadrotor_env, env_spec, make_vector_env, task_env
 from robo_rl.evaluate import load_policy
 from robo_rl.evaluation import as_tensor, evaluate_policy
@@ -77,6 +80,22 @@ def check_labelling_teacher(run: Any, checkpoint: str | None, teacher: Any, role
     # only quadrotors have rotor time constants and latency to route by
     check_quadrotor_env(theirs.id, f"teacher={teacher}", f"a {role}")
     return folder
+
+
+def clear_interrupted_attempt(run_dir: Path) -> None:
+    """Remove what an interrupted distillation into `run_dir` left (its TensorBoard events, its learning curve;
+    config.yaml is rewritten), with a warning: a distillation starts again rather than resumes, and the new
+    attempt's events would be mixed with the old ones."""
+    if run_files(run_dir) != ["config.yaml"]:
+        return
+    for name in DISTILL_PROGRESS_FILES[1:]:
+        path = run_dir / name
+        if path.is_dir():
+            shutil.rmtree(path)
+        elif path.exists():
+            path.unlink()
+    warnings.warn(f"{run_dir} holds an interrupted distillation (config.yaml, no checkpoint): it starts again",
+                  stacklevel=2)
 
 
 def fast_rotors(params: dict[str, Any], tau: float) -> np.ndarray:
@@ -300,6 +319,7 @@ class Distiller:
         self.env_steps = self.updates = 0
         self.wall_seconds = 0.0
         self.history: list[dict[str, Any]] = []
+        clear_interrupted_attempt(self.run_dir)
         self.writer = None
         if cfg.logging.tensorboard:
             from torch.utils.tensorboard import SummaryWriter

@@ -152,6 +152,34 @@ def test_a_teacher_is_refused_by_export_and_a_folder_without_a_run_by_distill_wi
     assert check_teacher(teacher_run, str(teacher_run / "best_policy.pt")) == str(teacher_run)
 
 
+def test_an_interrupted_distillation_is_started_again_by_the_same_command(teacher_run, tmp_path):
+    """Ctrl-C left config.yaml and TensorBoard events: the same command was then refused ("already holds a run"),
+    though no student was kept; now it starts again with fresh events. A kept student is still refused."""
+    import signal
+    import time
+
+    out = tmp_path / "student"
+    args = [PYTHON, "-m", "robo_rl.distill", f"teacher={teacher_run}", f"hydra.run.dir={out}", "num_envs=64",
+            "rollout_steps=50", "iterations=200", "torch_threads=1", "logging.progress_bar=false"]
+    first = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 300
+    while not (out / "config.yaml").exists() and time.monotonic() < deadline and first.poll() is None:
+        time.sleep(0.2)
+    time.sleep(1.0)
+    first.send_signal(signal.SIGINT)
+    first.communicate(timeout=120)
+    assert (out / "config.yaml").exists() and not (out / "summary.json").exists()
+    old_events = sorted((out / "tensorboard").iterdir())
+    assert old_events
+    again = _distill(teacher_run, out)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert "holds an interrupted distillation (config.yaml, no checkpoint): it starts again" in again.stderr
+    assert not set(old_events) & set((out / "tensorboard").iterdir())  # one attempt's events, not two mixed
+    assert (out / "summary.json").exists() and (out / "best_policy.pt").exists()
+    kept = _distill(teacher_run, out)  # a finished student is not started again over
+    assert kept.returncode == 2 and "already holds a run" in kept.stderr
+
+
 def test_the_fast_rotor_teacher_labels_exactly_the_fast_rotor_vehicles_that_env_overrides_add(
         teacher_run, student_run, tmp_path):
     from hydra import compose, initialize_config_dir
