@@ -9,6 +9,7 @@ import pytest
 
 from robo_rl_ros.core.bundle import BundleError, load_bundle
 from robo_rl_ros.core.inference import OnnxPolicy
+from robo_rl_ros.core.quadrotor import RESUME_STATES
 from tests.ros2.conftest import HOVER_BUNDLE
 
 
@@ -293,9 +294,10 @@ def test_the_deployment_vehicle_turns_actions_into_thrust_and_starts_the_history
     # the controller's action history starts at the deployment vehicle's hover command, and its setpoint's
     # collective thrust is the action in that vehicle's newtons
     controller = _controller(bundle)
-    controller.update_state(0.0, VehicleState(np.array([0.0, 0.0, 1.0]), np.array([1.0, 0.0, 0.0, 0.0]),
-                                              np.zeros(3), np.zeros(3)))
-    result = controller.tick(0.001)
+    for i in range(RESUME_STATES):  # the policy takes over on a steady stream
+        controller.update_state(0.01 * i, VehicleState(np.array([0.0, 0.0, 1.0]), np.array([1.0, 0.0, 0.0, 0.0]),
+                                                       np.zeros(3), np.zeros(3)))
+    result = controller.tick(0.01 * RESUME_STATES)
     assert result.flying and np.allclose(result.observation[18:], block["hover_command"])
     assert result.setpoint.thrust == pytest.approx(float(np.sum(result.action)) * block["thrust_max_newton"])
     # a bundle without the block (the committed one) flies its training vehicle, as before

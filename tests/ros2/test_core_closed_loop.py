@@ -7,7 +7,7 @@ import pytest
 
 from robo_rl_ros.core.crazyflie import (LegacyCommand, ThrustLock, VehicleModel, attitude_setpoint, legacy_command,
                                         motor_wrench)
-from robo_rl_ros.core.quadrotor import QuadrotorPolicyController, QuadrotorSettings
+from robo_rl_ros.core.quadrotor import RESUME_STATES, QuadrotorPolicyController, QuadrotorSettings
 from robo_rl_ros.core.observation import VehicleState
 from robo_rl_ros.crazyswarm2_chain import Crazyswarm2Chain
 from sim.quadrotor.config import make_config
@@ -34,6 +34,11 @@ def _fly(bundle, seconds, attitude_kp=6.0, direct=False, delay_cycles=0, rate_le
     onboard = OnboardAttitudeController(500.0, inertia_torque_scale(controller.vehicle.inertia))
     chain = Crazyswarm2Chain(vehicle_backend or backend)
     lock = ThrustLock()
+    # the state stream runs before the policy takes over (it waits for RESUME_STATES steady states), as the sim
+    # bridge's vehicle holds still until the first command
+    pos, quat, vel, angvel = (x[:, 0].copy() for x in sim.physics.state())
+    for i in range(RESUME_STATES - 1, 0, -1):
+        controller.update_state(-0.01 * i, VehicleState(pos, quat, vel, angvel))
     errors = []
     for tick in range(int(seconds * 100)):
         now = tick * 0.01

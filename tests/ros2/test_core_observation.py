@@ -119,7 +119,7 @@ def test_a_bundle_with_an_unusable_position_error_limit_is_refused_in_one_line(s
 
 
 def test_the_controller_starts_its_state_history_over_when_it_takes_over(state_history_policy):
-    from robo_rl_ros.core.quadrotor import QuadrotorPolicyController, QuadrotorSettings
+    from robo_rl_ros.core.quadrotor import RESUME_STATES, QuadrotorPolicyController, QuadrotorSettings
 
     controller = QuadrotorPolicyController(state_history_policy, QuadrotorSettings((0.0, 0.0, 1.0), state_timeout=0.05))
 
@@ -127,6 +127,8 @@ def test_the_controller_starts_its_state_history_over_when_it_takes_over(state_h
         return VehicleState(np.array([0.0, 0.0, 0.95]), np.array([1.0, 0.0, 0.0, 0.0]), np.array([vx, 0.0, 0.0]),
                             np.array([rate, 0.0, 0.0]))
 
+    for k in range(RESUME_STATES - 1, 0, -1):  # the stream before the policy takes over
+        controller.update_state(-0.01 * k, state(0.1, 0.5))
     observations = []
     for k in range(3):
         controller.update_state(0.01 * k, state(0.1 * (k + 1), 0.5 * (k + 1)))
@@ -137,6 +139,8 @@ def test_the_controller_starts_its_state_history_over_when_it_takes_over(state_h
                                   np.concatenate([own(observations[1]), own(observations[0]), own(observations[0]),
                                                   own(observations[0])]))
     assert not controller.tick(0.2).flying  # the state went stale: stopped
+    for k in range(RESUME_STATES - 1, 0, -1):  # the state is back: a steady stream again, then the takeover
+        controller.update_state(0.3 - 0.01 * k, state(0.3, 0.3))
     controller.update_state(0.3, state(-0.2, -1.0))
     resumed = controller.tick(0.305)
     assert resumed.flying

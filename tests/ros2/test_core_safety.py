@@ -5,7 +5,7 @@ import pytest
 
 from robo_rl_ros.core.estimation import PoseDifferentiator
 from robo_rl_ros.core.observation import VehicleState
-from robo_rl_ros.core.quadrotor import QuadrotorPolicyController, QuadrotorSettings
+from robo_rl_ros.core.quadrotor import RESUME_STATES, QuadrotorPolicyController, QuadrotorSettings
 from robo_rl_ros.core.rotations import quat_to_matrix, rotation_exp, matrix_to_quat
 from robo_rl_ros.core.safety import Geofence, SafetyFilter
 from robo_rl_ros.core.schedule import TickSchedule
@@ -79,50 +79,95 @@ def _hover_state(z=1.0):
     return VehicleState(np.array([0.0, 0.0, z]), np.array([1.0, 0.0, 0.0, 0.0]), np.zeros(3), np.zeros(3))
 
 
-def test_stale_and_invalid_state_stop_within_one_tick_and_resume(hover_bundle):
+def _steady(controller, start: float, count: int = RESUME_STATES, z: float = 1.0) -> float:
+    """Feed `count` hover states 10 ms apart from `start`; the time of the last."""
+    for i in range(count):
+        controller.update_state(start + 0.01 * i, _hover_state(z))
+    return start + 0.01 * (count - 1)
+
+
+def test_stale_and_invalid_state_stop_within_one_tick_and_resume_during_the_descent(hover_bundle):
     controller = QuadrotorPolicyController(hover_bundle, QuadrotorSettings((0.0, 0.0, 1.0), state_timeout=0.05))
     first = controller.tick(0.0)
     assert not first.flying and first.just_stopped and first.reason == "no state received yet"
     assert first.legacy.thrust_pwm == 0.0  # never flown: no descent thrust, the motors stay off
     controller.update_state(0.0, _hover_state())
-    flying = controller.tick(0.01)
+    waiting = controller.tick(0.005)  # one state is not yet a stream
+    assert not waiting.flying and "waiting for a steady state stream (5 states in a row" in waiting.reason
+    last = _steady(controller, 0.01, RESUME_STATES - 1)
+    flying = controller.tick(last + 0.005)
     assert flying.flying and flying.legacy.thrust_pwm > 20000
     # no state for longer than the timeout: the very next tick stops with a level, reduced-thrust descent
-    stale = controller.tick(0.07)
+    stale = controller.tick(last + 0.06)
     assert not stale.flying and stale.just_stopped and "old" in stale.reason
     assert stale.legacy.roll_deg == stale.legacy.pitch_deg == stale.legacy.yaw_rate_deg == 0.0
     assert stale.legacy.thrust_pwm < flying.legacy.thrust_pwm
     later = controller.tick(0.5)
     assert not later.just_stopped and later.legacy.thrust_pwm < stale.legacy.thrust_pwm
-    assert controller.tick(3.0).legacy.thrust_pwm == 0.0  # the descent ends with the motors off
-    # good state again: flies on the next tick with a fresh action history
-    controller.update_state(3.0, _hover_state())
-    resumed = controller.tick(3.01)
+    # good states again during the descent (a dropout of the motion capture): the policy takes over again on a
+    # steady stream, with a fresh action history
+    controller.update_state(0.6, _hover_state())
+    assert not controller.tick(0.605).flying
+    last = _steady(controller, 0.61, RESUME_STATES - 1)
+    resumed = controller.tick(last + 0.005)
     assert resumed.flying and np.allclose(resumed.observation[18:], hover_bundle.vehicle_parameters["hover_command"])
     # NaN in a message: the next tick stops, although the previous state was recent
     bad = VehicleState(np.array([0.0, np.nan, 1.0]), np.array([1.0, 0.0, 0.0, 0.0]), np.zeros(3), np.zeros(3))
-    assert not controller.update_state(3.015, bad)
-    nan_tick = controller.tick(3.02)
+    assert not controller.update_state(last + 0.01, bad)
+    nan_tick = controller.tick(last + 0.015)
     assert not nan_tick.flying and nan_tick.just_stopped and "NaN" in nan_tick.reason
-    controller.update_state(3.025, _hover_state())
-    assert controller.tick(3.03).flying
+    last = _steady(controller, last + 0.02)
+    assert controller.tick(last + 0.005).flying
     # leaving the geofence stops too
-    controller.update_state(3.035, _hover_state(z=0.3))
-    assert "geofence" in controller.tick(3.04).reason
+    controller.update_state(last + 0.01, _hover_state(z=0.3))
+    assert "geofence" in controller.tick(last + 0.015).reason
+
+
+def test_a_landed_vehicle_does_not_take_off_again_until_rearmed(hover_bundle):
+    """The descent ended with the motors off; when the state came back, the node flew again: a vehicle on the
+    floor took off by itself."""
+    controller = QuadrotorPolicyController(hover_bundle, QuadrotorSettings((0.0, 0.0, 1.0), state_timeout=0.05,
+                                                                           descent_seconds=2.0))
+    last = _steady(controller, 0.0)
+    assert controller.tick(last + 0.005).flying
+    assert not controller.tick(last + 0.1).flying  # stale: the descent starts
+    assert controller.tick(last + 2.2).legacy.thrust_pwm == 0.0 and controller.landed
+    last = _steady(controller, 3.0, 20)  # the state is back, steady
+    for t in (last + 0.005, last + 1.0):
+        stopped = controller.tick(t)
+        assert not stopped.flying and stopped.legacy.thrust_pwm == 0.0 and "call ~/rearm" in stopped.reason
+    assert controller.rearm(last + 1.0) == "" and not controller.landed
+    assert controller.tick(last + 1.001).legacy.thrust_pwm == 0.0  # re-armed: a first flight, no descent thrust
+    last = _steady(controller, last + 1.01)
+    assert controller.tick(last + 0.005).flying
+    assert controller.rearm(last + 0.006) == "the policy is flying"
+
+
+def test_a_state_stream_slower_than_the_timeout_never_takes_off(hover_bundle):
+    """crazyswarm2 logs /pose at 10 Hz by default: each pose flew the policy for 50 ms (until the 50 ms timeout),
+    then 50 ms of descent, in turn."""
+    controller = QuadrotorPolicyController(hover_bundle, QuadrotorSettings((0.0, 0.0, 1.0), state_timeout=0.05))
+    for i in range(30):
+        controller.update_state(0.1 * i, _hover_state())
+        for t in (0.1 * i + 0.005, 0.1 * i + 0.055):
+            result = controller.tick(t)
+            assert not result.flying and result.legacy.thrust_pwm == 0.0
+    assert "states come 100 ms apart, more than state_timeout 50 ms" in controller.tick(2.905).reason
 
 
 def test_a_descent_starts_no_higher_than_the_last_command(hover_bundle):
     """A vehicle commanded near idle (on the floor, a target below it) that lost its state was spun up to 0.9 of
     hover thrust by the descent."""
     controller = QuadrotorPolicyController(hover_bundle, QuadrotorSettings((0.0, 0.0, 1.0), state_timeout=0.05))
-    controller.update_state(0.0, _hover_state())
+    _steady(controller, -0.04)
     flying = controller.tick(0.01)
     controller._last_flying = flying._replace(legacy=flying.legacy._replace(thrust_pwm=2000.0))  # commanded at idle
     stop = controller.tick(0.07)
     assert not stop.flying and 0.0 < stop.legacy.thrust_pwm <= 2000.0
     assert controller.tick(0.5).legacy.thrust_pwm < stop.legacy.thrust_pwm
     # after a command above 0.9 of hover, the descent starts at 0.9 of hover as before
-    controller.update_state(3.0, _hover_state())
+    assert controller.rearm(3.0) == ""  # the descent from 0.07 s ended at 2.07 s: landed
+    _steady(controller, 2.96)
     high = controller.tick(3.01)
     hover = controller.vehicle.hover_fraction * 65535
     controller._last_flying = high._replace(legacy=high.legacy._replace(thrust_pwm=hover))
@@ -133,7 +178,7 @@ def test_policy_steps_once_per_new_state(hover_bundle):
     """Ticks without a newer state repeat the last command and leave the action history alone, so a late
     state source does not change what the policy sees."""
     controller = QuadrotorPolicyController(hover_bundle, QuadrotorSettings((0.0, 0.0, 1.0), state_timeout=0.05))
-    controller.update_state(0.0, _hover_state(z=0.95))
+    _steady(controller, -0.04, z=0.95)
     first = controller.tick(0.01)
     history = controller.history.flat().copy()
     repeats = [controller.tick(0.01 + 0.01 * k) for k in range(1, 4)]
@@ -183,7 +228,7 @@ def test_a_non_finite_policy_action_stops_instead_of_flying_the_safe_action(hove
     # a fault in the network at run time (load refuses NaN weights): the tick used to fly the safe action
     # (a constant hover thrust) and report flying
     controller = QuadrotorPolicyController(hover_bundle, QuadrotorSettings((0.0, 0.0, 1.0)))
-    controller.update_state(0.0, _hover_state())
+    _steady(controller, -0.04)
     assert controller.tick(0.0).flying
     real_policy = controller.policy
     controller.policy = lambda observation: np.full(4, np.nan)  # stands in for a faulty network
@@ -202,7 +247,7 @@ def test_the_last_guard_stops_on_a_non_finite_command(hover_bundle):
     from robo_rl_ros.core.quadrotor import command_is_finite
 
     controller = QuadrotorPolicyController(hover_bundle, QuadrotorSettings((0.0, 0.0, 1.0), rate_lead=float("nan")))
-    controller.update_state(0.0, _hover_state())
+    _steady(controller, -0.04)
     result = controller.tick(0.0)
     assert not result.flying and result.reason == "the command is not finite"
     assert command_is_finite(result) and result.legacy.thrust_pwm == 0.0

@@ -20,6 +20,7 @@ from std_msgs.msg import Float64MultiArray
 from conftest import HOVER_BUNDLE
 from ros_helpers import NodeProcess, config
 
+from robo_rl_ros.core.quadrotor import RESUME_STATES
 from robo_rl_ros.qos import COMMAND_QOS, SENSOR_QOS
 
 TIMEOUT = 0.05
@@ -169,10 +170,12 @@ def test_stale_state_and_nan_stop_within_one_tick_and_recover(workspace, probe, 
                 assert len(watchdog) - 1 <= (watchdog[-1] - watchdog[0]) / TICK + 1, \
                     "the watchdog ticked faster than the control rate"
 
-            # 2. good state again: the first tick on it flies
+            # 2. good state again during the descent: the policy takes over on a steady stream, its 5th state
             back_at = robot.send()
             robot.run(0.3)
-            assert robot.ticks_on_states_after(back_at)[0].flew
+            back = list({tick.received: tick for tick in reversed(robot.ticks_on_states_after(back_at - 0.001))}
+                        .values())[::-1]  # the first tick on each state
+            assert not any(tick.flew for tick in back[:RESUME_STATES - 1]) and back[RESUME_STATES - 1].flew
             assert any(_flying(m) for _, m in robot.since(back_at))
 
             # 3. NaN in a message: the tick on it stops, and so does every tick after it. A good state still in
@@ -203,8 +206,38 @@ def test_stale_state_and_nan_stop_within_one_tick_and_recover(workspace, probe, 
             back_at = time.monotonic()
             robot.run(0.4, stamp=lambda: 50.0)
             assert not _flying(robot.since(back_at)[-1][1]) and "not after the last state's" in node.output()
+
+            # 6. a descent that ran its course (landed): a steady state again does not take off (it did) until
+            # ~/rearm is called
+            robot.run(0.3)
+            assert _flying(robot.commands[-1][1])
+            robot.run(2.3, alive=False)  # the 2 s descent ends
+            back_at = time.monotonic()
+            robot.run(0.5)
+            assert robot.since(back_at) and not any(_flying(m) for _, m in robot.since(back_at)), "took off again"
+            assert all(m.linear.z == 0.0 for _, m in robot.since(back_at)) and "call ~/rearm" in node.output()
+            answer = _call_rearm(probe)
+            assert answer.success, answer.message
+            back_at = time.monotonic()
+            robot.run(0.3)
+            assert any(_flying(m) for _, m in robot.since(back_at))
     finally:
         robot.close()
+
+
+def _call_rearm(probe):
+    """Call the node's ~/rearm service (std_srvs/Trigger) and return its answer."""
+    from std_srvs.srv import Trigger
+
+    client = probe.create_client(Trigger, "/quadrotor_policy_node/rearm")
+    try:
+        assert client.wait_for_service(timeout_sec=10.0)
+        future = client.call_async(Trigger.Request())
+        rclpy.spin_until_future_complete(probe, future, timeout_sec=10.0)
+        assert future.done()
+        return future.result()
+    finally:
+        probe.destroy_client(client)
 
 
 def test_finite_but_absurd_state_never_yields_a_non_finite_command(workspace, probe):

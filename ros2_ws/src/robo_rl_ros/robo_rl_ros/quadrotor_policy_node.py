@@ -27,8 +27,11 @@ on states, that timer is the watchdog: when no state has come for 1.5 periods it
 every period, repeating the last command until the state is `state_timeout` old. With state older than
 `state_timeout`, invalid (NaN/Inf) or outside the geofence, the node stops within one tick: it calls
 `notify_setpoints_stop` where that service exists, and with cmd_vel_legacy sends a level descent to zero
-thrust (never the last policy command); with cmd_full_state and motors it stops publishing. It flies
-again on the first tick with a good state. `realtime_priority` 1..99 runs the node's threads under
+thrust (never the last policy command); with cmd_full_state and motors it stops publishing. The policy
+takes over (first flight, or again during a descent) only on a steady state stream (core.quadrotor
+RESUME_STATES states in a row, each within `state_timeout` of the last); once a descent has ended (landed),
+nothing flies until the `~/rearm` service (std_srvs/Trigger) is called. Why it does not fly is logged when it
+changes. `realtime_priority` 1..99 runs the node's threads under
 SCHED_FIFO (robo_rl_ros.realtime), which bounds the tick latency's tail on a busy computer. Nothing
 non-finite is ever published: the controller stops on a non-finite action or command, and the publish
 path checks once more and stops (an error in the log) if anything got through.
@@ -47,6 +50,7 @@ from nav_msgs.msg import Odometry
 from rclpy.node import Node
 from rclpy.parameter import Parameter
 from std_msgs.msg import Float32MultiArray, Float64MultiArray
+from std_srvs.srv import Trigger
 
 from robo_rl_ros.core.bundle import BundleError, load_bundle
 from robo_rl_ros.core.crazyflie import BACKENDS, DEFAULT_BACKEND, MAX_YAW_RATE_DEG, ThrustLock
@@ -161,6 +165,8 @@ class QuadrotorPolicyNode(Node):
         self._timing_pub = (self.create_publisher(Float64MultiArray, "~/tick_timing", COMMAND_QOS)
                             if p["publish_tick_timing"] else None)
         self._stop_client = self._make_stop_client(p["notify_setpoints_stop_service"])
+        self.create_service(Trigger, "~/rearm", self._rearm)
+        self._logged_reason = ""
         rate = p["control_rate_hz"] or bundle.control_hz
         if abs(rate - bundle.control_hz) > 1e-9:
             self.get_logger().warn(f"control_rate_hz {rate} differs from the bundle's {bundle.control_hz} Hz "
@@ -298,11 +304,22 @@ class QuadrotorPolicyNode(Node):
             velocity = self._differentiator.velocity
         return VehicleState(position, quaternion, velocity, self._differentiator.body_rates)
 
+    def _rearm(self, request: Trigger.Request, response: Trigger.Response) -> Trigger.Response:
+        """~/rearm: after a landing, let the policy take over again on a steady state stream."""
+        why_not = self.controller.rearm(self._now())
+        response.success = not why_not
+        response.message = why_not or "re-armed: the policy takes over on a steady state stream"
+        self.get_logger().info(f"~/rearm: {response.message}")
+        return response
+
     def _publish(self, result: TickResult) -> float:
         if result.just_stopped:
             self.get_logger().warn(f"stopping: {result.reason}")
             if self._stop_client is not None and self._stop_client.service_is_ready():
                 self._stop_client.call_async(self._interfaces.srv.NotifySetpointsStop.Request())
+        elif not result.flying and result.reason != self._logged_reason:  # why it still does not fly, once
+            self.get_logger().warn(f"not flying: {result.reason}")
+        self._logged_reason = result.reason
         if self.mode == "cmd_vel_legacy":
             legacy = result.legacy
             if not self._thrust_lock.released:  # (the graph is asked only until then)

@@ -8,7 +8,7 @@ import numpy as np
 
 from robo_rl_ros.core.bundle import load_bundle
 from robo_rl_ros.core.inference import OnnxPolicy
-from robo_rl_ros.core.quadrotor import QuadrotorPolicyController, QuadrotorSettings
+from robo_rl_ros.core.quadrotor import RESUME_STATES, QuadrotorPolicyController, QuadrotorSettings
 from robo_rl_ros.core.observation import VehicleState
 
 BUNDLE = Path(os.environ.get("ROBO_RL_TEST_BUNDLE",
@@ -30,7 +30,8 @@ def test_recorded_pairs_in_onnxruntime_and_in_the_numpy_tick():
 
 def test_tick_flies_and_stops():
     controller = QuadrotorPolicyController(load_bundle(BUNDLE), QuadrotorSettings((0.0, 0.0, 1.0)))
-    controller.update_state(0.0, VehicleState(np.array([0.0, 0.0, 1.0]), np.array([1.0, 0, 0, 0]),
-                                              np.zeros(3), np.zeros(3)))
-    assert controller.tick(0.01).flying
+    for i in range(RESUME_STATES):  # it takes over on a steady state stream
+        controller.update_state(0.01 * i, VehicleState(np.array([0.0, 0.0, 1.0]), np.array([1.0, 0, 0, 0]),
+                                                       np.zeros(3), np.zeros(3)))
+    assert controller.tick(0.01 * RESUME_STATES).flying
     assert not controller.tick(1.0).flying

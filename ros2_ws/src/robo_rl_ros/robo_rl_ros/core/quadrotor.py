@@ -4,8 +4,14 @@ Each tick either flies the policy (observation -> ONNX -> safety filter -> setpo
 is older than the timeout, invalid (NaN/Inf, not a rotation, faster than the training's termination
 bounds) or outside the geofence, or when the policy's action or the command is not finite, stops: the
 tick returns a stop (after flight a level descent to zero thrust, before any flight zero thrust), never
-the last policy command again and never a non-finite number. Flying resumes, with fresh action and state
-histories, on the first tick that has a good state and a finite command.
+the last policy command again and never a non-finite number.
+
+The policy takes over (first flight, or again during a descent, with fresh action and state histories) only on
+a steady state stream: `RESUME_STATES` valid states in a row, each within `state_timeout` of the one before.
+A source slower than the timeout (crazyswarm2 logs pose and odometry at 10 Hz unless told otherwise) never
+takes off, instead of flying 50 ms and descending 50 ms in turn. Once a descent has run its course (the motors
+at zero: landed), nothing flies again until `rearm()` (the node's `~/rearm` service): a vehicle on the floor
+does not take off by itself when its state comes back.
 
 The policy steps once per new state, as in training (one observation, one action, one history entry):
 a tick that finds no state newer than the last one repeats the last command, and the watchdog bounds
@@ -38,6 +44,7 @@ ZERO_VELOCITY = (0.0, 0.0, 0.0)  # the hover reference's velocity
 # max_speed, max_angular_speed; 35 rad/s is also the Crazyflie gyro's 2000 deg/s full scale)
 DEFAULT_MAX_SPEED, DEFAULT_MAX_ANGULAR_SPEED = 10.0, 35.0  # [m/s], [rad/s]
 DEFAULT_MAX_POSITION_ERROR = 0.6  # [m] per axis (sim/quadrotor config max_position_error)
+RESUME_STATES = 5  # valid states in a row, each within the state timeout of the last, before the policy takes over
 
 
 @dataclasses.dataclass(frozen=True)
@@ -108,6 +115,10 @@ class QuadrotorPolicyController:
         self._new_state = False
         self._last_flying: TickResult | None = None
         self._descent_start = DESCENT_START  # of hover thrust, set where a stop begins
+        self._steady = 0  # valid states in a row, each within the timeout of the one before
+        self._last_valid_at: float | None = None
+        self._last_interval: float | None = None  # between the last two valid states [s]
+        self._landed = False
 
     def update_state(self, now: float, state: VehicleState) -> bool:
         """Store the latest state (received at `now`); False, and nothing flies on it, if it is invalid."""
@@ -127,12 +138,36 @@ class QuadrotorPolicyController:
         self._invalid_reason = ""
         self._new_state = True
         self.watchdog.feed(now)
+        if self._last_valid_at is not None:
+            self._last_interval = now - self._last_valid_at
+        steady = self._last_interval is not None and self._last_interval <= self.settings.state_timeout
+        self._steady = self._steady + 1 if steady else 1
+        self._last_valid_at = now
         return True
 
     def _invalidate(self, reason: str) -> bool:
         self._state, self._invalid_reason = None, reason
         self.watchdog.clear()
+        self._steady, self._last_valid_at, self._last_interval = 0, None, None
         return False
+
+    @property
+    def landed(self) -> bool:
+        """Whether a descent has run its course: nothing flies until `rearm()`."""
+        return self._landed
+
+    def rearm(self, now: float) -> str:
+        """Let the policy take over again after a landing (on a steady state stream, as at the first flight);
+        "" when done at `now`, else why not (it is flying, or has not landed)."""
+        self._check_landed(now)
+        if self._flying:
+            return "the policy is flying"
+        if not self._landed:
+            return "not landed: the policy takes over on a steady state stream without a re-arm"
+        self._landed = False
+        self._has_flown = False  # what follows is a first flight: no descent thrust before it
+        self._stopped_at = None
+        return ""
 
     def tick(self, now: float) -> TickResult:
         """Decide this tick's command from the latest state."""
@@ -178,6 +213,7 @@ class QuadrotorPolicyController:
             self._descent_start = DESCENT_START if last is None else min(DESCENT_START, max(0.0, last) / hover)
         self._flying = False
         self._last_flying = None
+        self._check_landed(now)
         legacy = (descent_command(self.vehicle, now - self._stopped_at, self.settings.descent_seconds,
                                   self._descent_start) if self._has_flown else STOP_COMMAND)
         return TickResult(False, reason, np.zeros(4), None, legacy, just_stopped, None, self._state)
@@ -187,7 +223,16 @@ class QuadrotorPolicyController:
         the next tick with a good state flies again."""
         return self._stop(now, reason)
 
+    def _check_landed(self, now: float) -> None:
+        """A stop's descent is over by `now` (whether or not a tick saw it end): the vehicle is down."""
+        if self._has_flown and not self._flying and self._stopped_at is not None and \
+                now - self._stopped_at >= self.settings.descent_seconds:
+            self._landed = True
+
     def _stop_reason(self, now: float) -> str:
+        self._check_landed(now)
+        if self._landed:
+            return "landed after a stop: call ~/rearm to fly again"
         if self._state is None:
             return self._invalid_reason or "no state"
         age = self.watchdog.age(now)
@@ -195,6 +240,13 @@ class QuadrotorPolicyController:
             return f"state is {age * 1e3:.0f} ms old (timeout {self.settings.state_timeout * 1e3:.0f} ms)"
         if not self.geofence.contains(self._state.position):
             return f"position {np.round(self._state.position, 3).tolist()} is outside the geofence"
+        if not self._flying and self._steady < RESUME_STATES:
+            interval = self._last_interval
+            if interval is not None and interval > self.settings.state_timeout:
+                return (f"states come {interval * 1e3:.0f} ms apart, more than state_timeout "
+                        f"{self.settings.state_timeout * 1e3:.0f} ms: the policy flies at {1 / self.dt:g} Hz "
+                        "(crazyswarm2 logs pose and odom at 10 Hz unless its firmware_logging frequency is raised)")
+            return f"waiting for a steady state stream ({RESUME_STATES} states in a row, each within state_timeout)"
         return ""
 
 
