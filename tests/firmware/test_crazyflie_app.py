@@ -571,10 +571,27 @@ def test_an_empty_or_spaced_policy_dir_fails_with_one_line_and_builds_no_stale_p
     result = run_make(app, f"CRAZYFLIE_BASE={firmware}", f"POLICY_DIR={spaced}")
     lines = result.stderr.strip().splitlines()
     assert result.returncode != 0 and len(lines) == 1 and f"POLICY_DIR={spaced} holds a space" in lines[0], lines
+    # refused, but the previous policy and image stayed for `make cload` (seen against the real firmware)
+    assert not image.exists() and not (app / "src" / "policy.c").exists()
+    assert run_make(app, f"CRAZYFLIE_BASE={firmware}", f"POLICY_DIR={exported_bundle / 'c'}").returncode == 0
     result = run_make(app, f"CRAZYFLIE_BASE={firmware}", "POLICY_DIR=")
     lines = result.stderr.strip().splitlines()
     assert result.returncode != 0 and len(lines) == 1 and "POLICY_DIR= is empty" in lines[0], result.stderr
     assert not image.exists() and not (app / "src" / "policy.c").exists()
+
+
+def test_a_spaced_crazyflie_base_is_named_as_given(tmp_path):
+    """abspath split it at the space: the error named '<first word> <app folder>/<second word>', a checkout that
+    does not exist (seen against the real firmware)."""
+    app, firmware = make_app(tmp_path)
+    spaced = tmp_path / "cf fw"
+    spaced.symlink_to(firmware)
+    before = sorted(p.name for p in (app / "src").iterdir())
+    result = run_make(app, f"CRAZYFLIE_BASE={spaced}", "POLICY_DIR=/nowhere")
+    lines = result.stderr.strip().splitlines()
+    assert result.returncode != 0 and len(lines) == 1, result.stderr
+    assert f"CRAZYFLIE_BASE={spaced} is empty or holds a space" in lines[0], lines
+    assert sorted(p.name for p in (app / "src").iterdir()) == before
 
 
 def test_a_wrong_crazyflie_base_is_refused_before_the_policy_is_copied(tmp_path):
