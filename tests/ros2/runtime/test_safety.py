@@ -332,6 +332,38 @@ def test_odometry_in_the_other_convention_is_not_flown(workspace, probe):
         robot.close()
 
 
+def test_unstamped_poses_are_named_not_flown(workspace, probe):
+    """Poses all stamped 0 (a source that leaves header.stamp empty) give no velocity: the node only said
+    'no state received yet' while poses came in; now it names the stamps."""
+    from geometry_msgs.msg import PoseStamped
+
+    install = workspace["install"]
+    pub = probe.create_publisher(PoseStamped, "/cf231/pose", SENSOR_QOS)
+    robot = Robot(probe)
+    try:
+        with NodeProcess(install, "quadrotor_policy_node", [config(install, "sim_quadrotor_policy.yaml")],
+                         {"bundle_path": str(HOVER_BUNDLE), "state_source": "pose", "publish_tick_timing": True,
+                          **PROBE_IS_THE_SERVER}) as node:
+            def unstamped_poses() -> bool:
+                msg = PoseStamped()
+                msg.header.frame_id = "world"
+                msg.pose.position.z, msg.pose.orientation.w = 1.0, 1.0
+                pub.publish(msg)
+                rclpy.spin_once(probe, timeout_sec=0.01)
+                return "stamps 0.0 ms apart" in node.output()
+
+            end = time.monotonic() + 30.0
+            while time.monotonic() < end and not unstamped_poses():
+                pass
+            for _ in range(30):
+                unstamped_poses()
+            assert node.output().count("stamps 0.0 ms apart") == 1  # once, not per pose
+            assert not any(tick.flew for tick in robot.ticks)
+    finally:
+        probe.destroy_publisher(pub)
+        robot.close()
+
+
 def _nan_odometry() -> Odometry:
     msg = Odometry()
     msg.header.frame_id, msg.child_frame_id = "world", "cf231"

@@ -152,6 +152,7 @@ class QuadrotorPolicyNode(Node):
         self._odom_stamp: float | None = None  # the last flown odometry's header stamp [s]
         self._warned_stamp = False
         self._warned_frames = False
+        self._warned_gap = False
         if self.source == "pose":
             self.create_subscription(PoseStamped, p["pose_topic"], self._store, SENSOR_QOS)
         else:
@@ -299,7 +300,14 @@ class QuadrotorPolicyNode(Node):
             self._differentiator.reset()
             return VehicleState(position, quaternion, np.zeros(3), np.zeros(3))  # rejected by the controller
         if not self._differentiator.update(stamp_seconds(msg.header.stamp), position, quaternion):
+            gap = self._differentiator.refused_gap
+            if gap is not None and not self._warned_gap:  # unstamped, repeated or far-apart stamps never fly
+                self.get_logger().warn(f"{self.source} stamps {gap * 1e3:.1f} ms apart: velocity and body rates are "
+                                       f"differentiated over stamps (0, {self._differentiator.max_gap * 1e3:.0f}] ms "
+                                       "apart; such states are not flown")
+                self._warned_gap = True
             return None  # rates need two poses: keep the previous state (the watchdog judges its age)
+        self._warned_gap = False
         if velocity is None:
             velocity = self._differentiator.velocity
         return VehicleState(position, quaternion, velocity, self._differentiator.body_rates)

@@ -16,6 +16,7 @@ class PoseDifferentiator:
         self.smoothing, self.max_gap = smoothing, max_gap
         self._last: tuple[float, np.ndarray, np.ndarray] | None = None
         self.velocity, self.body_rates = np.zeros(3), np.zeros(3)
+        self.refused_gap: float | None = None  # the stamp difference of the last pair refused [s]
 
     def reset(self) -> None:
         """Forget previous poses."""
@@ -31,7 +32,9 @@ class PoseDifferentiator:
             return False
         dt = stamp - last[0]
         if not 0.0 < dt <= self.max_gap:
+            self.refused_gap = dt
             return False
+        self.refused_gap = None
         velocity = (self._last[1] - last[1]) / dt
         rates = relative_rotation_vector(last[2], rotation) / dt
         alpha = 1.0 if self.smoothing <= 0 else min(1.0, dt / (self.smoothing + dt))
