@@ -329,17 +329,34 @@ def policy_file(run_dir: str | Path, which: str | None = "best") -> Path:
     return path
 
 
+def flat_config(tree: Any, prefix: str = "") -> dict[str, Any]:
+    """`tree` (nested mappings) as {"dotted.key": leaf value}."""
+    if not isinstance(tree, dict) or not tree:
+        return {prefix: tree}
+    return {key: value for name, sub in tree.items()
+            for key, value in flat_config(sub, f"{prefix}.{name}" if prefix else str(name)).items()}
+
+
 def load_run_policy(run_dir: str | Path, which: str | None = "best",
                     map_location: str | torch.device = "cpu") -> dict[str, Any]:
     """The checkpoint `policy_file(run_dir, which)` names, loaded; CheckpointError where `which` is a file whose
-    policy flies another env than the run's (its results would be recorded as the run's)."""
-    state = load_checkpoint(policy_file(run_dir, which), map_location=map_location)
+    policy flies another env than the run's, or, from outside the run (a copy, say), was trained on another env
+    config: its results, flown in the environment its checkpoint records, would be recorded as the run's."""
+    path = policy_file(run_dir, which)
+    state = load_checkpoint(path, map_location=map_location)
     config = Path(run_dir) / "config.yaml"
     if which not in (None, "best", "last") and config.is_file():
-        own, theirs = OmegaConf.load(config).env.id, OmegaConf.create(state["config"]).env.id
-        if own != theirs:
-            raise CheckpointError(f"checkpoint={which} is a policy of {theirs}, run={run_dir} flies {own}: give a "
-                                  "checkpoint of this run")
+        run_env, policy_env = OmegaConf.load(config).env, OmegaConf.create(state["config"]).env
+        if run_env.id != policy_env.id:
+            raise CheckpointError(f"checkpoint={which} is a policy of {policy_env.id}, run={run_dir} flies "
+                                  f"{run_env.id}: give a checkpoint of this run")
+        if not path.resolve().is_relative_to(Path(run_dir).resolve()):
+            own, theirs = (flat_config(OmegaConf.to_container(env, resolve=True)) for env in (run_env, policy_env))
+            differ = sorted(key for key in own.keys() | theirs.keys() if own.get(key) != theirs.get(key))
+            if differ:
+                raise CheckpointError(f"checkpoint={which} is not a file of run={run_dir} and was trained with env."
+                                      f"{differ[0]}={theirs.get(differ[0])!r} where the run has {own.get(differ[0])!r}:"
+                                      " it would fly its own env and be recorded as the run's; give run=<its run>")
     return state
 
 

@@ -40,7 +40,7 @@ from robo_rl.agents.sac import SAC, SACConfig
 from robo_rl.allocator import keep_freed_memory
 from robo_rl.buffers import MixedReplay, ReplayBuffer, Source, free_memory
 from robo_rl.collector import CollectedStep, Collector
-from robo_rl.checkpoint import (CHECKPOINT_FORMAT, CheckpointError, CheckpointWriter, check_compatible,
+from robo_rl.checkpoint import (CHECKPOINT_FORMAT, CheckpointError, CheckpointWriter, check_compatible, flat_config,
                                  check_policy_probe, detached_copy, list_checkpoints, load_checkpoint, policy_file,
                                  policy_probe, remove_orphans, require_run_dir, save_best_policy, write_atomically)
 from robo_rl.cli import RESUME_RECORDS, hydra_command
@@ -169,14 +169,6 @@ def resumed_config(saved: DictConfig, given: DictConfig, overrides: Sequence[str
     return cfg
 
 
-def _flat(tree: Any, prefix: str = "") -> dict[str, Any]:
-    """`tree` (nested mappings) as {"dotted.key": leaf value}."""
-    if not isinstance(tree, dict) or not tree:
-        return {prefix: tree}
-    return {key: value for name, sub in tree.items()
-            for key, value in _flat(sub, f"{prefix}.{name}" if prefix else str(name)).items()}
-
-
 def check_record_unedited(run: Path, trained: dict[str, Any]) -> None:
     """ResumeError where the run's config.yaml was edited since its checkpoints were written (`trained`, the
     newest one's config): a resume goes on with the checkpoint's config, so the edit was silently ignored and the
@@ -190,7 +182,7 @@ def check_record_unedited(run: Path, trained: dict[str, Any]) -> None:
     def kept(key: str) -> bool:
         return not any(key == option or key.startswith(option + ".") for option in (*RESUME_OPTIONS, "resume"))
 
-    own, theirs = ({key: value for key, value in _flat(c).items() if kept(key)} for c in (recorded, trained))
+    own, theirs = ({key: value for key, value in flat_config(c).items() if kept(key)} for c in (recorded, trained))
     edited = sorted(key for key in own.keys() | theirs.keys() if own.get(key, "<absent>") != theirs.get(key, "<absent>"))
     if edited:
         key = edited[0]

@@ -367,6 +367,17 @@ def test_a_checkpoint_file_of_another_env_is_refused_not_recorded_as_the_runs(tr
     assert sorted(p.name for p in other.iterdir()) == ["config.yaml"]
     # a file of the run's own env is taken as before (a checkpoint copied out of the run, say)
     assert evaluate_run(trained_run, checkpoint=str(policy), episodes=2)["env_id"] == "robo_rl/CrazyflieHover-v0"
+    shutil.copy(policy, tmp_path / "copy.pt")
+    assert evaluate_run(trained_run, checkpoint=str(tmp_path / "copy.pt"), episodes=2)["changes"] == {}
+    # but another run's policy of the same env id, trained on another env config, flew its own env and was
+    # recorded as this run's, with no changes
+    state = _unsafe(policy)
+    state["config"]["env"]["overrides"] = dict(state["config"]["env"]["overrides"] or {}, floor_height=0.5)
+    torch.save(seal(state), tmp_path / "theirs.pt")
+    with pytest.raises(CheckpointError, match=f"checkpoint={tmp_path / 'theirs.pt'} is not a file of run={trained_run} "
+                                              r"and was trained with env.overrides.floor_height=0.5 where the run has "
+                                              "None"):
+        evaluate_run(trained_run, checkpoint=str(tmp_path / "theirs.pt"), episodes=2)
     with pytest.raises(CheckpointError, match="checkpoint=last: .* keeps no checkpoints, only its best_policy.pt; "
                                               "give checkpoint=best"):
         shutil.copytree(trained_run, tmp_path / "kept", ignore=shutil.ignore_patterns("checkpoints"))
