@@ -37,6 +37,7 @@ from robo_rl.evaluate import load_policy
 from robo_rl.evaluation import evaluate_policy
 from robo_rl.train import select_device
 from sim.errors import ConfigError
+from sim.validation import MAX_ENVS
 from sim.quadrotor import episode_starts
 from sim.quadrotor.config import make_config
 from sim.quadrotor.model import VEHICLES, QuadrotorParams, load_model, thrust_to_weight
@@ -116,6 +117,10 @@ def suite_from_config(cfg: DictConfig | Mapping[str, Any]) -> Suite:
     start_sets = {str(k): dict(v) for k, v in (cfg["start_sets"] or {}).items()}
     if not start_sets:
         raise ConfigError("start_sets must name at least one start set (fields of InitialStateConfig)")
+    per_vehicle = 2 * len(latencies) * len(start_sets)  # cells of a vehicle, flown in one batch (with and without wind)
+    if int(cfg["episodes"]) * per_vehicle > MAX_ENVS:  # the batch's num_envs was refused, naming num_envs
+        raise ConfigError(f"episodes must be at most {MAX_ENVS // per_vehicle} with {per_vehicle} cells per vehicle "
+                          f"(one batch of at most {MAX_ENVS} envs each), got {cfg['episodes']}")
     try:
         make_config("hover", randomization={"latency_steps": [0, max(latencies)]})
     except ConfigError as error:
@@ -156,6 +161,9 @@ def suite_from_config(cfg: DictConfig | Mapping[str, Any]) -> Suite:
         task_named(task)  # one ConfigError naming the known tasks
     targets = cfg.get("targets") or {}
     targets = Targets(**{**targets, "latency_steps": tuple(targets.get("latency_steps", Targets.latency_steps))})
+    target_latencies = targets.latency_steps  # [] failed min() after the whole suite had run; -1 printed n/a
+    if not target_latencies or len(set(target_latencies)) != len(target_latencies) or min(target_latencies) < 0:
+        raise ConfigError(f"targets.latency_steps must be distinct whole numbers >= 0, got {list(target_latencies)}")
     for option in ("start_set", "specialist_start_set"):  # a typo printed its targets as n/a, "not in this suite"
         if getattr(targets, option) not in start_sets:
             raise ConfigError(f"targets.{option} must be one of the start sets ({', '.join(start_sets)}), "

@@ -143,6 +143,10 @@ def test_bad_input_is_one_line_and_creates_nothing(trained_run, tmp_path):
         ([f"run={run}", "targets.start_set=moderat"],
          "error: targets.start_set must be one of the start sets (l2f, moderate), got 'moderat'"),
         ([f"run={run}", "start_sets.moderate=null"], "error: start_sets.moderate is null: give {} for"),
+        # [] ran the whole suite, then failed min() with a traceback
+        ([f"run={run}", "targets.latency_steps=[]"], "error: targets.latency_steps must be distinct whole numbers >= 0"),
+        # an error about num_envs, an option the command does not take
+        ([f"run={run}", "episodes=300000"], "error: episodes must be at most 65536 with 16 cells per vehicle"),
     ]
     before = sorted(tmp_path.rglob("*"))
     result = _commands([argv for argv, _ in cases])
