@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import json
 import time
+import warnings
 from pathlib import Path
 from typing import Any
 
 import torch
 from omegaconf import DictConfig, OmegaConf
 
-from robo_rl.checkpoint import agent_from_checkpoint, check_compatible, load_run_policy
+from robo_rl.checkpoint import agent_from_checkpoint, check_compatible, load_run_policy, write_atomically
 from robo_rl.cli import hydra_command
 from robo_rl.envs import env_spec, make_vector_env
 from robo_rl.evaluation import evaluate_policy
@@ -90,12 +91,17 @@ def evaluate_run(run: str | Path, checkpoint: str | Path | None = "best", episod
 
 
 def robustness_table(run: str | Path) -> str:
-    """All evaluations recorded for a run, one row each."""
-    rows = [json.loads(p.read_text()) for p in sorted((Path(run) / "evaluations").glob("eval_*.json"))]
+    """All evaluations recorded for a run, one row each; a file that is not an evaluation's record (torn,
+    edited) is left out with a warning naming it."""
     lines = [f"{'changes':60s} {'episodes':>8s} {'success':>8s} {'return':>9s}"]
-    for r in rows:
-        lines.append(f"{json.dumps(r['changes'])[:60]:60s} {r['episodes']:8d} {100 * r['success_rate']:7.1f}% "
-                     f"{r['mean_return']:9.1f}")
+    for path in sorted((Path(run) / "evaluations").glob("eval_*.json")):
+        try:
+            r = json.loads(path.read_text())
+            lines.append(f"{json.dumps(r['changes'])[:60]:60s} {int(r['episodes']):8d} "
+                         f"{100 * float(r['success_rate']):7.1f}% {float(r['mean_return']):9.1f}")
+        except (OSError, ValueError, TypeError, KeyError) as error:
+            warnings.warn(f"{path} is not an evaluation's record ({type(error).__name__}: {error}); left out of the "
+                          "table", stacklevel=2)
     return "\n".join(lines)
 
 
@@ -106,7 +112,8 @@ def main(cfg: DictConfig) -> None:
     row = evaluate_run(cfg.run, cfg.checkpoint, int(cfg.episodes), int(cfg.seed), env_changes(cfg), cfg.device)
     out = Path(cfg.run) / "evaluations" / f"eval_{time.strftime('%Y%m%d-%H%M%S')}_{time.time_ns() % 10**9:09d}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(row, indent=2))
+    text = json.dumps(row, indent=2).encode()
+    write_atomically(out, lambda f: f.write(text))  # a kill leaves no torn record for the next table to read
     print(json.dumps(row))
     print(f"success {100 * row['success_rate']:.1f}% over {row['episodes']} episodes, mean return "
           f"{row['mean_return']:.1f} (changes: {row['changes'] or 'none'}); written to {out}")

@@ -403,3 +403,23 @@ def test_a_checkpoint_that_is_no_file_names_what_is_allowed(trained_run):
         evaluate_run(trained_run, checkpoint="lsat", episodes=2)
     with pytest.raises(CheckpointError, match=f"checkpoint={trained_run / 'checkpoints'} is a folder; give best"):
         export_bundle(trained_run, checkpoint=str(trained_run / "checkpoints"), out=trained_run.parent / "nowhere")
+
+
+def test_a_torn_evaluation_record_is_left_out_of_the_table_with_a_warning(tmp_path):
+    """A truncated eval_*.json (a kill, a full disk) made every later `evaluate` of the run end in a traceback
+    after writing its own result; records are now written atomically and the table skips what it cannot read."""
+    import json
+
+    from robo_rl.evaluate import robustness_table
+
+    folder = tmp_path / "evaluations"
+    folder.mkdir()
+    good = {"changes": {"vehicle": "crazyflie_rltools"}, "episodes": 100, "success_rate": 0.97, "mean_return": 51.2}
+    (folder / "eval_1.json").write_text(json.dumps(good))
+    (folder / "eval_2.json").write_text(json.dumps(good)[:40])
+    (folder / "eval_3.json").write_text("[]")
+    (folder / "eval_4.json").write_text('{"run": 1}')
+    with pytest.warns(UserWarning) as caught:
+        table = robustness_table(tmp_path)
+    assert len(table.splitlines()) == 2 and "97.0%" in table
+    assert sorted(str(w.message).split(" is not")[0] for w in caught) == [str(folder / f"eval_{i}.json") for i in (2, 3, 4)]
