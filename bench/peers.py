@@ -42,9 +42,10 @@ class Positive(argparse.Action):
 
     def allowed(self) -> str:
         """What the option takes, in words."""
+        most = f" and at most {self.maximum:g}" if math.isfinite(self.maximum) else ""
         if self.type is int:
-            return "0 or more" if self.zero_allowed else "1 or more"
-        return "a finite number of 0 or more" if self.zero_allowed else "a finite number above 0"
+            return ("0 or more" if self.zero_allowed else "1 or more") + most
+        return ("a finite number of 0 or more" if self.zero_allowed else "a finite number above 0") + most
 
 
 class NonNegative(Positive):

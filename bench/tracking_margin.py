@@ -23,10 +23,17 @@ sys.path.insert(0, str(ROOT))
 from peers import BenchArgumentParser, Positive, Seed  # noqa: E402
 
 from robo_rl.checkpoint import CheckpointError  # noqa: E402
+from robo_rl.cli import hydra_value  # noqa: E402
 from robo_rl.robustness import check_run, evaluate_cells, load_flying, suite_from_config  # noqa: E402
 from sim.errors import ConfigError  # noqa: E402
 from sim.quadrotor.model import VEHICLES  # noqa: E402
 from sim.quadrotor.tasks import TASKS  # noqa: E402
+
+
+class Radius(Positive):
+    """`action=Radius`: a success radius, as the task config takes one (sim.quadrotor config: at most 100 m)."""
+
+    maximum = 100.0
 
 
 def main() -> None:
@@ -35,14 +42,14 @@ def main() -> None:
     parser.add_argument("--task", default="figure_eight", choices=list(TASKS), help="the quadrotor task flown")
     parser.add_argument("--vehicles", nargs="+", default=None, choices=list(VEHICLES),
                         help="named vehicles (default: the suite's)")
-    parser.add_argument("--radii", nargs="+", type=float, action=Positive, default=[0.15, 0.175, 0.2],
+    parser.add_argument("--radii", nargs="+", type=float, action=Radius, default=[0.15, 0.175, 0.2],
                         help="success radii [m]")
     args = parser.parse_args()
     torch.set_num_threads(1)
     try:
         check_run(args.run)
         with initialize_config_dir(config_dir=str(ROOT / "configs"), version_base="1.3"):
-            cfg = compose(config_name="robustness", overrides=[f"run={args.run}", f"task={args.task}",
+            cfg = compose(config_name="robustness", overrides=[f"run={hydra_value(args.run)}", f"task={args.task}",
                                                                    "held_out.episodes=0"])
         suite = suite_from_config(cfg)
         device = torch.device("cpu")

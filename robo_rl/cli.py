@@ -35,6 +35,7 @@ from __future__ import annotations
 import functools
 import linecache
 import os
+import re
 import sys
 import traceback
 import warnings
@@ -370,6 +371,13 @@ NEW_RUN_NEIGHBOURS = {"distill": ("teachers",)}
 DISTILL_PROGRESS_FILES = ("config.yaml", "tensorboard", "learning_curve.png")
 # commands whose hydra.run.dir holds only their own record and results (by default a new folder inside the run)
 RECORDING_COMMANDS = ("evaluate", "robustness", "export", "record")
+
+
+def hydra_value(value: str | Path) -> str:
+    """`value` quoted for a Hydra command-line override (`key=<it>`): a path with a comma, a space, brackets or a
+    quote is otherwise parsed as a sweep, a list or a syntax error."""
+    text = re.sub(r"(\\*)'", lambda m: m.group(1) * 2 + "\\'", str(value))  # backslashes before a quote double
+    return "'" + re.sub(r"(\\+)$", lambda m: m.group(1) * 2, text) + "'"  # as do those before the closing one
 
 
 def file_in_the_way(path: str | Path) -> Path | None:

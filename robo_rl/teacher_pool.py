@@ -44,7 +44,7 @@ from omegaconf import DictConfig, ListConfig, OmegaConf
 from tqdm import tqdm
 
 from robo_rl.checkpoint import BEST_POLICY, is_run_dir, require_run_dir
-from robo_rl.cli import hydra_command
+from robo_rl.cli import hydra_command, hydra_value
 from sim.errors import ConfigError
 from sim.kernel_expr import ArrayMath
 from sim.quadrotor.model import thrust_to_weight
@@ -370,7 +370,7 @@ def member_command(run: Path, member: dict[str, Any], steps: int, overrides: Seq
     latency = member["latency_steps"]
     return [sys.executable, "-m", "robo_rl.train", "+experiment=specialist", f"+env.overrides.vehicle_overrides={vehicle}",
             f"env.overrides.randomization.latency_steps=[{latency},{latency}]", f"total_env_steps={steps}",
-            "torch_threads=1", "logging.progress_bar=false", *overrides, f"hydra.run.dir={run}"]
+            "torch_threads=1", "logging.progress_bar=false", *overrides, f"hydra.run.dir={hydra_value(run)}"]
 
 
 def check_member_overrides(member: dict[str, Any], overrides: Sequence[str], steps: int) -> None:

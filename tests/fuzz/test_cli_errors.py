@@ -8,6 +8,7 @@ import re
 import subprocess
 import sys
 import warnings
+from pathlib import Path
 
 import pytest
 from hydra import compose, initialize_config_dir
@@ -590,3 +591,17 @@ def test_command_passes_through_success_and_system_exit():
 def test_keys_the_config_files_define_or_leave_free_form_pass(command, overrides):
     with initialize_config_dir(config_dir=CONFIGS, version_base="1.3"):
         check_options(compose(config_name=command, overrides=overrides), command)
+
+
+@pytest.mark.parametrize("path", ["/tmp/run x,1", "/tmp/it's", "/tmp/[a]=b", "/tmp/back\\slash", "/tmp/end\\",
+                                  "/tmp/a\\'b", "/tmp/{x: 1}"])
+def test_paths_the_commands_pass_to_hydra_arrive_as_given(path):
+    """teacher_pool's members (and train's video child) got hydra.run.dir=<path> unquoted: a comma made every
+    member fail with Hydra's 'Ambiguous value' in its log."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    from robo_rl.teacher_pool import member_command
+
+    command = member_command(Path(path), {"mass": 0.03, "latency_steps": 1}, 1000)
+    overrides = OverridesParser.create().parse_overrides(command[3:])
+    assert {o.key_or_group: o.value() for o in overrides}["hydra.run.dir"] == path
