@@ -23,6 +23,9 @@ from sim.validation import Interval, coerce, coerce_fields, number
 
 SEED = Interval(0, 2**32 - 1)  # what NumPy's seeding takes
 COUNT = Interval(1, 2**31 - 1)
+SPEED = Interval(0.0, 1.0, open_low=True)  # a teleop device's |action| at full deflection: a demonstration's actions
+# must lie in the action space, [-1, 1], which the policy's tanh spans
+DEAD_ZONE = Interval(0.0, 1.0, open_high=True)  # a share of full deflection (1: every reading divided by zero)
 STEPS = Interval(0, 10**12)
 DEVICE = re.compile(r"^(auto|cpu|cuda(:\d+)?|mps)$")
 
@@ -105,6 +108,12 @@ OPTIONS: dict[str, dict[str, tuple[Any, Interval | None]]] = {
         "dataset": (str, None), "episodes": (int, Interval(1, 10**6)), "seed": (int, SEED),
         "num_envs": (int, Interval(1, 2**16)), "device": (str, None), "device_path": (str | None, None),
         "realtime": (bool, None), "expert_noise": (float, Interval(0.0, 10.0)),
+        # the teleop devices' own (robo_rl.teleop): NaN or a dead zone of 1 made NaN actions, which ended the session
+        # at the first key or stick and lost the accepted episodes
+        "teleop.keyboard.hold_steps": (int, Interval(1, 1000)), "teleop.keyboard.speed": (float, SPEED),
+        "teleop.gamepad.dead_zone": (float, DEAD_ZONE), "teleop.gamepad.speed": (float, SPEED),
+        "teleop.spacemouse.full_scale": (float, Interval(0.0, 10**5, open_low=True)),
+        "teleop.spacemouse.dead_zone": (float, DEAD_ZONE), "teleop.spacemouse.speed": (float, SPEED),
     },
 }
 # options whose null means "none" (no resume, no demos): an empty value (`resume=`, what a shell variable that was

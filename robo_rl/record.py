@@ -50,9 +50,15 @@ def record(cfg: DictConfig) -> str:
         teleop = make_teleop(cfg.device, **options)
     env = make_vector_env(cfg.env, int(cfg.num_envs) if cfg.device == "scripted" else 1, torch.device("cpu"),
                           cameras=True)
+    failure: Exception | None = None
     if cfg.device != "scripted":
-        episodes = record_teleop(env, teleop, int(cfg.episodes), int(cfg.seed), bool(cfg.realtime))
+        try:
+            episodes = record_teleop(env, teleop, int(cfg.episodes), int(cfg.seed), bool(cfg.realtime))
+        except RecordingStopped as stopped:  # an error mid-session: the accepted episodes are still written
+            episodes, failure = stopped.accepted, stopped.error
         if not episodes:
+            if failure is not None:
+                raise failure
             print("no episode accepted: nothing written")
             return ""
     else:
@@ -80,14 +86,25 @@ def record(cfg: DictConfig) -> str:
                          env.single_action_space, algorithm_name=algorithm)
     steps = sum(len(e["actions"]) for e in episodes)
     print(f"wrote {len(episodes)} episodes ({steps} transitions) to {path}")
+    if failure is not None:  # after the episodes are safe: the session still failed
+        raise failure
     return str(path)
+
+
+class RecordingStopped(Exception):
+    """A teleoperation session ended by an error (`error`) after `accepted` episodes were accepted."""
+
+    def __init__(self, error: Exception, accepted: list[dict[str, Any]]):
+        super().__init__(str(error))
+        self.error, self.accepted = error, accepted
 
 
 def record_teleop(env: Any, teleop: Teleop, episodes: int, seed: int, realtime: bool = True,
                   say: Callable[[str], None] = print) -> list[dict[str, Any]]:
     """Episodes driven by a person through `teleop` (any robo_rl.teleop device) in a one-env batch, each
     accepted or rejected by the operator; stops at `episodes` accepted or when the operator quits, Ctrl-C
-    included (the episode under way, not yet accepted, is dropped)."""
+    included (the episode under way, not yet accepted, is dropped). An error part-way (a device that fails, an
+    action the env refuses) raises RecordingStopped holding it and the episodes accepted until then."""
     accepted: list[dict[str, Any]] = []
     say(teleop.help)
     with _ctrl_c_interrupts():
@@ -95,6 +112,10 @@ def record_teleop(env: Any, teleop: Teleop, episodes: int, seed: int, realtime: 
             _drive(env, teleop, episodes, seed, realtime, say, accepted)
         except KeyboardInterrupt:  # the accepted episodes are a person's work: Ctrl-C keeps them, as the quit key does
             say(f"interrupted: keeping the {len(accepted)} accepted episode(s)")
+        except Exception as error:  # noqa: BLE001 (whatever it is, the person's accepted episodes are kept)
+            if accepted:
+                say(f"stopped by an error: keeping the {len(accepted)} accepted episode(s)")
+            raise RecordingStopped(error, accepted) from error
     return accepted
 
 

@@ -524,6 +524,12 @@ def test_what_an_inbox_may_be_named():
     ("export", ["run=r", "pairs=2048"], r"pairs must lie in \[8, 1024\], got 2048"),
     ("export", ["run=r", "safe_action=[nan, 0]"], "safe_action"),
     ("record", ["dataset=d", "expert_noise=-1"], r"expert_noise must lie in \[0, 10\], got -1"),
+    # NaN actions at the first key press ended the session and lost its accepted episodes; a dead zone of 1 divides
+    # every stick reading by zero
+    ("record", ["dataset=d", "teleop.keyboard.speed=nan"], "teleop.keyboard.speed must be a finite number, got nan"),
+    ("record", ["dataset=d", "teleop.gamepad.dead_zone=1"], r"teleop.gamepad.dead_zone must lie in \[0, 1\), got 1"),
+    ("record", ["dataset=d", "teleop.spacemouse.full_scale=0"], r"teleop.spacemouse.full_scale must lie in \(0, 100000\]"),
+    ("record", ["dataset=d", "teleop.keyboard.hold_steps=-1"], r"teleop.keyboard.hold_steps must lie in \[1, 1000\]"),
     ("distill", ["teacher=r", "num_envs=0"], r"num_envs must lie in \[1, 1048576\], got 0"),
     ("distill", ["teacher=r", "torch_threads=0"], r"torch_threads must lie in \[1, 4096\], got 0"),
     ("distill", ["teacher=r", "distillation.pre_squash_weight=-1"], r"distillation.pre_squash_weight must lie in \[0, 100\]"),
@@ -586,7 +592,7 @@ def test_command_passes_through_success_and_system_exit():
     ("train", ["+experiment=pick_cube_hil"]),  # a config group, global package
     ("train", ["env=pick_cube", "agent=sac_arm", "intervention=scripted"]),
     ("evaluate", ["run=r", "+randomization.mass=0.1", "+overrides.vehicle=crazyflie_rltools"]),
-    ("record", ["dataset=d", "env=reach", "teleop.keyboard.speed=2"]),
+    ("record", ["dataset=d", "env=reach", "teleop.keyboard.speed=0.5"]),
 ])
 def test_keys_the_config_files_define_or_leave_free_form_pass(command, overrides):
     with initialize_config_dir(config_dir=CONFIGS, version_base="1.3"):

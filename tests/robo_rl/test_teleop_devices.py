@@ -410,6 +410,36 @@ def test_ctrl_c_while_recording_keeps_the_episodes_already_accepted(pipe, handle
     assert said[-1] == "interrupted: keeping the 1 accepted episode(s)"
 
 
+def test_an_error_part_way_keeps_the_episodes_already_accepted(pipe):
+    """teleop.keyboard.speed=nan (now refused up front) made the first key press of episode 2 an error: the session
+    ended with it and the accepted episode was never written. Any error now hands them to the caller with it."""
+    import torch
+
+    from robo_rl.envs import make_vector_env
+    from robo_rl.record import RecordingStopped, record_teleop
+
+    read_end, write_end = pipe
+    env = make_vector_env(OmegaConf.load(ROOT / "configs" / "env" / "arm_reach.yaml"), 1, torch.device("cpu"),
+                          threads=1)
+    teleop = GamepadTeleop(read_end)
+    said: list[str] = []
+
+    def operator(text: str) -> None:
+        said.append(text)
+        if text.startswith("episode 1 ") and text.endswith("go"):
+            os.write(write_end, js(AXIS, 1, -FULL) + press(3))
+        elif text.startswith("episode 2 ") and text.endswith("go"):
+            teleop.speed = float("nan")  # the device goes wrong
+            os.write(write_end, js(AXIS, 1, -FULL))
+        elif "keep it" in text:
+            os.write(write_end, press(0))
+
+    with pytest.raises(RecordingStopped) as stopped:
+        record_teleop(env, teleop, episodes=3, seed=0, realtime=False, say=operator)
+    assert len(stopped.value.accepted) == 1 and (stopped.value.accepted[0]["actions"][:, 0] == 1.0).all()
+    assert "finite" in str(stopped.value.error) and said[-1] == "stopped by an error: keeping the 1 accepted episode(s)"
+
+
 def _existing_dataset(root: Path, dataset_id: str) -> Path:
     """A dataset folder at `dataset_id` under the Minari root `root`, as another recording left it."""
     path = root / dataset_id
