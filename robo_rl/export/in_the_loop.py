@@ -32,6 +32,8 @@ from robo_rl.cli import command, key_values
 from robo_rl.export.bundle import check_vehicle_name, onnx_actions, read_manifest, torch_actor
 from robo_rl.export.c_runtime import CompiledPolicy
 from robo_rl.export.errors import ExportError
+from sim.errors import ConfigError
+from sim.quadrotor.config import make_config
 
 Act = Callable[[np.ndarray], np.ndarray]
 MAX_LATENCY_STEPS = 10  # [control steps]; the training distribution reaches 3
@@ -74,13 +76,30 @@ def plant_config(manifest: dict[str, Any], vehicle: str | None = None, latency_s
     config["randomization"] = {**config.get("randomization", {}), "enabled": True, "vehicle_parameters": False,
                                "latency_steps": [latency_steps, latency_steps], "disturbance_force": float(wind),
                                "disturbance_torque": 0.0}
+    try:  # an edited policy.json (control_hz 0, say) was a ZeroDivisionError or the simulator's traceback
+        make_config(str(config.get("task", "hover")), config)
+    except (ConfigError, TypeError, ValueError) as error:
+        raise ExportError(f"the bundle's policy.json training.env_config does not make a quadrotor env ({error}); "
+                          "export the run again") from error
     return config
 
 
 def bundle_env(bundle: str | Path, vehicle: str | None = None, latency_steps: int = 0, wind: float = 0.0) -> gym.Env:
-    """A single MuJoCo env of the plant `plant_config` describes for the bundle."""
+    """A single MuJoCo env of the plant `plant_config` describes for the bundle; ExportError where the bundle's
+    env id is not registered or its env's observation is not the size its policy reads."""
     manifest = read_manifest(bundle)
-    return gym.make(manifest["env_id"], config=plant_config(manifest, vehicle, latency_steps, wind))
+    config = plant_config(manifest, vehicle, latency_steps, wind)
+    try:
+        env = gym.make(manifest["env_id"], config=config)
+    except gym.error.Error as error:
+        raise ExportError(f"the bundle's policy.json env_id {manifest['env_id']!r} is not an env of this robo-rl "
+                          f"({error}); export the run again") from error
+    size = int(np.prod(env.observation_space.shape))
+    if size != manifest["observation"]["size"]:
+        env.close()
+        raise ExportError(f"the bundle's policy.json training.env_config makes {size} observations, its policy reads "
+                          f"{manifest['observation']['size']}; export the run again")
+    return env
 
 
 def fly(bundle: str | Path, act: Act, seed: int, steps: int, vehicle: str | None = None, latency_steps: int = 0,

@@ -5,6 +5,7 @@ vehicle's nominal physics with its firmware's thrust limits, with and without ac
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -159,3 +160,24 @@ def test_a_c_source_that_names_no_c_prefix_is_refused(exported_bundle, tmp_path,
     (bundle / "policy.json").write_text(json.dumps(manifest))
     with pytest.raises(ExportError, match=r"policy.json's files.c_source is .*, not c/<c_prefix>.c"):
         read_manifest(bundle)
+
+
+@pytest.mark.parametrize("edit, message", [
+    ({"control_hz": 0}, "training.env_config does not make a quadrotor env (config.control_hz must lie in"),
+    ({"action_history": 9}, "training.env_config makes 54 observations, its policy reads 50"),
+    ({"env_id": "robo_rl/Nope-v0"}, "policy.json env_id 'robo_rl/Nope-v0' is not an env of this robo-rl"),
+])
+def test_an_edited_env_in_policy_json_is_refused_in_one_error(exported_bundle, tmp_path, edit, message):
+    """A ZeroDivisionError, gymnasium's NameNotFound and a matrix-shape RuntimeError, each as a traceback."""
+    import shutil
+
+    bundle = tmp_path / "bundle"
+    shutil.copytree(exported_bundle, bundle)
+    manifest = json.loads((bundle / "policy.json").read_text())
+    if "env_id" in edit:
+        manifest.update(edit)
+    else:
+        manifest["training"]["env_config"].update(edit)
+    (bundle / "policy.json").write_text(json.dumps(manifest))
+    with pytest.raises(ExportError, match=re.escape(message)):
+        compare_targets(bundle, steps=5, cortex_m4=False)
