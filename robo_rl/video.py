@@ -26,6 +26,7 @@ VIDEO_NAME = "rollout.gif"  # in the run folder, where out= is not given: the ru
 # what record_rollouts writes, the animated GIF its frame duration and loop settings are for: PIL picks the format
 # from out='s extension, and refused `afile` or `best_policy.pt` only after the minutes of rendering
 VIDEO_SUFFIX = ".gif"
+MAX_EPISODES = 20  # the frames of all of them are held in memory until the GIF is written
 
 
 def output_path(run: str | Path, out: str | Path | None, policy: str | Path | None = None) -> Path:
@@ -98,7 +99,8 @@ def record_rollouts(run: str | Path, out: str | Path | None = None, episodes: in
 @command
 def main(argv: list[str]) -> None:
     """`key=value` arguments: run (required), out, episodes, seed, checkpoint."""
-    args = key_values(argv, {"run": str, "out": str, "episodes": (int, 1), "seed": int, "checkpoint": str},
+    # episodes: every frame is kept until the GIF is written, about 230 MB per 640x480 hover episode
+    args = key_values(argv, {"run": str, "out": str, "episodes": (int, 1, MAX_EPISODES), "seed": int, "checkpoint": str},
                       "usage: python -m robo_rl.video run=<run dir> [out=<file.gif>] [episodes=1] [seed=0] [checkpoint=best]")
     path = record_rollouts(args["run"], args.get("out"), args.get("episodes", 1), args.get("seed", 0),
                            args.get("checkpoint", "best"))

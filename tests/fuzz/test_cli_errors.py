@@ -66,6 +66,8 @@ def run_cli(args: list[str], tmp_path, timeout: float = 300) -> subprocess.Compl
     (["-m", "robo_rl.export.in_the_loop", "bundle=b", "latency_steps=-1"],
      "error: latency_steps=-1: latency_steps must lie in [0, 10]"),
     (["-m", "robo_rl.video", "run=r", "episodes=0"], "error: episodes=0: episodes must lie in [1, "),
+    # every frame is held until the GIF is written (about 230 MB a hover episode): up to 2**31 episodes were taken
+    (["-m", "robo_rl.video", "run=r", "episodes=1000"], "error: episodes=1000: episodes must lie in [1, 20]"),
     (["-m", "robo_rl.video", "run=r", "run=s"], "error: argument 'run=s': run is given twice"),
     # an unset shell variable: in_the_loop flew the current folder's bundle
     (["-m", "robo_rl.export.in_the_loop", "bundle="], "error: bundle= is empty; give a value, or leave bundle out"),
