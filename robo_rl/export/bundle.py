@@ -221,6 +221,12 @@ def _export(state: dict[str, Any], run_cfg: Any, env: Any, run: str | Path, out:
     nominal = None if deployment is None else np.full(4, deployment["hover_command"], dtype=np.float32)
     spec = PolicySpec.from_actor(agent.policy_actor, agent.config.activation,
                                  safe_action=_safe_action(safe_action, env, nominal))
+    if nominal is not None and not isinstance(safe_action, str) and np.any(spec.safe_action > nominal + 1e-6):
+        # the Crazyflie app faults and the ROS 2 node stops on a non-OK status; firmware that flew the returned
+        # action instead would climb on every invalid observation
+        warnings.warn(f"safe_action={spec.safe_action.tolist()} lies above the vehicle's hover command "
+                      f"{float(nominal[0]):.4f}: a consumer of the generated C that flies the action a fault returns "
+                      "would climb; 'nominal' (the hover command) or less descends", stacklevel=2)
     policy: Policy = (DeterministicPolicy(agent.policy_actor, spec) if agent.encoder is None
                       else ImagePolicy(agent.encoder, agent.policy_actor, spec)).eval()
     observations, actions = record_pairs(policy, env, pairs, seed)

@@ -98,9 +98,12 @@ def test_export_command_writes_the_bundle_and_rejects_bad_requests(trained_run, 
                              "checkpoint=last", "safe_action=[0.1,0.1,0.1,0.1]"],
                             capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-2000:]
-    assert "verification" in result.stdout
+    assert "verification" in result.stdout and "safe_action" not in result.stderr  # below hover: no warning
     manifest = json.loads((tmp_path / "b" / "policy.json").read_text())
     assert manifest["action"]["safe_action"] == pytest.approx([0.1] * 4)
+    # full thrust on every invalid observation was exported without a word
+    with pytest.warns(UserWarning, match=r"safe_action=\[1.0, 1.0, 1.0, 1.0\] lies above the vehicle's hover command"):
+        export_bundle(trained_run, out=tmp_path / "full", safe_action=[1.0] * 4, pairs=8, c="false")
     assert manifest["training"]["checkpoint"].endswith("checkpoint_000000001600.pt")
 
     with pytest.raises(ExportError, match="at least 8"):
