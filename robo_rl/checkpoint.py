@@ -337,6 +337,10 @@ def flat_config(tree: Any, prefix: str = "") -> dict[str, Any]:
             for key, value in flat_config(sub, f"{prefix}.{name}" if prefix else str(name)).items()}
 
 
+# How an env is simulated, not what is flown: every backend steps the same dynamics (tests/sim hold them equal)
+SIMULATION_KEYS = ("backend", "compile")
+
+
 def load_run_policy(run_dir: str | Path, which: str | None = "best",
                     map_location: str | torch.device = "cpu") -> dict[str, Any]:
     """The checkpoint `policy_file(run_dir, which)` names, loaded; CheckpointError where `which` is a file whose
@@ -352,7 +356,8 @@ def load_run_policy(run_dir: str | Path, which: str | None = "best",
                                   f"{run_env.id}: give a checkpoint of this run")
         if not path.resolve().is_relative_to(Path(run_dir).resolve()):
             own, theirs = (flat_config(OmegaConf.to_container(env, resolve=True)) for env in (run_env, policy_env))
-            differ = sorted(key for key in own.keys() | theirs.keys() if own.get(key) != theirs.get(key))
+            differ = sorted(key for key in own.keys() | theirs.keys()
+                            if own.get(key) != theirs.get(key) and key not in SIMULATION_KEYS)
             if differ:
                 raise CheckpointError(f"checkpoint={which} is not a file of run={run_dir} and was trained with env."
                                       f"{differ[0]}={theirs.get(differ[0])!r} where the run has {own.get(differ[0])!r}:"

@@ -43,7 +43,7 @@ from robo_rl.collector import CollectedStep, Collector
 from robo_rl.checkpoint import (CHECKPOINT_FORMAT, CheckpointError, CheckpointWriter, check_compatible, flat_config,
                                  check_policy_probe, detached_copy, list_checkpoints, load_checkpoint, policy_file,
                                  policy_probe, remove_orphans, require_run_dir, save_best_policy, write_atomically)
-from robo_rl.cli import RESUME_RECORDS, hydra_command, hydra_value
+from robo_rl.cli import RESUME_RECORDS, hydra_command
 from robo_rl.datasets import load_transitions
 from robo_rl.envs import env_config_at, env_spec, make_vector_env
 from robo_rl.evaluation import evaluate_policy
@@ -645,7 +645,7 @@ class Trainer:
     def _write_video(self) -> None:
         """rollout.gif of the best policy, rendered offscreen in a child process (MuJoCo picks its GL
         backend once per process); a failure is reported, never fatal to the run."""
-        command = [sys.executable, "-m", "robo_rl.video", f"run={hydra_value(self.run_dir)}"]
+        command = [sys.executable, "-m", "robo_rl.video", f"run={self.run_dir}"]  # key=value, not Hydra: taken as given
         done = subprocess.run(command, capture_output=True, text=True)
         if done.returncode:
             print(f"warning: no rollout video ({' '.join(command)} failed):\n{done.stderr[-2000:]}", file=sys.stderr)

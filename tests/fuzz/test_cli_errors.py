@@ -604,7 +604,7 @@ def test_keys_the_config_files_define_or_leave_free_form_pass(command, overrides
 @pytest.mark.parametrize("path", ["/tmp/run x,1", "/tmp/it's", "/tmp/[a]=b", "/tmp/back\\slash", "/tmp/end\\",
                                   "/tmp/a\\'b", "/tmp/{x: 1}"])
 def test_paths_the_commands_pass_to_hydra_arrive_as_given(path):
-    """teacher_pool's members (and train's video child) got hydra.run.dir=<path> unquoted: a comma made every
+    """teacher_pool's members got hydra.run.dir=<path> unquoted: a comma made every
     member fail with Hydra's 'Ambiguous value' in its log."""
     from hydra.core.override_parser.overrides_parser import OverridesParser
 

@@ -378,6 +378,12 @@ def test_a_checkpoint_file_of_another_env_is_refused_not_recorded_as_the_runs(tr
                                               r"and was trained with env.overrides.floor_height=0.5 where the run has "
                                               "None"):
         evaluate_run(trained_run, checkpoint=str(tmp_path / "theirs.pt"), episodes=2)
+    # another simulation backend steps the same dynamics: that is not another env
+    state = _unsafe(policy)
+    other_backend = {"torch": "mujoco_batch", "mujoco_batch": "torch"}[state["config"]["env"]["backend"]]
+    state["config"]["env"].update(backend=other_backend, compile=not state["config"]["env"]["compile"])
+    torch.save(seal(state), tmp_path / "backend.pt")
+    assert evaluate_run(trained_run, checkpoint=str(tmp_path / "backend.pt"), episodes=2)["changes"] == {}
     with pytest.raises(CheckpointError, match="checkpoint=last: .* keeps no checkpoints, only its best_policy.pt; "
                                               "give checkpoint=best"):
         shutil.copytree(trained_run, tmp_path / "kept", ignore=shutil.ignore_patterns("checkpoints"))

@@ -161,7 +161,13 @@ def test_an_interrupted_distillation_is_started_again_by_the_same_command(teache
     out = tmp_path / "student"
     args = [PYTHON, "-m", "robo_rl.distill", f"teacher={teacher_run}", f"hydra.run.dir={out}", "num_envs=64",
             "rollout_steps=50", "iterations=200", "torch_threads=1", "logging.progress_bar=false"]
-    first = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    # CI's workers run with SIGINT ignored, which a child inherits and Python then keeps (the Ctrl-C did nothing); a
+    # handler in place here is reset to the default in the child, as in a terminal
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        first = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    finally:
+        signal.signal(signal.SIGINT, previous)
     deadline = time.monotonic() + 300
     while not (out / "config.yaml").exists() and time.monotonic() < deadline and first.poll() is None:
         time.sleep(0.2)
