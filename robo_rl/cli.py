@@ -356,6 +356,21 @@ def remove_refused_record(created: list[Path], existing: dict[Path, set[str]]) -
     remove_made_folders(created[1:])
 
 
+def remove_empty_output(created: list[Path]) -> None:
+    """Remove the output folder Hydra made for a finished command (`created`, deepest first) where it holds nothing
+    but empty logs: export keeps no record there (output_subdir null), and each export left a dated folder with an
+    empty log in the user's run."""
+    if not created or not created[0].is_dir():
+        return
+    entries = list(created[0].iterdir())
+    if not all(p.is_file() and not p.is_symlink() and p.suffix == ".log" and p.stat().st_size == 0 for p in entries):
+        return
+    for path in entries:
+        path.unlink()
+    created[0].rmdir()
+    remove_made_folders(created[1:])
+
+
 def _is_hydra_record(path: Path) -> bool:
     """Whether `path`, in a command's output folder, is what Hydra writes there: its record or the command's log."""
     return path.name in (".hydra", RESUME_RECORDS) or path.suffix == ".log"
@@ -481,7 +496,9 @@ def hydra_command(config_path: str, config_name: str, version_base: str = "1.3")
                 from robo_rl.options import check_options
 
                 check_options(cfg, config_name)  # every option's type and range, before any work
-                return task(cfg, *args, **kwargs)
+                result = task(cfg, *args, **kwargs)
+                remove_empty_output(created)
+                return result
             except Exception as error:  # noqa: BLE001 (reported by `command`, outside Hydra)
                 if is_user_error(error):
                     remove_refused_record(created, existing)

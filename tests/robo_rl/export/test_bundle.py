@@ -94,11 +94,13 @@ def test_a_run_on_the_torch_backend_exports(trained_run, tmp_path):
 
 
 def test_export_command_writes_the_bundle_and_rejects_bad_requests(trained_run, tmp_path):
+    before = sorted(trained_run.rglob("*"))
     result = subprocess.run([sys.executable, "-m", "robo_rl.export", f"run={trained_run}", f"out={tmp_path / 'b'}",
                              "checkpoint=last", "safe_action=[0.1,0.1,0.1,0.1]"],
                             capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-2000:]
     assert "verification" in result.stdout and "safe_action" not in result.stderr  # below hover: no warning
+    assert sorted(trained_run.rglob("*")) == before  # each export left export_logs/<time>/ with an empty log
     manifest = json.loads((tmp_path / "b" / "policy.json").read_text())
     assert manifest["action"]["safe_action"] == pytest.approx([0.1] * 4)
     # full thrust on every invalid observation was exported without a word
