@@ -19,6 +19,14 @@ def _pyplot() -> Any:
     return plt
 
 
+def _save(fig: Any, path: str | Path) -> None:
+    """`fig` as a PNG at `path`, which appears only complete (`write_atomically`): a Ctrl-C or a full disk while
+    plotting left a torn image beside a finished record, or over the previous one."""
+    from robo_rl.checkpoint import write_atomically
+
+    write_atomically(Path(path), lambda f: fig.savefig(f, format="png", dpi=110))
+
+
 def plot_learning_curve(history: Sequence[dict], path: str | Path, title: str = "") -> Path:
     """Evaluation success rate and return against env steps (and wall-clock) as a PNG."""
     steps = [h["env_steps"] for h in history]
@@ -36,7 +44,7 @@ def plot_learning_curve(history: Sequence[dict], path: str | Path, title: str = 
                      f"{last['env_steps']:,} steps, {last['wall_seconds']:.0f} s)")
     fig.tight_layout()
     path = Path(path)
-    fig.savefig(path, dpi=110)
+    _save(fig, path)
     plt.close(fig)
     return path
 
@@ -57,7 +65,7 @@ def plot_comparison(histories: Mapping[str, Sequence[dict]], path: str | Path, t
     fig.suptitle(title)
     fig.tight_layout()
     path = Path(path)
-    fig.savefig(path, dpi=110)
+    _save(fig, path)
     plt.close(fig)
     return path
 
@@ -82,6 +90,6 @@ def plot_robustness_heatmap(row_labels: Sequence[str], column_labels: Sequence[s
     ax.set_title(title, fontsize=9)
     fig.tight_layout()
     path = Path(path)
-    fig.savefig(path, dpi=110)
+    _save(fig, path)
     plt.close(fig)
     return path

@@ -30,7 +30,7 @@ import numpy as np
 import torch
 from omegaconf import DictConfig, OmegaConf
 
-from robo_rl.checkpoint import check_compatible, require_run_dir
+from robo_rl.checkpoint import check_compatible, require_run_dir, write_atomically
 from robo_rl.cli import hydra_command
 from robo_rl.envs import check_quadrotor_env, check_quadrotor_run, env_spec, make_vector_env, task_env
 from robo_rl.evaluate import load_policy
@@ -508,8 +508,6 @@ def write_report(report: Mapping[str, Any], folder: str | Path) -> tuple[Path, P
 
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    json_path = folder / "robustness.json"
-    json_path.write_text(json.dumps(report, indent=2))
     row_labels, column_labels, policy, specialist = table_grid(report)
     held_out = report.get("held_out")
     title = f"{report['run']} ({report['trained_env_steps']:,} env steps)"
@@ -517,6 +515,8 @@ def write_report(report: Mapping[str, Any], folder: str | Path) -> tuple[Path, P
         title += f"; held-out vehicles {100 * held_out['success_rate']:.0f}%"
     png_path = plot_robustness_heatmap(row_labels, column_labels, policy, folder / "robustness.png", title,
                                        specialist=specialist if np.isfinite(specialist).any() else None)
+    # the record last, and whole: a Ctrl-C while plotting left robustness.json without its heatmap
+    json_path = write_atomically(folder / "robustness.json", lambda f: f.write(json.dumps(report, indent=2).encode()))
     return json_path, png_path
 
 

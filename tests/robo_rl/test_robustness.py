@@ -330,3 +330,30 @@ def test_a_run_whose_env_id_is_no_quadrotor_id_is_refused_with_one_line(env_id):
 
     with pytest.raises(ConfigError, match="run=x: the robustness suite flies quadrotors"):
         check_quadrotor_env(env_id, "run=x", SUITE)
+
+
+def test_an_interrupted_report_leaves_no_record_without_its_heatmap(tmp_path, monkeypatch):
+    """Ctrl-C while the heatmap was plotted left robustness.json without robustness.png; an interrupted plot left a
+    torn PNG. The record is written last and each file appears only whole."""
+    from matplotlib.figure import Figure
+
+    from robo_rl.robustness import write_report
+
+    report = {"run": "r", "trained_env_steps": 1, "held_out": None, "checks": [],
+              "suite": {"vehicles": ["crazyflie_rltools"], "start_sets": ["l2f"], "latency_steps": [0]},
+              "cells": [{"vehicle": "crazyflie_rltools", "start_set": "l2f", "latency_steps": 0, "wind": wind,
+                         "success_rate": 0.5, "specialist_success_rate": None} for wind in (False, True)]}
+    real = Figure.savefig
+
+    def interrupted(figure, target, **kwargs):
+        target.write(b"\x89PNG\r\n\x1a\n torn")
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(Figure, "savefig", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        write_report(report, tmp_path / "out")
+    assert list((tmp_path / "out").iterdir()) == []
+    monkeypatch.setattr(Figure, "savefig", real)
+    json_path, png_path = write_report(report, tmp_path / "out")
+    assert json.loads(json_path.read_text()) == report and png_path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["robustness.json", "robustness.png"]
