@@ -289,6 +289,19 @@ def test_stop_setpoint_stops_the_motors_and_the_policy_stays_stopped_until_re_en
     assert rows[-1, 1] == 1 and rows[-1, 2] == 0
 
 
+def test_setpoints_that_stop_being_absolute_hold_the_last_commanded_position(driver):
+    """A go_to stream moved the target 0.2 m; when the setpoints stopped being absolute positions (cmd_hover,
+    an attitude setpoint, the commander's levelling), the policy flew back to where it had taken over."""
+    flying = [tick(t, hover_values([0, 0, 0.5], [0, 0, 0.5])) for t in range(50)]
+    moved = [tick(t, hover_values([0, 0, 0.5], [0.2, 0, 0.5])) for t in range(50, 100)]
+    commanded = [tick(t, hover_values([0, 0, 0.5], [0.2, 0, 0.5])) for t in range(100, 130)]
+    attitude = [tick(t, hover_values([0, 0, 0.5], [0, 0, 0])) | {"absolute": 0, "thrust": 0.5} for t in range(100, 130)]
+    held = np.array(run_driver(driver, driver_lines(flying + moved + attitude)))[100:]
+    expected = np.array(run_driver(driver, driver_lines(flying + moved + commanded)))[100:]
+    assert held[:, 1].all() and (held[:, 2] == 0).all() and (held[:, 3] == 2).all()
+    np.testing.assert_array_equal(held[:, 4:8], expected[:, 4:8])
+
+
 def test_a_vehicle_on_the_ground_is_not_handed_to_the_policy_by_re_enabling(driver):
     # After a stop at 0.03 m the supervisor still reports "flying" for a while (it looks at recent thrust):
     # clearing and setting enable again with heartbeats and a position setpoint must not start the policy.

@@ -102,6 +102,9 @@ static uint32_t last_heartbeat;
 static bool heartbeat_seen; /* a heartbeat change was seen by this controller since it was selected and enabled */
 static uint32_t heartbeat_tick;
 static uint32_t next_policy_tick;
+/* The position held when the setpoints are not absolute positions (velocity, attitude or the commander's
+ * levelling setpoints): the last one commanded, else where the policy took over. Not the take-over point
+ * always: the policy would fly back there, across the room, when a pilot's go_to stream gave way to cmd_hover. */
 static float latched_target[3];
 static float forces[POLICY_ACTION_SIZE];   /* normalizedForces of the policy's last action */
 static rr_action_history_t history;
@@ -212,9 +215,9 @@ static bool policy_update(const setpoint_t *setpoint, const sensorData_t *sensor
     float target_position[3] = {latched_target[0], latched_target[1], latched_target[2]};
     float target_velocity[3] = {0.0f, 0.0f, 0.0f};
     if (absolute_position(setpoint)) {
-        target_position[0] = setpoint->position.x;
-        target_position[1] = setpoint->position.y;
-        target_position[2] = setpoint->position.z;
+        target_position[0] = latched_target[0] = setpoint->position.x;
+        target_position[1] = latched_target[1] = setpoint->position.y;
+        target_position[2] = latched_target[2] = setpoint->position.z;
         target_velocity[0] = setpoint->velocity.x;
         target_velocity[1] = setpoint->velocity.y;
         target_velocity[2] = setpoint->velocity.z;
