@@ -53,9 +53,10 @@ class ArmFirmwareSettings:
 
     def validate(self) -> None:
         """ExportError naming the first setting out of its range."""
-        checks = {"max_joint_speed": (0.0, 20.0), "ik_damping": (1e-4, 1.0), "orientation_gain": (0.0, 10.0),
-                  "orientation_weight": (0.0, 100.0),
-                  "host_timeout_ms": (1, 60000), "bus_timeout_us": (100, 10_000_000), "servo_error_ticks": (1, 255),
+        from robo_rl_ros.core.arm import SETTING_RANGES  # the ROS 2 node's, for the settings both take
+
+        shared = ("max_joint_speed", "ik_damping", "orientation_gain", "orientation_weight")
+        checks = {**{name: SETTING_RANGES[name][:2] for name in shared}, "host_timeout_ms": (1, 60000), "bus_timeout_us": (100, 10_000_000), "servo_error_ticks": (1, 255),
                   "servo_margin_steps": (0, 1024), "input_limit": (0.1, 100.0),
                   "max_servo_steps_per_s": (100.0, 100_000.0)}
         for name, (low, high) in checks.items():
@@ -72,13 +73,11 @@ def orientation_weight(manifest: dict[str, Any], settings: ArmFirmwareSettings) 
     """The IK's weight of orientation against position: the settings', else the one the training's Cartesian
     impedance implied, sqrt(rotation_stiffness / translation_stiffness) (its equilibrium minimises
     k_t |dp|^2 + k_r |dtheta|^2)."""
+    from robo_rl_ros.core.arm import training_orientation_weight
+
     if settings.orientation_weight is not None:
         return float(settings.orientation_weight)
-    gains = manifest["training"]["env_config"].get("gains") or {}
-    try:
-        return float(np.sqrt(float(gains["rotation_stiffness"]) / float(gains["translation_stiffness"])))
-    except (KeyError, TypeError, ValueError, ZeroDivisionError):
-        return 1.0
+    return training_orientation_weight(manifest["training"]["env_config"])
 
 
 def _floats(values: Sequence[float] | np.ndarray) -> str:

@@ -177,7 +177,9 @@ def test_a_stale_or_impossible_object_pose_or_joint_state_holds():
 
 def test_an_action_from_another_source_goes_through_the_same_filter_and_ik(arm_bundle):
     """What a robot-side actor does (an exploring policy, a teleoperator): its action, not the bundle's
-    policy's, moves the tool, clipped to the action range; a non-finite one becomes the safe action."""
+    policy's, moves the tool, clipped to the action range. A non-finite one holds the last command, as the
+    firmware does on a policy fault: it became the export's safe action, whose gripper 0 opened the gripper
+    halfway while the tick reported "moving", and dropped a held cube."""
     def controller_at_home() -> tuple[ArmPolicyController, np.ndarray]:
         controller = ArmPolicyController(arm_bundle, ArmSettings(goal=(0.5, 0.0, 0.2), max_joint_speed=10.0))
         q = np.array(HOME)
@@ -193,10 +195,12 @@ def test_an_action_from_another_source_goes_through_the_same_filter_and_ik(arm_b
     np.testing.assert_allclose(moved, expected, atol=5e-3)  # one damped Gauss-Newton step of a full-scale action
     assert np.linalg.norm(moved - expected) < 0.2 * np.linalg.norm(expected - tool)
     assert result.gripper_command == pytest.approx(controller.gripper_low)  # +1 closes
-    controller, _ = controller_at_home()
-    unsafe = controller.tick(0.0, act=lambda obs: np.array([np.nan, 0.0, 0.0, 0.0]))
-    np.testing.assert_array_equal(unsafe.action, arm_bundle.safe_action)
-    assert np.all(np.isfinite(unsafe.joint_command))
+    unsafe = controller.tick(0.01, act=lambda obs: np.array([np.nan, 0.0, 0.0, 0.0]))
+    assert not unsafe.moving and unsafe.reason == "the policy's action is not finite" and unsafe.action is None
+    np.testing.assert_array_equal(unsafe.joint_command, result.joint_command)
+    assert unsafe.gripper_command == result.gripper_command == pytest.approx(controller.gripper_low)  # still closed
+    again = controller.tick(0.02, act=lambda obs: np.array([0.0, 0.0, 0.0, 1.0]))
+    assert again.moving  # the next good action moves again, from where the arm is
 
 
 def test_a_new_episode_takes_the_pick_goal_from_the_cubes_new_start_and_moves_from_where_the_arm_is():
@@ -222,3 +226,43 @@ def test_a_new_episode_takes_the_pick_goal_from_the_cubes_new_start_and_moves_fr
     fresh.update_joint_state(0.02, names, [*HOME, 0.04], None)
     fresh.update_object(np.array([0.45, 0.1, 0.02]))
     np.testing.assert_allclose(again.joint_command, fresh.tick(0.02, act=lambda obs: np.zeros(4)).joint_command)
+
+
+SO_ARM100_REACH = Path(__file__).resolve().parents[1] / "robo_rl" / "export" / "data" / "so_arm100_reach"
+
+
+@pytest.mark.parametrize("setting, value", [
+    ("max_joint_speed", 90.0), ("max_joint_speed", 1e6), ("state_timeout", 1e9), ("ik_damping", 1e6),
+    ("orientation_gain", 1e6), ("orientation_weight", 1e3), ("image_timeout", 1e9), ("max_joint_speed", 0.0),
+    ("state_timeout", float("nan")), ("orientation_gain", -1.0)])
+def test_settings_beyond_what_drives_an_arm_are_refused(setting, value):
+    """Only positivity was checked: a deg/s max_joint_speed of 90, or a state_timeout of 1e9 (no watchdog), drove
+    the arm. The firmware app takes the same ranges for the settings it shares."""
+    from robo_rl.export.arm_firmware import ArmFirmwareSettings
+    from robo_rl.export.errors import ExportError
+    from robo_rl_ros.core.arm import SETTING_RANGES
+
+    with pytest.raises(ValueError, match=f"^{setting} must be a number in "):
+        ArmSettings((0.2, 0.0, 0.1), **{setting: value})
+    if setting in ("max_joint_speed", "ik_damping", "orientation_gain", "orientation_weight"):
+        with pytest.raises(ExportError, match=f"^{setting}="):
+            ArmFirmwareSettings(**{setting: value}).validate()
+    low, high, _ = SETTING_RANGES[setting]
+    ArmSettings((0.2, 0.0, 0.1), **{setting: high})  # the bounds themselves drive
+
+
+def test_the_node_weighs_orientation_as_the_training_did_and_refuses_a_reach_goal_outside_the_workspace():
+    """The node's IK weighed orientation 1.0 against the SO-ARM100 training's sqrt(20 / 2000) = 0.1, which the
+    firmware and the checks in the loop use (a pick-cube policy went from 40% to 0%); the Panda's default goal
+    [0.5, 0, 0.2], 0.2 m outside the SO-ARM100's workspace, was taken without a word."""
+    from robo_rl.export.arm_firmware import ArmFirmwareSettings, orientation_weight
+
+    bundle = load_bundle(SO_ARM100_REACH)
+    controller = ArmPolicyController(bundle, ArmSettings((0.2, 0.0, 0.1)))
+    assert controller.orientation_weight == pytest.approx(0.1)
+    assert controller.orientation_weight == orientation_weight(bundle.manifest, ArmFirmwareSettings())
+    assert ArmPolicyController(bundle, ArmSettings((0.2, 0.0, 0.1), orientation_weight=0.5)).orientation_weight == 0.5
+    assert controller.goal_problem() == ""
+    outside = ArmPolicyController(bundle, ArmSettings((0.5, 0.0, 0.2)))
+    assert outside.goal_problem() == ("goal [0.5, 0.0, 0.2] lies 0.2 m outside the task's workspace "
+                                      "[[0.1, 0.3], [-0.15, 0.15], [0.0, 0.2]] (x, y, z ranges [m])")

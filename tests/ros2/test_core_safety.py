@@ -35,6 +35,10 @@ def test_geofence_and_watchdog():
     assert dog.is_fresh(1.04) and not dog.is_fresh(1.06)
     dog.clear()
     assert dog.age(1.0) == float("inf")
+    dog.feed(100.0)  # then the clock steps back (NTP, a simulation's /clock restarting): the state was fresh until
+    assert not dog.is_fresh(10.0) and not dog.is_fresh(99.99)  # the clock caught up again, whether states came or not
+    dog.feed(10.0)
+    assert dog.is_fresh(10.01)
 
 
 def _ticks(schedule: TickSchedule, arrivals) -> list[float]:

@@ -57,17 +57,23 @@ PIXELS_BUNDLE = HOVER_BUNDLE.parent / "pick_pixels_bundle"
     ({"image_topics": ["side=/side/image_raw"]},
      "image_topics entry 'side=/side/image_raw' must be camera=topic with one of the policy's cameras (front, wrist)"),
     ({"image_topics": ["front"]}, "image_topics entry 'front' must be camera=topic"),
-    ({"image_timeout": 0.0}, "image_timeout must be a finite number > 0, got 0.0"),
+    ({"image_timeout": 0.0}, "image_timeout must be a number in (0, 1], got 0.0"),
     # a NaN speed made every joint command NaN; a negative one walked the joints past their limits; a goal of 2
     # entries was a traceback at the first joint state, a NaN one kept the arm still without a word
-    ({"max_joint_speed": math.nan}, "max_joint_speed must be a finite number > 0, got nan"),
-    ({"max_joint_speed": -1.0}, "max_joint_speed must be a finite number > 0, got -1.0"),
+    ({"max_joint_speed": math.nan}, "max_joint_speed must be a number in (0, 20], got nan"),
+    ({"max_joint_speed": -1.0}, "max_joint_speed must be a number in (0, 20], got -1.0"),
+    ({"max_joint_speed": 90.0}, "max_joint_speed must be a number in (0, 20], got 90.0"),  # deg/s, or no limit
+    ({"orientation_weight": 1e3}, "orientation_weight must be a number in [0, 100], got 1000.0"),
     ({"goal": [0.5, 0.0]}, "goal must be 3 finite numbers [m], got [0.5, 0.0]"),
     ({"goal": [math.nan, 0.0, 0.2]}, "goal must be 3 finite numbers [m], got [nan, 0.0, 0.2]"),
+    # a reach goal outside the task's workspace was taken: the arm strained towards its edge
+    ({"bundle_path": str(HOVER_BUNDLE.parent / "arm_reach_bundle"), "goal": [1.5, 0.0, 0.2]},
+     "parameter goal [1.5, 0.0, 0.2] lies 0.75 m outside the task's workspace"),
     # a traceback at the first joint state (a pick bundle reads it), or held forever
     ({"object_position": [0.5, 0.0]}, "object_position must be 3 finite numbers [m], got [0.5, 0.0]"),
-    ({"state_timeout": -1.0}, "state_timeout must be a finite number > 0, got -1.0"),
-    ({"orientation_gain": -5.0}, "orientation_gain must be a finite number >= 0, got -5.0"),
+    ({"state_timeout": -1.0}, "state_timeout must be a number in (0, 1], got -1.0"),
+    ({"state_timeout": 1e9}, "state_timeout must be a number in (0, 1], got 1000000000.0"),  # no watchdog at all
+    ({"orientation_gain": -5.0}, "orientation_gain must be a number in [0, 10], got -5.0"),
 ])
 def test_the_arm_node_refuses_bad_parameters_with_one_error(workspace, overrides, message):
     install = workspace["install"]

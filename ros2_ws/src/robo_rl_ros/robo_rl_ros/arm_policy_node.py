@@ -54,7 +54,8 @@ class ArmPolicyNode(Node):
             "joint_states_topic": "/joint_states", "output": "forward_command", "controller_name": "arm_controller",
             "command_joints": Parameter.Type.STRING_ARRAY, "gripper_controller_name": "gripper_controller",
             "state_timeout": 0.1,
-            "max_joint_speed": 1.0, "ik_damping": 0.05, "orientation_gain": 1.0, "realtime_priority": 0,
+            "max_joint_speed": 1.0, "ik_damping": 0.05, "orientation_gain": 1.0, "orientation_weight": 0.0,
+            "realtime_priority": 0,
             "image_topics": Parameter.Type.STRING_ARRAY, "image_timeout": 0.2, "publish_observation_images": False,
         }.items()}
         if not p["bundle_path"]:
@@ -65,9 +66,11 @@ class ArmPolicyNode(Node):
             bundle = load_bundle(p["bundle_path"])
             self.controller = ArmPolicyController(bundle, ArmSettings(
                 tuple(p["goal"]), p["state_timeout"], p["max_joint_speed"], p["ik_damping"], p["orientation_gain"],
-                image_timeout=p["image_timeout"]))
+                orientation_weight=p["orientation_weight"] or None, image_timeout=p["image_timeout"]))
         except (BundleError, ValueError) as error:  # ValueError: a setting ArmSettings refuses
             raise StartupError(f"{node_name}: {error}") from error
+        if self.controller.goal_problem():
+            raise StartupError(f"{node_name}: parameter {self.controller.goal_problem()}")
         try:
             self._image_topics = image_topics(p["image_topics"] or [], list(self.controller.cameras))
         except ValueError as error:

@@ -44,6 +44,24 @@ GRIPPER_RANGE_TOLERANCE = 0.25  # of the gripper's range
 MAX_JOINT_VELOCITY = 20.0  # [rad/s]
 # An object farther than this outside the task's workspace is a bad pose (a mocap glitch, another frame)
 OBJECT_WORKSPACE_TOLERANCE = 0.2  # [m]
+# Each setting's range (low, high, whether low itself is allowed); the firmware app takes the same for the settings
+# it shares (robo_rl.export.arm_firmware.ArmFirmwareSettings). Without upper bounds a deg/s max_joint_speed of 90,
+# or a state_timeout of 1e9 (no watchdog), drove the arm.
+SETTING_RANGES = {"state_timeout": (0.0, 1.0, False), "max_joint_speed": (0.0, 20.0, False),
+                  "ik_damping": (1e-4, 1.0, True), "orientation_gain": (0.0, 10.0, True),
+                  "orientation_weight": (0.0, 100.0, True), "image_timeout": (0.0, 1.0, False)}
+
+
+def training_orientation_weight(env_config: dict) -> float:
+    """The IK's weight of orientation against position [m/rad] that the training's Cartesian impedance implied,
+    sqrt(rotation_stiffness / translation_stiffness) (its equilibrium minimises k_t |dp|^2 + k_r |dtheta|^2); 1.0
+    for a task without those gains."""
+    gains = env_config.get("gains") or {}
+    try:
+        weight = math.sqrt(float(gains["rotation_stiffness"]) / float(gains["translation_stiffness"]))
+    except (KeyError, TypeError, ValueError, ZeroDivisionError):
+        return 1.0
+    return weight if math.isfinite(weight) else 1.0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -56,8 +74,9 @@ class ArmSettings:
     ik_damping: float = 0.05
     orientation_gain: float = 1.0
     # [m/rad] how much a radian of orientation error counts against a metre of position error in the IK's
-    # least squares; a Cartesian impedance with stiffnesses k_t and k_r trades them as sqrt(k_r / k_t)
-    orientation_weight: float = 1.0
+    # least squares; None: the training's (`training_orientation_weight`), as the firmware app and the checks in
+    # the loop take it (1.0 for the SO-ARM100's 0.1 took a pick-cube policy from 40% to 0%)
+    orientation_weight: float | None = None
     image_timeout: float = 0.2  # [s] a policy on camera images holds when a camera's latest image is older
 
     def __post_init__(self) -> None:
@@ -67,12 +86,14 @@ class ArmSettings:
         goal = np.asarray(self.goal, dtype=np.float64)
         if goal.shape != (3,) or not np.isfinite(goal).all():
             raise ValueError(f"goal must be 3 finite numbers [m], got {list(self.goal)}")
-        for name in ("state_timeout", "max_joint_speed", "ik_damping", "orientation_weight", "image_timeout"):
+        for name, (low, high, low_allowed) in SETTING_RANGES.items():
             value = getattr(self, name)
-            if not (math.isfinite(value) and value > 0):
-                raise ValueError(f"{name} must be a finite number > 0, got {value}")
-        if not (math.isfinite(self.orientation_gain) and self.orientation_gain >= 0):  # < 0 turns the tool away
-            raise ValueError(f"orientation_gain must be a finite number >= 0, got {self.orientation_gain}")
+            if value is None and name == "orientation_weight":
+                continue
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not low <= value <= high \
+                    or (value == low and not low_allowed):  # orientation_gain < 0 turns the tool away
+                raise ValueError(f"{name} must be a number in {'[' if low_allowed else '('}{low:g}, {high:g}], "
+                                 f"got {value!r}")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -123,6 +144,8 @@ class ArmPolicyController:
             raise BundleError(f"policy.json training.env_config.spec.orientation must be 'full' or 'axis', "
                               f"got {self.orientation_mode!r}")
         self.gripper_low, self.gripper_high = (float(x) for x in self.chain.gripper_range)
+        self.orientation_weight = training_orientation_weight(task) if settings.orientation_weight is None \
+            else float(settings.orientation_weight)
         self.bundle, self.settings = bundle, settings
         self.dt = 1.0 / bundle.control_hz
         self.policy = OnnxPolicy(bundle)
@@ -141,6 +164,19 @@ class ArmPolicyController:
         self._orientation: np.ndarray | None = None
         self._moving = False
         self._images: dict[str, tuple[float, np.ndarray]] = {}  # camera -> (when received, RGB image)
+
+    def goal_problem(self) -> str:
+        """Why the settings' reach goal cannot be flown to ("" if it can, or if the task derives its goal): one
+        outside the task's workspace is never reached (the SO-ARM100 was given the Panda's default 0.2 m beyond
+        it), and the policy observes a goal it never trained on."""
+        if self.task == "pick_cube":
+            return ""
+        goal = np.asarray(self.settings.goal, dtype=np.float64)
+        beyond = float(np.max(np.maximum(self.workspace[0] - goal, goal - self.workspace[1])))
+        if beyond > 1e-9:
+            return (f"goal {goal.tolist()} lies {beyond:.3g} m outside the task's workspace "
+                    f"{np.round(self.workspace.T, 4).tolist()} (x, y, z ranges [m])")
+        return ""
 
     def new_episode(self) -> None:
         """The scene was put back at a start (a reset between training episodes): the next tick that moves
@@ -212,7 +248,7 @@ class ArmPolicyController:
             if name not in self._images:
                 return f"no image from camera {name!r} yet"
             age = now - self._images[name][0]
-            if not age <= self.settings.image_timeout:
+            if not 0.0 <= age <= self.settings.image_timeout:  # < 0: the clock stepped back
                 return f"the image from camera {name!r} is {age * 1e3:.0f} ms old"
         return ""
 
@@ -227,8 +263,8 @@ class ArmPolicyController:
         pose when the pose stopped), or far outside the workspace (a cube at x = 1e308 was flown to)."""
         if not np.all(np.isfinite(self.object_position)):
             return "no object position"
-        if self._object_received is not None and now - self._object_received > self.settings.state_timeout:
-            return f"object pose is {(now - self._object_received) * 1e3:.0f} ms old"
+        if self._object_received is not None and not 0.0 <= now - self._object_received <= self.settings.state_timeout:
+            return f"object pose is {(now - self._object_received) * 1e3:.0f} ms old"  # < 0: the clock stepped back
         beyond = np.max(np.maximum(self.workspace[0] - self.object_position, self.object_position - self.workspace[1]))
         if beyond > OBJECT_WORKSPACE_TOLERANCE:
             return (f"object position {np.round(self.object_position, 3).tolist()} lies {beyond:.3g} m outside the "
@@ -275,10 +311,12 @@ class ArmPolicyController:
         self._moving = True
         obs = self.observation(q, self._qdot, self._opening)
         images = {name: image for name, (_, image) in self._images.items()} if self.cameras else None
-        if act is not None:
-            action = self.action_filter(act(obs)).action
-        else:
-            action = self.action_filter(self.policy(obs, images) if images else self.policy(obs)).action
+        filtered = self.action_filter(act(obs) if act is not None else
+                                      self.policy(obs, images) if images else self.policy(obs))
+        if filtered.rejected:  # hold, as the firmware does on a policy fault: the export's safe action (gripper 0)
+            self._moving = False  # opened the gripper halfway and dropped a held cube
+            return ArmTickResult(False, "the policy's action is not finite", self._command, self._gripper, obs)
+        action = filtered.action
         tool, rotation, jacobian = self.chain.forward(q)
         target = np.clip(tool + self.action_scale * action[:3], self.workspace[0], self.workspace[1])
         orientation_error = self.settings.orientation_gain * _rotation_error(self._orientation, rotation)
@@ -286,7 +324,7 @@ class ArmPolicyController:
             held = self._orientation[:, :2].T
             jacobian = np.vstack([jacobian[:3], held @ jacobian[3:]])
             orientation_error = held @ orientation_error
-        weight = self.settings.orientation_weight
+        weight = self.orientation_weight
         jacobian = np.vstack([jacobian[:3], weight * jacobian[3:]])
         error = np.concatenate([target - tool, weight * orientation_error])
         desired = q + limited_ik_step(jacobian, error, q, self.chain.lower, self.chain.upper, self.settings.ik_damping)

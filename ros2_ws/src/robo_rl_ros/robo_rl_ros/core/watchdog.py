@@ -25,5 +25,7 @@ class StateWatchdog:
         return float("inf") if self._last is None else now - self._last
 
     def is_fresh(self, now: float) -> bool:
-        """Whether a valid state arrived within the timeout."""
-        return self.age(now) <= self.timeout
+        """Whether a valid state arrived within the timeout. A negative age (the clock stepped back: NTP, a
+        simulation's /clock restarting) is not fresh: the last state would count as fresh for as long as the step,
+        whether states still came or not."""
+        return 0.0 <= self.age(now) <= self.timeout
