@@ -23,6 +23,12 @@ ROS_PACKAGES := "ros-jazzy-rclpy[fastrtps]==7.1.6" ros-jazzy-std-msgs==5.3.6 ros
 
 .PHONY: train test bench specialists venv clean system-deps ros-venv ros-test ros-system-deps
 
+# $(call check_folder,NAME,HINT): a recipe line that stops (status 2) where the folder variable NAME is empty (RUN= put
+# the teachers, SPECIALISTS= every specialist, at the root of the disk) or holds a space (make splits it into paths)
+check_folder = [ -n "$(strip $($(1)))" ] || { echo "$(1)= is empty; $(2)" >&2; exit 2; }; \
+  case "$($(1))" in *" "*) echo "$(1)=$($(1)) holds a space, which make splits into several paths; give a path without spaces" >&2; \
+  exit 2;; esac
+
 venv: $(STAMP)
 
 $(STAMP): pyproject.toml Makefile
@@ -80,9 +86,9 @@ train: $(STAMP)
 	@$(PY) -c "import sys; from sim.quadrotor.tasks import TASKS; known = '$(TASK)' in TASKS; \
 	  known or print('TASK=$(TASK) is not a quadrotor task; known: ' + ', '.join(TASKS), file=sys.stderr); sys.exit(0 if known else 2)"
 	@$(call check_seed)
-	@[ -n "$(strip $(RUN))" ] || { echo "RUN= is empty; give the run's folder, or leave RUN out for outputs/train-<date>_<time>" >&2; exit 2; }
+	@$(call check_folder,RUN,give the run's folder or leave RUN out for outputs/train-<date>_<time>)
 	@# make splits a path at its spaces: `mkdir -p $(RUN)/teachers` made folders beside the run and a teacher started
-	@for given in "RUN=$(RUN)" "TEACHERS=$(TEACHERS)" "POOL=$(POOL)"; do case "$$given" in *" "*) \
+	@for given in "TEACHERS=$(TEACHERS)" "POOL=$(POOL)"; do case "$$given" in *" "*) \
 	  echo "$$given holds a space, which make splits into several paths; give a path without spaces" >&2; exit 2;; esac; done
 	@case "$(POOL)" in yes|no|true|false|on|off|y|n) \
 	  echo "POOL=$(POOL): give POOL=1 (the pool in <teachers>/pool), POOL=0 or nothing (none), or POOL=<folder>" >&2; exit 2;; esac
@@ -123,6 +129,7 @@ train: $(STAMP)
 SPECIALIST_LATENCIES ?= 0 1 2 3
 SPECIALISTS ?= outputs/specialists
 specialists: $(STAMP)
+	@$(call check_folder,SPECIALISTS,give the folder to train the specialists into or leave SPECIALISTS out for outputs/specialists)
 	@for latency in $(SPECIALIST_LATENCIES); do case "$$latency" in 0|1|2|3) ;; *) \
 	  echo "SPECIALIST_LATENCIES=$(SPECIALIST_LATENCIES): each must be one of the suite's latencies 0 1 2 3, got $$latency" >&2; \
 	  exit 2;; esac; done
@@ -190,5 +197,11 @@ ros-test: $(ROS_STAMP) ros-system-deps
 	OMP_NUM_THREADS=1 ROBO_RL_PYTHON=$(abspath $(PY)) ros2_ws/scripts/netns_run.sh $(ROS_PY) -m pytest -q -p no:cacheprovider \
 	  -n 2 --confcutdir=tests/ros2/runtime tests/ros2/runtime
 
+# Only this checkout's own environments: VENV=.. (or VENV taken from the shell's environment) removed that folder.
 clean:
-	rm -rf $(VENV) $(ROS_VENV) bench/results .pytest_cache
+	@for venv in "$(VENV)" "$(ROS_VENV)"; do [ -e "$$venv" ] || continue; \
+	  case "$$(realpath -m -- "$$venv")/" in "$(CURDIR)"/?*/) ;; *) echo "$$venv lies outside this checkout: make clean \
+	  removes only the checkout's own environments (delete that one yourself)" >&2; exit 2;; esac; \
+	  [ -f "$$venv/pyvenv.cfg" ] || { echo "$$venv is no virtual environment (no pyvenv.cfg): make clean leaves it" >&2; \
+	  exit 2; }; done
+	rm -rf -- "$(VENV)" "$(ROS_VENV)" bench/results .pytest_cache

@@ -58,7 +58,7 @@ def test_run_that_holds_an_earlier_run_is_refused_without_teachers_and_nothing_i
 
 @pytest.mark.parametrize("variable, message", [
     # RUN= trained the teachers into /teachers, at the root of the disk
-    ("RUN=", "RUN= is empty; give the run's folder, or leave RUN out"),
+    ("RUN=", "RUN= is empty; give the run's folder or leave RUN out"),
     ("TEACHERS={nothing}", "TEACHERS={nothing} holds no family teacher run ({nothing}/family/config.yaml)"),
     ("TASK=hovr", "TASK=hovr is not a quadrotor task; known: hover, reach, figure_eight"),
     # `mkdir -p $(RUN)/teachers` made {nothing}/my and ./run/teachers, and the family teacher started
@@ -78,6 +78,50 @@ def test_specialist_latencies_outside_the_suite_are_refused_before_the_first_spe
     result, calls = _make(tmp_path, "specialists", "SPECIALIST_LATENCIES=0 abc")
     assert result.returncode != 0 and calls == []
     assert "SPECIALIST_LATENCIES=0 abc: each must be one of the suite's latencies 0 1 2 3, got abc" in result.stderr
+
+
+@pytest.mark.parametrize("folder, message", [
+    # SPECIALISTS= trained a 500k-step specialist into /crazyflie_rltools, at the root of the disk
+    ("", "SPECIALISTS= is empty; give the folder to train the specialists into or leave SPECIALISTS out"),
+    # '/tmp/x y' ran `p/crazyflie_rltools` as a command, then a training with hydra.run.dir= empty
+    ("{tmp}/x y", "SPECIALISTS={tmp}/x y holds a space, which make splits into several paths"),
+])
+def test_an_empty_or_spaced_specialists_folder_is_refused_before_the_first_specialist(tmp_path, folder, message):
+    result, calls = _make(tmp_path, "specialists", f"SPECIALISTS={folder.format(tmp=tmp_path)}")
+    assert result.returncode == 2 and calls == []
+    assert result.stderr.strip().splitlines()[0] == (message.format(tmp=tmp_path) + "; give a path without spaces"
+                                                     if "space" in message else message + " for outputs/specialists")
+
+
+def test_make_clean_removes_only_the_checkouts_own_environments(tmp_path):
+    """`make clean VENV=..` (or a VENV the shell's environment held) removed that folder, whatever it was. Run on a
+    copy of the Makefile in a scratch checkout: on a Makefile with the fault, what it removes is the test's own."""
+    import shutil
+
+    checkout = tmp_path / "checkout"
+    checkout.mkdir()
+    shutil.copy(ROOT / "Makefile", checkout / "Makefile")
+    outside = tmp_path / "venv"
+    (outside / "bin").mkdir(parents=True)
+    (outside / "pyvenv.cfg").write_text("home = /usr/bin\n")
+    (checkout / "user_data").mkdir()
+    (checkout / "user_data" / "notes.txt").write_text("mine")
+    own = checkout / ".venv"
+    (own / "bin").mkdir(parents=True)
+    (own / "pyvenv.cfg").write_text("home = /usr/bin\n")
+    env = {key: value for key, value in os.environ.items() if not key.startswith("MAKE")}
+
+    def clean(*variables: str) -> subprocess.CompletedProcess:
+        return subprocess.run(["make", "--no-print-directory", "-C", str(checkout), "clean", *variables],
+                              capture_output=True, text=True, env=env, timeout=60)
+
+    for venv, message in [(outside, f"{outside} lies outside this checkout"), ("..", ".. lies outside this checkout"),
+                          (".", ". lies outside this checkout"),
+                          ("user_data", "user_data is no virtual environment (no pyvenv.cfg)")]:
+        result = clean(f"VENV={venv}")
+        assert result.returncode == 2 and message in result.stderr, result.stderr
+    assert (outside / "pyvenv.cfg").exists() and (checkout / "user_data" / "notes.txt").read_text() == "mine"
+    assert clean().returncode == 0 and not own.exists() and (checkout / "Makefile").exists()  # its own .venv goes
 
 
 def test_a_kept_or_resumed_specialist_must_have_been_trained_with_the_args_given_now(tmp_path):
