@@ -40,7 +40,7 @@ from robo_rl.agents.sac import SAC, SACConfig
 from robo_rl.allocator import keep_freed_memory
 from robo_rl.buffers import MixedReplay, ReplayBuffer, Source, free_memory
 from robo_rl.collector import CollectedStep, Collector
-from robo_rl.checkpoint import (CHECKPOINT_FORMAT, CheckpointError, CheckpointWriter, check_compatible, flat_config,
+from robo_rl.checkpoint import (BEST_POLICY, CHECKPOINT_FORMAT, CheckpointError, CheckpointWriter, check_compatible, flat_config,
                                  check_policy_probe, detached_copy, list_checkpoints, load_checkpoint, policy_file,
                                  policy_probe, remove_orphans, require_run_dir, save_best_policy, write_atomically)
 from robo_rl.cli import RESUME_RECORDS, hydra_command
@@ -60,6 +60,24 @@ RESUME_OPTIONS = ("total_env_steps", "device", "torch_threads", "logging.progres
 
 class ResumeError(ValueError):
     """`resume=` asks for something a resumed run cannot do (change its config, train nothing)."""
+
+
+def _trained_without_checkpoints(run: Path, interval: int, num_envs: int) -> str:
+    """What shows that `run` trained past its first checkpoint ("" if nothing does): its summary.json (it finished),
+    or a best policy evaluated after it (the first checkpoint is written on the first step of `num_envs` env steps
+    at or past `interval`, after that step's evaluation). Its checkpoints were deleted then; a run killed before its
+    first checkpoint was written starts again as before."""
+    if (run / "summary.json").exists():
+        return "to its end (summary.json)"
+    best = run / BEST_POLICY
+    if best.exists():
+        try:
+            steps = int(load_checkpoint(best).get("evaluation", {}).get("env_steps", 0))
+        except Exception:  # noqa: BLE001 (a damaged best policy proves nothing either way; the run starts again)
+            return ""
+        if steps >= interval + num_envs:
+            return f"{steps:,} env steps (best_policy.pt)"
+    return ""
 
 
 def _refuse_a_student(run: Path, config: Any) -> None:
@@ -410,6 +428,11 @@ class Trainer:
                 raise ResumeError(f"resume={run}: no checkpoint and no readable config.yaml ({error}); the run "
                                   "stopped before it started, run it again without resume=") from error
             _refuse_a_student(run, saved)
+            trained = _trained_without_checkpoints(run, int(saved.checkpoint.interval_env_steps), int(saved.num_envs))
+            if trained:
+                raise ResumeError(f"resume={run}: no checkpoint, but the run has trained {trained}: resuming would "
+                                  "start it again from step 0 over its best policy and summary (were its checkpoints "
+                                  f"deleted?); start a new run, e.g. init_from={run}/best_policy.pt to fine-tune it")
             warnings.warn(f"resume={run}: no checkpoint yet (the run stopped before its first, due at "
                           f"checkpoint.interval_env_steps={saved.checkpoint.interval_env_steps}); it starts again "
                           "from step 0 with its recorded config.yaml", stacklevel=3)

@@ -327,6 +327,31 @@ def test_a_refused_resume_leaves_nothing_in_the_run(args, message, trained_run, 
     assert changed(before, snapshot(tmp_path / "work")) == []
 
 
+@pytest.mark.parametrize("kept", ["summary.json", "best_policy.pt"])
+def test_a_run_whose_checkpoints_were_deleted_is_not_started_again_over_its_results(kept, trained_run, tmp_path):
+    """Checkpoints hold the replay buffer (GB): a user deletes them, then resumes to extend the run. It warned "no
+    checkpoint yet", started again from step 0 and replaced the trained best_policy.pt and summary.json."""
+    import shutil
+
+    run = tmp_path / "work" / "run"
+    shutil.copytree(trained_run, run, ignore=shutil.ignore_patterns("checkpoints", *{"summary.json", "best_policy.pt"}
+                                                                     - {kept}))
+    if kept == "best_policy.pt":  # evaluated after its first checkpoint (that at 1600 env steps, as its last)
+        import torch
+
+        from robo_rl.checkpoint import seal
+        state = torch.load(run / "best_policy.pt", weights_only=False)
+        state["evaluation"]["env_steps"] = 2400
+        torch.save(seal(state), run / "best_policy.pt")
+    before = snapshot(tmp_path / "work")
+    result = run_cli(["-m", "robo_rl.train", "resume=run", "total_env_steps=3200"], tmp_path)
+    assert result.returncode == USER_ERROR_STATUS and len(result.stderr.strip().splitlines()) == 1, result.stderr
+    trained = "to its end (summary.json)" if kept == "summary.json" else "2,400 env steps (best_policy.pt)"
+    assert f"error: resume=run: no checkpoint, but the run has trained {trained}: resuming would start it again" \
+        in result.stderr
+    assert changed(before, snapshot(tmp_path / "work")) == []
+
+
 def test_resuming_a_distilled_student_with_train_is_refused_as_such(trained_run, tmp_path):
     # it warned that the run would start again from step 0, then refused "unknown option distill", and left
     # train.log and .hydra_resumes/ in the student's folder
