@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import os
 import random
 import subprocess
@@ -60,6 +61,11 @@ RESUME_OPTIONS = ("total_env_steps", "device", "torch_threads", "logging.progres
 
 class ResumeError(ValueError):
     """`resume=` asks for something a resumed run cannot do (change its config, train nothing)."""
+
+
+class TrainingDiverged(ValueError):
+    """The agent's losses, parameters or optimizer state are no longer finite (learning rates too high, most
+    likely): the run stops instead of saving them as its checkpoints and ending with status 0."""
 
 
 def _trained_without_checkpoints(run: Path, interval: int, num_envs: int) -> str:
@@ -506,6 +512,7 @@ class Trainer:
                 self._log_training(time.perf_counter() - start)
             if self.env_steps >= next_eval or self.env_steps >= total:
                 next_eval = self._next_multiple(cfg.eval.interval_env_steps)
+                self._check_finite()  # nor kept as the best policy
                 result = self._evaluate_at(start)
                 self._keep_if_best(result)
                 if self._reached_target(result):  # the run ends here, its last checkpoint written below
@@ -516,6 +523,7 @@ class Trainer:
             if self.env_steps >= next_checkpoint or self.env_steps >= total:
                 next_checkpoint = self._next_multiple(cfg.checkpoint.interval_env_steps)
                 self.wall_seconds = time.perf_counter() - start
+                self._check_finite()  # a diverged agent is never checkpointed: its last good checkpoint stays
                 self.save()
         bar.close()
 
@@ -549,6 +557,25 @@ class Trainer:
         batch_size = self.agent.config.batch_size * self.agent.config.critic_updates_per_actor_update
         self.metrics = self.agent.update(self.replay.sample(batch_size))
         self.updates += 1
+
+    def _check_finite(self) -> None:
+        """TrainingDiverged naming what is no longer finite: the last update's losses, a parameter (the temperature
+        included) or an optimizer's state. With learning rates of 1 the critic loss reached inf and Adam's state
+        froze the updates, and the run ended with status 0 and no word."""
+        bad = [f"train/{key} is {float(value):.3g}" for key, value in self.metrics.items()
+               if not math.isfinite(float(value))]
+        if not bad:
+            tensors = [(f"parameter {name}", value) for name, value in self.agent.named_parameters()]
+            for optimizer in ("actor_optimizer", "critic_optimizer", "temperature_optimizer"):
+                for slot in getattr(getattr(self.agent, optimizer, None), "state", {}).values():
+                    tensors += [(f"{optimizer}'s {key}", value) for key, value in slot.items()
+                                if isinstance(value, torch.Tensor) and value.is_floating_point()]
+            bad = [f"{name} is not finite" for name, value in tensors if not bool(torch.isfinite(value).all())][:1]
+        if bad:
+            rates = ", ".join(f"agent.{key}={self.cfg.agent.get(key)}" for key in ("actor_lr", "critic_lr",
+                                                                                    "temperature_lr"))
+            raise TrainingDiverged(f"training diverged by env step {self.env_steps:,}: {bad[0]} ({rates}); lower the "
+                                   "learning rates (the run's earlier checkpoints and best policy are kept)")
 
     def _next_multiple(self, interval: int) -> int:
         interval = int(interval)

@@ -329,3 +329,23 @@ def test_stop_at_success_ends_the_run_at_the_first_evaluation_that_reaches_it(tm
     assert load_checkpoint(list_checkpoints(tmp_path)[-1])["counters"]["env_steps"] == 4000
     with pytest.raises(ConfigError, match="stop_at_success ends a run with runner=local only"):
         check_options(_config("stop_at_success=0.9", "runner=ray"), "train")
+
+
+def test_a_diverging_training_stops_naming_the_loss_and_saves_nothing_diverged(tmp_path):
+    """With learning rates of 1 (inside the allowed (0, 1]) the critic loss reached inf, Adam's state froze the
+    updates, the diverged agent was checkpointed and kept as the best policy, and the run ended with status 0."""
+    from robo_rl.train import TrainingDiverged
+
+    with initialize_config_dir(config_dir=CONFIGS, version_base="1.3"):  # the default recipe, as a user ran it
+        cfg = compose(config_name="train", overrides=[
+            "total_env_steps=3000", "num_envs=8", "learning_starts=500", "agent.actor_lr=1", "agent.critic_lr=1",
+            "agent.temperature_lr=1", "eval.interval_env_steps=1000", "checkpoint.interval_env_steps=1000",
+            "eval.episodes=4", "torch_threads=1", "agent.compile=false", "logging.progress_bar=false",
+            "logging.tensorboard=false"])
+    with pytest.raises(TrainingDiverged, match=r"^training diverged by env step [\d,]+: (train/\w+ is (inf|nan|-inf)|"
+                                               r".* is not finite) \(agent.actor_lr=1, agent.critic_lr=1, "
+                                               r"agent.temperature_lr=1\); lower the learning rates"):
+        Trainer(cfg, tmp_path).run()
+    for saved in [tmp_path / "best_policy.pt", *sorted((tmp_path / "checkpoints").glob("*.pt"))]:
+        state = load_checkpoint(saved)
+        assert all(torch.isfinite(value).all() for value in state["agent"]["model"].values() if value.is_floating_point())
