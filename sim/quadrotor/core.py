@@ -234,19 +234,23 @@ class QuadrotorBatch(InStepRestart, PrivilegedObservation):
         unknown = set(options) - {"initial_state", "target", "params"}
         if unknown:
             raise ConfigError(f"unknown reset options {sorted(unknown)}; valid: initial_state, target, params")
-        self._has_reset = True
         columns = self.arrays.index(ids)
-        self.episode[columns] += 1
-        episodes = np.asarray(self.episode[columns].cpu() if self.xp is torch else self.episode[columns])
+        # the episodes' numbers and the reset flag change only once the options are accepted: a refused reset
+        # changed the next draws, and a refused first one let step() run on states never set
+        episodes = np.asarray(self.episode[columns].cpu() if self.xp is torch else self.episode[columns]) + 1
         start = starts.draw(np, self.seed_key, ids, episodes, self.params, self.config).T.copy()  # rows (n, START_SIZE)
         if "initial_state" in options:
             for name, value in zip(starts.START_FIELDS[:4], _explicit_state(options["initial_state"], n, self.config.center)):
                 starts.field(start, name[0])[:] = value
         if "target" in options:
             starts.field(start, "target")[:] = _finite_rows(options["target"], n, 3, "reset options['target']")
+        if "initial_state" in options or "target" in options:
+            self._check_inside_bounds(start)
         if "params" in options:
             self._set_params(start, options["params"])
             _check_physical(start, self.params.gravity)
+        self.episode[columns] += 1
+        self._has_reset = True
         self.current_starts[columns] = self.arrays.float64(start)
         params = starts.params_view(start)
         pos, quat, vel, angvel, targets = (starts.field(start, name) for name, _ in starts.START_FIELDS[:5])
@@ -271,6 +275,28 @@ class QuadrotorBatch(InStepRestart, PrivilegedObservation):
             value = np.moveaxis(np.asarray(value), 0, -1)
             array[..., columns] = self.arrays.array(value).to(array.dtype) if self.xp is torch else value
         return self.observe(None if n == self.num_envs else ids, restart=True)
+
+    def _check_inside_bounds(self, start: np.ndarray) -> None:
+        """ConfigError where given starts (rows (n, START_SIZE)) lie where the episode ends at its first step: beyond
+        max_position_error of the task's reference, below min_altitude, faster than max_speed or max_angular_speed.
+        The config's starts are checked so (config.check_starts_inside_bounds); given ones were one-step episodes."""
+        config = self.config
+        pos, vel, angvel, targets = (starts.field(start, name) for name in ("position", "velocity", "angular_velocity",
+                                                                            "target"))
+        reference, _ = self.task.reference(ArrayMath(np), config, [targets[:, k] for k in range(3)], np.zeros(len(start)))
+        error = float(np.max(np.abs(pos - np.stack(reference, 1))))
+        if not error <= config.max_position_error:
+            raise ConfigError(f"reset options: the start lies {error:.4g} m from the task's reference (the target) on an "
+                              f"axis, beyond max_position_error {config.max_position_error:g} m, where episodes end")
+        if not float(np.min(pos[:, 2])) >= config.min_altitude:
+            raise ConfigError(f"reset options: initial_state['position'] z {float(np.min(pos[:, 2])):.4g} m lies below "
+                              f"min_altitude {config.min_altitude:g} m, where episodes end")
+        for name, value, limit in (("velocity", vel, config.max_speed), ("angular_velocity", angvel,
+                                                                          config.max_angular_speed)):
+            fastest = float(np.max(np.linalg.norm(value, axis=1)))
+            if not fastest <= limit:
+                raise ConfigError(f"reset options: initial_state[{name!r}] of norm {fastest:.4g} lies above "
+                                  f"max_{'speed' if name == 'velocity' else 'angular_speed'} {limit:g}, where episodes end")
 
     def _set_params(self, start: np.ndarray, params: Mapping[str, Any]) -> None:
         """Overwrite episode parameters in starts (n, START_SIZE) with given values, checked like a config."""
@@ -302,7 +328,7 @@ class QuadrotorBatch(InStepRestart, PrivilegedObservation):
     # ------------------------------------------------------------------- step
     def step(self, action: Any) -> StepResult:
         """Advance all envs one control step with normalized thrust commands (N, 4) in [0, 1]."""
-        if self.autoreset and not self._has_reset:
+        if not self._has_reset:  # every backend: mujoco_batch stepped unseeded states and ended every episode
             raise RuntimeError("call reset() before the first step")
         action = self._check_action(action, finite=self.native is None)  # the native step checks its own
         noise = final_noise = None

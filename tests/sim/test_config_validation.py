@@ -241,6 +241,14 @@ def test_randomization_that_draws_vehicles_that_cannot_lift_themselves_is_refuse
     ({"params": {"motor_tau_rise": -1.0}}, r"reset params\['motor_tau_rise'\] must be >= 0"),
     ({"params": {"thrust_scale": [0.0, 0.0, 0.0, 0.0]}}, "thrust-to-weight 0, and <= 1 cannot lift itself"),
     ({"params": {"mass": 1.0}}, r"thrust-to-weight 0.0\d+, and <= 1 cannot lift itself"),
+    # starts where the episode ends at its first step: one-step episodes (and 1e12 m a MuJoCo reset to its home pose,
+    # flown on with full reward), as the config's starts are refused
+    ({"initial_state": {"position": [0.0, 0.0, -5.0]}}, "the start lies 6 m from the task's reference"),
+    ({"initial_state": {"position": [0.0, 0.0, 1e12]}}, "lies 1e\\+12 m from the task's reference"),
+    ({"target": [0.0, 0.0, 1e9]}, "lies 1e\\+09 m from the task's reference .* beyond max_position_error 0.6 m"),
+    ({"initial_state": {"velocity": [100.0, 0.0, 0.0]}}, r"initial_state\['velocity'\] of norm 100 lies above max_speed"),
+    ({"initial_state": {"angular_velocity": [0.0, 0.0, 1e3]}}, "of norm 1000 lies above max_angular_speed"),
+    ({"initial_state": {"position": [0.0, 0.0, 0.02]}, "target": [0.0, 0.0, 0.3]}, "z 0.02 m lies below min_altitude"),
 ])
 def test_reset_options_that_no_vehicle_or_state_can_be_are_refused(backend, options, message):
     env = gym.make_vec("robo_rl/CrazyflieHover-v0", num_envs=2, backend=backend)
@@ -302,3 +310,28 @@ def test_an_arm_action_with_a_nan_names_the_env_not_the_shape():
 def test_an_arm_task_no_action_can_succeed_in_is_refused(overrides, message):
     with pytest.raises(ConfigError, match=message):
         ArmVectorEnv("reach", num_envs=2, nthread=1, **overrides)
+
+
+@pytest.mark.parametrize("backend", ["mujoco_batch", "torch"])
+def test_a_refused_reset_changes_nothing_and_no_backend_steps_before_a_reset(backend):
+    """A refused reset numbered the episodes on (the next draws differed) and counted as a reset: on torch a refused
+    first reset let step() run on states never set; mujoco_batch stepped before any reset, unseeded."""
+    def envs() -> Any:
+        return gym.make_vec("robo_rl/CrazyflieHover-v0", num_envs=2, vectorization_mode="vector_entry_point",
+                            backend=backend)
+
+    fresh = envs()
+    with pytest.raises(RuntimeError, match=r"call reset\(\) before the first step"):
+        fresh.step(np.full((2, 4), 0.5, np.float32))
+    with pytest.raises(ConfigError):
+        fresh.reset(seed=0, options={"target": [math.nan] * 3})
+    with pytest.raises(RuntimeError, match=r"call reset\(\) before the first step"):
+        fresh.step(np.full((2, 4), 0.5, np.float32))
+    plain, refused = envs(), envs()
+    plain.reset(seed=0)
+    refused.reset(seed=0)
+    with pytest.raises(ConfigError):
+        refused.reset(options={"target": [math.nan] * 3})
+    np.testing.assert_array_equal(np.asarray(plain.reset()[0]), np.asarray(refused.reset()[0]))
+    for env in (fresh, plain, refused):
+        env.close()
