@@ -275,6 +275,8 @@ class CheckOptionsFirst(_hydra_callback_base()):  # type: ignore[misc]
             _HYDRA_EXISTING.clear()
             _HYDRA_EXISTING.update({folder: {p.name for p in folder.iterdir()} if folder.is_dir() else set()
                                     for folder in (output / RESUME_RECORDS, output) if output.is_dir()})
+            if self.command in NEW_RUN_COMMANDS:
+                lock_run_dir(output, self.command)
         except Exception as error:  # noqa: BLE001 (Hydra turns a callback's Exception into a warning and goes on)
             raise _TaskFailed(error) from None
 
@@ -326,6 +328,29 @@ _HYDRA_CREATED: list[Path] = []
 _HYDRA_EXISTING: dict[Path, set[str]] = {}
 # the folder of a resumed run that holds each resume's Hydra record (train's hydra.output_subdir)
 RESUME_RECORDS = ".hydra_resumes"
+
+
+_RUN_LOCK: list[int] = []  # the descriptor of the run folder this process holds, open until it exits
+
+
+def lock_run_dir(run_dir: Path, command: str) -> None:
+    """Hold an exclusive lock on the run folder `run_dir` (made if missing) for as long as this process lives;
+    ConfigError where another process holds it. Two trainings started into one folder both passed the new-folder
+    check and both ended with status 0, the second's files over the first's; two resumes of one run wrote the
+    same checkpoints. The lock is on the folder itself (flock), so no file is left behind."""
+    import fcntl
+
+    from sim.errors import ConfigError
+
+    run_dir.mkdir(parents=True, exist_ok=True)
+    descriptor = os.open(run_dir, os.O_RDONLY)
+    try:
+        fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(descriptor)
+        raise ConfigError(f"hydra.run.dir={run_dir} is in use: another {command} (or train resume=) is running there "
+                          "now; give another folder, or wait for that one to end") from None
+    _RUN_LOCK.append(descriptor)
 
 
 def remove_refused_record(created: list[Path], existing: dict[Path, set[str]]) -> None:

@@ -638,3 +638,34 @@ def test_paths_the_commands_pass_to_hydra_arrive_as_given(path):
     command = member_command(Path(path), {"mass": 0.03, "latency_steps": 1}, 1000)
     overrides = OverridesParser.create().parse_overrides(command[3:])
     assert {o.key_or_group: o.value() for o in overrides}["hydra.run.dir"] == path
+
+
+def test_a_second_training_into_a_folder_in_use_is_refused(tmp_path, trained_run):
+    """Two trainings started into one folder both passed the new-folder check and both ended with status 0, every
+    file the second's; two resumes of one run wrote the same checkpoints."""
+    import shutil
+    import time
+
+    (tmp_path / "work").mkdir()
+    shutil.copytree(trained_run, tmp_path / "work" / "done")
+    args = ["-m", "robo_rl.train", "num_envs=8", "total_env_steps=100000000", "torch_threads=1",
+            "logging.progress_bar=false", "hydra.run.dir=run"]
+    first = subprocess.Popen([sys.executable, *args], cwd=tmp_path / "work", stdout=subprocess.DEVNULL,
+                             stderr=subprocess.PIPE, text=True,
+                             env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path / "home"), "OMP_NUM_THREADS": "1",
+                                  "PYTHONPATH": str(ROOT)})
+    try:
+        deadline = time.monotonic() + 240
+        while not (tmp_path / "work" / "run" / ".hydra").exists() and time.monotonic() < deadline:
+            assert first.poll() is None, first.stderr.read()
+            time.sleep(0.2)
+        second = run_cli([*args[:-1], "seed=2", "hydra.run.dir=run"], tmp_path)
+        assert second.returncode == USER_ERROR_STATUS and len(second.stderr.strip().splitlines()) == 1, second.stderr
+        assert "error: hydra.run.dir=" in second.stderr and "/run is in use: another train" in second.stderr
+        assert first.poll() is None  # the first goes on
+    finally:
+        first.kill()
+        first.wait()
+    # a finished run is not locked: the lock ends with its process
+    resumed = run_cli(["-m", "robo_rl.train", "resume=done", "total_env_steps=1600"], tmp_path)
+    assert "is in use" not in resumed.stderr
