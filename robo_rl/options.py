@@ -45,6 +45,9 @@ OPTIONS: dict[str, dict[str, tuple[Any, Interval | None]]] = {
         "buffer.offline_ratio": (float, Interval(0.0, 1.0)), "logging.tensorboard": (bool, None),
         "logging.log_interval_env_steps": (int, Interval(1, 10**12)), "logging.progress_bar": (bool, None),
         "logging.video": (bool, None), "intervention.kind": (str, None),
+        # intervention=scripted's (absent under intervention=none): nan, inf or abc were a traceback in the run's folder
+        "intervention.patience": (int, Interval(1, 10**6)), "intervention.duration": (int, Interval(1, 10**6)),
+        "intervention.budget": (float, Interval(0.0, 1.0)), "intervention.until_env_steps": (int | None, STEPS),
         "curriculum.levels": (tuple[float, ...], Interval(0.0, 1.0)), "curriculum.advance_at": (float, Interval(0.0, 1.0)),
         "curriculum.patience": (int | None, Interval(1, 10**6)),
     },
@@ -131,6 +134,9 @@ EMPTY_REFUSED: dict[str, dict[str, str]] = {
     "record": {"device_path": "the device file, e.g. /dev/input/js1"},
     "teacher_pool": {"ray_address": "the Ray cluster's address, e.g. auto"},
 }
+# options of one choice of a config group, absent under the others (intervention=none has no patience)
+GROUP_CHOICE_OPTIONS = {"train": {"intervention.patience", "intervention.duration", "intervention.budget",
+                                  "intervention.until_env_steps"}}
 CONFIG_DIR = Path(__file__).resolve().parents[1] / "configs"
 TORCH_DEVICE_COMMANDS = ("train", "evaluate", "robustness", "distill")  # where `device` is a torch device (record's is a teleop device)
 
@@ -147,7 +153,7 @@ def check_options(cfg: DictConfig, command: str, require_all: bool = True) -> No
             raise ConfigError(f"env.total_env_steps must lie in {STEPS}, got {number(value)}")
     for path, (annotation, allowed) in OPTIONS.get(command, {}).items():
         if OmegaConf.select(cfg, path, default="<absent>", throw_on_missing=False) == "<absent>":
-            if require_all:
+            if require_all and path not in GROUP_CHOICE_OPTIONS.get(command, ()):
                 raise ConfigError(f"option {path} of {command} is missing (removed with ~{path}?); it must be given")
             continue
         raw = OmegaConf.select(cfg, path, throw_on_missing=True)

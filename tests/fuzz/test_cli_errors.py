@@ -34,6 +34,12 @@ def run_cli(args: list[str], tmp_path, timeout: float = 300) -> subprocess.Compl
     (["-m", "robo_rl.train", "+env.overrides.randomization.disturbance_force=nan", "hydra.run.dir=run"],
      "error: config.randomization.disturbance_force must be a finite number, got nan"),
     (["-m", "robo_rl.train", "no_such_option=1", "hydra.run.dir=run"], "error: Could not override 'no_such_option'"),
+    # a traceback (int() of nan) in the run's folder, and -5 trained with no takeovers at all
+    (["-m", "robo_rl.train", "env=so_arm100_pick_cube", "agent=sac_arm", "intervention=scripted",
+      "intervention.duration=nan", "hydra.run.dir=run"], "error: intervention.duration must be an integer, got nan"),
+    (["-m", "robo_rl.train", "env=so_arm100_pick_cube", "agent=sac_arm", "intervention=scripted",
+      "intervention.until_env_steps=-5", "hydra.run.dir=run"],
+     "error: intervention.until_env_steps must lie in [0, 1000000000000], got -5"),
     (["-m", "robo_rl.train", "seed=[1", "hydra.run.dir=run"], "error: no viable alternative at input '[1'"),
     (["-m", "robo_rl.evaluate", "run=no_such_run"], "error: run=no_such_run is not a training run directory"),
     # any string counted as true: privileged_actor=no trained a privileged teacher; an empty actor was a traceback
