@@ -63,6 +63,9 @@ class ArmFirmwareSettings:
             value = getattr(self, name)
             if value is None and name == "orientation_weight":
                 continue
+            whole = name in ("host_timeout_ms", "bus_timeout_us", "servo_error_ticks", "servo_margin_steps")
+            if whole and not isinstance(value, int):  # 1.5 became the C constant 1.5u, which only the compiler refused
+                raise ExportError(f"{name}={value!r} must be a whole number in [{low}, {high}]")
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not low <= value <= high \
                     or (low == 0.0 and value == 0.0 and name == "max_joint_speed"):
                 raise ExportError(f"{name}={value!r} must be a number in [{low}, {high}]"

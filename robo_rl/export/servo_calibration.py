@@ -20,6 +20,7 @@ from robo_rl.export.feetech import MAX_ID, POSITION_STEPS_PER_TURN
 STEPS_PER_RADIAN = POSITION_STEPS_PER_TURN / (2.0 * math.pi)
 CENTRE_STEPS = POSITION_STEPS_PER_TURN // 2  # the middle of a servo's travel
 GRIPPER_TRAVEL_STEPS = 1024  # a quarter turn of the gripper servo opens the fingers fully
+MIN_RANGE_STEPS = 16  # a joint whose whole range spans fewer servo steps cannot be commanded (steps_per_unit 1e-9)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -32,6 +33,24 @@ class ServoJoint:
     steps_per_unit: float
     min_steps: int
     max_steps: int
+
+    def __post_init__(self) -> None:
+        """ExportError naming the field that no servo can take: a zero steps_per_unit divided by zero on the first
+        reading, NaN read NaN positions, swapped bounds sent a joint to the far end, and 1.5 or True as an id or a
+        step became invalid C."""
+        for name in ("servo_id", "zero_steps", "min_steps", "max_steps"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise ExportError(f"servo {self.servo_id!r} ({self.joint}): {name} must be a whole number, got {value!r}")
+        if not 0 <= self.servo_id <= MAX_ID:
+            raise ExportError(f"servo {self.servo_id} ({self.joint}): servo_id must lie in [0, {MAX_ID}]")
+        if isinstance(self.steps_per_unit, bool) or not isinstance(self.steps_per_unit, (int, float)) \
+                or not math.isfinite(self.steps_per_unit) or self.steps_per_unit == 0:
+            raise ExportError(f"servo {self.servo_id} ({self.joint}): steps_per_unit must be a finite non-zero number, "
+                              f"got {self.steps_per_unit!r}")
+        if not 0 <= self.min_steps < self.max_steps <= POSITION_STEPS_PER_TURN - 1:
+            raise ExportError(f"servo {self.servo_id} ({self.joint}): bounds [{self.min_steps}, {self.max_steps}] must "
+                              f"be increasing and lie in [0, {POSITION_STEPS_PER_TURN - 1}]")
 
     def to_steps(self, value: float) -> int:
         """The goal position for a joint value, rounded to a step and clipped to the servo's bounds."""
@@ -88,7 +107,29 @@ def check_calibration(calibration: Sequence[ServoJoint], kinematics: dict[str, A
     if len(set(ids)) != len(ids) or not all(0 <= i <= MAX_ID for i in ids):
         raise ExportError(f"servo ids {ids} must be distinct and in [0, {MAX_ID}]")
     for j in calibration:
-        if not (0 <= j.min_steps < j.max_steps <= POSITION_STEPS_PER_TURN - 1) or j.steps_per_unit == 0 \
-                or not math.isfinite(j.steps_per_unit):
-            raise ExportError(f"servo {j.servo_id} ({j.joint}): bounds [{j.min_steps}, {j.max_steps}] must lie in "
-                              f"[0, {POSITION_STEPS_PER_TURN - 1}] and steps_per_unit be finite and non-zero")
+        j.__post_init__()  # a calibration built with dataclasses.replace or object.__setattr__ is checked again
+    ranges = joint_ranges(kinematics)
+    for j in calibration:
+        low, high = sorted(float(x) for x in ranges[j.joint])
+        values = sorted((j.to_value(j.min_steps), j.to_value(j.max_steps)))
+        step = 1.0 / abs(j.steps_per_unit)  # rounding to whole steps moves a bound by up to one
+        if values[0] < low - step or values[1] > high + step:
+            raise ExportError(f"servo {j.servo_id} ({j.joint}): bounds [{j.min_steps}, {j.max_steps}] steps are joint "
+                              f"values [{values[0]:.4g}, {values[1]:.4g}], beyond the joint's range [{low:.4g}, "
+                              f"{high:.4g}] (zero_steps, the sign of steps_per_unit or the bounds?): the firmware "
+                              "trusts readings within them")
+        if (high - low) * abs(j.steps_per_unit) < MIN_RANGE_STEPS:
+            raise ExportError(f"servo {j.servo_id} ({j.joint}): steps_per_unit {j.steps_per_unit:g} spans the joint's "
+                              f"range [{low:.4g}, {high:.4g}] in {(high - low) * abs(j.steps_per_unit):.3g} steps, under "
+                              f"{MIN_RANGE_STEPS}: it could not be commanded")
+
+
+def joint_ranges(kinematics: dict[str, Any]) -> dict[str, Sequence[float]]:
+    """Each joint's range of the bundle's kinematics (rad for a hinge, m of opening for the gripper), by name."""
+    try:
+        ranges = {link["joint"]["name"]: link["joint"]["range"] for link in kinematics["links"]
+                  if link["joint"] is not None}
+        ranges[kinematics["gripper"]["joint"]] = kinematics["gripper"]["range"]
+    except (KeyError, TypeError) as error:
+        raise ExportError(f"policy.json kinematics lacks the joints' ranges: {error!r}") from None
+    return ranges

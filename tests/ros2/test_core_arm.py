@@ -266,3 +266,13 @@ def test_the_node_weighs_orientation_as_the_training_did_and_refuses_a_reach_goa
     outside = ArmPolicyController(bundle, ArmSettings((0.5, 0.0, 0.2)))
     assert outside.goal_problem() == ("goal [0.5, 0.0, 0.2] lies 0.2 m outside the task's workspace "
                                       "[[0.1, 0.3], [-0.15, 0.15], [0.0, 0.2]] (x, y, z ranges [m])")
+
+
+@pytest.mark.parametrize("setting, value", [("host_timeout_ms", 1.5), ("servo_error_ticks", 2.5), ("bus_timeout_us", True)])
+def test_the_firmware_settings_counted_in_whole_units_refuse_fractions(setting, value):
+    """host_timeout_ms=1.5 became the C constant 1.5u, which only the cross-compiler refused."""
+    from robo_rl.export.arm_firmware import ArmFirmwareSettings
+    from robo_rl.export.errors import ExportError
+
+    with pytest.raises(ExportError, match=f"^{setting}={value!r} must be a "):
+        ArmFirmwareSettings(**{setting: value}).validate()

@@ -200,3 +200,49 @@ def test_the_bus_survives_any_packet(bus):
         sent, answered = sent + 1, answered + len(statuses)
     bus.advance(0.1)  # and the plant takes whatever goals and torque switches came out of it
     assert np.all(np.isfinite(bus.arm.state().positions)) and 0 < answered < sent
+
+
+KINEMATICS = arm_kinematics(load_arm(SO_ARM100_LIKE), SO_ARM100_LIKE)
+
+
+@pytest.mark.parametrize("change, message", [
+    # the bus client read positions with it: a ZeroDivisionError, NaN positions, a pan sent to step 100
+    ({"steps_per_unit": 0.0}, "steps_per_unit must be a finite non-zero number, got 0.0"),
+    ({"steps_per_unit": float("nan")}, "steps_per_unit must be a finite non-zero number, got nan"),
+    ({"min_steps": 3000, "max_steps": 100}, r"bounds \[3000, 100\] must be increasing"),
+    # invalid C (1.5u, Trueu) that only the compiler refused
+    ({"servo_id": 1.5}, "servo_id must be a whole number, got 1.5"),
+    ({"servo_id": True}, "servo_id must be a whole number, got True"),
+    ({"min_steps": 10.5}, "min_steps must be a whole number, got 10.5"),
+])
+def test_a_servo_joint_no_servo_can_take_is_refused_where_it_is_made(change, message):
+    import dataclasses
+
+    from robo_rl.export.errors import ExportError
+
+    with pytest.raises(ExportError, match=message):
+        dataclasses.replace(CALIBRATION[0], **change)
+
+
+@pytest.mark.parametrize("joint, change, message", [
+    # accepted, though the firmware trusts any reading within the bounds as the joint's
+    (0, {"min_steps": 0, "max_steps": 4095}, r"servo 1 \(\w+\): bounds \[0, 4095\] steps are joint values"),
+    (0, {"zero_steps": -5000}, "beyond the joint's range"),
+    (0, {"zero_steps": 1_000_000}, "beyond the joint's range"),
+    # mounted the other way round with its bounds unchanged (an asymmetric joint: a symmetric one reads alike)
+    (1, {"steps_per_unit": -CALIBRATION[1].steps_per_unit}, "beyond the joint's range"),
+    (5, {"min_steps": 0, "max_steps": 4095}, r"servo 6 \(\w+\): bounds \[0, 4095\] steps are joint values"),
+    (0, {"steps_per_unit": 1e-9, "zero_steps": 2048, "min_steps": 2047, "max_steps": 2049},
+     r"spans the joint's range .* under 16: it could not be commanded"),
+])
+def test_a_calibration_that_contradicts_the_joints_ranges_is_refused(joint, change, message):
+    import dataclasses
+
+    from robo_rl.export.errors import ExportError
+    from robo_rl.export.servo_calibration import check_calibration
+
+    check_calibration(CALIBRATION, KINEMATICS)  # the builders' calibration holds
+    calibration = list(CALIBRATION)
+    calibration[joint] = dataclasses.replace(calibration[joint], **change)
+    with pytest.raises(ExportError, match=message):
+        check_calibration(calibration, KINEMATICS)
