@@ -216,16 +216,28 @@ def command(main: F) -> F:
         os.environ["HYDRA_FULL_ERROR"] = "1"  # Hydra re-raises instead of printing (see the module docstring)
         format_warning = warnings.formatwarning
         warnings.formatwarning = _one_line_warning
+        interrupts: list[int] = []
+        handler = _counting_interrupts(interrupts)
         try:
             return main(*args, **kwargs)
         except KeyboardInterrupt:
             print("interrupted", file=sys.stderr)
             raise SystemExit(INTERRUPTED_STATUS) from None
         except _TaskFailed as failed:
+            if interrupts:
+                print("interrupted", file=sys.stderr)
+                raise SystemExit(INTERRUPTED_STATUS) from None
             raise SystemExit(report(failed.error)) from None
         except Exception as error:  # noqa: BLE001 (every failure is reported, one way or the other)
+            if interrupts:  # a Ctrl-C inside compiled code comes out as its RuntimeError: not a bug
+                print("interrupted", file=sys.stderr)
+                raise SystemExit(INTERRUPTED_STATUS) from None
             raise SystemExit(report(error)) from None
         finally:
+            if handler is not None:
+                import signal
+
+                signal.signal(signal.SIGINT, handler)
             warnings.formatwarning = format_warning
             if previous is None:
                 os.environ.pop("HYDRA_FULL_ERROR", None)
@@ -233,6 +245,25 @@ def command(main: F) -> F:
                 os.environ["HYDRA_FULL_ERROR"] = previous
 
     return run  # type: ignore[return-value]
+
+
+def _counting_interrupts(interrupts: list[int]) -> Any:
+    """Where Python's own Ctrl-C handler is in place (main thread; not where SIGINT is ignored), one that also
+    appends to `interrupts`; returns the handler it replaced (None where none was). A KeyboardInterrupt raised
+    inside a compiled operator (the SAC update's) reaches the command as that operator's RuntimeError, which
+    was then reported as a bug in robo-rl."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread() or \
+            signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
+        return None
+
+    def interrupted(signum: int, frame: Any) -> None:
+        interrupts.append(signum)
+        signal.default_int_handler(signum, frame)
+
+    return signal.signal(signal.SIGINT, interrupted)
 
 
 def _hydra_callback_base() -> type:

@@ -613,6 +613,33 @@ def test_an_arm_run_where_a_quadrotor_run_is_needed_is_one_error(command, option
                 check_options(cfg, command)
 
 
+def test_ctrl_c_that_compiled_code_turns_into_its_own_error_is_an_interrupt(capsys):
+    """A Ctrl-C during the arm agent's compiled update reached the command as `RuntimeError:
+    aoti_torch_call_dispatcher(...) API call failed`, reported as a bug in robo-rl with status 1."""
+    import os
+    import signal
+
+    def compiled_operator() -> None:
+        try:
+            os.kill(os.getpid(), signal.SIGINT)
+            for _ in range(10**6):  # the handler runs between bytecodes
+                pass
+        except KeyboardInterrupt:
+            raise RuntimeError("aoti_torch_call_dispatcher(\"robo_rl::onednn_matmul\", ...) API call failed") from None
+
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with pytest.raises(SystemExit) as exited:
+            command(compiled_operator)()
+        assert exited.value.code == 130 and capsys.readouterr().err.strip() == "interrupted"
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # put back
+        with pytest.raises(SystemExit) as exited:  # the same error without a Ctrl-C is still a bug
+            command(lambda: (_ for _ in ()).throw(RuntimeError("API call failed")))()
+        assert exited.value.code == 1
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
 def test_command_passes_through_success_and_system_exit():
     assert command(lambda: 7)() == 7
     with pytest.raises(SystemExit) as exited:
