@@ -419,6 +419,19 @@ def compare(bundle: str | Path, episodes: int = 20, seed: int = 0, checkpoint: s
 
 
 @command
+def check_arm_bundle(bundle: str | Path) -> None:
+    """ExportError naming what of the bundle's policy.json no arm can run on (a control_hz of 0, a NaN joint range,
+    no kinematics), as the ROS 2 arm node's loader refuses it: an edited bundle was a traceback from the firmware's
+    configuration (a ZeroDivisionError, int() of NaN, a KeyError)."""
+    from robo_rl_ros.core.arm import ArmPolicyController, ArmSettings
+    from robo_rl_ros.core.bundle import BundleError, load_bundle
+
+    try:
+        ArmPolicyController(load_bundle(bundle), ArmSettings(goal=(0.0, 0.0, 0.0)))
+    except BundleError as error:
+        raise ExportError(f"bundle={bundle}: {error}") from None
+
+
 def main(argv: list[str]) -> None:
     """CLI: key=value arguments bundle=, episodes=, seed=, checkpoint=."""
     args = key_values(argv, {"bundle": str, "episodes": (int, 1), "seed": (int, 0), "checkpoint": str},
@@ -429,6 +442,7 @@ def main(argv: list[str]) -> None:
     manifest = read_manifest(args["bundle"])
     if manifest.get("robot") != "arm":
         raise ExportError(f"bundle={args['bundle']} is a {manifest.get('robot')} policy; this runs arm bundles")
+    check_arm_bundle(args["bundle"])
     report = compare(args["bundle"], args.get("episodes", 20), args.get("seed", 0), args.get("checkpoint"))
     print(f"{report['env_id']}: {report['episodes']} episodes from seed {report['seeds'][0]}")
     print(f"  success: PyTorch {report['pytorch_success']:.0%}, firmware on the emulated STM32F405 "

@@ -298,3 +298,29 @@ def test_the_quadrotor_in_the_loop_tool_names_the_arm_tool_for_an_arm_bundle(rea
     from robo_rl.export.in_the_loop import compare_targets  # the function the command calls says the same
     with pytest.raises(ExportError, match="the bundle is an arm's policy"):
         compare_targets(bundle, steps=5, cortex_m4=False)
+
+
+@pytest.mark.parametrize("edit, message", [
+    # a ZeroDivisionError, int() of NaN and a KeyError from the firmware's configuration
+    (lambda m: m.update(control_hz=0), "control_hz"),
+    (lambda m: next(link for link in m["kinematics"]["links"] if link["joint"])["joint"].update(
+        range=[float("nan"), 1.0]), "joint.range[0] is nan"),
+    (lambda m: m.pop("kinematics"), "kinematics"),
+])
+def test_an_edited_arm_bundle_is_one_error_naming_what(reach, tmp_path, edit, message):
+    import json
+    import shutil
+    import subprocess
+    import sys
+
+    bundle, _ = reach
+    edited = tmp_path / "edited"
+    shutil.copytree(bundle, edited)
+    manifest = json.loads((edited / "policy.json").read_text())
+    edit(manifest)
+    (edited / "policy.json").write_text(json.dumps(manifest))
+    result = subprocess.run([sys.executable, "-m", "robo_rl.export.arm_in_the_loop", f"bundle={edited}", "episodes=1"],
+                            capture_output=True, text=True, timeout=300)
+    lines = result.stderr.strip().splitlines()
+    assert result.returncode == 2 and len(lines) == 1 and lines[0].startswith(f"error: bundle={edited}: "), result.stderr
+    assert message in lines[0], lines[0]
