@@ -276,6 +276,10 @@ def check_starts_inside_bounds(config: QuadrotorEnvConfig) -> None:
         raise ConfigError(f"config: starts reach down to {lowest:g} m (center z {float(config.center[2]):g} - "
                           f"initial_state.position_range {start.position_range:g}), not above min_altitude "
                           f"{config.min_altitude:g} m, where episodes end")
+    if config.floor_height is not None and lowest < config.floor_height:  # on the floor is a start (takeoff_land)
+        raise ConfigError(f"config: starts reach down to {lowest:g} m (center z {float(config.center[2]):g} - "
+                          f"initial_state.position_range {start.position_range:g}), below floor_height "
+                          f"{config.floor_height:g} m: they start inside the floor")
     for field, limit, unit in (("velocity_range", "max_speed", "m/s"),
                                ("angular_velocity_range", "max_angular_speed", "rad/s")):
         fastest = math.sqrt(3.0) * getattr(start, field)

@@ -206,6 +206,8 @@ def test_firmware_thrust_limits_must_leave_a_range_that_hovers():
     ({"initial_state": {"position_range": 1.0}}, "position_range 1 m must lie below max_position_error 0.6 m"),
     ({"center": [0.0, 0.0, 0.0]}, r"starts reach down to -0.2 m .*not above min_altitude 0.05 m"),
     ({"min_altitude": 5.0}, "not above min_altitude 5 m"),
+    # hover starts at 1.0 +- 0.2 m under a floor at 1 m: torch never ended an episode, 0.63 reward a step
+    ({"floor_height": 1.0}, r"starts reach down to 0.8 m .*below floor_height 1 m: they start inside the floor"),
     ({"max_speed": 0.01}, r"velocity_range 1 m/s per axis draws starts up to 1.73 m/s, not below max_speed 0.01"),
     ({"max_angular_speed": 1.0}, "angular_velocity_range 1 rad/s per axis draws starts up to 1.73 rad/s"),
 ])
