@@ -428,10 +428,12 @@ class ArmVectorEnv(VectorEnv):
     def render_frame(self, index: int = 0, width: int = 480, height: int = 360) -> np.ndarray:
         """An RGB image (height, width, 3) of simulation `index` from a fixed camera (MuJoCo's offscreen
         renderer: set MUJOCO_GL=egl or osmesa on a machine without a display)."""
+        from sim.rendering import offscreen_renderer
+
         if getattr(self, "_renderer", None) is None or self._renderer.width != width or self._renderer.height != height:
             self._render_model = copy.copy(self.model)
             self._render_data = mujoco.MjData(self._render_model)
-            self._renderer = mujoco.Renderer(self._render_model, height, width)
+            self._renderer = offscreen_renderer(self._render_model, height, width)
             self._camera = mujoco.MjvCamera()
             extent = self.model.stat.extent  # framed on the robot's size
             self._camera.lookat[:] = (*self.model.stat.center[:2], 0.3 * extent)

@@ -92,8 +92,10 @@ class QuadrotorEnv(gym.Env):
             return None
         import mujoco
 
+        from sim.rendering import offscreen_renderer
+
         if self._renderer is None:
-            self._renderer = mujoco.Renderer(self.model, 480, 640)
+            self._renderer = offscreen_renderer(self.model, 480, 640)
             self._camera = mujoco.MjvCamera()
             self._camera.type = mujoco.mjtCamera.mjCAMERA_TRACKING
             self._camera.trackbodyid = 1

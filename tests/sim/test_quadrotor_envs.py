@@ -440,3 +440,18 @@ def test_a_privileged_actor_observes_the_privileged_rows_including_where_episode
                                           np.asarray(info["final_privileged_obs"])[rows])
             ended += int(rows.sum())
     assert ended >= 8
+
+
+def test_rendering_without_any_opengl_says_what_to_set():
+    """Headless, with MUJOCO_GL unset: GLFW's warnings, then mujoco.FatalError "an OpenGL platform library has not
+    been loaded into this process"."""
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k not in ("MUJOCO_GL", "PYOPENGL_PLATFORM", "DISPLAY", "WAYLAND_DISPLAY")}
+    code = ("import gymnasium as gym, sim\nenv = gym.make('robo_rl/CrazyflieHover-v0', render_mode='rgb_array')\n"
+            "env.reset(seed=0)\ntry:\n    env.render()\nexcept RuntimeError as error:\n    print(error)\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "MuJoCo found no OpenGL to render with" in done.stdout and "set MUJOCO_GL=egl" in done.stdout, done.stdout
