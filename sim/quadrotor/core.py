@@ -209,7 +209,10 @@ class QuadrotorBatch(InStepRestart, PrivilegedObservation):
         return compile
 
     def seed(self, seed: int | None) -> None:
-        """Reseed the episode starts (and count episodes from 0 again) and the observation noise."""
+        """Reseed the episode starts (and count episodes from 0 again) and the observation noise; ConfigError for a
+        seed that is not a whole number >= 0 (1.5 and "a" were NumPy's TypeError about SeedSequence)."""
+        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0):
+            raise ConfigError(f"seed must be a whole number >= 0 or None, got {seed!r}")
         self.rng = np.random.default_rng(seed)
         self.seed_key = int(self.rng.integers(0, 2**63 - 1))
         # the key as the step's kernels read it: a tensor, so that a new seed recompiles nothing

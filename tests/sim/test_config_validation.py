@@ -337,3 +337,15 @@ def test_a_refused_reset_changes_nothing_and_no_backend_steps_before_a_reset(bac
     np.testing.assert_array_equal(np.asarray(plain.reset()[0]), np.asarray(refused.reset()[0]))
     for env in (fresh, plain, refused):
         env.close()
+
+
+@pytest.mark.parametrize("seed", [1.5, "a", -1, True])
+def test_a_seed_that_is_not_a_whole_number_is_refused_naming_seed(seed):
+    """seed=1.5 or "a" was NumPy's TypeError "SeedSequence expects int or sequence of ints"."""
+    env = gym.make_vec("robo_rl/CrazyflieHover-v0", num_envs=2, vectorization_mode="vector_entry_point")
+    try:
+        with pytest.raises(ConfigError, match=f"^seed must be a whole number >= 0 or None, got {seed!r}$"):
+            env.reset(seed=seed)
+        assert np.isfinite(np.asarray(env.reset(seed=3)[0])).all()
+    finally:
+        env.close()
