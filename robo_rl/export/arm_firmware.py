@@ -193,8 +193,8 @@ def write_arm_config(directory: str | Path, manifest: dict[str, Any], calibratio
                      settings: ArmFirmwareSettings = ArmFirmwareSettings()) -> Path:
     """arm_config.h and arm_config.c into `directory`; returns it."""
     directory = Path(directory)
+    header, source = arm_config_sources(manifest, calibration, settings)  # refused before any folder is made
     directory.mkdir(parents=True, exist_ok=True)
-    header, source = arm_config_sources(manifest, calibration, settings)
     (directory / "arm_config.h").write_text(header)
     (directory / "arm_config.c").write_text(source)
     return directory
@@ -330,3 +330,32 @@ class HostArmApp:
         """Run one control tick; what it sent the host."""
         self._lib.arm_app_tick()
         return self._taken()
+
+
+def main(argv: list[str]) -> None:
+    """CLI: `python -m robo_rl.export.arm_firmware bundle=<arm bundle> out=<folder>` writes the app's arm_config.h/.c
+    for the bundle with the SO-ARM100 builders' calibration (`default_calibration`) and the default settings."""
+    from robo_rl.cli import key_values
+    from robo_rl.export.arm_in_the_loop import check_arm_bundle
+    from robo_rl.export.bundle import read_manifest
+    from robo_rl.export.servo_calibration import default_calibration
+
+    usage = "usage: python -m robo_rl.export.arm_firmware bundle=<arm bundle dir> out=<folder for arm_config.h/.c>"
+    args = key_values(argv, {"bundle": str, "out": str}, usage)
+    if "out" not in args:
+        raise ExportError(f"out= is required; {usage}")
+    manifest = read_manifest(args["bundle"])
+    if manifest.get("robot") != "arm":
+        raise ExportError(f"bundle={args['bundle']} is a {manifest.get('robot')} policy; the arm app runs arm bundles")
+    check_arm_bundle(args["bundle"])
+    out = write_arm_config(args["out"], manifest, default_calibration(manifest["kinematics"]))
+    print(f"wrote {out / 'arm_config.h'} and {out / 'arm_config.c'} (the SO-ARM100 builders' calibration); build with "
+          f"make -C firmware/arm POLICY_DIR={Path(args['bundle']).resolve() / 'c'} CONFIG_DIR={out.resolve()} BUILD=<dir>")
+
+
+if __name__ == "__main__":
+    import sys
+
+    from robo_rl.cli import command
+
+    command(main)(sys.argv[1:])

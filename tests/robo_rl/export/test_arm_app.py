@@ -324,3 +324,24 @@ def test_an_edited_arm_bundle_is_one_error_naming_what(reach, tmp_path, edit, me
     lines = result.stderr.strip().splitlines()
     assert result.returncode == 2 and len(lines) == 1 and lines[0].startswith(f"error: bundle={edited}: "), result.stderr
     assert message in lines[0], lines[0]
+
+
+def test_the_config_command_writes_the_apps_configuration_and_refuses_other_bundles(reach, tmp_path):
+    """The README's config step was a `python -c` one-liner: every refusal a traceback, and write_arm_config made its
+    folder before refusing."""
+    import subprocess
+    import sys
+
+    bundle, _ = reach
+    done = subprocess.run([sys.executable, "-m", "robo_rl.export.arm_firmware", f"bundle={bundle}",
+                           f"out={tmp_path / 'config'}"], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert sorted(p.name for p in (tmp_path / "config").iterdir()) == ["arm_config.c", "arm_config.h"]
+    assert "make -C firmware/arm POLICY_DIR=" in done.stdout
+    for args, message in [([f"bundle={bundle}"], "out= is required"),
+                          ([f"bundle={tmp_path / 'none'}", f"out={tmp_path / 'x'}"], "is not an exported bundle")]:
+        refused = subprocess.run([sys.executable, "-m", "robo_rl.export.arm_firmware", *args], capture_output=True,
+                                 text=True, timeout=120)
+        lines = refused.stderr.strip().splitlines()
+        assert refused.returncode == 2 and len(lines) == 1 and message in lines[0], refused.stderr
+    assert not (tmp_path / "x").exists()
