@@ -117,6 +117,11 @@ OPTIONS: dict[str, dict[str, tuple[Any, Interval | None]]] = {
         "teleop.gamepad.dead_zone": (float, DEAD_ZONE), "teleop.gamepad.speed": (float, SPEED),
         "teleop.spacemouse.full_scale": (float, Interval(0.0, 10**5, open_low=True)),
         "teleop.spacemouse.dead_zone": (float, DEAD_ZONE), "teleop.spacemouse.speed": (float, SPEED),
+        # an axis beyond the device's, or fewer than three, failed at the first action (IndexError, a broadcast error)
+        "teleop.spacemouse.axes": (tuple[int, int, int], Interval(0, 2)),
+        "teleop.spacemouse.signs": (tuple[float, float, float], Interval(-10.0, 10.0)),
+        "teleop.gamepad.mapping.axes": (tuple[int, int, int], Interval(0, 63)),  # the joystick API's ABS_CNT
+        "teleop.gamepad.mapping.signs": (tuple[float, float, float], Interval(-10.0, 10.0)),
     },
 }
 # options whose null means "none" (no resume, no demos): an empty value (`resume=`, what a shell variable that was

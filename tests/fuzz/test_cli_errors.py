@@ -563,6 +563,10 @@ def test_what_an_inbox_may_be_named():
     ("record", ["dataset=d", "teleop.gamepad.dead_zone=1"], r"teleop.gamepad.dead_zone must lie in \[0, 1\), got 1"),
     ("record", ["dataset=d", "teleop.spacemouse.full_scale=0"], r"teleop.spacemouse.full_scale must lie in \(0, 100000\]"),
     ("record", ["dataset=d", "teleop.keyboard.hold_steps=-1"], r"teleop.keyboard.hold_steps must lie in \[1, 1000\]"),
+    # an IndexError or a broadcast error at the first action, inside the session
+    ("record", ["dataset=d", "teleop.spacemouse.axes=[5,0,1]"], r"teleop.spacemouse.axes\[0\] must lie in \[0, 2\]"),
+    ("record", ["dataset=d", "teleop.spacemouse.axes=[1,0]"], "teleop.spacemouse.axes"),
+    ("record", ["dataset=d", "teleop.gamepad.mapping.axes=[1,0]"], "teleop.gamepad.mapping.axes"),
     ("distill", ["teacher=r", "num_envs=0"], r"num_envs must lie in \[1, 1048576\], got 0"),
     ("distill", ["teacher=r", "torch_threads=0"], r"torch_threads must lie in \[1, 4096\], got 0"),
     ("distill", ["teacher=r", "distillation.pre_squash_weight=-1"], r"distillation.pre_squash_weight must lie in \[0, 100\]"),
