@@ -220,19 +220,14 @@ def command(main: F) -> F:
         handler = _counting_interrupts(interrupts)
         try:
             return main(*args, **kwargs)
+        except (Exception, _TaskFailed) as error:  # noqa: BLE001 (every failure is reported, one way or the other)
+            if not interrupts:  # after a Ctrl-C, compiled code's own RuntimeError is the interrupt, not a bug
+                raise SystemExit(report(error.error if isinstance(error, _TaskFailed) else error)) from None
+            print("interrupted", file=sys.stderr)
+            raise SystemExit(INTERRUPTED_STATUS) from None
         except KeyboardInterrupt:
             print("interrupted", file=sys.stderr)
             raise SystemExit(INTERRUPTED_STATUS) from None
-        except _TaskFailed as failed:
-            if interrupts:
-                print("interrupted", file=sys.stderr)
-                raise SystemExit(INTERRUPTED_STATUS) from None
-            raise SystemExit(report(failed.error)) from None
-        except Exception as error:  # noqa: BLE001 (every failure is reported, one way or the other)
-            if interrupts:  # a Ctrl-C inside compiled code comes out as its RuntimeError: not a bug
-                print("interrupted", file=sys.stderr)
-                raise SystemExit(INTERRUPTED_STATUS) from None
-            raise SystemExit(report(error)) from None
         finally:
             if handler is not None:
                 import signal

@@ -53,23 +53,26 @@ class ArmFirmwareSettings:
 
     def validate(self) -> None:
         """ExportError naming the first setting out of its range."""
+        import numbers
+
         from robo_rl_ros.core.arm import SETTING_RANGES  # the ROS 2 node's, for the settings both take
 
+        # (low, high, whether low itself is allowed) as SETTING_RANGES; whole: counted in whole units (1.5 became the
+        # C constant 1.5u, which only the compiler refused)
         shared = ("max_joint_speed", "ik_damping", "orientation_gain", "orientation_weight")
-        checks = {**{name: SETTING_RANGES[name][:2] for name in shared}, "host_timeout_ms": (1, 60000), "bus_timeout_us": (100, 10_000_000), "servo_error_ticks": (1, 255),
-                  "servo_margin_steps": (0, 1024), "input_limit": (0.1, 100.0),
-                  "max_servo_steps_per_s": (100.0, 100_000.0)}
-        for name, (low, high) in checks.items():
+        checks = {**{name: SETTING_RANGES[name] for name in shared}, "input_limit": (0.1, 100.0, True),
+                  "max_servo_steps_per_s": (100.0, 100_000.0, True)}
+        whole = {"host_timeout_ms": (1, 60000, True), "bus_timeout_us": (100, 10_000_000, True),
+                 "servo_error_ticks": (1, 255, True), "servo_margin_steps": (0, 1024, True)}
+        for name, (low, high, low_allowed) in {**checks, **whole}.items():
             value = getattr(self, name)
             if value is None and name == "orientation_weight":
                 continue
-            whole = name in ("host_timeout_ms", "bus_timeout_us", "servo_error_ticks", "servo_margin_steps")
-            if whole and not isinstance(value, int):  # 1.5 became the C constant 1.5u, which only the compiler refused
-                raise ExportError(f"{name}={value!r} must be a whole number in [{low}, {high}]")
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not low <= value <= high \
-                    or (low == 0.0 and value == 0.0 and name == "max_joint_speed"):
-                raise ExportError(f"{name}={value!r} must be a number in [{low}, {high}]"
-                                  + (" and above 0" if name == "max_joint_speed" else ""))
+            kind = numbers.Integral if name in whole else numbers.Real
+            if isinstance(value, bool) or not isinstance(value, kind) or not low <= value <= high \
+                    or (value == low and not low_allowed):
+                raise ExportError(f"{name}={value!r} must be a {'whole ' * (name in whole)}number in "
+                                  f"{'[' if low_allowed else '('}{low}, {high}]")
 
 
 def orientation_weight(manifest: dict[str, Any], settings: ArmFirmwareSettings) -> float:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import numbers
 from typing import Any, Sequence
 
 from robo_rl.export.errors import ExportError
@@ -40,14 +41,16 @@ class ServoJoint:
         step became invalid C."""
         for name in ("servo_id", "zero_steps", "min_steps", "max_steps"):
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int):
+            if isinstance(value, bool) or not isinstance(value, numbers.Integral):
                 raise ExportError(f"servo {self.servo_id!r} ({self.joint}): {name} must be a whole number, got {value!r}")
+            object.__setattr__(self, name, int(value))  # NumPy's integers as Python's: the JSON record takes those
         if not 0 <= self.servo_id <= MAX_ID:
             raise ExportError(f"servo {self.servo_id} ({self.joint}): servo_id must lie in [0, {MAX_ID}]")
-        if isinstance(self.steps_per_unit, bool) or not isinstance(self.steps_per_unit, (int, float)) \
+        if isinstance(self.steps_per_unit, bool) or not isinstance(self.steps_per_unit, numbers.Real) \
                 or not math.isfinite(self.steps_per_unit) or self.steps_per_unit == 0:
             raise ExportError(f"servo {self.servo_id} ({self.joint}): steps_per_unit must be a finite non-zero number, "
                               f"got {self.steps_per_unit!r}")
+        object.__setattr__(self, "steps_per_unit", float(self.steps_per_unit))
         if not 0 <= self.min_steps < self.max_steps <= POSITION_STEPS_PER_TURN - 1:
             raise ExportError(f"servo {self.servo_id} ({self.joint}): bounds [{self.min_steps}, {self.max_steps}] must "
                               f"be increasing and lie in [0, {POSITION_STEPS_PER_TURN - 1}]")

@@ -69,8 +69,9 @@ class ArmPolicyNode(Node):
                 orientation_weight=p["orientation_weight"] or None, image_timeout=p["image_timeout"]))
         except (BundleError, ValueError) as error:  # ValueError: a setting ArmSettings refuses
             raise StartupError(f"{node_name}: {error}") from error
-        if self.controller.goal_problem():
-            raise StartupError(f"{node_name}: parameter {self.controller.goal_problem()}")
+        goal_problem = self.controller.goal_problem()
+        if goal_problem:
+            raise StartupError(f"{node_name}: parameter {goal_problem}")
         try:
             self._image_topics = image_topics(p["image_topics"] or [], list(self.controller.cameras))
         except ValueError as error:

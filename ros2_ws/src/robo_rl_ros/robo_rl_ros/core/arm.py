@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import numbers
 from typing import Callable
 
 import numpy as np
@@ -90,7 +91,7 @@ class ArmSettings:
             value = getattr(self, name)
             if value is None and name == "orientation_weight":
                 continue
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not low <= value <= high \
+            if isinstance(value, bool) or not isinstance(value, numbers.Real) or not low <= value <= high \
                     or (value == low and not low_allowed):  # orientation_gain < 0 turns the tool away
                 raise ValueError(f"{name} must be a number in {'[' if low_allowed else '('}{low:g}, {high:g}], "
                                  f"got {value!r}")
