@@ -7,6 +7,7 @@ command: a loaded host delays delivery by tens of milliseconds, and the test mus
 
 import json
 import math
+import re
 import time
 from typing import NamedTuple
 
@@ -187,7 +188,9 @@ def test_stale_state_and_nan_stop_within_one_tick_and_recover(workspace, probe, 
             on_nan = robot.ticks_on_states_after(nan_sent)
             assert on_nan and not any(tick.flew for tick in on_nan)
             assert not _flying(robot.commands[-1][1])
-            assert "stopping: state contains NaN or Inf" in node.output()
+            # "stopping: ..." if it still flew when the NaN came; under load the wait for delivery can outlast
+            # state_timeout, and the node, already descending, says "not flying: ..."
+            assert re.search(r"(stopping|not flying): state contains NaN or Inf", node.output())
             back_at = robot.send()
             robot.run(0.3)
             assert any(_flying(m) for _, m in robot.since(back_at))
