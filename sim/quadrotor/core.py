@@ -22,11 +22,12 @@ from sim.quadrotor.arrays import ArrayBackend
 from sim.quadrotor.autoreset import InStepRestart
 from sim.quadrotor.privileged import PrivilegedObservation
 from sim.quadrotor.config import QuadrotorEnvConfig, RandomizationConfig, vehicle_from_config
-from sim.quadrotor.model import QuadrotorParams, load_model, thrust_to_weight
+from sim.quadrotor.model import QuadrotorParams, load_model, place_floor, thrust_to_weight
 from sim.quadrotor.observation import STATE_HISTORY_FIELDS, STATE_HISTORY_SIZE, limited_position_error, quadrotor_layout
 from sim.quadrotor.physics import MujocoBatchPhysics, MujocoSinglePhysics, TorchPhysics
 from sim.quadrotor import episode_starts as starts
-from sim.quadrotor.randomization import EpisodeParams, at_difficulty, check_can_hover, nominal_params
+from sim.quadrotor.randomization import (EpisodeParams, at_difficulty, check_can_hold, check_can_hover,
+                                       nominal_params)
 from sim.quadrotor.rotations import quat_to_matrix
 from sim.kernel_expr import ArrayMath
 from sim.quadrotor.tasks import StepValues, task_named
@@ -103,7 +104,7 @@ class QuadrotorBatch(InStepRestart, PrivilegedObservation):
                  seed: int | None = None, compile: bool | str = False, autoreset: bool = False,
                  privileged: bool = False):
         check_batch_size(num_envs, nthread)
-        _check_arguments(backend, num_envs, autoreset, device, dtype)
+        _check_arguments(backend, num_envs, autoreset, device, dtype, compile)
         self.autoreset = autoreset
         self.privileged = privileged
         self.num_envs = num_envs
@@ -111,6 +112,7 @@ class QuadrotorBatch(InStepRestart, PrivilegedObservation):
         self.params = QuadrotorParams.from_model(self.model)
         full = config.randomization
         check_can_hover(full, self.params)
+        check_can_hold(full, self.params, config.control_dt, config.max_angular_speed)
         # the ranges as drawn at the configured difficulty (every path and the native step read these)
         config = dataclasses.replace(config, randomization=at_difficulty(config.randomization, self.params))
         self.config = config
@@ -126,6 +128,8 @@ class QuadrotorBatch(InStepRestart, PrivilegedObservation):
         self.compile = self._compile_mode(compile, backend, device, dtype)
         # the native step reads the arrays the batch keeps in place: they are made in its kernel's layout
         allocate_rows = native_step.row_allocator(device, dtype) if self.compile == "native" else None
+        if backend != "torch" and config.floor_height is not None:
+            place_floor(self.model, config.floor_height)
         if backend == "mujoco":
             self.physics: Any = MujocoSinglePhysics(self.model)
         elif backend == "mujoco_batch":
@@ -502,10 +506,11 @@ TORCH_DTYPES = (torch.float32, torch.float64)  # float16 loses a 2 ms step's pos
 
 
 def _check_arguments(backend: str, num_envs: int, autoreset: bool, device: Any = "cpu",
-                     dtype: Any = torch.float32) -> None:
+                     dtype: Any = torch.float32, compile: bool | str = False) -> None:
     """ConfigError unless the backend is known and can run `num_envs` envs (with `autoreset`), and, on the torch
     backend, `device` is a torch device this machine has and `dtype` one of TORCH_DTYPES (torch's own errors named
-    neither the option nor what is allowed, and float16 stepped silently wrong physics)."""
+    neither the option nor what is allowed, and float16 stepped silently wrong physics); the MuJoCo backends take
+    no device, dtype or compile mode but the defaults."""
     if backend not in BACKENDS:
         raise ConfigError(f"unknown backend {backend!r}; known backends: {', '.join(BACKENDS)}")
     if backend == "mujoco" and num_envs != 1:
@@ -513,6 +518,14 @@ def _check_arguments(backend: str, num_envs: int, autoreset: bool, device: Any =
     if autoreset and backend != "torch":
         raise ConfigError("autoreset inside the step is implemented for the torch backend only")
     if backend != "torch":
+        # the MuJoCo backends step float64 arrays on the CPU: a device, dtype or compile mode there was ignored
+        ignored = {name: value for name, value, ok in (
+            ("device", device, str(device) == "cpu" or (isinstance(device, torch.device) and device.type == "cpu")),
+            ("dtype", dtype, dtype == torch.float32), ("compile", compile, compile is False))
+            if not ok}
+        if ignored:
+            raise ConfigError(f"{', '.join(f'{k}={v!r}' for k, v in ignored.items())}: only the torch backend takes "
+                              f"{' and '.join(ignored)}; the {backend} backend steps MuJoCo in float64 on the CPU")
         return
     if dtype not in TORCH_DTYPES:
         raise ConfigError(f"dtype must be torch.float32 or torch.float64, got {dtype!r}")

@@ -143,8 +143,8 @@ class QuadrotorVectorEnv(VectorEnv):
         self.privileged_actor = bool(privileged_actor)
         privileged = bool(privileged) or self.privileged_actor
         self.privileged = privileged
-        if device is None:
-            device = "cuda" if torch.cuda.is_available() else "cpu"
+        if device is None:  # the MuJoCo backends step on the CPU
+            device = "cuda" if torch.cuda.is_available() and backend == "torch" else "cpu"
         if autoreset is None:
             autoreset = backend == "torch"
         self.batch = QuadrotorBatch(self.config, num_envs, backend, nthread=nthread, device=device, dtype=dtype,

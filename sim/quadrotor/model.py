@@ -259,6 +259,14 @@ def load_model(vehicle: str | Vehicle = DEFAULT_VEHICLE) -> mujoco.MjModel:
     return model
 
 
+def place_floor(model: mujoco.MjModel, floor_height: float) -> None:
+    """Move `model`'s floor plane so that the vehicle, standing level on it, has its centre of mass at
+    `floor_height` (where the torch path's floor holds it): the plane lies the frame's half-height lower."""
+    floor = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_GEOM, "floor")
+    frame = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_GEOM, "frame")
+    model.geom_pos[floor, 2] = floor_height - model.geom_size[frame, 2]
+
+
 def _numeric(model: mujoco.MjModel, name: str) -> np.ndarray:
     index = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_NUMERIC, name)
     if index < 0:

@@ -118,6 +118,54 @@ def check_can_hover(config: RandomizationConfig, nominal: QuadrotorParams, name:
                           f"has thrust-to-weight {weakest:.3g}, and <= 1 cannot lift itself; narrow the ranges")
 
 
+def check_can_hold(config: RandomizationConfig, nominal: QuadrotorParams, control_dt: float,
+                   max_angular_speed: float, name: str = "config.randomization") -> None:
+    """ConfigError where the largest disturbance `config` draws is more than its vehicles can fly, at their
+    worst draw: a force the weakest and lightest vehicle cannot hold at full thrust; a torque beyond its rotors'
+    authority about any axis while they carry its weight; or one control step of the drawn rotor imbalance and
+    torque on the least inertia already spinning it past `max_angular_speed`, where episodes end. Such configs
+    (a 10 N wind, 0.1 N m, an inertia of 1e-9) trained and evaluated on one-step episodes without a word."""
+    if not config.enabled:
+        return
+    vary = config.vehicle_parameters
+    low, high = (lambda r: float(r[0]) if vary else 1.0), (lambda r: float(r[1]) if vary else 1.0)
+    ratio = weakest_thrust_to_weight(config, nominal)
+    lightest = nominal.mass * low(config.mass_scale) * nominal.gravity  # the weight a given wind moves most
+    force = config.disturbance_force
+    # each axis up to d: thrust must carry sqrt((W + d)^2 + 2 d^2); solved for d at the weakest thrust
+    force_limit = lightest * (math.sqrt(max(3.0 * ratio * ratio - 2.0, 0.0)) - 1.0) / 3.0
+    if force > 0 and not force < force_limit:
+        raise ConfigError(f"{name}.disturbance_force {force:g} N per axis: its weakest, lightest vehicle (thrust-to-"
+                          f"weight {ratio:.3g}, weight {lightest:.3g} N) cannot hold against more than "
+                          f"{force_limit:.3g} N per axis even at full thrust")
+    # while the rotors carry the weight each can give or take min(T/W - 1, 1) W / 4 (roll and pitch: times
+    # their offset, twice on each side; yaw: times the reaction torque per thrust)
+    spare = min(ratio - 1.0, 1.0) * lightest
+    offset = float(np.abs(nominal.rotor_positions[:, :2]).min())
+    yaw_ratio = float(np.abs(nominal.yaw_torque_coefficients).min())
+    authority = {"roll and pitch": offset * low(config.arm_length_scale) * spare,
+                 "yaw": yaw_ratio * low(config.yaw_torque_scale) * spare}
+    torque = config.disturbance_torque
+    for axis, limit in authority.items():
+        if torque > 0 and not torque < limit:
+            raise ConfigError(f"{name}.disturbance_torque {torque:g} N m per axis is beyond its weakest vehicle's "
+                              f"rotor authority about {axis}, {limit:.3g} N m while carrying its weight")
+    heaviest_hover = nominal.mass * high(config.mass_scale) * nominal.gravity / 4.0
+    spread = high(config.thrust_scale) - low(config.thrust_scale)
+    imbalance = 2.0 * float(np.abs(nominal.rotor_positions[:, :2]).max()) * high(config.arm_length_scale) \
+        * heaviest_hover * spread
+    least_inertia = float(nominal.inertia.min()) * low(config.inertia_scale) * low(config.inertia_size_scale)
+    if vary and config.inertia_follows_mass_and_arm:
+        least_inertia *= low(config.mass_scale) * low(config.arm_length_scale) ** 2
+    spin = (imbalance + torque) / least_inertia * control_dt
+    if not spin < max_angular_speed:
+        raise ConfigError(f"{name}: one control step of its rotors' thrust_scale imbalance and disturbance_torque "
+                          f"({imbalance + torque:.3g} N m) spins the least inertia it draws ({least_inertia:.3g} kg m^2, from the "
+                          f"vehicle's {float(nominal.inertia.min()):.3g}) to "
+                          f"{spin:.3g} rad/s, past max_angular_speed {max_angular_speed:g} rad/s: every episode "
+                          "would end at its first step")
+
+
 def _nominal_vehicle(xp: Any, ones: Any, nominal: QuadrotorParams) -> dict[str, Any]:
     """The vehicle's own physical parameters as (k, n) rows."""
     return {

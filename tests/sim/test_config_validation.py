@@ -16,6 +16,7 @@ import sim  # noqa: F401  (registers the env ids)
 from sim.arm.env import ARM_RANGES, ArmTaskConfig, ArmVectorEnv, make_arm_config
 from sim.errors import ConfigError
 from sim.quadrotor.config import RANGES, default_config, make_config
+from sim.quadrotor.model import VEHICLES
 from sim.registration import ARM_ENV_IDS, QUADROTOR_ENV_IDS
 from sim.validation import Interval, coerce
 
@@ -227,6 +228,28 @@ def test_randomization_that_draws_vehicles_that_cannot_lift_themselves_is_refuse
     gym.make_vec("robo_rl/CrazyflieHover-v0", num_envs=2, randomization={"mass_scale": [0.5, 2.0]}).close()
 
 
+@pytest.mark.parametrize("overrides, message", [
+    # each gave episodes of one or a few steps on every path, without a word
+    ({"randomization": {"disturbance_force": 10.0}}, r"disturbance_force 10 N per axis: its weakest, lightest "
+     r"vehicle \(thrust-to-weight 1.33, weight 0.285 N\) cannot hold against more than 0.0773 N per axis"),
+    ({"randomization": {"disturbance_torque": 0.1}}, r"disturbance_torque 0.1 N m per axis is beyond its weakest "
+     r"vehicle's rotor authority about roll and pitch, 0.00262 N m"),
+    ({"randomization": {"disturbance_torque": 0.001}}, "rotor authority about yaw, 0.000392 N m"),
+    ({"vehicle_overrides": {"inertia": [1e-9, 1e-9, 1e-9]}}, r"spins the least inertia it draws \(9e-10 kg m\^2, "
+     r"from the vehicle's 1e-09\) to 5.01e\+03 rad/s, past max_angular_speed 35 rad/s"),
+    ({"randomization": {"inertia_size_scale": [0.01, 1.0], "thrust_scale": [0.8, 1.2]}}, "past max_angular_speed"),
+])
+def test_disturbances_and_inertias_that_no_vehicle_can_fly_are_refused(overrides, message):
+    with pytest.raises(ConfigError, match=message):
+        gym.make_vec("robo_rl/CrazyflieHover-v0", num_envs=2, vehicle="crazyflie_rltools", **overrides)
+
+
+@pytest.mark.parametrize("vehicle", sorted(VEHICLES))
+def test_every_named_vehicle_holds_the_suites_wind_and_the_training_distribution(vehicle):
+    gym.make_vec("robo_rl/CrazyflieHover-v0", num_envs=2, vehicle=vehicle,
+                 randomization={"disturbance_force": 0.01}).close()
+
+
 @pytest.mark.parametrize("backend", ["mujoco_batch", "torch"])
 @pytest.mark.parametrize("options, message", [
     # NaN or zero rotations: the first observation was NaN, then MuJoCo restarted from its default pose (or, on
@@ -292,7 +315,28 @@ def test_a_torch_device_or_dtype_that_cannot_run_the_batch_is_one_config_error(a
 
     with pytest.raises(ConfigError, match=message):
         QuadrotorVectorEnv(num_envs=2, backend="torch", **arguments)
-    QuadrotorVectorEnv(num_envs=2, backend="mujoco_batch", **arguments)  # the MuJoCo batch places nothing in torch
+
+
+@pytest.mark.parametrize("backend", ["mujoco_batch", "mujoco"])
+@pytest.mark.parametrize("arguments, message", [
+    # each was ignored: float64 observations asked for came as float32, a CUDA device stepped on the CPU
+    ({"device": "cuda"}, "device='cuda': only the torch backend takes device; the .* backend steps MuJoCo"),
+    ({"dtype": torch.float64}, "dtype=torch.float64: only the torch backend takes dtype"),
+    ({"compile": "native"}, "compile='native': only the torch backend takes compile"),
+    ({"device": "gpu", "compile": True}, "device='gpu', compile=True: only the torch backend takes device and compile"),
+])
+def test_the_mujoco_backends_refuse_the_torch_backends_options(backend, arguments, message):
+    from sim.quadrotor.core import QuadrotorBatch
+
+    with pytest.raises(ConfigError, match=message):
+        QuadrotorBatch(make_config("hover"), 1 if backend == "mujoco" else 2, backend, **arguments)
+    QuadrotorBatch(make_config("hover"), 2, "mujoco_batch", device=torch.device("cpu"), dtype=torch.float32)
+
+
+def test_a_mujoco_batch_env_without_a_device_steps_on_the_cpu():
+    from sim.quadrotor import QuadrotorVectorEnv
+
+    assert QuadrotorVectorEnv(num_envs=2, backend="mujoco_batch").batch.physics.xp is np  # on CUDA machines too
 
 
 def test_an_arm_action_with_a_nan_names_the_env_not_the_shape():

@@ -37,7 +37,8 @@ def _single(task: str, actions: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.
 def _batched(task: str, actions: np.ndarray, backend: str, dtype: torch.dtype) -> tuple[np.ndarray, ...]:
     n = 3
     env = QuadrotorVectorEnv({"Hover": "hover", "FigureEight": "figure_eight"}[task], num_envs=n,
-                             backend=backend, device="cpu", dtype=dtype, **ARENA, **NO_RANDOMIZATION)
+                             backend=backend, **({"dtype": dtype, "device": "cpu"} if backend == "torch" else {}), **ARENA,
+                             **NO_RANDOMIZATION)  # MuJoCo steps in float64
     env.reset(seed=0, options={"initial_state": INIT})
     pos, obs, rewards = [], [], []
     for a in actions:

@@ -27,12 +27,15 @@ def _as_numpy(x):
     return x.numpy() if isinstance(x, torch.Tensor) else np.asarray(x)
 
 
+@pytest.mark.parametrize("floor_height", [None, 0.3])
 @pytest.mark.parametrize("path", list(PATHS))
-def test_the_floor_holds_a_vehicle_without_thrust_where_it_stands(path):
+def test_the_floor_holds_a_vehicle_without_thrust_where_it_stands(path, floor_height):
     """Motors off from a start on the floor: after 2 s the vehicle stands where it started, at the floor height
     (MuJoCo's soft contact within 2 mm), neither sinking nor sliding (the box around the climbing reference
-    widened, so that the episode goes on)."""
-    batch = _batch(path, max_position_error=10.0)
+    widened, so that the episode goes on). A raised floor too: MuJoCo's plane was left at 0, and the vehicle fell
+    0.3 m through the floor the task and the torch path put it on."""
+    raised = {} if floor_height is None else {"floor_height": floor_height, "center": (0.0, 0.0, floor_height)}
+    batch = _batch(path, max_position_error=10.0, **raised)
     batch.reset()
     start = _as_numpy(batch.physics.state()[0]).copy()
     for _ in range(200):
