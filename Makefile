@@ -29,12 +29,19 @@ check_folder = [ -n "$(strip $($(1)))" ] || { echo "$(1)= is empty; $(2)" >&2; e
   case "$($(1))" in *" "*) echo "$(1)=$($(1)) holds a space, which make splits into several paths; give a path without spaces" >&2; \
   exit 2;; esac
 
+# $(call make_venv,FOLDER): a virtual environment from PYTHON; where its venv module is missing (Debian's python3
+# without python3-venv), that package is installed. A PYTHON that is no Python 3.10+ is refused first: a typo ran
+# apt-get as root.
+make_venv = [ "$$("$(PYTHON)" -c 'import sys; print(sys.version_info >= (3, 10))' 2>/dev/null)" = True ] || { \
+  echo "PYTHON=$(PYTHON) is not a Python 3.10 or newer on PATH; give one, e.g. PYTHON=python3" >&2; exit 2; }; \
+  "$(PYTHON)" -m venv $(1) 2>/dev/null || { \
+  echo "$(PYTHON) -m venv failed: installing Debian's python3-venv"; \
+  apt-get update && apt-get install -y --no-install-recommends python3-venv && "$(PYTHON)" -m venv $(1); }
+
 venv: $(STAMP)
 
 $(STAMP): pyproject.toml Makefile
-	@$(PYTHON) -m venv $(VENV) 2>/dev/null || { \
-	  echo "python3 -m venv failed: installing Debian's python3-venv"; \
-	  apt-get update && apt-get install -y --no-install-recommends python3-venv && $(PYTHON) -m venv $(VENV); }
+	@$(call make_venv,$(VENV))
 	$(PY) -m pip install --quiet --disable-pip-version-check --no-compile "$(TORCH)"
 	$(PY) -m pip install --quiet --disable-pip-version-check --no-compile -e ".[dev]"
 	@touch $(STAMP)
@@ -175,9 +182,7 @@ test: $(STAMP) system-deps $(ROS_STAMP) ros-system-deps
 ros-venv: $(ROS_STAMP)
 
 $(ROS_STAMP): pyproject.toml Makefile $(STAMP)
-	@$(PYTHON) -m venv $(ROS_VENV) 2>/dev/null || { \
-	  echo "python3 -m venv failed: installing Debian's python3-venv"; \
-	  apt-get update && apt-get install -y --no-install-recommends python3-venv && $(PYTHON) -m venv $(ROS_VENV); }
+	@$(call make_venv,$(ROS_VENV))
 	$(ROS_PY) -m pip install --quiet --disable-pip-version-check --no-compile "$(TORCH)"
 	$(ROS_PY) -m pip install --quiet --disable-pip-version-check --no-compile $(ROS_PACKAGES) \
 	  "ray==$$($(PY) -c 'import ray; print(ray.__version__)')"

@@ -152,3 +152,22 @@ def test_a_kept_or_resumed_specialist_must_have_been_trained_with_the_args_given
     assert result.returncode == 0, result.stderr
     assert calls[0] == f"-m robo_rl.train resume={kept}"
     assert calls[1].startswith("-m robo_rl.train +experiment=specialist +env.overrides.vehicle=")
+
+
+@pytest.mark.parametrize("python", ["pythn3", "/bin/true", "ls"])
+def test_a_python_that_is_no_python_3_is_refused_without_apt_get(tmp_path, python):
+    """A typo in PYTHON= made `python3 -m venv` fail, which the recipe took for Debian's missing python3-venv: it ran
+    apt-get update and install as root. apt-get is a recorder here, so the old Makefile installs nothing."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    calls = tmp_path / "apt_calls"
+    (bin_dir / "apt-get").write_text(f'#!/bin/sh\necho "$@" >> {calls}\nexit 1\n')
+    (bin_dir / "apt-get").chmod(0o755)
+    env = {key: value for key, value in os.environ.items() if not key.startswith("MAKE")}
+    env["PATH"] = f"{bin_dir}:{env['PATH']}"
+    venv = tmp_path / "venv"
+    result = subprocess.run(["make", "--no-print-directory", "-C", str(ROOT), "venv", f"PYTHON={python}",
+                             f"VENV={venv}"], capture_output=True, text=True, env=env, timeout=120)
+    assert result.returncode == 2, result.stderr
+    assert f"PYTHON={python} is not a Python 3.10 or newer on PATH; give one, e.g. PYTHON=python3" in result.stderr
+    assert not calls.exists() and not venv.exists()
