@@ -114,7 +114,8 @@ def check_dataset_id(dataset_id: str) -> tuple[str | None, str, int]:
         return parse_dataset_id(dataset_id)
     except (ValueError, TypeError):
         raise DatasetError(f"dataset={dataset_id} must be a Minari id, (namespace/)name-v<version> such as "
-                           "pick_cube/scripted-v0, written under MINARI_DATASETS_PATH or ~/.minari/datasets") from None
+                           "pick_cube/scripted-v0 (letters, digits, - and _; a namespace of at least two), written "
+                           "under MINARI_DATASETS_PATH or ~/.minari/datasets") from None
 
 
 def free_dataset_id(dataset_id: str) -> str:
@@ -161,10 +162,15 @@ def write_dataset(dataset_id: str, episodes: Iterable[Mapping[str, Any]], env_id
     ]
     if not buffers:
         raise DatasetError("no episodes to write")
+    from robo_rl.train import git_commit
+
+    # the code that recorded it (Minari warned on every recording that none was linked)
+    commit = git_commit()
     minari.create_dataset_from_buffers(
         dataset_id, buffers, env=env_id, eval_env=env_id, observation_space=observation_space,
-        action_space=action_space, algorithm_name=algorithm_name, author=author, author_email=author_email, description=description or f"{len(buffers)} episodes of {env_id}",
-        data_format=DATA_FORMAT)
+        action_space=action_space, algorithm_name=algorithm_name, author=author, author_email=author_email,
+        code_permalink=f"robo-rl@{commit}" if commit else "robo-rl (installed without its git history)",
+        description=description or f"{len(buffers)} episodes of {env_id}", data_format=DATA_FORMAT)
     return path
 
 
@@ -177,6 +183,16 @@ def dataset_path(dataset: str | os.PathLike) -> Path:
     # a look before recording (record checks that the dataset is new) or a refused load must not
     root = os.environ.get("MINARI_DATASETS_PATH")
     return Path(root if root is not None else Path.home() / ".minari" / "datasets", str(dataset))
+
+
+def require_dataset(dataset: str | os.PathLike, option: str | None = None) -> Path:
+    """The folder of the dataset `dataset` names; DatasetError (naming `option` where given) if none is there."""
+    path = dataset_path(dataset)
+    if not (path / "data").is_dir():
+        given = f"{option}={dataset}" if option else repr(str(dataset))
+        raise DatasetError(f"no Minari dataset at {path} (from {given}): record one with "
+                           "`python -m robo_rl.record` or give its directory")
+    return path
 
 
 def recorded_env_id(data: Any) -> str | None:
@@ -197,10 +213,7 @@ def read_episodes(dataset: str | os.PathLike) -> tuple[Path, list[Any], str | No
     DatasetError if it is missing, unreadable, inconsistent or empty."""
     import minari
 
-    path = dataset_path(dataset)
-    if not (path / "data").is_dir():
-        raise DatasetError(f"no Minari dataset at {path} (from {str(dataset)!r}): record one with "
-                           "`python -m robo_rl.record` or give its directory")
+    path = require_dataset(dataset)
     from minari.dataset.minari_storage import MinariStorage
 
     try:

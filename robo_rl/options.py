@@ -149,7 +149,8 @@ TORCH_DEVICE_COMMANDS = ("train", "evaluate", "robustness", "distill")  # where 
 def check_options(cfg: DictConfig, command: str, require_all: bool = True) -> None:
     """Raise ConfigError naming the first option of `command` (a key of OPTIONS) that is missing (removed with
     `~option`; `require_all=False` for an older run's recorded config), of the wrong type or outside its range,
-    an env id or intervention kind that does not exist, or an `agent` group that SACConfig refuses."""
+    an env id or intervention kind that does not exist, train's `demos` where no dataset is, or an `agent` group
+    that SACConfig refuses."""
     # an env group's training budget (configs/README.md) first: train's total_env_steps defaults to it
     budget = OmegaConf.select(cfg, "env.total_env_steps", default=None)
     if command == "train" and budget is not None:
@@ -167,6 +168,14 @@ def check_options(cfg: DictConfig, command: str, require_all: bool = True) -> No
             raise ConfigError(f"{path}= is empty; give {EMPTY_REFUSED[command][path]}, or leave {path} out")
         if allowed is not None:
             check_range(value, allowed, path)
+    # before the options that its absence would make moot; a resumed run's recorded demos are in its checkpoint
+    if command == "train" and require_all and cfg.get("demos"):
+        from robo_rl.datasets import DatasetError, require_dataset
+
+        try:
+            require_dataset(cfg.demos, "demos")
+        except DatasetError as error:
+            raise ConfigError(str(error)) from None
     if command in TORCH_DEVICE_COMMANDS and "device" in cfg:
         check_device(str(cfg.device))
     if command == "train" and "privileged_critic" in cfg and isinstance(cfg.privileged_critic, str) \

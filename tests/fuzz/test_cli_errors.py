@@ -54,6 +54,10 @@ def run_cli(args: list[str], tmp_path, timeout: float = 300) -> subprocess.Compl
     # a dataset id without its version was a TypeError traceback out of Minari's parse_dataset_id
     (["-m", "robo_rl.record", "env=reach", "dataset=foo", "hydra.run.dir=rec"],
      "error: dataset=foo must be a Minari id, (namespace/)name-v<version> such as pick_cube/scripted-v0"),
+    # of the form asked for, but Minari's namespaces take two characters or more
+    (["-m", "robo_rl.record", "env=reach", "dataset=t/a-v0", "hydra.run.dir=rec"],
+     "error: dataset=t/a-v0 must be a Minari id, (namespace/)name-v<version> such as pick_cube/scripted-v0 (letters, "
+     "digits, - and _; a namespace of at least two)"),
     # a directory as the SpaceMouse: "Is a directory; stopping" at its first read, status 0
     (["-m", "robo_rl.record", "env=reach", "device=spacemouse", "device_path=.", "dataset=reach/mouse-v0",
       "hydra.run.dir=rec"], "error: device_path=. is a directory; a spacemouse's device_path must be its device file"),
@@ -64,6 +68,9 @@ def run_cli(args: list[str], tmp_path, timeout: float = 300) -> subprocess.Compl
     (["-m", "robo_rl.success_classifier", "dataset=d", "out=c.pt", "device=gpu"],
      "error: device must be auto, cpu, cuda, cuda:<index> or mps, got 'gpu'"),
     (["-m", "robo_rl.success_classifier", "dataset=no_such/data-v0", "out=c.pt"], "error: no Minari dataset at "),
+    # it said that demos cannot feed the (default) privileged critic: the user then turned that off for nothing
+    (["-m", "robo_rl.train", "demos=/no/such", "hydra.run.dir=run"],
+     "error: no Minari dataset at /no/such (from demos=/no/such): record one with `python -m robo_rl.record`"),
     (["-m", "robo_rl.success_classifier", "dataset=no_such/data-v0"], "error: out=<file.pt> is required"),
     # plain key=value CLIs: an argument without '=' was a ValueError traceback out of dict()
     (["-m", "robo_rl.video", "no_such_run"], "error: argument 'no_such_run': expected key=value with key one of run,"),
@@ -653,7 +660,7 @@ def test_command_passes_through_success_and_system_exit():
 
 @pytest.mark.parametrize("command, overrides", [
     ("train", ["+env.overrides.vehicle=crazyflie_rltools"]),  # free-form: checked by the env's config
-    ("train", ["+experiment=pick_cube_hil"]),  # a config group, global package
+    ("train", ["+experiment=pick_cube_hil", "demos=null"]),  # a config group, global package (its demos unrecorded)
     ("train", ["env=pick_cube", "agent=sac_arm", "intervention=scripted"]),
     ("evaluate", ["run=r", "+randomization.mass=0.1", "+overrides.vehicle=crazyflie_rltools"]),
     ("record", ["dataset=d", "env=reach", "teleop.keyboard.speed=0.5"]),

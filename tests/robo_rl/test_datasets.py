@@ -33,10 +33,15 @@ def expert_episodes(pick_env):
 def test_scripted_demos_round_trip_through_minari(minari_root, pick_env, expert_episodes):
     import minari
 
-    path = write_dataset("pick_cube/test-v0", expert_episodes, "robo_rl/ArmPickCube-v0",
-                         pick_env.single_observation_space, pick_env.single_action_space)
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # Minari's "code_permalink is set to None" came with every recording
+        path = write_dataset("pick_cube/test-v0", expert_episodes, "robo_rl/ArmPickCube-v0",
+                             pick_env.single_observation_space, pick_env.single_action_space)
     assert path.is_relative_to(minari_root)
     dataset = minari.load_dataset("pick_cube/test-v0")  # what a user without robo-rl does
+    assert dataset.storage.metadata["code_permalink"].startswith("robo-rl")
     assert dataset.total_episodes == 3
     episodes = list(dataset.iterate_episodes())
     for stored, recorded in zip(episodes, expert_episodes, strict=True):
