@@ -555,6 +555,61 @@ def hydra_command(config_path: str, config_name: str, version_base: str = "1.3")
                     remove_refused_record(created, existing)
                 raise _TaskFailed(error) from None
 
-        return command(hydra.main(config_path=config_path, config_name=config_name, version_base=version_base)(guarded))
+        composed = hydra.main(config_path=config_path, config_name=config_name, version_base=version_base)(guarded)
+
+        @functools.wraps(composed)
+        def entry(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return composed(*args, **kwargs)
+            except Exception as error:  # noqa: BLE001 (re-raised, or as the user's one line)
+                unknown = unknown_option(error, config_name)
+                if unknown is not None:
+                    raise unknown from None
+                raise
+
+        return command(entry)
 
     return decorate
+
+
+def unknown_option(error: BaseException, command: str) -> Exception | None:
+    """For Hydra's refusal of an override whose key no config file defines ("Could not override 'eval_every'. To
+    append to your config use +eval_every=..."; the + then got "unknown option"), a ConfigError naming the key and
+    the command's options nearest to it; None for any other error."""
+    import difflib
+
+    from sim.errors import ConfigError
+
+    match = re.match(r"Could not override '([^']+)'", str(error))
+    if match is None or "not in struct" not in one_line(error):
+        return None
+    from robo_rl.options import known_keys
+
+    def paths(tree: Any, prefix: str = "") -> list[str]:
+        if not isinstance(tree, dict) or not tree:
+            return [prefix[:-1]] if prefix else []
+        return [path for key, below in tree.items() if key != "hydra" for path in paths(below, f"{prefix}{key}.")]
+
+    key = match.group(1)
+    tree = known_keys(command)
+    parts = key.split(".")
+    for depth in range(1, len(parts)):  # below a free-form mapping (env.overrides) new keys are added with +
+        node: Any = tree
+        for part in parts[:depth]:
+            node = node.get(part) if isinstance(node, dict) else None
+        if node is not None and not (isinstance(node, dict) and node):
+            added = re.search(r"use (\+\S+)", str(error))
+            return ConfigError(f"{key}: {'.'.join(parts[:depth])} takes keys of its own, added with + "
+                               f"({added.group(1) if added else '+' + key + '=...'})")
+    near = difflib.get_close_matches(key, paths(tree), n=3, cutoff=0.75)
+    parent = key.rpartition(".")[0]
+    node = tree
+    for part in parent.split(".") if parent else []:
+        node = node.get(part) if isinstance(node, dict) else None
+    if near:
+        hint = f"did you mean {' or '.join(near)}?"
+    elif isinstance(node, dict) and node:
+        hint = f"{parent or command} has: {', '.join(sorted(str(k) for k in node if k != 'hydra'))}"
+    else:
+        hint = f"see configs/{command}.yaml and its config groups"
+    return ConfigError(f"{key} is not an option of {command}; {hint}")

@@ -380,7 +380,7 @@ def check_member_overrides(member: dict[str, Any], overrides: Sequence[str], ste
     from hydra import compose
     from hydra.core.global_hydra import GlobalHydra
 
-    from robo_rl.cli import is_user_error, one_line
+    from robo_rl.cli import is_user_error, one_line, unknown_option
     from robo_rl.options import check_options
 
     if not overrides or not GlobalHydra.instance().is_initialized():  # outside a Hydra command: the members check
@@ -393,7 +393,7 @@ def check_member_overrides(member: dict[str, Any], overrides: Sequence[str], ste
     except Exception as error:  # noqa: BLE001 (Hydra's and OmegaConf's composition errors have no common base)
         if not is_user_error(error):
             raise
-        raise ConfigError(f"overrides={list(overrides)}: {one_line(error)}") from None
+        raise ConfigError(f"overrides={list(overrides)}: {one_line(unknown_option(error, 'train') or error)}") from None
 
 
 def best_success(run: Path) -> float:

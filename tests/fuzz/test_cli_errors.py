@@ -33,7 +33,19 @@ def run_cli(args: list[str], tmp_path, timeout: float = 300) -> subprocess.Compl
     # the item 13: a NaN in an env config ran with exit 0 and NaN returns
     (["-m", "robo_rl.train", "+env.overrides.randomization.disturbance_force=nan", "hydra.run.dir=run"],
      "error: config.randomization.disturbance_force must be a finite number, got nan"),
-    (["-m", "robo_rl.train", "no_such_option=1", "hydra.run.dir=run"], "error: Could not override 'no_such_option'"),
+    # Hydra's "Could not override 'no_such_option'. To append to your config use +no_such_option=1", and the + then
+    # was refused as an unknown option
+    (["-m", "robo_rl.train", "no_such_option=1", "hydra.run.dir=run"],
+     "error: no_such_option is not an option of train; train has: agent, buffer, checkpoint,"),
+    (["-m", "robo_rl.train", "total_env_step=1000", "hydra.run.dir=run"],
+     "error: total_env_step is not an option of train; did you mean total_env_steps or env.total_env_steps?"),
+    (["-m", "robo_rl.train", "eval.every=1000", "hydra.run.dir=run"],
+     "error: eval.every is not an option of train; eval has: episodes, interval_env_steps, seed"),
+    (["-m", "robo_rl.train", "env.overrides.vehicle=crazyflie_rltools", "hydra.run.dir=run"],
+     "error: env.overrides.vehicle: env.overrides takes keys of its own, added with + "
+     "(+env.overrides.vehicle=crazyflie_rltools)"),
+    (["-m", "robo_rl.evaluate", "run=r", "latncy_steps=2"],
+     "error: latncy_steps is not an option of evaluate; did you mean latency_steps?"),
     # a traceback (int() of nan) in the run's folder, and -5 trained with no takeovers at all
     (["-m", "robo_rl.train", "env=so_arm100_pick_cube", "agent=sac_arm", "intervention=scripted",
       "intervention.duration=nan", "hydra.run.dir=run"], "error: intervention.duration must be an integer, got nan"),

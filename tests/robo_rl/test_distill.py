@@ -642,8 +642,9 @@ def test_a_pool_member_that_fails_leaves_the_others_trained_and_is_named_with_it
     """A member whose training fails does not stop the others; the command then names the failed members and the
     log to read, in one line."""
     out = tmp_path / "pool"
-    # demos that are not there: every member's robo_rl.train fails as it loads them
+    # demos that cannot be read (a dataset folder without episodes): every member's robo_rl.train fails loading them
     missing = tmp_path / "no_demos"
+    (missing / "data").mkdir(parents=True)
     failing = subprocess.run([PYTHON, "-m", "robo_rl.teacher_pool", f"run={student_run}", f"out={out}", "size=2",
                               "min_latency=1", "steps=2000", f'overrides=["privileged_critic=false","demos={missing}"]'],
                              capture_output=True, text=True, timeout=600)
@@ -654,8 +655,9 @@ def test_a_pool_member_that_fails_leaves_the_others_trained_and_is_named_with_it
         assert str(missing) in (out / f"v{i}.log").read_text()
     # an override that does not compose, or that robo_rl.train refuses (batch_size=0 failed every member, each in
     # its log), is refused once, before the pool's folder or any member
-    for override, message in (("agent.batch_sise=64", "Could not override 'agent.batch_sise'"),
-                              ("agent.batch_size=0", "agent.batch_size must lie in")):
+    for override, message in (("agent.batch_sise=64", "agent.batch_sise is not an option of train; did you mean "
+                               "agent.batch_size?"), ("agent.batch_size=0", "agent.batch_size must lie in"),
+                              (f"demos={tmp_path / 'absent'}", f"no Minari dataset at {tmp_path / 'absent'}")):
         refused = subprocess.run([PYTHON, "-m", "robo_rl.teacher_pool", f"run={student_run}",
                                   f"out={tmp_path / 'refused'}", "size=2", "min_latency=1", "steps=2000",
                                   f"overrides=[\"{override}\"]"], capture_output=True, text=True, timeout=600)
