@@ -174,11 +174,11 @@ def test_state_history_holds_the_previous_observed_velocity_errors_and_body_rate
 
 
 def driver_lines(ticks: list[dict | str]) -> str:
-    """Driver input: a dict per tick (tick, enable, beat, values, absolute, thrust of the setpoint), or a
+    """Driver input: a dict per tick (tick, enable, beat, values, the setpoint's mode (driver.c), thrust), or a
     command line as is (param, supervisor, init)."""
     return "".join(
         t + "\n" if isinstance(t, str) else
-        f"tick {t['tick']} {t['enable']} {t['beat']} {' '.join(f'{v:.9g}' for v in t['values'])} {t['absolute']} "
+        f"tick {t['tick']} {t['enable']} {t['beat']} {' '.join(f'{v:.9g}' for v in t['values'])} {t['mode']} "
         f"{t.get('thrust', 0.0):.9g}\n"
         for t in ticks)
 
@@ -213,7 +213,7 @@ def test_controller_flies_the_policy_with_heartbeat_and_falls_back_when_it_lapse
         state = true_state(env)
         for sub in range(10):
             tick = 10 * step + sub
-            ticks.append({"tick": tick, "enable": 1, "beat": tick + 1, "values": state_values(*state, center), "absolute": 1})
+            ticks.append({"tick": tick, "enable": 1, "beat": tick + 1, "values": state_values(*state, center), "mode": 1})
         expected.append(motor_forces(action, thrust_max))
         obs, _, terminated, _, _ = env.step(action)
         assert not terminated
@@ -226,8 +226,8 @@ def test_controller_flies_the_policy_with_heartbeat_and_falls_back_when_it_lapse
 
     # Heartbeat stops at tick 0: the policy flies 200 ms, then the stock controller takes over, latched.
     hover = state_values(np.array(center), np.array([1.0, 0, 0, 0]), np.zeros(3), np.zeros(3), center)
-    lapse = [{"tick": t, "enable": 1, "beat": 7, "values": hover, "absolute": 1} for t in range(400)]
-    resumed = [{"tick": t, "enable": 0 if t < 402 else 1, "beat": t, "values": hover, "absolute": 1}
+    lapse = [{"tick": t, "enable": 1, "beat": 7, "values": hover, "mode": 1} for t in range(400)]
+    resumed = [{"tick": t, "enable": 0 if t < 402 else 1, "beat": t, "values": hover, "mode": 1}
                for t in range(400, 420)]
     rows = np.array(run_driver(driver, driver_lines(lapse + resumed)))
     active = rows[:, 1].astype(bool)
@@ -243,15 +243,17 @@ def test_controller_flies_the_policy_with_heartbeat_and_falls_back_when_it_lapse
     }
     for fault, values in bad_states.items():
         rows = np.array(run_driver(driver, driver_lines(
-            [{"tick": 0, "enable": 1, "beat": 1, "values": hover, "absolute": 1},
-             {"tick": 10, "enable": 1, "beat": 10, "values": values, "absolute": 1},
-             {"tick": 11, "enable": 1, "beat": 11, "values": hover, "absolute": 1}])))
+            [{"tick": 0, "enable": 1, "beat": 1, "values": hover, "mode": 1},
+             {"tick": 10, "enable": 1, "beat": 10, "values": values, "mode": 1},
+             {"tick": 11, "enable": 1, "beat": 11, "values": hover, "mode": 1}])))
         assert rows[0, 1] == 1 and rows[1, 1] == 0 and rows[1, 2] == fault, (fault, rows)
         assert rows[2, 1] == 0 and rows[2, 3] == 0  # latched: the stock controller keeps flying
         assert np.isfinite(rows[:, 4:8]).all()
 
 
 LEVEL = np.array([1.0, 0.0, 0.0, 0.0])
+# the setpoint modes of host_test/driver.c
+STOP_OR_THRUST, POSITION, HOVER, LEVEL_OUT, VELOCITY = 0, 1, 2, 3, 4
 
 
 def hover_values(position, setpoint, gyro_deg_s=(0.0, 0.0, 0.0), quat=LEVEL) -> list[float]:
@@ -259,11 +261,11 @@ def hover_values(position, setpoint, gyro_deg_s=(0.0, 0.0, 0.0), quat=LEVEL) -> 
     return [*position, 0.0, 0.0, 0.0, *quat, *gyro_deg_s, *setpoint]
 
 
-def tick(n: int, values: list[float], enable: int = 1, beat: int | None = None, absolute: int = 1,
+def tick(n: int, values: list[float], enable: int = 1, beat: int | None = None, mode: int = 1,
          thrust: float = 0.0) -> dict:
     """One stabilizer tick; by default enabled with a heartbeat that changes every tick."""
     return {"tick": n, "enable": enable, "beat": n + 1 if beat is None else beat, "values": values,
-            "absolute": absolute, "thrust": thrust}
+            "mode": mode, "thrust": thrust}
 
 
 @pytest.fixture(scope="module")
@@ -274,7 +276,7 @@ def driver(exported_bundle, tmp_path_factory) -> Path:
 def test_stop_setpoint_stops_the_motors_and_the_policy_stays_stopped_until_re_enabled(driver):
     # Hovering at 0.5 m under the policy; land() ends (z = 0.03 m) and the firmware sends its all-zero stop setpoint.
     flying = [tick(t, hover_values([0, 0, 0.5], [0, 0, 0.5])) for t in range(100)]
-    stopped = [tick(t, hover_values([0, 0, 0.03], [0, 0, 0]), absolute=0, thrust=0.0) for t in range(100, 200)]
+    stopped = [tick(t, hover_values([0, 0, 0.03], [0, 0, 0]), mode=STOP_OR_THRUST, thrust=0.0) for t in range(100, 200)]
     # A new position setpoint (a pilot's go_to or a stray stream) with the heartbeat still fresh:
     later = [tick(t, hover_values([0, 0, 0.03], [0, 0, 0.5])) for t in range(200, 300)]
     rows = np.array(run_driver(driver, driver_lines(flying + stopped + later)))
@@ -289,24 +291,78 @@ def test_stop_setpoint_stops_the_motors_and_the_policy_stays_stopped_until_re_en
     assert rows[-1, 1] == 1 and rows[-1, 2] == 0
 
 
-def test_setpoints_that_stop_being_absolute_hold_the_last_commanded_position(driver):
-    """A go_to stream moved the target 0.2 m; when the setpoints stopped being absolute positions (cmd_hover,
-    an attitude setpoint, the commander's levelling), the policy flew back to where it had taken over."""
+def test_the_supervisors_level_out_holds_the_last_commanded_position(driver):
+    """A go_to stream moved the target 0.2 m, then setpoints stopped coming and the supervisor levelled out (x, y
+    disabled, level attitude, z kept): the policy holds the last target, not where it took over."""
     flying = [tick(t, hover_values([0, 0, 0.5], [0, 0, 0.5])) for t in range(50)]
     moved = [tick(t, hover_values([0, 0, 0.5], [0.2, 0, 0.5])) for t in range(50, 100)]
     commanded = [tick(t, hover_values([0, 0, 0.5], [0.2, 0, 0.5])) for t in range(100, 130)]
-    attitude = [tick(t, hover_values([0, 0, 0.5], [0, 0, 0])) | {"absolute": 0, "thrust": 0.5} for t in range(100, 130)]
-    held = np.array(run_driver(driver, driver_lines(flying + moved + attitude)))[100:]
+    level_out = [tick(t, hover_values([0, 0, 0.5], [0, 0, 0.5]), mode=LEVEL_OUT) for t in range(100, 130)]
+    held = np.array(run_driver(driver, driver_lines(flying + moved + level_out)))[100:]
     expected = np.array(run_driver(driver, driver_lines(flying + moved + commanded)))[100:]
     assert held[:, 1].all() and (held[:, 2] == 0).all() and (held[:, 3] == 2).all()
     np.testing.assert_array_equal(held[:, 4:8], expected[:, 4:8])
+    # the level-out never starts the policy: it continues one that flew
+    rows = np.array(run_driver(driver, driver_lines(level_out)))
+    assert not rows[:, 1].any() and (rows[:, 3] == 0).all()
+
+
+@pytest.mark.parametrize("mode, setpoint, thrust", [
+    (HOVER, [0.0, 0.0, 0.3], 0.0),  # cmd_hover, cflib's MotionCommander: velocities in x, y, a height
+    (VELOCITY, [0.1, 0.0, -0.2], 0.0),  # cmd_vel_world
+    (STOP_OR_THRUST, [0.0, 0.0, 0.0], 30000.0),  # attitude and thrust (a pilot's manual control)
+])
+def test_setpoints_the_policy_was_not_trained_on_are_the_pids_until_target_positions_return(driver, mode, setpoint,
+                                                                                           thrust):
+    """The policy flew every setpoint that was not a stop, to the last target position: cflib's MotionCommander
+    land() (hover setpoints, z falling) left it hovering at the old height until the stop cut the motors there."""
+    flying = [tick(t, hover_values([0, 0, 0.5], [0, 0, 0.5])) for t in range(50)]
+    other = [tick(t, hover_values([0, 0, 0.5], setpoint), mode=mode, thrust=thrust) for t in range(50, 80)]
+    back = [tick(t, hover_values([0, 0, 0.5], [0, 0, 0.5])) for t in range(80, 90)]
+    rows = np.array(run_driver(driver, driver_lines(flying + other + back)))
+    assert rows[:50, 1].all()
+    assert not rows[50:80, 1].any() and (rows[50:80, 3] == 0).all() and (rows[50:80, 2] == 0).all()  # no fault
+    assert rows[80:, 1].all() and (rows[80:, 2] == 0).all()  # target positions again: the policy flies
+    # the handed-over PID starts afresh on the new setpoint, as on every hand-over
+    np.testing.assert_array_equal(rows[50, 4:8], fresh_pid_output(driver, other[0]))
+
+
+def test_a_landing_below_the_floor_is_the_pids_and_the_stop_after_it_keeps_the_motors_off(driver):
+    """A high-level land() streams target positions down to the ground: the policy, trained without ground or
+    ground effect (episodes end below 0.05 m), flew them down to 6 mm. It now hands over to the PID when the
+    target goes below the take-over floor (0.1 m), and sinking below the floor by 5 cm is a geofence fault."""
+    descent = np.linspace(0.5, 0.0, 50)
+    landing = [tick(t, hover_values([0, 0, z], [0, 0, z])) for t, z in enumerate(descent)]
+    stop = [tick(t, hover_values([0, 0, 0.01], [0, 0, 0]), mode=STOP_OR_THRUST) for t in range(50, 60)]
+    rows = np.array(run_driver(driver, driver_lines(landing + stop)))
+    flown = descent >= 0.1
+    assert (rows[:50, 1] == flown).all() and (rows[:60, 2] == 0).all()
+    assert (rows[50:, 3] == 0).all() and (rows[50:, 7] == 0).all()  # the PID stops the motors
+    # a vehicle sinking under the policy while its target stays above the floor
+    sinking = [tick(10 * k, hover_values([0, 0, z], [0, 0, 0.3]))  # the policy's ticks, where its guards run
+               for k, z in enumerate([0.3, 0.2, 0.12, 0.06, 0.04])]
+    rows = np.array(run_driver(driver, driver_lines(sinking)))
+    assert rows[:3, 1].all() and not rows[4:, 1].any() and rows[4, 2] == 3
+
+
+@pytest.mark.parametrize("value", [-1.0, 0.0, math.nan])
+def test_a_take_over_floor_parameter_below_the_apps_own_is_not_taken(driver, value):
+    """robo_rl.minTakeOverZ = -1 handed a vehicle stopped on the ground at 0.03 m to the policy on re-enabling."""
+    flying = [tick(t, hover_values([0, 0, 0.5], [0, 0, 0.5])) for t in range(20)]
+    stopped = [tick(t, hover_values([0, 0, 0.03], [0, 0, 0]), mode=STOP_OR_THRUST) for t in range(20, 40)]
+    again = [tick(40, hover_values([0, 0, 0.03], [0, 0, 0.5]), enable=0),
+             *[tick(t, hover_values([0, 0, 0.03], [0, 0, 0.5])) for t in range(41, 60)]]
+    rows = np.array(run_driver(driver, driver_lines([f"param minTakeOverZ {value}", *flying, *stopped, *again])))
+    assert rows[19, 1] == 1 and not rows[20:, 1].any()
+    raised = ["param minTakeOverZ 0.6", tick(0, hover_values([0, 0, 0.5], [0, 0, 0.5]))]
+    assert not np.array(run_driver(driver, driver_lines(raised)))[0, 1]  # raising it is taken
 
 
 def test_a_vehicle_on_the_ground_is_not_handed_to_the_policy_by_re_enabling(driver):
     # After a stop at 0.03 m the supervisor still reports "flying" for a while (it looks at recent thrust):
     # clearing and setting enable again with heartbeats and a position setpoint must not start the policy.
     flying = [tick(t, hover_values([0, 0, 0.5], [0, 0, 0.5])) for t in range(100)]
-    stopped = [tick(t, hover_values([0, 0, 0.03], [0, 0, 0]), absolute=0, thrust=0.0) for t in range(100, 150)]
+    stopped = [tick(t, hover_values([0, 0, 0.03], [0, 0, 0]), mode=STOP_OR_THRUST, thrust=0.0) for t in range(100, 150)]
     again = [tick(150, hover_values([0, 0, 0.03], [0, 0, 0.5]), enable=0),
              *[tick(t, hover_values([0, 0, 0.03], [0, 0, 0.5])) for t in range(151, 200)]]
     rows = np.array(run_driver(driver, driver_lines(flying + stopped + again)))
@@ -338,7 +394,7 @@ def test_hand_over_to_the_pid_starts_it_afresh_with_every_field_written(driver, 
         after = [tick(t, at_target, beat=151) for t in range(351, 371)]
     elif cause == "stop setpoint":
         at_target = hover_values([0, 0, 1.0], [0, 0, 0], gyro)
-        after = [tick(t, at_target, absolute=0, thrust=0.0) for t in range(151, 171)]
+        after = [tick(t, at_target, mode=STOP_OR_THRUST, thrust=0.0) for t in range(151, 171)]
     else:
         after = ["supervisor 0 1 1", *[tick(t, at_target) for t in range(151, 171)]]
     rows = np.array(run_driver(driver, driver_lines(climbing + policy + after)))

@@ -1,8 +1,11 @@
 /* Host test driver: feeds the out-of-tree controller firmware-typed states read from stdin, one line per
  * stabilizer tick, and prints what it commanded. The control struct persists between ticks, as the
  * stabilizer's static one does. Lines in:
- *   tick <n> <enable> <heartbeat> <px py pz> <vx vy vz> <qw qx qy qz> <gyro x y z deg/s> <sp x y z> <abs 0|1> <sp thrust>
- *     (abs 1: x, y, z in modeAbs; abs 0: every mode disabled, the thrust as given: 0 is the stop setpoint)
+ *   tick <n> <enable> <heartbeat> <px py pz> <vx vy vz> <qw qx qy qz> <gyro x y z deg/s> <sp x y z> <mode> <sp thrust>
+ *     (mode 1: x, y, z in modeAbs (a target position); 0: every mode disabled, the thrust as given (0 is the stop
+ *     setpoint; else attitude and thrust); 2: x, y modeVelocity (sp x y as velocities), z modeAbs (cmd_hover,
+ *     cflib's MotionCommander); 3: the supervisor's level-out (x, y disabled, roll and pitch modeAbs at 0, yaw
+ *     modeVelocity at 0, z modeAbs); 4: x, y, z modeVelocity)
  *   param <name> <value>                      set a robo_rl parameter
  *   supervisor <canFly 0|1> <armed 0|1> <flying 0|1>
  *   init                                      controllerOutOfTreeInit (the firmware switching to it)
@@ -87,7 +90,7 @@ int main(void)
             host_supervisor_can_fly = can_fly, host_supervisor_armed = armed, host_supervisor_flying = flying;
             continue;
         }
-        unsigned tick, en, beat, absolute;
+        unsigned tick, en, beat, kind;
         state_t state = {0};
         sensorData_t sensors = {0};
         setpoint_t setpoint = {0};
@@ -95,7 +98,7 @@ int main(void)
                        &state.position.x, &state.position.y, &state.position.z, &state.velocity.x, &state.velocity.y,
                        &state.velocity.z, &state.attitudeQuaternion.w, &state.attitudeQuaternion.x,
                        &state.attitudeQuaternion.y, &state.attitudeQuaternion.z, &sensors.gyro.x, &sensors.gyro.y,
-                       &sensors.gyro.z, &setpoint.position.x, &setpoint.position.y, &setpoint.position.z, &absolute,
+                       &sensors.gyro.z, &setpoint.position.x, &setpoint.position.y, &setpoint.position.z, &kind,
                        &setpoint.thrust);
         if (n != 21) {
             fprintf(stderr, "bad line: %s", line);
@@ -104,8 +107,23 @@ int main(void)
         state.attitude = euler_degrees(state.attitudeQuaternion);
         set_param("enable", en);
         set_param("heartbeat", beat);
-        const stab_mode_t mode = absolute ? modeAbs : modeDisable;
-        setpoint.mode.x = setpoint.mode.y = setpoint.mode.z = mode;
+        if (kind == 1) {
+            setpoint.mode.x = setpoint.mode.y = setpoint.mode.z = modeAbs;
+        } else if (kind == 2 || kind == 4) { /* velocities in the position fields' place, as the decoders give them */
+            setpoint.velocity.x = setpoint.position.x, setpoint.velocity.y = setpoint.position.y;
+            setpoint.mode.x = setpoint.mode.y = modeVelocity;
+            setpoint.mode.z = kind == 2 ? modeAbs : modeVelocity;
+            if (kind == 4) {
+                setpoint.velocity.z = setpoint.position.z;
+            }
+        } else if (kind == 3) {
+            setpoint.mode.z = modeAbs;
+            setpoint.mode.roll = setpoint.mode.pitch = modeAbs;
+            setpoint.mode.yaw = modeVelocity;
+        } else if (kind != 0) {
+            fprintf(stderr, "bad setpoint mode %u: %s", kind, line);
+            return 2;
+        }
         controllerOutOfTree(&control, &setpoint, &sensors, &state, tick);
         if (control.controlMode == controlModeLegacy) {
             printf("%u %u %u %d %d %d %d %.9g %lu\n", tick, *active, *fault, (int)control.controlMode, control.roll,

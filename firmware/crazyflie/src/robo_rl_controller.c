@@ -7,6 +7,10 @@
  *    change seen by this controller after it was selected and enabled counts);
  *  - it takes over only from a vehicle the supervisor reports armed, allowed to fly and flying (the stock
  *    controller takes off), never from the ground;
+ *  - it flies only what it was trained on: a target position (all three axes absolute) at or above the
+ *    take-over floor, and the supervisor's level-out, where it holds the last target. Any other setpoint (a
+ *    pilot's velocity, hover, attitude or thrust commands, cflib's MotionCommander, a landing below the floor)
+ *    is the PID's, without a fault: the policy takes over again when target positions come back;
  *  - otherwise, and after any fault, the stock PID controller flies (it needs the usual setpoints); on
  *    every hand-over the PID restarts from the current state and the control struct is cleared;
  *  - faults latch until robo_rl.enable is cleared: non-finite observation or action (policy status),
@@ -87,12 +91,28 @@ static uint32_t heartbeat;      /* param robo_rl.heartbeat: any change is a hear
 static uint8_t active;          /* log robo_rl.active */
 static uint8_t fault;           /* log robo_rl.fault: the latched RR_FAULT_* */
 static uint8_t last_status;     /* log robo_rl.status: the policy's last policy_status_t */
+static uint8_t setpoint_log;    /* log robo_rl.setpoint: the last setpoint's rr_setpoint_kind_t */
 
-/* The lowest height [m, world frame] at which the policy may take over (param robo_rl.minTakeOverZ): the
- * supervisor still reports "flying" for a while after the motors stop, so without it a vehicle that has
- * just landed or been stopped could be handed to the policy again by re-enabling it. */
+/* The setpoints the policy flies, as the commander and the supervisor make them */
+typedef enum {
+    RR_SETPOINT_OTHER = 0,    /* the PID's: velocity, hover, attitude, rate, thrust or stop setpoints */
+    RR_SETPOINT_POSITION = 1, /* x, y, z absolute: a target position (go_to, cmd_position, cmd_full_state) */
+    RR_SETPOINT_LEVEL_OUT = 2 /* supervisor.c's level-out when setpoints stop coming (COMMANDER_WDT_TIMEOUT_STABILIZE):
+                                 x, y disabled, level attitude, no yaw rate, z kept */
+} rr_setpoint_kind_t;
+
+/* The lowest height [m, world frame] at which the policy may take over or be given a target (param
+ * robo_rl.minTakeOverZ, which can raise it, never lower it): the supervisor still reports "flying" for a
+ * while after the motors stop, so without it a vehicle that has just landed or been stopped could be handed
+ * to the policy again by re-enabling it; and training has no ground (episodes end below 0.05 m, no ground
+ * effect, no contact), so touch-down is the PID's. */
 #ifndef RR_MIN_TAKE_OVER_Z_M
 #define RR_MIN_TAKE_OVER_Z_M 0.1f
+#endif
+/* How far below the floor the policy may sink while flying before it is a geofence fault: below the floor
+ * minus this, training ended its episodes (0.05 m). */
+#ifndef RR_FLOOR_MARGIN_M
+#define RR_FLOOR_MARGIN_M 0.05f
 #endif
 static float min_take_over_z = RR_MIN_TAKE_OVER_Z_M; /* param */
 static float arena_min[3] = {-RR_ARENA_HALF_WIDTH_M, -RR_ARENA_HALF_WIDTH_M, RR_ARENA_FLOOR_M}; /* params */
@@ -102,9 +122,8 @@ static uint32_t last_heartbeat;
 static bool heartbeat_seen; /* a heartbeat change was seen by this controller since it was selected and enabled */
 static uint32_t heartbeat_tick;
 static uint32_t next_policy_tick;
-/* The position held when the setpoints are not absolute positions (velocity, attitude or the commander's
- * levelling setpoints): the last one commanded, else where the policy took over. Not the take-over point
- * always: the policy would fly back there, across the room, when a pilot's go_to stream gave way to cmd_hover. */
+/* The position held through the supervisor's level-out: the last one commanded (not the take-over point: the
+ * policy would fly back there, across the room). */
 static float latched_target[3];
 static float forces[POLICY_ACTION_SIZE];   /* normalizedForces of the policy's last action */
 static rr_action_history_t history;
@@ -196,9 +215,25 @@ static float motor_force(float action)
     return force;
 }
 
-static bool absolute_position(const setpoint_t *setpoint)
+static rr_setpoint_kind_t setpoint_kind(const setpoint_t *setpoint)
 {
-    return setpoint->mode.x == modeAbs && setpoint->mode.y == modeAbs && setpoint->mode.z == modeAbs;
+    const setpoint_mode_t *mode = &setpoint->mode;
+    if (mode->x == modeAbs && mode->y == modeAbs && mode->z == modeAbs) {
+        return RR_SETPOINT_POSITION;
+    }
+    /* supervisorOverrideSetpoint in supervisorStateWarningLevelOut; z stays as the last setpoint had it */
+    if (mode->x == modeDisable && mode->y == modeDisable && mode->z == modeAbs && mode->roll == modeAbs &&
+        mode->pitch == modeAbs && setpoint->attitude.roll == 0.0f && setpoint->attitude.pitch == 0.0f &&
+        mode->yaw == modeVelocity && setpoint->attitudeRate.yaw == 0.0f) {
+        return RR_SETPOINT_LEVEL_OUT;
+    }
+    return RR_SETPOINT_OTHER;
+}
+
+/* The take-over floor: robo_rl.minTakeOverZ, never below RR_MIN_TAKE_OVER_Z_M (fmaxf also drops a NaN) */
+static float take_over_floor(void)
+{
+    return fmaxf(min_take_over_z, RR_MIN_TAKE_OVER_Z_M);
 }
 
 /* Runs one policy step; returns false (and latches a fault) if the state or the policy is unusable. */
@@ -214,7 +249,7 @@ static bool policy_update(const setpoint_t *setpoint, const sensorData_t *sensor
     };
     float target_position[3] = {latched_target[0], latched_target[1], latched_target[2]};
     float target_velocity[3] = {0.0f, 0.0f, 0.0f};
-    if (absolute_position(setpoint)) {
+    if (setpoint_kind(setpoint) == RR_SETPOINT_POSITION) {
         target_position[0] = latched_target[0] = setpoint->position.x;
         target_position[1] = latched_target[1] = setpoint->position.y;
         target_position[2] = latched_target[2] = setpoint->position.z;
@@ -229,8 +264,9 @@ static bool policy_update(const setpoint_t *setpoint, const sensorData_t *sensor
         return false;
     }
     for (int k = 0; k < 3; ++k) {
+        const float lowest = k == 2 ? fmaxf(arena_min[2], take_over_floor() - RR_FLOOR_MARGIN_M) : arena_min[k];
         if (!(fabsf(flight.position[k] - target_position[k]) <= POLICY_MAX_POSITION_ERROR_M &&
-              flight.position[k] >= arena_min[k] && flight.position[k] <= arena_max[k])) {
+              flight.position[k] >= lowest && flight.position[k] <= arena_max[k])) {
             fault = RR_FAULT_GEOFENCE;
             return false;
         }
@@ -282,9 +318,15 @@ void controllerOutOfTree(control_t *control, const setpoint_t *setpoint, const s
             fault = RR_FAULT_HEARTBEAT;
         }
     }
-    /* Not yet flying the policy: take over only from a flying vehicle in the air, never on a stop setpoint */
+    /* The policy flies target positions above the floor, and holds its last through the supervisor's level-out;
+     * it takes over on a target position only, from a flying vehicle above the floor (a stop setpoint is not one) */
+    const rr_setpoint_kind_t kind = setpoint_kind(setpoint);
+    setpoint_log = (uint8_t)kind;
+    const float floor_z = take_over_floor();
+    const bool trained_setpoint = kind == RR_SETPOINT_POSITION ? setpoint->position.z >= floor_z
+                                                               : (kind == RR_SETPOINT_LEVEL_OUT && active);
     const bool may_take_over =
-        active || (!stop_setpoint(setpoint) && supervisor_allows() && state->position.z >= min_take_over_z);
+        trained_setpoint && (active || (supervisor_allows() && state->position.z >= floor_z));
     if (!enable || !heartbeat_fresh || fault != RR_FAULT_NONE || !may_take_over) {
         fly_stock(control, setpoint, sensors, state, tick);
         return;
@@ -327,4 +369,5 @@ LOG_GROUP_START(robo_rl)
 LOG_ADD(LOG_UINT8, active, &active)
 LOG_ADD(LOG_UINT8, fault, &fault)
 LOG_ADD(LOG_UINT8, status, &last_status)
+LOG_ADD(LOG_UINT8, setpoint, &setpoint_log)
 LOG_GROUP_STOP(robo_rl)
