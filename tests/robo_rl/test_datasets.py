@@ -60,13 +60,14 @@ def test_scripted_demos_round_trip_through_minari(minari_root, pick_env, expert_
                       pick_env.single_observation_space, pick_env.single_action_space)
 
 
-@pytest.mark.parametrize("dataset_id", ["foo", "pick_cube/scripted", "foo-vx", "", "../escape-v0", "a b-v0"])
+@pytest.mark.parametrize("dataset_id", ["foo", "pick_cube/scripted", "foo-vx", "", "../escape-v0", "a b-v0", "t/a-v0"])
 def test_a_dataset_id_without_its_version_is_refused_as_other_malformed_ids_are(dataset_id):
     """Minari's pattern takes an id without -v<version>, then failed on int(None): a TypeError traceback."""
     with pytest.raises(DatasetError) as error:
         check_dataset_id(dataset_id)
     assert str(error.value) == (f"dataset={dataset_id} must be a Minari id, (namespace/)name-v<version> such as "
-                                "pick_cube/scripted-v0, written under MINARI_DATASETS_PATH or ~/.minari/datasets")
+                                "pick_cube/scripted-v0 (letters, digits, - and _; a namespace of at least two), "
+                                "written under MINARI_DATASETS_PATH or ~/.minari/datasets")
 
 
 def test_bad_datasets_give_one_clear_error(minari_root, pick_env, expert_episodes):
