@@ -168,14 +168,6 @@ def check_options(cfg: DictConfig, command: str, require_all: bool = True) -> No
             raise ConfigError(f"{path}= is empty; give {EMPTY_REFUSED[command][path]}, or leave {path} out")
         if allowed is not None:
             check_range(value, allowed, path)
-    # before the options that its absence would make moot; a resumed run's recorded demos are in its checkpoint
-    if command == "train" and require_all and cfg.get("demos"):
-        from robo_rl.datasets import DatasetError, require_dataset
-
-        try:
-            require_dataset(cfg.demos, "demos")
-        except DatasetError as error:
-            raise ConfigError(str(error)) from None
     if command in TORCH_DEVICE_COMMANDS and "device" in cfg:
         check_device(str(cfg.device))
     if command == "train" and "privileged_critic" in cfg and isinstance(cfg.privileged_critic, str) \
@@ -217,6 +209,15 @@ def check_options(cfg: DictConfig, command: str, require_all: bool = True) -> No
                 raise ConfigError(f"reward_classifier reads camera images; {cfg.env.id} has none here (turn its "
                                   "cameras on, e.g. env=so_arm100_pick_cube_pixels)")
             load_classifier(str(cfg.reward_classifier), images)  # a file that is not one, or of other cameras
+    # before the run folder, and before train names the privileged critic that demos cannot feed: the user then
+    # turned that off for nothing; a resumed run's recorded demos are in its checkpoint
+    if command == "train" and require_all and cfg.get("demos"):
+        from robo_rl.datasets import DatasetError, require_dataset
+
+        try:
+            require_dataset(cfg.demos, "demos")
+        except DatasetError as error:
+            raise ConfigError(str(error)) from None
     kind = OmegaConf.select(cfg, "intervention.kind", default=None)
     if command == "train" and kind is not None:
         from robo_rl.interventions import INTERVENTION_KINDS
