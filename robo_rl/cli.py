@@ -554,6 +554,9 @@ def hydra_command(config_path: str, config_name: str, version_base: str = "1.3")
                 if is_user_error(error):
                     remove_refused_record(created, existing)
                 raise _TaskFailed(error) from None
+            except KeyboardInterrupt:  # a new folder with nothing but Hydra's record and the log was litter in the run
+                remove_refused_record(created, {})
+                raise
 
         composed = hydra.main(config_path=config_path, config_name=config_name, version_base=version_base)(guarded)
 

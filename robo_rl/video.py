@@ -26,7 +26,7 @@ VIDEO_NAME = "rollout.gif"  # in the run folder, where out= is not given: the ru
 # what record_rollouts writes, the animated GIF its frame duration and loop settings are for: PIL picks the format
 # from out='s extension, and refused `afile` or `best_policy.pt` only after the minutes of rendering
 VIDEO_SUFFIX = ".gif"
-MAX_EPISODES = 20  # the frames of all of them are held in memory until the GIF is written
+MAX_EPISODES = 20  # the frames of all of them are held in memory until the GIF is written (as 256-colour frames)
 
 
 def output_path(run: str | Path, out: str | Path | None, policy: str | Path | None = None) -> Path:
@@ -57,14 +57,17 @@ def output_path(run: str | Path, out: str | Path | None, policy: str | Path | No
 
 
 def record_rollouts(run: str | Path, out: str | Path | None = None, episodes: int = 1, seed: int = 0,
-                    checkpoint: str = "best", frame_every: int = 2) -> Path:
-    """Render `episodes` deterministic episodes of a run's policy into an animated GIF; returns its path.
+                    checkpoint: str = "best", frame_every: int = 2, progress: bool = False) -> Path:
+    """Render `episodes` deterministic episodes of a run's policy into an animated GIF; returns its path. The GIF
+    appears complete or not at all: an interrupted write keeps the previous video (it was left empty).
 
-    frame_every: keep every n-th control step (the GIF plays at the control rate divided by n).
+    frame_every: keep every n-th control step (the GIF plays at the control rate divided by n). progress: a
+    progress bar of the episodes on stderr.
     """
     import gymnasium as gym
     from omegaconf import OmegaConf
     from PIL import Image
+    from tqdm import tqdm
 
     import sim  # noqa: F401  (registers the ids)
     from robo_rl import observations
@@ -79,11 +82,11 @@ def record_rollouts(run: str | Path, out: str | Path | None = None, episodes: in
     env = gym.make(cfg.env.id, render_mode="rgb_array", config=overrides).unwrapped
     agent = agent_from_checkpoint(state, "cpu")
     frames = []
-    for episode in range(episodes):
+    for episode in tqdm(range(episodes), desc="video", unit="episode", disable=not progress, dynamic_ncols=True):
         obs, _ = env.reset(seed=seed + episode)
         for t in range(100_000):
-            if t % frame_every == 0:
-                frames.append(Image.fromarray(np.asarray(env.render())))
+            if t % frame_every == 0:  # held as the GIF stores it, 256 colours: a third of the RGB frame's memory
+                frames.append(Image.fromarray(np.asarray(env.render())).quantize(256))
             batch = {k: v[None] for k, v in obs.items()} if isinstance(obs, dict) else np.asarray(obs)[None]
             with torch.no_grad():
                 action = agent.act(observations.to_tensor(batch, agent.device), deterministic=True)[0].cpu().numpy()
@@ -92,8 +95,17 @@ def record_rollouts(run: str | Path, out: str | Path | None = None, episodes: in
                 break
     env.close()  # its render workers, if it has cameras
     fps = env.metadata.get("render_fps", 50) / frame_every
-    frames[0].save(out, save_all=True, append_images=frames[1:], duration=int(1000 / fps), loop=0)
-    return out
+    return write_gif(out, frames, fps)
+
+
+def write_gif(out: Path, frames: list[Any], fps: float) -> Path:
+    """Write PIL `frames` as an animated GIF at `fps` to `out`, complete or not at all: a Ctrl-C or an error while
+    writing keeps the file that was there (it was left empty, the run's previous video lost)."""
+    from robo_rl.checkpoint import write_atomically
+
+    return write_atomically(out, lambda file: frames[0].save(file, format="GIF", save_all=True,
+                                                             append_images=frames[1:], duration=int(1000 / fps),
+                                                             loop=0))
 
 
 @command
@@ -103,7 +115,7 @@ def main(argv: list[str]) -> None:
     args = key_values(argv, {"run": str, "out": str, "episodes": (int, 1, MAX_EPISODES), "seed": int, "checkpoint": str},
                       "usage: python -m robo_rl.video run=<run dir> [out=<file.gif>] [episodes=1] [seed=0] [checkpoint=best]")
     path = record_rollouts(args["run"], args.get("out"), args.get("episodes", 1), args.get("seed", 0),
-                           args.get("checkpoint", "best"))
+                           args.get("checkpoint", "best"), progress=sys.stderr.isatty())
     print(f"wrote {path}")
 
 

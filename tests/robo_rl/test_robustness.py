@@ -357,3 +357,28 @@ def test_an_interrupted_report_leaves_no_record_without_its_heatmap(tmp_path, mo
     json_path, png_path = write_report(report, tmp_path / "out")
     assert json.loads(json_path.read_text()) == report and png_path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["robustness.json", "robustness.png"]
+
+
+def test_an_interrupted_suite_leaves_no_folder_in_the_run(trained_run, tmp_path):
+    """A Ctrl-C while the suite flew left <run>/robustness/<time>/ holding only its log and Hydra's record."""
+    run = _copy_run(trained_run, tmp_path / "run")
+    script = ("import runpy, sys\nimport robo_rl.train\n"  # the suite's first step, once its folder is made
+              "def interrupted(*args, **kwargs):\n    raise KeyboardInterrupt\n"
+              "robo_rl.train.select_device = interrupted\n"
+              f"sys.argv = ['robo_rl.robustness', 'run={run}', *{SMALL!r}]\n"
+              "runpy.run_module('robo_rl.robustness', run_name='__main__', alter_sys=True)\n")
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300, cwd=REPO)
+    assert result.returncode == 130 and result.stderr.strip().splitlines()[-1] == "interrupted", result.stderr[-2000:]
+    assert not (run / "robustness").exists()
+
+
+@pytest.mark.parametrize("command", ["robustness", "evaluate", "export"])
+def test_commands_that_write_into_a_run_name_their_folders_to_the_microsecond(command):
+    """Two suites on one run started in the same second shared <run>/robustness/<second>/: both printed that
+    folder, and its robustness.json held the second one's cells only."""
+    from datetime import datetime
+
+    run = OmegaConf.load(REPO / "configs" / f"{command}.yaml").hydra.run
+    template = OmegaConf.to_container(run)["dir"].split("${now:")[1].split("}")[0]
+    first, second = datetime(2026, 12, 3, 8, 39, 24, 1), datetime(2026, 12, 3, 8, 39, 24, 2)
+    assert first.strftime(template) != second.strftime(template)
