@@ -29,7 +29,8 @@ def make_vector_env(env_cfg: Mapping[str, Any], num_envs: int, device: torch.dev
     for name in ("privileged_actor", "compile"):  # any string was taken as true: privileged_actor=no trained a teacher
         if not isinstance(env_cfg.get(name, False), bool):
             raise ConfigError(f"env.{name} must be true or false, got {env_cfg.get(name)!r}")
-    config = make_env_config(env_cfg["id"], _own_vehicle_only(dict(env_cfg.get("overrides") or {}), overrides or {}),
+    config = make_env_config(env_cfg["id"], _own_vehicle_only(env_cfg["id"], dict(env_cfg.get("overrides") or {}),
+                                                              overrides or {}),
                              dict(overrides or {}))
     if not cameras:
         refuse_cameras(config)
@@ -56,15 +57,15 @@ def env_config_at(env_cfg: Mapping[str, Any], difficulty: float | None) -> Mappi
     return {**plain, "overrides": overrides}
 
 
-def _own_vehicle_only(base: dict, overrides: Mapping[str, Any]) -> dict:
-    """`base` (an env config's overrides) without its `vehicle_overrides` where `overrides` fly another named
+def _own_vehicle_only(env_id: str, base: dict, overrides: Mapping[str, Any]) -> dict:
+    """`base` (env `env_id`'s config overrides) without its `vehicle_overrides` where `overrides` fly another named
     vehicle: those numbers describe the vehicle the run was configured with (a user's identification, a family's
-    nominal vehicle), and merged key by key they would land on the other one."""
+    nominal vehicle), and merged key by key they would land on the other one. The run's vehicle is the one its
+    config makes (the task's default where it names none: crazyflie_l2f_paper for hover, whose numbers were put
+    on crazyflie_rltools, the simulator's default, when that was asked for)."""
     if "vehicle" not in overrides or "vehicle_overrides" not in base:
         return base
-    from sim.quadrotor.config import DEFAULT_VEHICLE
-
-    if overrides["vehicle"] == base.get("vehicle", DEFAULT_VEHICLE):
+    if overrides["vehicle"] == make_env_config(env_id, base).vehicle:
         return base
     return {key: value for key, value in base.items() if key != "vehicle_overrides"}
 

@@ -320,6 +320,14 @@ def test_named_vehicles_fly_their_published_physics_even_where_the_run_overrode_
         assert params.motor_tau_fall == published.motor_tau_fall > 0.2
     own = make_vector_env(run_env, 1, cpu, overrides={"vehicle": "crazyflie_l2f_paper"}).batch.params
     assert own.motor_tau_rise == own.motor_tau_fall == 0.0
+    # a run that names no vehicle flew its task's (crazyflie_l2f_paper): its numbers were kept on crazyflie_rltools,
+    # the simulator's default, a hybrid vehicle that evaluate's result did not mention
+    unnamed = OmegaConf.create({**OmegaConf.to_container(run_env), "overrides": {
+        "vehicle_overrides": {"motor_tau_rise": 0.0, "motor_tau_fall": 0.0}}})
+    params = make_vector_env(unnamed, 1, cpu, overrides={"vehicle": "crazyflie_rltools"}).batch.params
+    assert params.motor_tau_rise == published.motor_tau_rise
+    own = make_vector_env(unnamed, 1, cpu, overrides={"vehicle": "crazyflie_l2f_paper"}).batch.params
+    assert own.motor_tau_rise == own.motor_tau_fall == 0.0
 
 
 @pytest.mark.parametrize("env_id", [["robo_rl/CrazyflieHover-v0"], {"id": 1}, None, "robo_rl/ArmReach-v0"])
