@@ -443,6 +443,12 @@ class QuadrotorBatch(InStepRestart, PrivilegedObservation):
         return motor.hover_commands(m, mass, list(self.thrust_scale), list(self.thrust_curve),
                                     self.constants.thrust_curve, float(self.params.gravity))
 
+    def tracking_errors(self) -> tuple[Any, Any]:
+        """Position and velocity errors (3, N) of the current state to the task's reference (the hover target, the
+        reach target, the figure-eight's moving point), unlimited and without observation noise."""
+        pos, _, vel, _ = self.physics.state()
+        return self._errors(pos, vel, self.targets, self.steps)
+
     def _errors(self, pos: Any, vel: Any, targets: Any, steps: Any) -> tuple[Any, Any]:
         """Position and velocity errors (3, n) to the task's reference at the episodes' times."""
         xp = self.xp

@@ -42,6 +42,30 @@ def test_every_target_flies_the_pytorch_trajectory(exported_bundle, trained_run)
         assert row["steps"] == reference["steps"], name
         assert row["max_deviation_from_pytorch_m"] < 1e-5, (name, row)
         assert abs(row["return"] - reference["return"]) < 1e-3, (name, row)
+        assert abs(row["final_distance_to_target_m"] - reference["final_distance_to_target_m"]) < 1e-5, (name, row)
+
+
+def test_the_final_distance_is_to_the_tasks_target_not_the_arena_centre(exported_bundle, tmp_path):
+    """A reach bundle printed 0.1 m, the distance to the env's centre, where the vehicle was 0.47 m from its
+    target: the flight's distance is to the task's own target at its last step."""
+    import shutil
+
+    from robo_rl.export.in_the_loop import bundle_env, fly
+
+    bundle = tmp_path / "reach"
+    shutil.copytree(exported_bundle, bundle)
+    manifest = json.loads((bundle / "policy.json").read_text())
+    manifest["env_id"] = "robo_rl/CrazyflieReach-v0"  # the same observation, a target away from the centre
+    manifest["training"]["env_config"]["task"] = "reach"
+    (bundle / "policy.json").write_text(json.dumps(manifest))
+    env = bundle_env(bundle)
+    env.reset(seed=3)
+    target = np.asarray(env.unwrapped.batch.targets)[:, 0].copy()
+    env.close()
+    center = np.asarray(manifest["training"]["env_config"]["center"])
+    assert np.linalg.norm(target - center) > 0.05
+    flight = fly(bundle, lambda o: np.full(4, 0.5, dtype=np.float32), seed=3, steps=2)
+    assert flight["final_distance_m"] == pytest.approx(float(np.linalg.norm(flight["positions"][-1] - target)), abs=1e-9)
 
 
 def test_the_plant_is_the_named_vehicle_with_latency_and_its_firmware_limits(exported_bundle):
@@ -166,6 +190,9 @@ def test_a_c_source_that_names_no_c_prefix_is_refused(exported_bundle, tmp_path,
     ({"control_hz": 0}, "training.env_config does not make a quadrotor env (config.control_hz must lie in"),
     ({"action_history": 9}, "training.env_config makes 54 observations, its policy reads 50"),
     ({"env_id": "robo_rl/Nope-v0"}, "policy.json env_id 'robo_rl/Nope-v0' is not an env of this robo-rl"),
+    # Vehicle.__init__'s TypeError, reported as a bug; an action size that no target reads, flown without a word
+    ({"deployment": {"vehicle_overrides": {"foo": 1}}}, "deployment.vehicle_overrides are not the vehicle's fields"),
+    ({"action": {"size": 3}}, "policy.json action.size is 3, its env takes 4 actions"),
 ])
 def test_an_edited_env_in_policy_json_is_refused_in_one_error(exported_bundle, tmp_path, edit, message):
     """A ZeroDivisionError, gymnasium's NameNotFound and a matrix-shape RuntimeError, each as a traceback."""
@@ -176,6 +203,9 @@ def test_an_edited_env_in_policy_json_is_refused_in_one_error(exported_bundle, t
     manifest = json.loads((bundle / "policy.json").read_text())
     if "env_id" in edit:
         manifest.update(edit)
+    elif set(edit) & {"deployment", "action"}:
+        for section, values in edit.items():
+            manifest[section].update(values)
     else:
         manifest["training"]["env_config"].update(edit)
     (bundle / "policy.json").write_text(json.dumps(manifest))
