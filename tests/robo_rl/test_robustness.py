@@ -390,3 +390,22 @@ def test_commands_that_write_into_a_run_name_their_folders_to_the_microsecond(co
     template = OmegaConf.to_container(run)["dir"].split("${now:")[1].split("}")[0]
     first, second = datetime(2026, 12, 3, 8, 39, 24, 1), datetime(2026, 12, 3, 8, 39, 24, 2)
     assert first.strftime(template) != second.strftime(template)
+
+
+def test_a_specialist_that_flies_nothing_is_no_ceiling_to_pass_against():
+    """The gap check printed PASS for "0% vs 0%": a specialist that flies none of the starts is no ceiling."""
+    from robo_rl.robustness import target_checks
+
+    cfg = OmegaConf.load(CONFIG)
+    cfg.run = "unused"
+    cfg.vehicles = ["crazyflie_rltools"]
+    suite = suite_from_config(cfg)
+    cells = [{"vehicle": "crazyflie_rltools", "start_set": start_set, "latency_steps": latency, "wind": wind,
+              "success_rate": 0.0, "specialist_success_rate": specialist, "specialist": "crazyflie_rltools"}
+             for start_set in suite.start_sets for latency in suite.latency_steps for wind in (False, True)
+             for specialist in (0.0,)]
+    gap = [c for c in target_checks({"cells": cells, "held_out": None}, suite) if "specialist" in c["check"]]
+    assert [c["status"] for c in gap] == ["n/a"] and "flies none of these starts" in gap[0]["detail"]
+    cells = [dict(c, specialist_success_rate=0.5) for c in cells]
+    gap = [c for c in target_checks({"cells": cells, "held_out": None}, suite) if "specialist" in c["check"]]
+    assert [c["status"] for c in gap] == ["FAIL"]
