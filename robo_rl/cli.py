@@ -301,7 +301,7 @@ class CheckOptionsFirst(_hydra_callback_base()):  # type: ignore[misc]
             _HYDRA_EXISTING.clear()
             _HYDRA_EXISTING.update({folder: {p.name for p in folder.iterdir()} if folder.is_dir() else set()
                                     for folder in (output / RESUME_RECORDS, output) if output.is_dir()})
-            if self.command in NEW_RUN_COMMANDS:
+            if self.command in LOCKED_COMMANDS:
                 lock_run_dir(output, self.command)
         except Exception as error:  # noqa: BLE001 (Hydra turns a callback's Exception into a warning and goes on)
             raise _TaskFailed(error) from None
@@ -429,6 +429,9 @@ def _is_hydra_record(path: Path) -> bool:
 
 # the commands whose output folder (hydra.run.dir) becomes a run: train (unless it resumes one) and distill
 NEW_RUN_COMMANDS = ("train", "distill")
+# the commands that hold their output folder while they run (lock_run_dir): a second teacher_pool on one out= failed
+# each member and appended its error to the first one's member logs
+LOCKED_COMMANDS = (*NEW_RUN_COMMANDS, "teacher_pool")
 # what a new run's folder may already hold besides an earlier attempt's record: make train puts the student above the
 # teachers it distils (<run>/teachers)
 NEW_RUN_NEIGHBOURS = {"distill": ("teachers",)}

@@ -383,6 +383,11 @@ def check_member_overrides(member: dict[str, Any], overrides: Sequence[str], ste
     from robo_rl.cli import is_user_error, one_line, unknown_option
     from robo_rl.options import check_options
 
+    given = [str(arg).lstrip("+~").split("=", 1)[0] for arg in overrides]
+    owned = [key for key in given if key in ("resume", "hydra.run.dir")]
+    if owned:  # each member failed after the pool had started: a resume continues another run, not a new member
+        raise ConfigError(f"overrides={list(overrides)}: {owned[0]} is the pool's own (each member is a new run, "
+                          f"<out>/v<i>); leave it out")
     if not overrides or not GlobalHydra.instance().is_initialized():  # outside a Hydra command: the members check
         return
     args = [arg for arg in member_command(Path("unused"), member, steps, overrides)[3:] if not arg.startswith("hydra.")]

@@ -657,7 +657,8 @@ def test_a_pool_member_that_fails_leaves_the_others_trained_and_is_named_with_it
     # its log), is refused once, before the pool's folder or any member
     for override, message in (("agent.batch_sise=64", "agent.batch_sise is not an option of train; did you mean "
                                "agent.batch_size?"), ("agent.batch_size=0", "agent.batch_size must lie in"),
-                              (f"demos={tmp_path / 'absent'}", f"no Minari dataset at {tmp_path / 'absent'}")):
+                              (f"demos={tmp_path / 'absent'}", f"no Minari dataset at {tmp_path / 'absent'}"),
+                              (f"resume={student_run}", "resume is the pool's own (each member is a new run")):
         refused = subprocess.run([PYTHON, "-m", "robo_rl.teacher_pool", f"run={student_run}",
                                   f"out={tmp_path / 'refused'}", "size=2", "min_latency=1", "steps=2000",
                                   f"overrides=[\"{override}\"]"], capture_output=True, text=True, timeout=600)
@@ -665,6 +666,21 @@ def test_a_pool_member_that_fails_leaves_the_others_trained_and_is_named_with_it
         assert refused.returncode == 2 and len(lines) == 1, refused.stderr
         assert lines[0].startswith(f"error: overrides=['{override}']: {message}"), lines
         assert not (tmp_path / "refused").exists()
+    # a second pool on one out= while the first runs: it failed every member, its errors in the first one's logs
+    import fcntl
+    import os
+
+    busy = tmp_path / "busy"
+    busy.mkdir()
+    holder = os.open(busy, os.O_RDONLY)
+    fcntl.flock(holder, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    try:
+        second = subprocess.run([PYTHON, "-m", "robo_rl.teacher_pool", f"run={student_run}", f"out={busy}", "size=1",
+                                 "min_latency=1", "steps=2000"], capture_output=True, text=True, timeout=600)
+    finally:
+        os.close(holder)
+    assert second.returncode == 2 and "is in use: another teacher_pool" in second.stderr, second.stderr
+    assert list(busy.iterdir()) == []
 
 
 FAMILY_ENV = {"id": "robo_rl/CrazyflieHover-v0", "backend": "torch", "compile": False, "overrides": {"randomization": {
