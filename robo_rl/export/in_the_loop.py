@@ -84,7 +84,12 @@ def plant_config(manifest: dict[str, Any], vehicle: str | None = None, latency_s
                                "disturbance_torque": 0.0}
     try:  # an edited policy.json (control_hz 0, say) was a ZeroDivisionError or the simulator's traceback
         make_config(str(config.get("task", "hover")), config)
-    except (ConfigError, TypeError, ValueError) as error:
+    except ConfigError as error:
+        if "disturbance_force" in str(error):  # the wind asked for here, beyond what this vehicle can hold
+            raise ExportError(f"wind={wind:g}: {error}") from None
+        raise ExportError(f"the bundle's policy.json training.env_config does not make a quadrotor env ({error}); "
+                          "export the run again") from error
+    except (TypeError, ValueError) as error:
         raise ExportError(f"the bundle's policy.json training.env_config does not make a quadrotor env ({error}); "
                           "export the run again") from error
     return config

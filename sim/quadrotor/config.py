@@ -257,6 +257,7 @@ def validate(config: QuadrotorEnvConfig) -> None:
                           f"got {config.firmware_thrust_min:g}")
     task.validate(config)
     check_starts_inside_bounds(config)
+    check_flyable(config)
     if config.episode_steps < 1:
         raise ConfigError(f"config.episode_seconds must last at least one control step (1/control_hz), "
                           f"got {config.episode_seconds:g}")
@@ -287,6 +288,18 @@ def check_starts_inside_bounds(config: QuadrotorEnvConfig) -> None:
             raise ConfigError(f"config.initial_state.{field} {getattr(start, field):g} {unit} per axis draws starts up "
                               f"to {fastest:.3g} {unit}, not below {limit} {getattr(config, limit):g} {unit}, where "
                               "episodes end")
+
+
+def check_flyable(config: QuadrotorEnvConfig) -> None:
+    """ConfigError where the randomization draws vehicles that cannot lift themselves or hold against its
+    disturbances (`randomization.check_can_hover`, `check_can_hold`), checked with the config (before a run folder
+    or an evaluation's plant line) as well as where a batch is built."""
+    from sim.quadrotor.model import QuadrotorParams, load_model
+    from sim.quadrotor.randomization import check_can_hold, check_can_hover
+
+    params = QuadrotorParams.from_model(load_model(vehicle_from_config(config)))
+    check_can_hover(config.randomization, params)
+    check_can_hold(config.randomization, params, config.control_dt, config.max_angular_speed)
 
 
 def vehicle_overrides(config: QuadrotorEnvConfig) -> dict[str, Any]:

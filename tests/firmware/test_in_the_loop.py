@@ -92,7 +92,11 @@ def test_the_plant_is_the_named_vehicle_with_latency_and_its_firmware_limits(exp
     assert plant_config(older)["vehicle"] == manifest["training"]["env_config"]["vehicle"]
     for bad, message in (({"vehicle": "crazyflie_9000"}, "vehicle=crazyflie_9000 is not a known vehicle"),
                          ({"latency_steps": 11}, r"latency_steps=11 must be a whole number of control steps in \[0, 10\]"),
-                         ({"wind": float("nan")}, r"wind=nan must be a force in \[0, 1\] N")):
+                         ({"wind": float("nan")}, r"wind=nan must be a force in \[0, 1\] N"),
+                         # within [0, 1] N, but more than the vehicle can hold: it printed the plant, then a
+                         # traceback-free error from the simulator naming the bundle's env_config
+                         ({"wind": 1.0}, r"wind=1: config.randomization.disturbance_force 1 N per axis: .*cannot "
+                                         r"hold against more than 0.\d+ N per axis")):
         with pytest.raises(ExportError, match=message):
             plant_config(manifest, **bad)
 
