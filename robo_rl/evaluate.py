@@ -74,6 +74,11 @@ def evaluate_run(run: str | Path, checkpoint: str | Path | None = "best", episod
     """
     device_ = select_device(device)
     state, run_cfg, agent = load_policy(run, checkpoint, device_)
+    from sim.registration import QUADROTOR_ENV_IDS
+
+    if (changes or {}).get("vehicle") is not None and run_cfg.env.id not in QUADROTOR_ENV_IDS:
+        # it was the env config's "unknown option config.vehicle; valid options: task, control_hz, ..."
+        raise ConfigError(f"vehicle={changes['vehicle']} applies to quadrotor runs; {run_cfg.env.id} flies no vehicle")
     env = make_vector_env(run_cfg.env, episodes, device_, overrides=changes or {}, cameras=True)
     try:
         check_latency_applies(changes or {}, env)

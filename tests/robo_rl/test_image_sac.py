@@ -12,6 +12,7 @@ from robo_rl.agents.encoders import random_shift
 from robo_rl.agents.sac import SAC, SACConfig
 from robo_rl.buffers import MixedReplay, ReplayBuffer, Source
 from robo_rl.checkpoint import CheckpointError, agent_from_checkpoint, check_policy_probe, policy_probe
+from sim.errors import ConfigError
 from tests.robo_rl.quick import CONFIGS
 
 IMAGES = {"front": (16, 16, 3)}
@@ -150,6 +151,10 @@ def test_training_on_the_arms_cameras_checkpoints_resumes_and_evaluates(pixel_ru
         more = compose(config_name="train", overrides=[*PIXEL_RUN_OVERRIDES, "total_env_steps=720", f"resume={run}"])
     assert Trainer(more, run, overrides=["total_env_steps=720", f"resume={run}"]).run()["env_steps"] >= 720
     assert evaluate_run(run, episodes=2)["episodes"] == 2
+    # the env config's "unknown option config.vehicle; valid options: task, control_hz, ..."
+    with pytest.raises(ConfigError, match=r"vehicle=crazyflie_rltools applies to quadrotor runs; robo_rl/\S+ flies "
+                                          "no vehicle"):
+        evaluate_run(run, episodes=2, changes={"vehicle": "crazyflie_rltools"})
 
 
 def test_a_pretrained_encoder_loads_from_a_local_file_and_stays_frozen(tmp_path):
