@@ -90,14 +90,27 @@ def run_files(folder: Any) -> list[str]:
 def check_trained_with(run: str | Path, overrides: list[str], option: str = "ARGS") -> None:
     """CheckpointError unless the run in `run` was started with these `robo_rl.train` command-line `overrides` (Hydra's
     record, .hydra/overrides.yaml): `make specialists` keeps or resumes a specialist it finds, which must then be
-    the one its `option` asks for now (one trained with other options was kept as the ceiling asked for)."""
+    the one its `option` asks for now (one trained with other options was kept as the ceiling asked for). Options a
+    resume may change that leave the training as it is (train.RESUME_OPTIONS but total_env_steps:
+    logging.progress_bar, torch_threads, ...) do not count."""
     record = Path(run) / ".hydra" / "overrides.yaml"
     try:
         recorded = list(OmegaConf.load(record))
     except Exception as error:  # noqa: BLE001 (missing or torn: the run cannot say how it was trained)
         raise CheckpointError(f"{run} holds no readable record of how it was trained ({record}: {error}); delete it "
                               "to train it again") from None
-    if recorded != list(overrides):
+    from robo_rl.train import RESUME_OPTIONS
+
+    # what a resume may change without changing what is trained (a progress bar, threads); not its length
+    cosmetic = [name for name in RESUME_OPTIONS if name != "total_env_steps"]
+
+    def training(given: list[str]) -> list[str]:
+        keys = [str(o).lstrip("+~").split("=", 1)[0] for o in given]
+        return [o for o, key in zip(given, keys)
+                if not any(key == name or key.startswith(name + ".") for name in cosmetic)]
+
+    recorded, overrides = training([str(o) for o in recorded]), training([str(o) for o in overrides])
+    if recorded != overrides:
         extra = [o for o in recorded if o not in overrides] or "nothing"
         missing = [o for o in overrides if o not in recorded] or "nothing"
         raise CheckpointError(f"{run} was trained with {extra} where {option} now gives {missing}; delete it to "

@@ -147,6 +147,13 @@ def test_a_kept_or_resumed_specialist_must_have_been_trained_with_the_args_given
     result, calls = _make(tmp_path, "specialists", f"SPECIALISTS={tmp_path / 'specialists'}", "SPECIALIST_LATENCIES=",
                           "ARGS=seed=1")
     assert result.returncode == 2 and calls == [] and "delete it to train it again" in result.stderr
+    # an option that changes how it is shown or run, not what it learns, is no other training (it was refused)
+    (kept / ".hydra" / "overrides.yaml").write_text(f"- +experiment=specialist\n- +env.overrides.vehicle={first}\n"
+                                                    "- logging.progress_bar=false\n- seed=1\n")
+    result, calls = _make(tmp_path, "specialists", f"SPECIALISTS={tmp_path / 'specialists'}", "SPECIALIST_LATENCIES=",
+                          "ARGS=seed=1 torch_threads=1")
+    assert "delete it to train it again" not in result.stderr, result.stderr
+    (kept / ".hydra" / "overrides.yaml").write_text(f"- +experiment=specialist\n- +env.overrides.vehicle={first}\n")
     # with the ARGS it was trained with (none), it is resumed and the next vehicle trained
     result, calls = _make(tmp_path, "specialists", f"SPECIALISTS={tmp_path / 'specialists'}", "SPECIALIST_LATENCIES=")
     assert result.returncode == 0, result.stderr
