@@ -289,7 +289,7 @@ class CheckOptionsFirst(_hydra_callback_base()):  # type: ignore[misc]
             except Exception:  # it reads an option that was not given (robustness's run=): the check names it
                 check_options(task, self.command)
                 raise
-            check_output_dir(run_dir)
+            check_output_dir(run_dir, self.command)
             if self.command in NEW_RUN_COMMANDS and not task.get("resume"):
                 check_new_run_dir(run_dir, self.command)
             elif self.command in RECORDING_COMMANDS:
@@ -484,16 +484,21 @@ def check_new_file(given: str, suffix: str, option: str, earlier: Callable[[Path
     return path
 
 
-def check_output_dir(run_dir: str) -> None:
-    """ConfigError if `run_dir` (hydra.run.dir), or a folder above it, is a file: Hydra's makedirs then failed with
-    `README.md: File exists`, which did not say that a folder was wanted."""
+# the option a command's hydra.run.dir is made from, where it is one of its own (the user gave that, not hydra.run.dir)
+OUTPUT_OPTIONS = {"teacher_pool": "out"}
+
+
+def check_output_dir(run_dir: str, command: str | None = None) -> None:
+    """ConfigError if `run_dir` (hydra.run.dir, or the `command`'s own option it is made from), or a folder above it,
+    is a file: Hydra's makedirs then failed with `README.md: File exists`, which did not say that a folder was
+    wanted."""
     from sim.errors import ConfigError
 
     blocking = Path(run_dir) if Path(run_dir).exists() and not Path(run_dir).is_dir() else file_in_the_way(run_dir)
     if blocking is not None:
         what = "is a file" if blocking == Path(run_dir) else f"lies under {blocking}, a file"
-        raise ConfigError(f"hydra.run.dir={run_dir} {what}; give a folder for the command's output (a new one is "
-                          "made)")
+        raise ConfigError(f"{OUTPUT_OPTIONS.get(command or '', 'hydra.run.dir')}={run_dir} {what}; give a folder for "
+                          "the command's output (a new one is made)")
 
 
 def check_new_run_dir(run_dir: str, command: str) -> None:

@@ -137,7 +137,7 @@ EMPTY_REFUSED: dict[str, dict[str, str]] = {
     "evaluate": {"checkpoint": CHECKPOINT},
     "export": {"out": "the bundle's folder", "checkpoint": CHECKPOINT},
     "record": {"device_path": "the device file, e.g. /dev/input/js1"},
-    "teacher_pool": {"ray_address": "the Ray cluster's address, e.g. auto"},
+    "teacher_pool": {"ray_address": "the Ray cluster's address, e.g. auto", "out": "the pool's folder"},
 }
 # options of one choice of a config group, absent under the others (intervention=none has no patience)
 GROUP_CHOICE_OPTIONS = {"train": {"intervention.patience", "intervention.duration", "intervention.budget",

@@ -46,6 +46,8 @@ def run_cli(args: list[str], tmp_path, timeout: float = 300) -> subprocess.Compl
      "(+env.overrides.vehicle=crazyflie_rltools)"),
     (["-m", "robo_rl.evaluate", "run=r", "latncy_steps=2"],
      "error: latncy_steps is not an option of evaluate; did you mean latency_steps?"),
+    # it said "out= is a folder that holds no teacher pool"
+    (["-m", "robo_rl.teacher_pool", "run=r", "out="], "error: out= is empty; give the pool's folder"),
     # a traceback (int() of nan) in the run's folder, and -5 trained with no takeovers at all
     (["-m", "robo_rl.train", "env=so_arm100_pick_cube", "agent=sac_arm", "intervention=scripted",
       "intervention.duration=nan", "hydra.run.dir=run"], "error: intervention.duration must be an integer, got nan"),
@@ -725,3 +727,13 @@ def test_a_second_training_into_a_folder_in_use_is_refused(tmp_path, trained_run
     # a finished run is not locked: the lock ends with its process
     resumed = run_cli(["-m", "robo_rl.train", "resume=done", "total_env_steps=1600"], tmp_path)
     assert "is in use" not in resumed.stderr
+
+
+def test_a_file_as_the_teacher_pools_folder_is_named_as_out(tmp_path):
+    """It was named hydra.run.dir=afile, an option the user had not given."""
+    (tmp_path / "work").mkdir()
+    (tmp_path / "work" / "afile").write_text("mine")
+    result = run_cli(["-m", "robo_rl.teacher_pool", "run=r", "out=afile"], tmp_path)
+    assert result.returncode == 2 and result.stderr.strip() == (
+        "error: out=afile is a file; give a folder for the command's output (a new one is made)"), result.stderr
+    assert (tmp_path / "work" / "afile").read_text() == "mine"
