@@ -751,3 +751,17 @@ def test_a_layout_header_that_does_not_add_up_to_the_policys_input_does_not_comp
     result = subprocess.run(["cc", *CFLAGS, f"-I{state_history_bundle / 'c'}", "-fsyntax-only",
                              str(app / "robo_rl_observation.c")], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
+
+
+@pytest.mark.parametrize("degrees, takes_over", [(0.0, True), (80.0, True), (-85.0, True), (100.0, False),
+                                                 (180.0, False), (-150.0, False)])
+def test_the_policy_takes_over_only_from_a_heading_that_training_started_from(driver, degrees, takes_over):
+    """Training starts are rotations of at most 90 degrees: make train's policy flew 0% of level, still starts turned
+    180 degrees (a Crazyflie set down facing -x), and the app handed such a vehicle to it."""
+    half = math.radians(degrees) / 2
+    facing = np.array([math.cos(half), 0.0, 0.0, math.sin(half)])
+    rows = np.array(run_driver(driver, driver_lines(
+        [tick(t, hover_values([0, 0, 0.5], [0, 0, 0.5], quat=facing)) for t in range(20)])))
+    assert rows[:, 1].all() == takes_over and (rows[:, 2] == (0 if takes_over else 8)).all(), rows[:3]
+    if not takes_over:  # the stock PID flies it, and the fault latches until enable is cleared
+        assert (rows[:, 3] == 0).all()

@@ -13,6 +13,7 @@
  *    is the PID's, without a fault: the policy takes over again when target positions come back;
  *  - otherwise, and after any fault, the stock PID controller flies (it needs the usual setpoints); on
  *    every hand-over the PID restarts from the current state and the control struct is cleared;
+ *  - it takes over only from a heading within RR_MAX_TAKE_OVER_YAW_DEG of +x, as training started;
  *  - faults latch until robo_rl.enable is cleared: non-finite observation or action (policy status),
  *    tumble (tilt beyond RR_MAX_TILT_DEG), geofence (position error beyond the training arena, or position
  *    outside the absolute arena params robo_rl.arena*), heartbeat lapse, a stop setpoint (land() ending,
@@ -62,6 +63,12 @@
 #ifndef RR_ARENA_FLOOR_M
 #define RR_ARENA_FLOOR_M -0.2f /* below the ground plane: position estimates on the ground scatter around 0 */
 #endif
+/* The largest heading [deg, from +x of the position frame] the policy takes over at: training starts are
+ * rotations of at most 90 degrees, so a level vehicle never started turned further. Measured on make train's
+ * policy from level, still starts (20 ms of latency): 78% at 45 deg, 73% at 90, 46% at 120, 9% at 150, 0% at 180. */
+#ifndef RR_MAX_TAKE_OVER_YAW_DEG
+#define RR_MAX_TAKE_OVER_YAW_DEG 90 /* whole degrees */
+#endif
 #define RR_DEG_TO_RAD 0.017453292519943295f
 #define RR_TICKS_PER_POLICY_STEP (RATE_MAIN_LOOP / POLICY_CONTROL_HZ)
 
@@ -84,6 +91,7 @@ enum {
     RR_FAULT_STOPPED = 5,    /* a stop setpoint arrived while the policy flew: stay stopped until re-enabled */
     RR_FAULT_SUPERVISOR = 6, /* the supervisor no longer reports the vehicle armed, allowed to fly and flying */
     RR_FAULT_FIRMWARE = 7,   /* THRUST_MAX / THRUST_MIN differ from the policy's export: never cleared */
+    RR_FAULT_HEADING = 8,    /* at take-over, heading beyond RR_MAX_TAKE_OVER_YAW_DEG: never a training start */
 };
 
 static uint8_t enable;          /* param robo_rl.enable */
@@ -230,6 +238,15 @@ static rr_setpoint_kind_t setpoint_kind(const setpoint_t *setpoint)
     return RR_SETPOINT_OTHER;
 }
 
+/* Whether the vehicle's heading (yaw of its attitude quaternion) lies within RR_MAX_TAKE_OVER_YAW_DEG of +x */
+static bool heading_trained(const state_t *state)
+{
+    const float w = state->attitudeQuaternion.w, x = state->attitudeQuaternion.x, y = state->attitudeQuaternion.y,
+                z = state->attitudeQuaternion.z;
+    const float yaw = atan2f(2.0f * (w * z + x * y), 1.0f - 2.0f * (y * y + z * z));
+    return fabsf(yaw) <= (float)RR_MAX_TAKE_OVER_YAW_DEG * RR_DEG_TO_RAD; /* false for a NaN attitude too */
+}
+
 /* The take-over floor: robo_rl.minTakeOverZ, never below RR_MIN_TAKE_OVER_Z_M (fmaxf also drops a NaN) */
 static float take_over_floor(void)
 {
@@ -327,6 +344,9 @@ void controllerOutOfTree(control_t *control, const setpoint_t *setpoint, const s
                                                                : (kind == RR_SETPOINT_LEVEL_OUT && active);
     const bool may_take_over =
         trained_setpoint && (active || (supervisor_allows() && state->position.z >= floor_z));
+    if (enable && heartbeat_fresh && fault == RR_FAULT_NONE && !active && may_take_over && !heading_trained(state)) {
+        fault = RR_FAULT_HEADING; /* a vehicle turned away: the policy never started so (0% at 180 degrees) */
+    }
     if (!enable || !heartbeat_fresh || fault != RR_FAULT_NONE || !may_take_over) {
         fly_stock(control, setpoint, sensors, state, tick);
         return;
