@@ -1,5 +1,7 @@
 """Safety filter, geofence, watchdog and the quadrotor tick's stop-and-resume behaviour."""
 
+import math
+
 import numpy as np
 import pytest
 
@@ -264,3 +266,20 @@ def test_a_geofence_wider_than_the_training_box_is_refused(hover_bundle):
     with pytest.raises(ValueError, match="geofence_half_extent 1 m exceeds the training's max_position_error 0.6 m"):
         QuadrotorPolicyController(hover_bundle, QuadrotorSettings((0.0, 0.0, 1.0), geofence_half_extent=1.0))
     QuadrotorPolicyController(hover_bundle, QuadrotorSettings((0.0, 0.0, 1.0), geofence_half_extent=0.6))
+
+
+@pytest.mark.parametrize("degrees, flies", [(0.0, True), (85.0, True), (-80.0, True), (100.0, False),
+                                            (180.0, False), (-135.0, False)])
+def test_the_policy_takes_over_only_from_a_heading_that_training_started_from(hover_bundle, degrees, flies):
+    """make train's policy flew 0% of level, still starts turned 180 degrees (a vehicle set down facing -x), and the
+    node handed such a vehicle to it."""
+    controller = QuadrotorPolicyController(hover_bundle, QuadrotorSettings((0.0, 0.0, 1.0), state_timeout=0.05))
+    half = math.radians(degrees) / 2
+    facing = VehicleState(np.array([0.0, 0.0, 1.0]), np.array([math.cos(half), 0.0, 0.0, math.sin(half)]),
+                          np.zeros(3), np.zeros(3))
+    for i in range(RESUME_STATES):
+        controller.update_state(0.01 * i, facing)
+    result = controller.tick(0.01 * (RESUME_STATES - 1) + 0.005)
+    assert result.flying == flies
+    if not flies:
+        assert result.legacy.thrust_pwm == 0.0 and "more than 90 deg from +x" in result.reason

@@ -6,8 +6,8 @@ bounds) or outside the geofence, or when the policy's action or the command is n
 tick returns a stop (after flight a level descent to zero thrust, before any flight zero thrust), never
 the last policy command again and never a non-finite number.
 
-The policy takes over (first flight, or again during a descent, with fresh action and state histories) only on
-a steady state stream: `RESUME_STATES` valid states in a row, each within `state_timeout` of the one before.
+The policy takes over (first flight, or again during a descent, with fresh action and state histories) only at
+a heading within `MAX_TAKE_OVER_YAW_DEG` of +x, as its training started, and only on a steady state stream: `RESUME_STATES` valid states in a row, each within `state_timeout` of the one before.
 A source slower than the timeout (crazyswarm2 logs pose and odometry at 10 Hz unless told otherwise) never
 takes off, instead of flying 50 ms and descending 50 ms in turn. Once a descent has run its course (the motors
 at zero: landed), nothing flies again until `rearm()` (the node's `~/rearm` service): a vehicle on the floor
@@ -34,7 +34,7 @@ from robo_rl_ros.core.crazyflie import (BACKENDS, DEFAULT_BACKEND, DESCENT_START
                                         attitude_setpoint, descent_command, hover_command, legacy_command)
 from robo_rl_ros.core.inference import OnnxPolicy
 from robo_rl_ros.core.observation import ActionHistory, QuadrotorObservation, StateHistory, VehicleState
-from robo_rl_ros.core.rotations import all_finite, floats
+from robo_rl_ros.core.rotations import all_finite, floats, matrix_to_euler_zyx, quat_to_matrix
 from robo_rl_ros.core.safety import Geofence, SafetyFilter
 from robo_rl_ros.core.watchdog import StateWatchdog
 
@@ -45,6 +45,11 @@ ZERO_VELOCITY = (0.0, 0.0, 0.0)  # the hover reference's velocity
 DEFAULT_MAX_SPEED, DEFAULT_MAX_ANGULAR_SPEED = 10.0, 35.0  # [m/s], [rad/s]
 DEFAULT_MAX_POSITION_ERROR = 0.6  # [m] per axis (sim/quadrotor config max_position_error)
 RESUME_STATES = 5  # valid states in a row, each within the state timeout of the last, before the policy takes over
+# The largest heading [deg from +x of the state's frame] the policy takes over at: training starts are rotations of at
+# most 90 degrees, so a level vehicle never started turned further. make train's policy from level, still starts (20 ms
+# of latency): 78% at 45 deg, 73% at 90, 46% at 120, 9% at 150, 0% at 180 (as the Crazyflie app's
+# RR_MAX_TAKE_OVER_YAW_DEG).
+MAX_TAKE_OVER_YAW_DEG = 90.0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -240,6 +245,10 @@ class QuadrotorPolicyController:
             return f"state is {age * 1e3:.0f} ms old (timeout {self.settings.state_timeout * 1e3:.0f} ms)"
         if not self.geofence.contains(self._state.position):
             return f"position {np.round(self._state.position, 3).tolist()} is outside the geofence"
+        yaw = math.degrees(matrix_to_euler_zyx(quat_to_matrix(self._state.quaternion))[2])
+        if not self._flying and abs(yaw) > MAX_TAKE_OVER_YAW_DEG:  # a vehicle set down facing -x flew 0%
+            return (f"heading {yaw:.0f} deg is more than {MAX_TAKE_OVER_YAW_DEG:g} deg from +x: training never "
+                    "started the policy turned so; set the vehicle down facing +x")
         if not self._flying and self._steady < RESUME_STATES:
             interval = self._last_interval
             if interval is not None and interval > self.settings.state_timeout:
