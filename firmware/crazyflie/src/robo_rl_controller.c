@@ -65,7 +65,8 @@
 #endif
 /* The largest heading [deg, from +x of the position frame] the policy takes over at: training starts are
  * rotations of at most 90 degrees, so a level vehicle never started turned further. Measured on make train's
- * policy from level, still starts (20 ms of latency): 78% at 45 deg, 73% at 90, 46% at 120, 9% at 150, 0% at 180. */
+ * policy from level, still starts (20 ms of latency; bench/start_heading.py): 76% at 45 deg, 73% at 90, 50% at 120,
+ * 9% at 150, 0% at 180. */
 #ifndef RR_MAX_TAKE_OVER_YAW_DEG
 #define RR_MAX_TAKE_OVER_YAW_DEG 90 /* whole degrees */
 #endif

@@ -7,7 +7,8 @@ tick returns a stop (after flight a level descent to zero thrust, before any fli
 the last policy command again and never a non-finite number.
 
 The policy takes over (first flight, or again during a descent, with fresh action and state histories) only at
-a heading within `MAX_TAKE_OVER_YAW_DEG` of +x, as its training started, and only on a steady state stream: `RESUME_STATES` valid states in a row, each within `state_timeout` of the one before.
+a heading within `MAX_TAKE_OVER_YAW_DEG` of +x, as its training started, and only on a steady state stream:
+`RESUME_STATES` valid states in a row, each within `state_timeout` of the one before.
 A source slower than the timeout (crazyswarm2 logs pose and odometry at 10 Hz unless told otherwise) never
 takes off, instead of flying 50 ms and descending 50 ms in turn. Once a descent has run its course (the motors
 at zero: landed), nothing flies again until `rearm()` (the node's `~/rearm` service): a vehicle on the floor
@@ -46,9 +47,9 @@ DEFAULT_MAX_SPEED, DEFAULT_MAX_ANGULAR_SPEED = 10.0, 35.0  # [m/s], [rad/s]
 DEFAULT_MAX_POSITION_ERROR = 0.6  # [m] per axis (sim/quadrotor config max_position_error)
 RESUME_STATES = 5  # valid states in a row, each within the state timeout of the last, before the policy takes over
 # The largest heading [deg from +x of the state's frame] the policy takes over at: training starts are rotations of at
-# most 90 degrees, so a level vehicle never started turned further. make train's policy from level, still starts (20 ms
-# of latency): 78% at 45 deg, 73% at 90, 46% at 120, 9% at 150, 0% at 180 (as the Crazyflie app's
-# RR_MAX_TAKE_OVER_YAW_DEG).
+# most 90 degrees, so a level vehicle never started turned further. make train's policy from level, still starts
+# (20 ms of latency; bench/start_heading.py): 76% at 45 deg, 73% at 90, 50% at 120, 9% at 150, 0% at 180 (as the
+# Crazyflie app's RR_MAX_TAKE_OVER_YAW_DEG).
 MAX_TAKE_OVER_YAW_DEG = 90.0
 
 

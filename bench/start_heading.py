@@ -1,0 +1,66 @@
+"""How a quadrotor policy flies from level, still starts turned about z: the heading it can take over at.
+
+Training starts are rotations of at most 90 degrees about a uniform axis (learning-to-fly's distribution), so a
+level vehicle never starts turned further. This flies `--episodes` starts per heading in the run's own training
+env at a fixed latency: level, at rest, +-0.2 m from the target, turned by +-psi about z (the sign drawn per
+episode). The Crazyflie app and the ROS 2 node take over only within 90 degrees because of this table.
+
+    python bench/start_heading.py <run> [--episodes 100] [--latencies 0 2] [--seed 777]
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+from typing import Any
+
+import numpy as np
+import torch
+
+from robo_rl.envs import make_vector_env
+from robo_rl.evaluate import load_policy
+from robo_rl.evaluation import evaluate_policy
+
+HEADINGS_DEG = (0, 45, 90, 120, 150, 180)
+
+
+def heading_success(run: str, episodes: int, latency: int, seed: int) -> dict[int, float]:
+    """Success rate per heading [deg] of the run's best policy, `episodes` level starts each at `latency` steps."""
+    device = torch.device("cpu")
+    _, cfg, agent = load_policy(run, "best", device)
+    env = make_vector_env(cfg.env, episodes, device,
+                          overrides={"randomization": {"latency_steps": [latency, latency]}})
+    rng = np.random.default_rng(seed)
+    center = np.asarray(env.batch.config.center, dtype=np.float64)
+    rates: dict[int, float] = {}
+    try:
+        for degrees in HEADINGS_DEG:
+            psi = math.radians(degrees) * rng.choice([-1.0, 1.0], size=episodes)
+            start: dict[str, Any] = {
+                "position": center + rng.uniform(-0.2, 0.2, (episodes, 3)),
+                "quaternion": np.stack([np.cos(psi / 2), np.zeros(episodes), np.zeros(episodes), np.sin(psi / 2)], 1),
+                "velocity": np.zeros((episodes, 3)), "angular_velocity": np.zeros((episodes, 3))}
+            result = evaluate_policy(lambda o: agent.act(o, deterministic=True), env, seed, device,
+                                     {"initial_state": start})
+            rates[degrees] = result["success_rate"]
+    finally:
+        env.close()
+    return rates
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("run")
+    parser.add_argument("--episodes", type=int, default=100)
+    parser.add_argument("--latencies", type=int, nargs="+", default=[0, 2])
+    parser.add_argument("--seed", type=int, default=777)
+    args = parser.parse_args()
+    print("| latency | " + " | ".join(f"{d} deg" for d in HEADINGS_DEG) + " |")
+    print("|---|" + "---|" * len(HEADINGS_DEG))
+    for latency in args.latencies:
+        rates = heading_success(args.run, args.episodes, latency, args.seed)
+        print(f"| {latency} steps | " + " | ".join(f"{100 * rates[d]:.0f}%" for d in HEADINGS_DEG) + " |", flush=True)
+
+
+if __name__ == "__main__":
+    main()
