@@ -39,7 +39,7 @@ from robo_rl.train import select_device
 from sim.errors import ConfigError
 from sim.validation import MAX_ENVS
 from sim.quadrotor import episode_starts
-from sim.quadrotor.config import make_config
+from sim.quadrotor.config import RANGES, make_config
 from sim.quadrotor.model import VEHICLES, QuadrotorParams, load_model, thrust_to_weight
 from sim.quadrotor.tasks import task_named
 
@@ -108,8 +108,9 @@ def suite_from_config(cfg: DictConfig | Mapping[str, Any]) -> Suite:
     if not vehicles or len(set(vehicles)) != len(vehicles):
         raise ConfigError(f"vehicles must name at least one vehicle, each once, got {list(vehicles)}")
     latencies = tuple(int(v) for v in cfg["latency_steps"])
-    if not latencies or len(set(latencies)) != len(latencies) or min(latencies) < 0:
-        raise ConfigError(f"latency_steps must be distinct whole numbers >= 0, got {list(latencies)}")
+    most = int(RANGES["randomization.latency_steps"].high)  # what the simulator delays by (it said "got [0, 51]")
+    if not latencies or len(set(latencies)) != len(latencies) or min(latencies) < 0 or max(latencies) > most:
+        raise ConfigError(f"latency_steps must be distinct whole numbers in [0, {most}], got {list(latencies)}")
     for name, fields in (cfg["start_sets"] or {}).items():
         if fields is None:  # it flew learning-to-fly's starts under this name
             raise ConfigError(f"start_sets.{name} is null: give {{}} for InitialStateConfig's defaults (learning-to-fly's "

@@ -221,7 +221,10 @@ def test_the_suite_config_names_every_vehicle_unless_told():
     cfg.run = "unused"
     assert suite_from_config(cfg).vehicles == tuple(VEHICLES)
     cfg.latency_steps = [0, -1]
-    with pytest.raises(ConfigError, match="latency_steps must be distinct whole numbers >= 0"):
+    with pytest.raises(ConfigError, match=r"latency_steps must be distinct whole numbers in \[0, 50\], got \[0, -1\]"):
+        suite_from_config(cfg)
+    cfg.latency_steps = [51]  # it said "got [0, 51]", a range not given
+    with pytest.raises(ConfigError, match=r"latency_steps must be distinct whole numbers in \[0, 50\], got \[51\]"):
         suite_from_config(cfg)
 
 
