@@ -573,7 +573,7 @@ def hydra_command(config_path: str, config_name: str, version_base: str = "1.3")
             try:
                 return composed(*args, **kwargs)
             except Exception as error:  # noqa: BLE001 (re-raised, or as the user's one line)
-                unknown = unknown_option(error, config_name)
+                unknown = unknown_option(error, config_name) or unquoted_item(error)
                 if unknown is not None:
                     raise unknown from None
                 raise
@@ -581,6 +581,18 @@ def hydra_command(config_path: str, config_name: str, version_base: str = "1.3")
         return command(entry)
 
     return decorate
+
+
+def unquoted_item(error: BaseException) -> Exception | None:
+    """For Hydra's parse error on a list item that holds `=` (teacher_pool's `overrides=[learning_starts=100]`: "no
+    viable alternative at input '[learning_starts='"), a ConfigError that says to quote the item; None otherwise."""
+    from sim.errors import ConfigError
+
+    match = re.search(r"no viable alternative at input '(.*\[([^\]'\"]*?)=)'", str(error))
+    if match is None:
+        return None
+    return ConfigError(f"{one_line(error).split('; See https')[0]}: a list item that holds '=' must be quoted, e.g. "
+                       f"'overrides=[\"{match.group(2)}=...\"]'")
 
 
 def unknown_option(error: BaseException, command: str) -> Exception | None:

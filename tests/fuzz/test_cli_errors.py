@@ -46,6 +46,10 @@ def run_cli(args: list[str], tmp_path, timeout: float = 300) -> subprocess.Compl
      "(+env.overrides.vehicle=crazyflie_rltools)"),
     (["-m", "robo_rl.evaluate", "run=r", "latncy_steps=2"],
      "error: latncy_steps is not an option of evaluate; did you mean latency_steps?"),
+    # Hydra's parse error alone, with no word of the quotes the item needs
+    (["-m", "robo_rl.teacher_pool", "run=r", "overrides=[learning_starts=100]"],
+     "error: no viable alternative at input '[learning_starts=': a list item that holds '=' must be quoted, e.g. "
+     "'overrides=[\"learning_starts=...\"]'"),
     # it said "out= is a folder that holds no teacher pool"
     (["-m", "robo_rl.teacher_pool", "run=r", "out="], "error: out= is empty; give the pool's folder"),
     # a traceback (int() of nan) in the run's folder, and -5 trained with no takeovers at all
