@@ -183,6 +183,12 @@ def check_options(cfg: DictConfig, command: str, require_all: bool = True) -> No
         from robo_rl.checkpoint import require_run_dir
 
         require_run_dir(cfg.init_from, "init_from", need_policy=True)  # before Hydra makes the run folder
+        # another task's policy was refused only once the run had started (and in every teacher_pool member)
+        started = OmegaConf.select(OmegaConf.load(Path(str(cfg.init_from)) / "config.yaml"), "env.id", default=None)
+        given = OmegaConf.select(cfg, "env.id", default=None)
+        if given is not None and started != given:
+            raise ConfigError(f"init_from={cfg.init_from} trained {started}; this run trains {given}: give a run of "
+                              "this env")
     if command == "train" and "agent" in cfg:
         check_agent(OmegaConf.to_container(cfg.agent, resolve=True))
         check_budget(cfg)

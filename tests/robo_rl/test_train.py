@@ -303,6 +303,17 @@ def test_init_from_starts_a_new_run_from_another_runs_best_policy_which_acts_fro
     with pytest.raises(CheckpointError, match=r"init_from=.*it is a file, not a directory"):
         check_options(_config(f"init_from={trained_run / 'best_policy.pt'}"), "train")
     assert not (tmp_path / "nothing").exists()
+    # a run of another env: refused only once the run had started (and in every teacher_pool member)
+    import shutil
+
+    from omegaconf import OmegaConf
+
+    other = shutil.copytree(trained_run, tmp_path / "arm", ignore=shutil.ignore_patterns("tensorboard", "checkpoints"))
+    recorded = OmegaConf.load(other / "config.yaml")
+    recorded.env.id = "robo_rl/ArmReach-v0"
+    OmegaConf.save(recorded, other / "config.yaml")
+    with pytest.raises(ConfigError, match=r"init_from=.*arm trained robo_rl/ArmReach-v0; this run trains robo_rl/Crazy"):
+        check_options(_config(f"init_from={other}"), "train")
 
 
 def test_stop_at_success_ends_the_run_at_the_first_evaluation_that_reaches_it(tmp_path):
