@@ -98,13 +98,16 @@ def evaluate_run(run: str | Path, checkpoint: str | Path | None = "best", episod
 def robustness_table(run: str | Path) -> str:
     """All evaluations recorded for a run, one row each; a file that is not an evaluation's record (torn,
     edited) is left out with a warning naming it."""
-    lines = [f"{'changes':60s} {'episodes':>8s} {'success':>8s} {'return':>9s}"]
+    # the changes last and whole (cut at 60 characters, a vehicle's name was lost), and the checkpoint flown (best and
+    # last looked alike)
+    lines = [f"{'checkpoint':24s} {'episodes':>8s} {'success':>8s} {'return':>9s}  changes"]
     for path in sorted((Path(run) / "evaluations").glob("eval_*.json")):
         try:
             r = json.loads(path.read_text())
-            lines.append(f"{json.dumps(r['changes'])[:60]:60s} {int(r['episodes']):8d} "
-                         f"{100 * float(r['success_rate']):7.1f}% {float(r['mean_return']):9.1f}")
-        except (OSError, ValueError, TypeError, KeyError) as error:
+            lines.append(f"{Path(str(r.get('checkpoint', '?'))).name:24s} {int(r['episodes']):8d} "
+                         f"{100 * float(r['success_rate']):7.1f}% {float(r['mean_return']):9.1f}  "
+                         f"{json.dumps(r['changes'])}")
+        except (OSError, ValueError, TypeError, KeyError, AttributeError) as error:
             warnings.warn(f"{path} is not an evaluation's record ({type(error).__name__}: {error}); left out of the "
                           "table", stacklevel=2)
     return "\n".join(lines)

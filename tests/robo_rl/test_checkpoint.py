@@ -428,4 +428,11 @@ def test_a_torn_evaluation_record_is_left_out_of_the_table_with_a_warning(tmp_pa
     with pytest.warns(UserWarning) as caught:
         table = robustness_table(tmp_path)
     assert len(table.splitlines()) == 2 and "97.0%" in table
+    # the changes whole, the checkpoint named (the changes were cut at 60 characters; best and last looked alike)
+    long = {**good, "checkpoint": "/r/checkpoints/ckpt_000400000.pt",
+            "changes": {"vehicle_overrides": {"mass": 0.034, "inertia": [1e-5, 1e-5, 2e-5]}, "vehicle": "crazyflie_rltools"}}
+    (folder / "eval_5.json").write_text(json.dumps(long))
+    with pytest.warns(UserWarning):
+        row = robustness_table(tmp_path).splitlines()[-1]
+    assert row.startswith("ckpt_000400000.pt") and row.endswith(json.dumps(long["changes"]))
     assert sorted(str(w.message).split(" is not")[0] for w in caught) == [str(folder / f"eval_{i}.json") for i in (2, 3, 4)]
