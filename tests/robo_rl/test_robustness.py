@@ -105,9 +105,16 @@ def test_the_suite_prints_its_table_and_writes_json_and_a_heatmap(trained_run, t
     # the targets: latency 1 is not in this suite; the specialists' checks compare a policy with itself
     checks = {c["check"]: c for c in report["checks"]}
     assert all(c["status"] in ("PASS", "FAIL", "n/a") for c in checks.values())
-    assert checks["crazyflie_rltools: from l2f starts within 3 points of its specialist"]["status"] == "PASS"
+    def gap_status(vehicle: str) -> str:  # n/a where the specialist (this small run) flies none of the starts
+        flown = [c["specialist_success_rate"] for c in cells if c["vehicle"] == vehicle and c["start_set"] == "l2f"
+                 and c["specialist_success_rate"] is not None]
+        return "PASS" if max(flown) > 0 else "n/a"
+
+    assert checks["crazyflie_rltools: from l2f starts within 3 points of its specialist"]["status"] == \
+        gap_status("crazyflie_rltools")
     l2f_paper = checks["crazyflie_l2f_paper: from l2f starts within 3 points of its specialist"]
-    assert l2f_paper["status"] == "PASS" and "of crazyflie_l2f_paper-latency2 (latency 2" in l2f_paper["detail"]
+    assert l2f_paper["status"] == gap_status("crazyflie_l2f_paper")
+    assert "crazyflie_l2f_paper-latency2" in l2f_paper["detail"]
     moderate = "crazyflie_rltools: >= 95% from moderate starts at latency 0, 1, 2, with and without wind"
     assert checks[moderate]["status"] == "n/a"
     held_out = checks["held-out vehicles from the training distribution: >= 90%"]
