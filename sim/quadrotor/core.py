@@ -26,8 +26,7 @@ from sim.quadrotor.model import QuadrotorParams, load_model, place_floor, thrust
 from sim.quadrotor.observation import STATE_HISTORY_FIELDS, STATE_HISTORY_SIZE, limited_position_error, quadrotor_layout
 from sim.quadrotor.physics import MujocoBatchPhysics, MujocoSinglePhysics, TorchPhysics
 from sim.quadrotor import episode_starts as starts
-from sim.quadrotor.randomization import (EpisodeParams, at_difficulty, check_can_hold, check_can_hover,
-                                       nominal_params)
+from sim.quadrotor.randomization import EpisodeParams, at_difficulty, nominal_params
 from sim.quadrotor.rotations import quat_to_matrix
 from sim.kernel_expr import ArrayMath
 from sim.quadrotor.tasks import StepValues, task_named
@@ -111,8 +110,6 @@ class QuadrotorBatch(InStepRestart, PrivilegedObservation):
         self.model = load_model(vehicle_from_config(config))
         self.params = QuadrotorParams.from_model(self.model)
         full = config.randomization
-        check_can_hover(full, self.params)
-        check_can_hold(full, self.params, config.control_dt, config.max_angular_speed)
         # the ranges as drawn at the configured difficulty (every path and the native step read these)
         config = dataclasses.replace(config, randomization=at_difficulty(config.randomization, self.params))
         self.config = config
