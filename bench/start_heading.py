@@ -1,9 +1,12 @@
-"""How a quadrotor policy flies from level, still starts turned about z: the heading it can take over at.
+"""How a quadrotor policy flies from level, still starts turned about z, observing in the world frame and in
+the frame of its take-over heading (what the Crazyflie app and the ROS 2 node do).
 
 Training starts are rotations of at most 90 degrees about a uniform axis (learning-to-fly's distribution), so a
 level vehicle never starts turned further. This flies `--episodes` starts per heading in the run's own training
 env at a fixed latency: level, at rest, +-0.2 m from the target, turned by +-psi about z (the sign drawn per
-episode). The Crazyflie app and the ROS 2 node take over only within 90 degrees because of this table.
+episode), the policy given the simulator's observation (world frame) or that observation in the frame turned by
+the start's heading (sim.quadrotor.observation.in_heading_frame). The episode's termination box stays on the world
+axes in both.
 
     python bench/start_heading.py <run> [--episodes 100] [--latencies 0 2] [--seed 777]
 """
@@ -20,12 +23,14 @@ import torch
 from robo_rl.envs import make_vector_env
 from robo_rl.evaluate import load_policy
 from robo_rl.evaluation import evaluate_policy
+from sim.quadrotor.observation import in_heading_frame
 
 HEADINGS_DEG = (0, 45, 90, 120, 150, 180)
 
 
-def heading_success(run: str, episodes: int, latency: int, seed: int) -> dict[int, float]:
-    """Success rate per heading [deg] of the run's best policy, `episodes` level starts each at `latency` steps."""
+def heading_success(run: str, episodes: int, latency: int, seed: int, frame: str) -> dict[int, float]:
+    """Success rate per heading [deg] of the run's best policy, `episodes` level starts each at `latency` steps,
+    observing in the `frame` "world" or "take-over" (its start's heading)."""
     device = torch.device("cpu")
     _, cfg, agent = load_policy(run, "best", device)
     env = make_vector_env(cfg.env, episodes, device,
@@ -40,8 +45,13 @@ def heading_success(run: str, episodes: int, latency: int, seed: int) -> dict[in
                 "position": center + rng.uniform(-0.2, 0.2, (episodes, 3)),
                 "quaternion": np.stack([np.cos(psi / 2), np.zeros(episodes), np.zeros(episodes), np.sin(psi / 2)], 1),
                 "velocity": np.zeros((episodes, 3)), "angular_velocity": np.zeros((episodes, 3))}
-            result = evaluate_policy(lambda o: agent.act(o, deterministic=True), env, seed, device,
-                                     {"initial_state": start})
+            turn = torch.as_tensor(psi if frame == "take-over" else np.zeros(episodes), dtype=torch.float32)
+            lengths = env.batch.config.action_history, env.batch.config.state_history
+
+            def act(obs: torch.Tensor) -> torch.Tensor:
+                return agent.act(in_heading_frame(obs, turn.to(obs.device), *lengths), deterministic=True)
+
+            result = evaluate_policy(act, env, seed, device, {"initial_state": start})
             rates[degrees] = result["success_rate"]
     finally:
         env.close()
@@ -55,11 +65,13 @@ def main() -> None:
     parser.add_argument("--latencies", type=int, nargs="+", default=[0, 2])
     parser.add_argument("--seed", type=int, default=777)
     args = parser.parse_args()
-    print("| latency | " + " | ".join(f"{d} deg" for d in HEADINGS_DEG) + " |")
-    print("|---|" + "---|" * len(HEADINGS_DEG))
-    for latency in args.latencies:
-        rates = heading_success(args.run, args.episodes, latency, args.seed)
-        print(f"| {latency} steps | " + " | ".join(f"{100 * rates[d]:.0f}%" for d in HEADINGS_DEG) + " |", flush=True)
+    print("| observed in | latency | " + " | ".join(f"{d} deg" for d in HEADINGS_DEG) + " |")
+    print("|---|---|" + "---|" * len(HEADINGS_DEG))
+    for frame in ("world", "take-over"):
+        for latency in args.latencies:
+            rates = heading_success(args.run, args.episodes, latency, args.seed, frame)
+            print(f"| {frame} frame | {latency} steps | " + " | ".join(f"{100 * rates[d]:.0f}%" for d in HEADINGS_DEG)
+                  + " |", flush=True)
 
 
 if __name__ == "__main__":

@@ -8,6 +8,9 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
+import numpy as np
+import torch
+
 from sim.observation import ObservationField, ObservationLayout
 
 
@@ -62,3 +65,42 @@ def limited_position_error(m: Any, error: Sequence[Any], limit: float) -> list[A
     # the square root of the larger of the two keeps the division finite where the error is 0
     scale = limit / m.sqrt(m.where(beyond, squared, m.ones_like(squared) * (limit * limit)))
     return [m.where(beyond, e * scale, e) for e in error]
+
+
+def heading(rotation_matrix: Any) -> Any:
+    """The heading [rad] of body-to-world rotation matrices (row-major, 9 entries in the last axis): the yaw of
+    their z-y-x Euler angles, the angle of the body x axis about world z."""
+    if isinstance(rotation_matrix, torch.Tensor):
+        return torch.atan2(rotation_matrix[..., 3], rotation_matrix[..., 0])
+    rotation_matrix = np.asarray(rotation_matrix)
+    return np.arctan2(rotation_matrix[..., 3], rotation_matrix[..., 0])
+
+
+def in_heading_frame(obs: Any, yaw: Any, action_history: int, state_history: int = 0) -> Any:
+    """Observations (last axis: `quadrotor_layout(action_history, state_history)`) as seen in a frame turned
+    about world z by `yaw` [rad, one per observation]: the world-frame fields (position error, rotation matrix,
+    velocity error and the state history's velocity errors) turned by -yaw, the body-frame ones as they are.
+
+    The deployment targets observe in the frame of the heading the policy took over at, so that a vehicle
+    facing any way starts as a training episode starting level at heading 0 does: the dynamics do not depend
+    on heading (gravity and thrust do not turn with it). This is their reference."""
+    if isinstance(obs, torch.Tensor):
+        yaw = torch.as_tensor(yaw, dtype=obs.dtype, device=obs.device)
+        cos, sin, out = torch.cos(yaw), torch.sin(yaw), obs.clone()
+    else:
+        obs = np.asarray(obs)
+        yaw = np.asarray(yaw, dtype=np.float64)
+        cos, sin, out = np.cos(yaw).astype(obs.dtype), np.sin(yaw).astype(obs.dtype), obs.copy()
+    layout = quadrotor_layout(action_history, state_history)
+    offsets = {name: part.start for name, part in layout.slices().items()}
+    # the x index of each world-frame vector (its y follows): position error, velocity error, the rotation
+    # matrix's columns (x row, y row: 3 apart) and each past step's velocity error
+    rows = [(offsets["position_error"], 1), (offsets["velocity_error"], 1)]
+    rows += [(offsets["rotation_matrix"] + column, 3) for column in range(3)]
+    if state_history:
+        rows += [(offsets["state_history"] + STATE_HISTORY_SIZE * step, 1) for step in range(state_history)]
+    pairs = [(x, x + apart) for x, apart in rows]
+    for x, y in pairs:
+        out[..., x] = cos * obs[..., x] + sin * obs[..., y]
+        out[..., y] = -sin * obs[..., x] + cos * obs[..., y]
+    return out

@@ -24,6 +24,7 @@ import sim  # noqa: F401
 from robo_rl.agents.sac import SAC
 from robo_rl.checkpoint import load_checkpoint
 from sim.quadrotor import motor
+from sim.quadrotor.observation import in_heading_frame
 
 APP = Path(__file__).resolve().parents[2] / "firmware" / "crazyflie"
 FIRMWARE_THRUST_MAX = 0.12  # the stand-in platform_defaults.h, as crazyflie-firmware's CF2 default
@@ -92,6 +93,32 @@ def true_state(env: gym.Env) -> tuple[np.ndarray, ...]:
     return pos, quat, vel, angvel
 
 
+class Heading(ctypes.Structure):
+    """rr_heading_t: the frame the app observes in, turned about z by the heading it took over at."""
+    _fields_ = [("cos", ctypes.c_float), ("sin", ctypes.c_float)]
+
+
+def heading_struct(yaw: float = 0.0) -> ctypes.Structure:
+    return Heading(math.cos(yaw), math.sin(yaw))
+
+
+def yaw_of(quat) -> float:
+    """The heading of a quaternion w x y z (the app's rr_heading_of, in double precision)."""
+    w, x, y, z = (float(c) for c in quat)
+    return math.atan2(2 * (w * z + x * y), 1 - 2 * (y * y + z * z))
+
+
+def turned_about(center, yaw: float, pos, quat, vel):
+    """A state turned by `yaw` about the vertical through `center`: position, attitude and velocity (body rates
+    are the body's own and stay)."""
+    c, s = math.cos(yaw), math.sin(yaw)
+    turn = np.array([[c, -s, 0.0], [s, c, 0.0], [0.0, 0.0, 1.0]])
+    w1, z1 = math.cos(yaw / 2), math.sin(yaw / 2)
+    w2, x2, y2, z2 = (float(v) for v in quat)
+    turned_quat = np.array([w1 * w2 - z1 * z2, w1 * x2 - z1 * y2, w1 * y2 + z1 * x2, w1 * z2 + z1 * w2])
+    return np.asarray(center) + turn @ (np.asarray(pos) - center), turned_quat, turn @ np.asarray(vel)
+
+
 def state_history_struct(steps: int) -> ctypes.Structure:
     """An rr_state_history_t for a policy with `steps` past velocity errors and body rates."""
     class StateHistory(ctypes.Structure):
@@ -112,19 +139,26 @@ def test_observation_built_on_board_equals_the_simulators(bundle, request, tmp_p
     limit = env.unwrapped.config.position_error_limit
     rng = np.random.default_rng(0)
     farthest = 0.0
-    # the second start: the app's take-over, where both histories start over; the third: a setpoint 0.47 m off
-    for episode, offset in enumerate([(0.0, 0.0, 0.0), (0.0, 0.0, 0.0), (0.3, -0.3, 0.2)]):
+    # the second start: the app's take-over, where both histories start over, in the frame of the start's heading;
+    # the third: a setpoint 0.47 m off, in a frame turned 166 degrees
+    for episode, (offset, frame) in enumerate([((0.0, 0.0, 0.0), "world"), ((0.0, 0.0, 0.0), "start"),
+                                               ((0.3, -0.3, 0.2), 2.9)]):
         target = np.asarray(env.unwrapped.config.center, np.float32) + np.asarray(offset, np.float32)
         obs, _ = env.reset(seed=3 + episode, options={"target": target})
+        yaw = {"world": 0.0, "start": yaw_of(true_state(env)[1])}.get(frame, frame)
+        if frame == "start":
+            assert abs(yaw) > 0.05  # a heading of its own: the frame is in play
+        heading = heading_struct(yaw)
         lib.rr_history_reset(history, ctypes.c_float(env.unwrapped.batch.params.hover_command))
         lib.rr_state_history_reset(ctypes.byref(state_history))
         for _ in range(20):
             pos, quat, vel, angvel = true_state(env)
             flight = (ctypes.c_float * 13)(*pos, *vel, *quat, *angvel)
             built = (ctypes.c_float * obs.size)()
-            lib.rr_observation_build(flight, (ctypes.c_float * 3)(*target), (ctypes.c_float * 3)(0, 0, 0), history,
-                                     ctypes.byref(state_history), built)
-            np.testing.assert_allclose(np.array(built), obs, atol=2e-6, rtol=0)
+            lib.rr_observation_build(flight, ctypes.byref(heading), (ctypes.c_float * 3)(*target),
+                                     (ctypes.c_float * 3)(0, 0, 0), history, ctypes.byref(state_history), built)
+            np.testing.assert_allclose(np.array(built), in_heading_frame(obs, yaw, history_steps, state_steps),
+                                       atol=2e-6, rtol=0)
             farthest = max(farthest, float(np.linalg.norm(np.array(built)[:3])))
             lib.rr_state_history_push(ctypes.byref(state_history), built)
             action = rng.uniform(0.3, 0.6, 4).astype(np.float32)
@@ -163,8 +197,8 @@ def test_state_history_holds_the_previous_observed_velocity_errors_and_body_rate
         quat /= np.linalg.norm(quat)
         flight = (ctypes.c_float * 13)(*position, *velocity, *quat, *rates)
         built = (ctypes.c_float * size)()
-        lib.rr_observation_build(flight, (ctypes.c_float * 3)(0, 0, 1), (ctypes.c_float * 3)(*target_velocity),
-                                 history, ctypes.byref(state_history), built)
+        lib.rr_observation_build(flight, ctypes.byref(heading_struct()), (ctypes.c_float * 3)(0, 0, 1),
+                                 (ctypes.c_float * 3)(*target_velocity), history, ctypes.byref(state_history), built)
         current = np.concatenate([velocity - target_velocity, rates]).astype(np.float32)
         np.testing.assert_allclose(np.array(built)[12:18], current, atol=1e-6)
         previous = (seen[::-1] + [seen[0] if seen else current] * steps)[:steps]
@@ -194,12 +228,20 @@ def state_values(pos, quat, vel, angvel, setpoint) -> list[float]:
     return [*pos, *vel, *quat, *gyro_deg_s, *setpoint]
 
 
+def app_action(agent: SAC, env: gym.Env, obs: np.ndarray, yaw: float) -> np.ndarray:
+    """The PyTorch policy's action on the simulator's observation seen in the frame of heading `yaw`."""
+    config = env.unwrapped.config
+    turned = in_heading_frame(obs, yaw, config.action_history, config.state_history)
+    return agent.act(torch.as_tensor(turned[None].astype(np.float32)), deterministic=True).numpy()[0]
+
+
 def test_controller_flies_the_policy_with_heartbeat_and_falls_back_when_it_lapses(exported_bundle, trained_run, tmp_path):
     driver = compile_driver(exported_bundle, tmp_path / "driver")
     selftest = subprocess.run([str(driver)], input="selftest\n", capture_output=True, text=True, check=True).stdout
     assert selftest.strip() == "selftest 1"  # controllerOutOfTreeTest: the recorded pairs pass on board
 
-    # Fly the simulator with the PyTorch policy; every 10 stabilizer ticks (1 kHz / 100 Hz) is one policy step.
+    # Fly the simulator with the PyTorch policy observing in the frame of the heading it took over at, as the app
+    # does; every 10 stabilizer ticks (1 kHz / 100 Hz) is one policy step.
     agent = SAC.from_checkpoint(load_checkpoint(trained_run))
     manifest = json.loads((exported_bundle / "policy.json").read_text())
     thrust_max = manifest["deployment"]["thrust_max_newton"]  # the training vehicle: the default deployment
@@ -207,9 +249,10 @@ def test_controller_flies_the_policy_with_heartbeat_and_falls_back_when_it_lapse
     env = hover_env(exported_bundle)
     center = list(env.unwrapped.config.center)
     obs, _ = env.reset(seed=5)
+    yaw = yaw_of(true_state(env)[1])
     ticks, expected = [], []
     for step in range(30):
-        action = agent.act(torch.as_tensor(obs[None]), deterministic=True).numpy()[0]
+        action = app_action(agent, env, obs, yaw)
         state = true_state(env)
         for sub in range(10):
             tick = 10 * step + sub
@@ -687,11 +730,13 @@ def test_the_app_flies_a_state_history_policy_as_the_simulator_and_starts_its_hi
     env = hover_env(state_history_bundle)
     assert env.unwrapped.config.state_history == 4
     center = list(env.unwrapped.config.center)
-    # Along a simulated flight, the PyTorch policy on the simulator's observations commands what the app does.
+    # Along a simulated flight, the PyTorch policy on the simulator's observations (in the take-over heading's frame)
+    # commands what the app does.
     obs, _ = env.reset(seed=5)
+    yaw = yaw_of(true_state(env)[1])
     ticks, expected = [], []
     for step in range(30):
-        action = agent.act(torch.as_tensor(obs[None]), deterministic=True).numpy()[0]
+        action = app_action(agent, env, obs, yaw)
         state = true_state(env)
         ticks += [tick(10 * step + sub, state_values(*state, center)) for sub in range(10)]
         expected.append(motor_forces(action, thrust_max))
@@ -717,11 +762,12 @@ def test_the_app_flies_a_state_history_policy_as_the_simulator_and_starts_its_hi
     hover = np.full(32, manifest["deployment"]["hover_command"], np.float32)
     now = np.concatenate([velocity, rates]).astype(np.float32)
     fresh = np.concatenate([position - np.float32(center), matrix.ravel(), now, hover, np.tile(now, 4)])
+    fresh = in_heading_frame(fresh, yaw_of(quat), 8, 4)  # the frame of the new take-over's heading
     action = agent.act(torch.as_tensor(fresh[None].astype(np.float32)), deterministic=True).numpy()[0]
     np.testing.assert_allclose(rows[301, 4:8], motor_forces(action, thrust_max), atol=1e-5, rtol=0)
     # without the reset the history would have held the flight's last observations: another command
     stale = fresh.copy()
-    stale[50:] = obs[50:]
+    stale[50:] = in_heading_frame(obs, yaw, 8, 4)[50:]  # as the app observed them, in the first take-over's frame
     stale_action = agent.act(torch.as_tensor(stale[None].astype(np.float32)), deterministic=True).numpy()[0]
     assert np.abs(motor_forces(stale_action, thrust_max) - rows[301, 4:8]).max() > 1e-4
 
@@ -753,15 +799,50 @@ def test_a_layout_header_that_does_not_add_up_to_the_policys_input_does_not_comp
     assert result.returncode == 0, result.stderr
 
 
-@pytest.mark.parametrize("degrees, takes_over", [(0.0, True), (80.0, True), (-85.0, True), (100.0, False),
-                                                 (180.0, False), (-150.0, False)])
-def test_the_policy_takes_over_only_from_a_heading_that_training_started_from(driver, degrees, takes_over):
-    """Training starts are rotations of at most 90 degrees: make train's policy flew 0% of level, still starts turned
-    180 degrees (a Crazyflie set down facing -x), and the app handed such a vehicle to it."""
+@pytest.mark.parametrize("degrees", [180.0, -120.0, 95.0, 30.0])
+def test_a_vehicle_facing_any_way_is_flown_as_the_simulators_facing_plus_x(exported_bundle, trained_run, tmp_path,
+                                                                           degrees):
+    """Training starts face within 90 degrees of +x: make train's policy flew 0% of level, still starts turned 180
+    degrees in the world frame (bench/start_heading.py). The app observes in the frame of the heading it took over
+    at, where the dynamics are the same (tests/sim/test_heading_frame.py): a vehicle set down facing -x flies as
+    the simulated one facing +x, command for command."""
+    driver = compile_driver(exported_bundle, tmp_path / "driver")
+    agent = SAC.from_checkpoint(load_checkpoint(trained_run))
+    thrust_max = json.loads((exported_bundle / "policy.json").read_text())["deployment"]["thrust_max_newton"]
+    env = hover_env(exported_bundle)
+    center = np.asarray(env.unwrapped.config.center)
+    # a tilted, moving start facing +x (heading 0: the simulator's frame is the app's)
+    cr, sr, cp, sp = math.cos(0.1), math.sin(0.1), math.cos(-0.08), math.sin(-0.08)  # half of roll 0.2, pitch -0.16
+    tilt = np.array([cp * cr, cp * sr, sp * cr, -sp * sr])  # z-y-x Euler angles with yaw 0
+    obs, _ = env.reset(seed=7, options={"initial_state": {
+        "position": center + [0.1, -0.08, 0.05], "quaternion": tilt, "velocity": [0.2, 0.1, -0.1],
+        "angular_velocity": [0.5, -0.3, 0.8]}})
+    assert abs(yaw_of(true_state(env)[1])) < 1e-6
+    yaw = math.radians(degrees)
+    ticks, expected = [], []
+    for step in range(40):
+        action = agent.act(torch.as_tensor(obs[None]), deterministic=True).numpy()[0]
+        pos, quat, vel, angvel = true_state(env)
+        turned = turned_about(center, yaw, pos, quat, vel)
+        ticks += [tick(10 * step + sub, state_values(*turned, angvel, center)) for sub in range(10)]
+        expected.append(motor_forces(action, thrust_max))
+        obs, _, terminated, _, _ = env.step(action)
+        assert not terminated
+    rows = np.array(run_driver(driver, driver_lines(ticks)))
+    assert rows[:, 1].all() and (rows[:, 2] == 0).all() and rows[-1, 8] == 0, rows[:3]  # flown, no fault, no PID
+    np.testing.assert_allclose(rows[::10, 4:8], np.array(expected), atol=1e-5, rtol=0)
+
+
+@pytest.mark.parametrize("degrees, fault", [(0.0, 0), (45.0, 3)])
+def test_the_training_box_is_held_in_the_frame_the_policy_observes_in(driver, exported_bundle, degrees, fault):
+    """Training ended its episodes beyond max_position_error on an axis of its frame; the app's frame is turned by the
+    take-over heading, and so is the box: 0.45 m off on world x and y is 0.64 m along the frame's x at 45 degrees."""
+    limit = json.loads((exported_bundle / "policy.json").read_text())["training"]["env_config"]["max_position_error"]
+    assert 0.45 < limit < 0.45 * math.sqrt(2)
     half = math.radians(degrees) / 2
     facing = np.array([math.cos(half), 0.0, 0.0, math.sin(half)])
+    target = [0.0, 0.0, 1.0]
     rows = np.array(run_driver(driver, driver_lines(
-        [tick(t, hover_values([0, 0, 0.5], [0, 0, 0.5], quat=facing)) for t in range(20)])))
-    assert rows[:, 1].all() == takes_over and (rows[:, 2] == (0 if takes_over else 8)).all(), rows[:3]
-    if not takes_over:  # the stock PID flies it, and the fault latches until enable is cleared
-        assert (rows[:, 3] == 0).all()
+        [tick(0, hover_values(target, target, quat=facing)),
+         tick(10, hover_values([0.45, 0.45, 1.0], target, quat=facing))])))
+    assert rows[0, 1] == 1 and rows[1, 2] == fault, rows

@@ -1,5 +1,7 @@
 """The node's observation, built by the core from the vehicle state, equals the simulator's."""
 
+import math
+
 import numpy as np
 import pytest
 
@@ -36,6 +38,29 @@ def test_observation_equals_simulator(hover_bundle, task):
         history.push(action)
     # the history really is most recent first: the last action sits right after the body rates
     np.testing.assert_allclose(sim_obs[18:22], action, atol=1e-6)
+
+
+def test_observation_in_a_heading_frame_is_the_simulators_reference(state_history_policy):
+    """In the frame of a heading (the policy's take-over heading) the observation is what
+    sim.quadrotor.observation.in_heading_frame makes of the world-frame one."""
+    from sim.quadrotor.observation import in_heading_frame
+
+    builder = QuadrotorObservation(state_history_policy)
+    lengths = builder.history_length, builder.state_history_length
+    assert builder.state_history_length and builder.position_error_limit
+    rng = np.random.default_rng(4)
+    history = ActionHistory(builder.history_length, 4, np.full(4, 0.4))
+    history.push(rng.uniform(0, 1, 4))
+    for yaw in (2.9, -1.2, math.pi):
+        quat = rng.standard_normal(4)
+        state = VehicleState(rng.normal(0, 0.3, 3) + [0, 0, 1], quat / np.linalg.norm(quat), rng.normal(0, 0.5, 3),
+                             rng.normal(0, 2.0, 3))
+        # (fresh state histories: each holds its observation's own velocity error, in its frame)
+        args = (state, np.array([0.1, 0.0, 1.1]), np.array([0.1, -0.2, 0.0]), history)
+        world = builder.build(*args, StateHistory(builder.state_history_length))
+        framed = builder.build(*args, StateHistory(builder.state_history_length), yaw)
+        np.testing.assert_allclose(framed, in_heading_frame(world, yaw, *lengths), atol=2e-6, rtol=0)
+        assert np.abs(framed - world).max() > 0.05
 
 
 def test_history_order():

@@ -13,11 +13,13 @@
  *    is the PID's, without a fault: the policy takes over again when target positions come back;
  *  - otherwise, and after any fault, the stock PID controller flies (it needs the usual setpoints); on
  *    every hand-over the PID restarts from the current state and the control struct is cleared;
- *  - it takes over only from a heading within RR_MAX_TAKE_OVER_YAW_DEG of +x, as training started;
+ *  - it observes in the frame of the heading it took over at (world turned about z), so a vehicle facing any
+ *    way starts as a training episode does, and it holds that heading (not the setpoint's yaw);
  *  - faults latch until robo_rl.enable is cleared: non-finite observation or action (policy status),
- *    tumble (tilt beyond RR_MAX_TILT_DEG), geofence (position error beyond the training arena, or position
- *    outside the absolute arena params robo_rl.arena*), heartbeat lapse, a stop setpoint (land() ending,
- *    stop(), cflib's send_stop_setpoint: the PID then stops the motors), the supervisor withdrawing;
+ *    tumble (tilt beyond RR_MAX_TILT_DEG), geofence (position error beyond the training arena in the
+ *    heading's frame, or position outside the absolute arena params robo_rl.arena*), heartbeat lapse, a
+ *    stop setpoint (land() ending, stop(), cflib's send_stop_setpoint: the PID then stops the motors), the
+ *    supervisor withdrawing;
  *  - controllerOutOfTreeTest runs the policy's recorded self-test pairs at start-up and checks that this
  *    firmware's per-motor THRUST_MAX / THRUST_MIN are those the policy was exported for (its deployment
  *    vehicle's platform); on other limits the test fails and the policy never takes over (fault 7).
@@ -63,13 +65,6 @@
 #ifndef RR_ARENA_FLOOR_M
 #define RR_ARENA_FLOOR_M -0.2f /* below the ground plane: position estimates on the ground scatter around 0 */
 #endif
-/* The largest heading [deg, from +x of the position frame] the policy takes over at: training starts are
- * rotations of at most 90 degrees, so a level vehicle never started turned further. Measured on make train's
- * policy from level, still starts (20 ms of latency; bench/start_heading.py): 76% at 45 deg, 73% at 90, 50% at 120,
- * 9% at 150, 0% at 180. */
-#ifndef RR_MAX_TAKE_OVER_YAW_DEG
-#define RR_MAX_TAKE_OVER_YAW_DEG 90 /* whole degrees */
-#endif
 #define RR_DEG_TO_RAD 0.017453292519943295f
 #define RR_TICKS_PER_POLICY_STEP (RATE_MAIN_LOOP / POLICY_CONTROL_HZ)
 
@@ -87,12 +82,11 @@ enum {
     RR_FAULT_NONE = 0,
     RR_FAULT_INVALID = 1,    /* non-finite observation or action */
     RR_FAULT_TUMBLE = 2,     /* tilt beyond RR_MAX_TILT_DEG */
-    RR_FAULT_GEOFENCE = 3,   /* position error beyond the training arena, or position outside robo_rl.arena* */
+    RR_FAULT_GEOFENCE = 3,   /* position error beyond the training arena (heading frame), or outside robo_rl.arena* */
     RR_FAULT_HEARTBEAT = 4,  /* heartbeat lapsed while the policy flew */
     RR_FAULT_STOPPED = 5,    /* a stop setpoint arrived while the policy flew: stay stopped until re-enabled */
     RR_FAULT_SUPERVISOR = 6, /* the supervisor no longer reports the vehicle armed, allowed to fly and flying */
     RR_FAULT_FIRMWARE = 7,   /* THRUST_MAX / THRUST_MIN differ from the policy's export: never cleared */
-    RR_FAULT_HEADING = 8,    /* at take-over, heading beyond RR_MAX_TAKE_OVER_YAW_DEG: never a training start */
 };
 
 static uint8_t enable;          /* param robo_rl.enable */
@@ -137,6 +131,9 @@ static float latched_target[3];
 static float forces[POLICY_ACTION_SIZE];   /* normalizedForces of the policy's last action */
 static rr_action_history_t history;
 static rr_state_history_t state_history; /* what the policy observed of the vehicle, newest first */
+/* The heading the policy took over at: it observes in this frame. Training starts face within 90 degrees of +x
+ * (make train's policy flew 0% of level starts turned 180 degrees in the world frame; bench/start_heading.py). */
+static rr_heading_t heading = {1.0f, 0.0f};
 
 void controllerOutOfTreeInit(void)
 {
@@ -239,15 +236,6 @@ static rr_setpoint_kind_t setpoint_kind(const setpoint_t *setpoint)
     return RR_SETPOINT_OTHER;
 }
 
-/* Whether the vehicle's heading (yaw of its attitude quaternion) lies within RR_MAX_TAKE_OVER_YAW_DEG of +x */
-static bool heading_trained(const state_t *state)
-{
-    const float w = state->attitudeQuaternion.w, x = state->attitudeQuaternion.x, y = state->attitudeQuaternion.y,
-                z = state->attitudeQuaternion.z;
-    const float yaw = atan2f(2.0f * (w * z + x * y), 1.0f - 2.0f * (y * y + z * z));
-    return fabsf(yaw) <= (float)RR_MAX_TAKE_OVER_YAW_DEG * RR_DEG_TO_RAD; /* false for a NaN attitude too */
-}
-
 /* The take-over floor: robo_rl.minTakeOverZ, never below RR_MIN_TAKE_OVER_Z_M (fmaxf also drops a NaN) */
 static float take_over_floor(void)
 {
@@ -281,9 +269,14 @@ static bool policy_update(const setpoint_t *setpoint, const sensorData_t *sensor
         fault = RR_FAULT_TUMBLE; /* also catches a NaN attitude */
         return false;
     }
+    /* the training arena is a box about the target in the frame the policy observes in */
+    const float world_error[3] = {flight.position[0] - target_position[0], flight.position[1] - target_position[1],
+                                  flight.position[2] - target_position[2]};
+    float error[3];
+    rr_heading_turn(&heading, world_error, error);
     for (int k = 0; k < 3; ++k) {
         const float lowest = k == 2 ? fmaxf(arena_min[2], take_over_floor() - RR_FLOOR_MARGIN_M) : arena_min[k];
-        if (!(fabsf(flight.position[k] - target_position[k]) <= POLICY_MAX_POSITION_ERROR_M &&
+        if (!(fabsf(error[k]) <= POLICY_MAX_POSITION_ERROR_M &&
               flight.position[k] >= lowest && flight.position[k] <= arena_max[k])) {
             fault = RR_FAULT_GEOFENCE;
             return false;
@@ -291,7 +284,7 @@ static bool policy_update(const setpoint_t *setpoint, const sensorData_t *sensor
     }
     static float obs[POLICY_OBS_SIZE]; /* static: the stabilizer task's stack is small */
     static float action[POLICY_ACTION_SIZE];
-    rr_observation_build(&flight, target_position, target_velocity, &history, &state_history, obs);
+    rr_observation_build(&flight, &heading, target_position, target_velocity, &history, &state_history, obs);
     /* the next observation's history holds this one's velocity error and body rates, as observed */
     rr_state_history_push(&state_history, obs);
     const policy_status_t status = policy_step(obs, action);
@@ -345,9 +338,6 @@ void controllerOutOfTree(control_t *control, const setpoint_t *setpoint, const s
                                                                : (kind == RR_SETPOINT_LEVEL_OUT && active);
     const bool may_take_over =
         trained_setpoint && (active || (supervisor_allows() && state->position.z >= floor_z));
-    if (enable && heartbeat_fresh && fault == RR_FAULT_NONE && !active && may_take_over && !heading_trained(state)) {
-        fault = RR_FAULT_HEADING; /* a vehicle turned away: the policy never started so (0% at 180 degrees) */
-    }
     if (!enable || !heartbeat_fresh || fault != RR_FAULT_NONE || !may_take_over) {
         fly_stock(control, setpoint, sensors, state, tick);
         return;
@@ -358,6 +348,9 @@ void controllerOutOfTree(control_t *control, const setpoint_t *setpoint, const s
         latched_target[2] = state->position.z;
         rr_history_reset(&history, POLICY_HOVER_COMMAND);
         rr_state_history_reset(&state_history); /* the first observation fills it */
+        const float quaternion[4] = {state->attitudeQuaternion.w, state->attitudeQuaternion.x,
+                                     state->attitudeQuaternion.y, state->attitudeQuaternion.z};
+        heading = rr_heading_of(quaternion); /* a NaN attitude is the tumble fault below */
         next_policy_tick = tick;
     }
     if ((int32_t)(tick - next_policy_tick) >= 0) {

@@ -22,6 +22,22 @@
 #error "policy_layout.h and policy.h disagree on the observation size"
 #endif
 
+rr_heading_t rr_heading_of(const float quaternion[4])
+{
+    const float w = quaternion[0], x = quaternion[1], y = quaternion[2], z = quaternion[3];
+    const float yaw = atan2f(2.0f * (w * z + x * y), 1.0f - 2.0f * (y * y + z * z));
+    const rr_heading_t heading = {cosf(yaw), sinf(yaw)};
+    return heading;
+}
+
+void rr_heading_turn(const rr_heading_t *heading, const float world[3], float frame[3])
+{
+    const float x = world[0], y = world[1]; /* (frame may be world) */
+    frame[0] = heading->cos * x + heading->sin * y;
+    frame[1] = -heading->sin * x + heading->cos * y;
+    frame[2] = world[2];
+}
+
 void rr_history_reset(rr_action_history_t *history, float command)
 {
     for (int step = 0; step < RR_HISTORY_STEPS; ++step) {
@@ -70,7 +86,7 @@ void rr_state_history_push(rr_state_history_t *history, const float *obs)
     history->filled = 1;
 }
 
-void rr_observation_build(const rr_flight_state_t *state, const float target_position[3],
+void rr_observation_build(const rr_flight_state_t *state, const rr_heading_t *heading, const float target_position[3],
                           const float target_velocity[3], const rr_action_history_t *history,
                           const rr_state_history_t *state_history, float *obs)
 {
@@ -81,12 +97,14 @@ void rr_observation_build(const rr_flight_state_t *state, const float target_pos
         2.0f * (x * y + w * z), 1.0f - 2.0f * (x * x + z * z), 2.0f * (y * z - w * x),
         2.0f * (x * z - w * y), 2.0f * (y * z + w * x), 1.0f - 2.0f * (x * x + y * y),
     };
-    float error[3];
+    float error[3], velocity_error[3];
     for (int k = 0; k < 3; ++k) {
         error[k] = state->position[k] - target_position[k];
-        obs[POLICY_OBS_VELOCITY_ERROR_OFFSET + k] = state->velocity[k] - target_velocity[k];
+        velocity_error[k] = state->velocity[k] - target_velocity[k];
         obs[POLICY_OBS_ANGULAR_VELOCITY_OFFSET + k] = state->body_rates[k];
     }
+    rr_heading_turn(heading, error, error);
+    rr_heading_turn(heading, velocity_error, &obs[POLICY_OBS_VELOCITY_ERROR_OFFSET]);
     /* a setpoint farther than the limit is observed at the limit, in its direction (as in the simulator:
      * sim/quadrotor/observation.py limited_position_error) */
     const float limit = (float)POLICY_POSITION_ERROR_LIMIT_M;
@@ -96,8 +114,13 @@ void rr_observation_build(const rr_flight_state_t *state, const float target_pos
     for (int k = 0; k < 3; ++k) {
         obs[POLICY_OBS_POSITION_ERROR_OFFSET + k] = beyond ? error[k] * scale : error[k];
     }
-    for (int k = 0; k < 9; ++k) {
-        obs[POLICY_OBS_ROTATION_MATRIX_OFFSET + k] = rotation[k];
+    for (int column = 0; column < 3; ++column) { /* each column is a body axis in the world frame: turned */
+        const float axis[3] = {rotation[column], rotation[3 + column], rotation[6 + column]};
+        float turned[3];
+        rr_heading_turn(heading, axis, turned);
+        for (int row = 0; row < 3; ++row) {
+            obs[POLICY_OBS_ROTATION_MATRIX_OFFSET + 3 * row + column] = turned[row];
+        }
     }
 #if POLICY_ACTION_HISTORY > 0
     for (int step = 0; step < RR_HISTORY_STEPS; ++step) {

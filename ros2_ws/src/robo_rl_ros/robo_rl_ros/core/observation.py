@@ -6,6 +6,10 @@ to world, row-major), velocity_error (3, world), angular_velocity (3, body rates
 k commanded actions, most recent first, M1..M4 each) and state_history (6 h: the velocity error and body rates of
 the previous h observations, most recent first; at an episode's start, here when the policy takes over, every
 entry holds the first observation's).
+
+"World" is the heading frame: the world turned about z by a heading (the one the policy took over at), as
+sim.quadrotor.observation.in_heading_frame defines it. Training starts face within 90 degrees of +x; in the frame
+of its own heading, a vehicle facing any way starts facing +x, and its dynamics are the same.
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ from typing import NamedTuple
 import numpy as np
 
 from robo_rl_ros.core.bundle import BundleError, PolicyBundle
-from robo_rl_ros.core.rotations import all_finite, floats, rotation_entries
+from robo_rl_ros.core.rotations import all_finite, floats, rotation_entries, turned_by_minus
 
 STATE_FIELDS = {"position_error": 3, "rotation_matrix": 9, "velocity_error": 3, "angular_velocity": 3}
 STATE_HISTORY_VALUES = 6  # per past observation: velocity_error (3, world), angular_velocity (3, body)
@@ -136,18 +140,24 @@ class QuadrotorObservation:
         self._angular_velocity = slice(offsets["angular_velocity"], offsets["angular_velocity"] + 3)
 
     def build(self, state: VehicleState, target_position: np.ndarray, target_velocity: np.ndarray,
-              history: ActionHistory, state_history: StateHistory | None = None) -> np.ndarray:
-        """The observation vector (float32) for `state` relative to the reference. With a state history, call
-        `state_history.push` with `observed(obs)` once the policy has been given this observation."""
+              history: ActionHistory, state_history: StateHistory | None = None, heading: float = 0.0) -> np.ndarray:
+        """The observation vector (float32) for `state` relative to the reference, in the frame turned about z by
+        `heading` [rad]. With a state history, call `state_history.push` with `observed(obs)` once the policy has
+        been given this observation."""
         # one list of Python floats, one conversion: this runs every control tick
+        cos, sin = math.cos(heading), math.sin(heading)
         position, velocity = floats(state.position), floats(state.velocity)
         target_p, target_v = floats(target_position), floats(target_velocity)
-        velocity_error = [velocity[i] - target_v[i] for i in range(3)]
+        velocity_error = turned_by_minus([velocity[i] - target_v[i] for i in range(3)], cos, sin)
         rates = floats(state.angular_velocity)
+        rotation = rotation_entries(state.quaternion)
+        # the rotation matrix's rows x and y turn as a vector's components do (each column is a body axis)
+        rotation[0:3], rotation[3:6] = ([cos * a + sin * b for a, b in zip(rotation[0:3], rotation[3:6])],
+                                        [-sin * a + cos * b for a, b in zip(rotation[0:3], rotation[3:6])])
         values = {
-            "position_error": limited_position_error([position[i] - target_p[i] for i in range(3)],
-                                                     self.position_error_limit),
-            "rotation_matrix": rotation_entries(state.quaternion),
+            "position_error": limited_position_error(
+                turned_by_minus([position[i] - target_p[i] for i in range(3)], cos, sin), self.position_error_limit),
+            "rotation_matrix": rotation,
             "velocity_error": velocity_error,
             "angular_velocity": rates,
             "action_history": history.entries(),

@@ -6,9 +6,11 @@ bounds) or outside the geofence, or when the policy's action or the command is n
 tick returns a stop (after flight a level descent to zero thrust, before any flight zero thrust), never
 the last policy command again and never a non-finite number.
 
-The policy takes over (first flight, or again during a descent, with fresh action and state histories) only at
-a heading within `MAX_TAKE_OVER_YAW_DEG` of +x, as its training started, and only on a steady state stream:
-`RESUME_STATES` valid states in a row, each within `state_timeout` of the one before.
+The policy takes over (first flight, or again during a descent, with fresh action and state histories) only on a
+steady state stream: `RESUME_STATES` valid states in a row, each within `state_timeout` of the one before. It
+observes in the frame of the heading it took over at (core.observation), so a vehicle facing any way starts as a
+training episode facing +x does, and it holds that heading; the training's box about the target is held in that
+frame too.
 A source slower than the timeout (crazyswarm2 logs pose and odometry at 10 Hz unless told otherwise) never
 takes off, instead of flying 50 ms and descending 50 ms in turn. Once a descent has run its course (the motors
 at zero: landed), nothing flies again until `rearm()` (the node's `~/rearm` service): a vehicle on the floor
@@ -35,7 +37,7 @@ from robo_rl_ros.core.crazyflie import (BACKENDS, DEFAULT_BACKEND, DESCENT_START
                                         attitude_setpoint, descent_command, hover_command, legacy_command)
 from robo_rl_ros.core.inference import OnnxPolicy
 from robo_rl_ros.core.observation import ActionHistory, QuadrotorObservation, StateHistory, VehicleState
-from robo_rl_ros.core.rotations import all_finite, floats, matrix_to_euler_zyx, quat_to_matrix
+from robo_rl_ros.core.rotations import all_finite, floats, heading, turned_by_minus
 from robo_rl_ros.core.safety import Geofence, SafetyFilter
 from robo_rl_ros.core.watchdog import StateWatchdog
 
@@ -46,11 +48,6 @@ ZERO_VELOCITY = (0.0, 0.0, 0.0)  # the hover reference's velocity
 DEFAULT_MAX_SPEED, DEFAULT_MAX_ANGULAR_SPEED = 10.0, 35.0  # [m/s], [rad/s]
 DEFAULT_MAX_POSITION_ERROR = 0.6  # [m] per axis (sim/quadrotor config max_position_error)
 RESUME_STATES = 5  # valid states in a row, each within the state timeout of the last, before the policy takes over
-# The largest heading [deg from +x of the state's frame] the policy takes over at: training starts are rotations of at
-# most 90 degrees, so a level vehicle never started turned further. make train's policy from level, still starts
-# (20 ms of latency; bench/start_heading.py): 76% at 45 deg, 73% at 90, 50% at 120, 9% at 150, 0% at 180 (as the
-# Crazyflie app's RR_MAX_TAKE_OVER_YAW_DEG).
-MAX_TAKE_OVER_YAW_DEG = 90.0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -108,7 +105,7 @@ class QuadrotorPolicyController:
         self.max_speed = _positive_bound(bundle, "max_speed", DEFAULT_MAX_SPEED)
         self.max_angular_speed = _positive_bound(bundle, "max_angular_speed", DEFAULT_MAX_ANGULAR_SPEED)
         # a fence wider than the training's box lets the policy fly where its episodes had ended
-        max_error = _positive_bound(bundle, "max_position_error", DEFAULT_MAX_POSITION_ERROR)
+        self.max_position_error = max_error = _positive_bound(bundle, "max_position_error", DEFAULT_MAX_POSITION_ERROR)
         if settings.geofence_half_extent > max_error:
             raise ValueError(f"geofence_half_extent {settings.geofence_half_extent:g} m exceeds the training's "
                              f"max_position_error {max_error:g} m (episodes ended beyond it: the policy never flew "
@@ -125,6 +122,10 @@ class QuadrotorPolicyController:
         self._last_valid_at: float | None = None
         self._last_interval: float | None = None  # between the last two valid states [s]
         self._landed = False
+        # [rad] the heading the policy took over at: it observes in this frame. Training starts face within 90
+        # degrees of +x; make train's policy flew 0% of level starts turned 180 degrees in the world frame
+        # (bench/start_heading.py).
+        self._heading = 0.0
 
     def update_state(self, now: float, state: VehicleState) -> bool:
         """Store the latest state (received at `now`); False, and nothing flies on it, if it is invalid."""
@@ -171,6 +172,10 @@ class QuadrotorPolicyController:
         if not self._landed:
             return "not landed: the policy takes over on a steady state stream without a re-arm"
         self._landed = False
+        # [rad] the heading the policy took over at: it observes in this frame. Training starts face within 90
+        # degrees of +x; make train's policy flew 0% of level starts turned 180 degrees in the world frame
+        # (bench/start_heading.py).
+        self._heading = 0.0
         self._has_flown = False  # what follows is a first flight: no descent thrust before it
         self._stopped_at = None
         return ""
@@ -185,11 +190,13 @@ class QuadrotorPolicyController:
         if self._flying and not self._new_state and self._last_flying is not None:
             return self._last_flying
         self._new_state = False
-        if not self._flying:  # resuming: the policy starts as at an episode start
+        if not self._flying:  # resuming: the policy starts as at an episode start, facing +x in its frame
             self.history.reset()
             self.state_history.reset()
             self.filter.reset()
-        obs = self.observation.build(state, self.target, ZERO_VELOCITY, self.history, self.state_history)
+            self._heading = heading(state.quaternion)
+        obs = self.observation.build(state, self.target, ZERO_VELOCITY, self.history, self.state_history,
+                                     self._heading)
         self.state_history.push(self.observation.observed(obs))  # what the next observation's history holds
         filtered = self.filter(self.policy(obs))
         if filtered.rejected:  # never fly a substitute as if it were the policy's action
@@ -246,10 +253,13 @@ class QuadrotorPolicyController:
             return f"state is {age * 1e3:.0f} ms old (timeout {self.settings.state_timeout * 1e3:.0f} ms)"
         if not self.geofence.contains(self._state.position):
             return f"position {np.round(self._state.position, 3).tolist()} is outside the geofence"
-        yaw = math.degrees(matrix_to_euler_zyx(quat_to_matrix(self._state.quaternion))[2])
-        if not self._flying and abs(yaw) > MAX_TAKE_OVER_YAW_DEG:  # a vehicle set down facing -x flew 0%
-            return (f"heading {yaw:.0f} deg is more than {MAX_TAKE_OVER_YAW_DEG:g} deg from +x: training never "
-                    "started the policy turned so; set the vehicle down facing +x")
+        # the training's box about the target, in the frame the policy observes in (a take-over's: the current one)
+        frame = self._heading if self._flying else heading(self._state.quaternion)
+        error = turned_by_minus(floats(self._state.position - self.target), math.cos(frame), math.sin(frame))
+        if max(abs(e) for e in error) > self.max_position_error:
+            return (f"position error {[round(e, 3) for e in error]} m in the frame of heading "
+                    f"{math.degrees(frame):.0f} deg exceeds the training's max_position_error "
+                    f"{self.max_position_error:g} m per axis")
         if not self._flying and self._steady < RESUME_STATES:
             interval = self._last_interval
             if interval is not None and interval > self.settings.state_timeout:

@@ -32,6 +32,18 @@ def rotation_entries(quat: np.ndarray) -> list[float]:
             2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)]
 
 
+def heading(quat: np.ndarray) -> float:
+    """The heading [rad] of a unit quaternion (w, x, y, z): the yaw of its z-y-x Euler angles."""
+    w, x, y, z = floats(quat)
+    return math.atan2(2 * (w * z + x * y), 1 - 2 * (y * y + z * z))
+
+
+def turned_by_minus(vector: list[float], cos: float, sin: float) -> list[float]:
+    """A world-frame 3-vector in the frame turned about z by the heading whose cosine and sine are given."""
+    x, y, z = vector
+    return [cos * x + sin * y, -sin * x + cos * y, z]
+
+
 def normalized_quat(quat: np.ndarray) -> np.ndarray:
     """`quat` scaled to unit norm; ValueError for a zero or non-finite quaternion."""
     norm = float(np.linalg.norm(quat))
