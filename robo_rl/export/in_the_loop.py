@@ -6,7 +6,9 @@ control steps of action latency, a constant wind force drawn uniformly in +-`win
 default), the training's observation noise, and that vehicle's flight-firmware thrust limits
 (`Vehicle.firmware_thrust_max/min`: commands clamped at THRUST_MAX, motors off below THRUST_MIN, as the
 Crazyflie app flies them). `fly(bundle, act, seed, steps)` flies it from a seeded start with any
-`act(obs) -> action`; `compare_targets` flies the same start with PyTorch, ONNX Runtime, the host-compiled
+`act(obs) -> action`, observing in the frame of the start's heading as the Crazyflie app and the ROS 2 node do
+(`sim.quadrotor.observation.in_heading_frame`); `compare_targets` flies the same start with PyTorch, ONNX Runtime,
+the host-compiled
 C and the C running on the emulated STM32F405 (over its serial port) and reports how far each trajectory
 strays from PyTorch's.
 
@@ -34,6 +36,8 @@ from robo_rl.export.c_runtime import CompiledPolicy
 from robo_rl.export.errors import ExportError
 from sim.errors import ConfigError
 from sim.quadrotor.config import make_config
+from sim.quadrotor.observation import heading, in_heading_frame
+from sim.quadrotor.rotations import quat_to_matrix
 
 Act = Callable[[np.ndarray], np.ndarray]
 MAX_LATENCY_STEPS = 10  # [control steps]; the training distribution reaches 3
@@ -126,9 +130,13 @@ def fly(bundle: str | Path, act: Act, seed: int, steps: int, vehicle: str | None
     env = bundle_env(bundle, vehicle, latency_steps, wind)
     obs, _ = env.reset(seed=seed)
     positions = [np.asarray(env.unwrapped.batch.physics.state()[0])[:, 0].copy()]
+    # the deployment targets observe in the frame of the heading they took over at: here, the start's
+    quaternion = np.asarray(env.unwrapped.batch.physics.state()[1], dtype=np.float64)[:, 0]
+    start_heading = float(heading(quat_to_matrix(np, quaternion).reshape(9)))
+    lengths = env.unwrapped.config.action_history, env.unwrapped.config.state_history
     actions, total, terminated, success = [], 0.0, False, False
     for _ in range(steps):
-        action = np.asarray(act(obs), dtype=np.float32)
+        action = np.asarray(act(in_heading_frame(obs, start_heading, *lengths)), dtype=np.float32)
         obs, reward, terminated, truncated, info = env.step(action)
         success = bool(info["is_success"])
         actions.append(action)

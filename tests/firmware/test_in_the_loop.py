@@ -215,3 +215,34 @@ def test_an_edited_env_in_policy_json_is_refused_in_one_error(exported_bundle, t
     (bundle / "policy.json").write_text(json.dumps(manifest))
     with pytest.raises(ExportError, match=re.escape(message)):
         compare_targets(bundle, steps=5, cortex_m4=False)
+
+
+
+
+def test_the_policy_observes_in_the_frame_of_the_starts_heading_as_the_deployment_targets_do(exported_bundle,
+                                                                                             monkeypatch):
+    """The Crazyflie app and the ROS 2 node observe in the frame of the heading they took over at: the first
+    observation a target is given faces +x (heading about 0, within the observation noise), whatever the start's."""
+    import robo_rl.export.in_the_loop as in_the_loop
+    from sim.quadrotor.observation import heading, quadrotor_layout
+
+    plant = in_the_loop.bundle_env
+
+    def turned_plant(*args):  # the plant, started level and still, facing 2 rad from +x
+        env = plant(*args)
+        reset = env.reset
+        center = np.asarray(env.unwrapped.config.center)
+        env.reset = lambda seed=None, options=None: reset(seed=seed, options={"initial_state": {
+            "position": center, "quaternion": [np.cos(1.0), 0.0, 0.0, np.sin(1.0)], "velocity": [0.0, 0.0, 0.0],
+            "angular_velocity": [0.0, 0.0, 0.0]}})
+        return env
+
+    monkeypatch.setattr(in_the_loop, "bundle_env", turned_plant)
+    seen = []
+    flight = fly(exported_bundle, lambda obs: seen.append(obs) or np.full(4, 0.4, np.float32), seed=0, steps=1)
+    env = plant(exported_bundle, None, 0, 0.0)
+    rotation = quadrotor_layout(env.unwrapped.config.action_history, env.unwrapped.config.state_history).slices()[
+        "rotation_matrix"]
+    env.close()
+    assert len(flight["actions"]) == 1
+    assert abs(float(heading(seen[0][rotation]))) < 0.05  # in the world frame: 2 rad
