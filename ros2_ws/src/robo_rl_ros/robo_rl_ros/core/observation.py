@@ -7,9 +7,10 @@ k commanded actions, most recent first, M1..M4 each) and state_history (6 h: the
 the previous h observations, most recent first; at an episode's start, here when the policy takes over, every
 entry holds the first observation's).
 
-"World" is the heading frame: the world turned about z by a heading (the one the policy took over at), as
-sim.quadrotor.observation.in_heading_frame defines it. Training starts face within 90 degrees of +x; in the frame
-of its own heading, a vehicle facing any way starts facing +x, and its dynamics are the same.
+The world-frame fields are observed in a heading frame, the world turned about z by a heading (the controller
+passes the one the policy took over at), as sim.quadrotor.observation.in_heading_frame defines it. Training starts
+face within 90 degrees of +x; in the frame of its own heading a vehicle facing any way starts facing +x, and its
+dynamics are the same.
 """
 
 from __future__ import annotations
