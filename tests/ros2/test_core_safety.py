@@ -307,6 +307,8 @@ def test_a_vehicle_facing_any_way_is_flown_as_one_facing_plus_x(hover_bundle, de
         np.testing.assert_allclose(theirs.action, ours.action, atol=1e-5, rtol=0, err_msg=f"tick {tick}")
         sim.step(ours.action[None])
     assert np.linalg.norm(sim.physics.state()[0][:, 0] - center) < 0.05  # and it hovers
+    assert plus_x.take_over_heading_deg == pytest.approx(0.0, abs=1e-9)
+    assert math.remainder(turned.take_over_heading_deg - degrees, 360.0) == pytest.approx(0.0, abs=1e-6)
 
 
 @pytest.mark.parametrize("degrees, flies", [(0.0, True), (45.0, False)])

@@ -167,7 +167,7 @@ class QuadrotorPolicyNode(Node):
                             if p["publish_tick_timing"] else None)
         self._stop_client = self._make_stop_client(p["notify_setpoints_stop_service"])
         self.create_service(Trigger, "~/rearm", self._rearm)
-        self._logged_reason = ""
+        self._logged_reason = "(starting)"  # why it last did not fly ("" while flying), as logged
         rate = p["control_rate_hz"] or bundle.control_hz
         if abs(rate - bundle.control_hz) > 1e-9:
             self.get_logger().warn(f"control_rate_hz {rate} differs from the bundle's {bundle.control_hz} Hz "
@@ -327,6 +327,9 @@ class QuadrotorPolicyNode(Node):
                 self._stop_client.call_async(self._interfaces.srv.NotifySetpointsStop.Request())
         elif not result.flying and result.reason != self._logged_reason:  # why it still does not fly, once
             self.get_logger().warn(f"not flying: {result.reason}")
+        elif result.flying and self._logged_reason:
+            self.get_logger().info(f"the policy takes over, holding the heading it took over at: "
+                                   f"{self.controller.take_over_heading_deg:.0f} deg from +x")
         self._logged_reason = result.reason
         if self.mode == "cmd_vel_legacy":
             legacy = result.legacy

@@ -159,6 +159,11 @@ class QuadrotorPolicyController:
         return False
 
     @property
+    def take_over_heading_deg(self) -> float:
+        """The heading [deg from +x] the policy last took over at: it observes in that frame and holds it."""
+        return math.degrees(self._heading)
+
+    @property
     def landed(self) -> bool:
         """Whether a descent has run its course: nothing flies until `rearm()`."""
         return self._landed
