@@ -11,10 +11,15 @@ action sizes and bounds (the Panda and the SO-ARM100, reach and pick-cube) are d
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import shutil
+import signal
+import tempfile
+import threading
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any, Callable, Iterable, Iterator, Mapping
 
 import gymnasium as gym
 import numpy as np
@@ -40,7 +45,8 @@ def record_episodes(env: Any, act: Callable[[np.ndarray], np.ndarray], episodes:
     """Run `act` in a batched env (same-step autoreset) until `episodes` episodes are accepted.
 
     Returns episodes as dicts of arrays (observations (T+1, obs), actions, rewards, terminations,
-    truncations, is_success (T,)) and `seed`. `accept` decides per finished episode (default: the
+    truncations, is_success (T,)) and the seed that resets the env to the episode's start: `seed` for the first
+    episode of a one-env batch, None for the others (they start where an autoreset left them). `accept` decides per finished episode (default: the
     episode ended in success). Each accepted episode is appended to `accepted` as it finishes (so that a
     caller keeps them when interrupted). NothingAccepted after `give_up_after` unaccepted episodes in a row
     (an expert too noisy to succeed recorded forever).
@@ -53,6 +59,7 @@ def record_episodes(env: Any, act: Callable[[np.ndarray], np.ndarray], episodes:
     obs = as_arrays(obs)
     steps: list[list[tuple]] = [[] for _ in range(n)]
     starts = [observation_row(obs, i) for i in range(n)]
+    first = [True] * n  # the env's first episode, which reset(seed=seed) started
     accepted = [] if accepted is None else accepted
     rejected_in_a_row = 0
     bar = tqdm(total=episodes, desc="record", unit="episode", disable=not progress)
@@ -67,7 +74,8 @@ def record_episodes(env: Any, act: Callable[[np.ndarray], np.ndarray], episodes:
             steps[i].append((last, action[i], float(reward[i]), bool(terminated[i]), bool(truncated[i]),
                              bool(np.asarray(info["is_success"])[i])))
             if done[i]:
-                episode = episode_from_steps(starts[i], steps[i], seed)
+                episode = episode_from_steps(starts[i], steps[i], seed if n == 1 and first[i] else None)
+                first[i] = False
                 if accept(episode) and len(accepted) < episodes:
                     accepted.append(episode)
                     bar.update(1)
@@ -130,14 +138,72 @@ def free_dataset_id(dataset_id: str) -> str:
 
 
 def check_new_dataset(dataset_id: str) -> Path:
-    """The directory a new dataset `dataset_id` goes to; DatasetError if the id is not one Minari can write or a
-    dataset is there already (never overwritten: the message names the next free version)."""
+    """The directory a new dataset `dataset_id` goes to; DatasetError if the id is not one Minari can write, a
+    dataset is there already (never overwritten: the message names the next free version), or its folder cannot
+    be made (checked before a recording, not after it)."""
     check_dataset_id(dataset_id)
     path = dataset_path(dataset_id)
     if path.exists():
         raise DatasetError(f"dataset {dataset_id!r} exists at {path}; choose a new version "
                            f"(e.g. dataset={free_dataset_id(dataset_id)})")
+    existing = path.parent
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir() or not os.access(existing, os.W_OK | os.X_OK):
+        raise DatasetError(f"dataset={dataset_id} cannot be written at {path}: {existing} is "
+                           f"{'not a folder' if not existing.is_dir() else 'not writable'} (the root is "
+                           f"{_root_source()}); give another dataset= or MINARI_DATASETS_PATH")
     return path
+
+
+def datasets_root() -> Path:
+    """The Minari root, absolute: MINARI_DATASETS_PATH (DatasetError if it is set but empty), else
+    ~/.minari/datasets. (Minari takes a relative root relative to each file it writes, and fails half-way.)"""
+    root = os.environ.get("MINARI_DATASETS_PATH")
+    if root is not None and not root.strip():
+        raise DatasetError("MINARI_DATASETS_PATH is set but empty; allowed: a folder for the datasets, or unset for "
+                           "~/.minari/datasets")
+    return Path(os.path.abspath(root if root is not None else Path.home() / ".minari" / "datasets"))
+
+
+def _root_source() -> str:
+    root = os.environ.get("MINARI_DATASETS_PATH")
+    return f"MINARI_DATASETS_PATH={root}" if root is not None else "~/.minari/datasets"
+
+
+@contextlib.contextmanager
+def _interrupts_deferred(message: str) -> Iterator[None]:
+    """Ctrl-C (SIGINT) prints `message` once and is otherwise ignored within the block: the episodes an earlier
+    Ctrl-C promised to keep are being written. Only the main thread can set a signal's handler."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    told: list[bool] = []
+
+    def tell(signum: int, frame: Any) -> None:
+        if not told:
+            print(message, flush=True)
+            told.append(True)
+
+    previous = signal.signal(signal.SIGINT, tell)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+@contextlib.contextmanager
+def _minari_root(root: Path) -> Iterator[None]:
+    """Minari writes under MINARI_DATASETS_PATH as it is at each call: point it at `root` within the block."""
+    previous = os.environ.get("MINARI_DATASETS_PATH")
+    os.environ["MINARI_DATASETS_PATH"] = str(root)
+    try:
+        yield
+    finally:
+        if previous is None:
+            os.environ.pop("MINARI_DATASETS_PATH", None)
+        else:
+            os.environ["MINARI_DATASETS_PATH"] = previous
 
 
 def write_dataset(dataset_id: str, episodes: Iterable[Mapping[str, Any]], env_id: str,
@@ -146,7 +212,9 @@ def write_dataset(dataset_id: str, episodes: Iterable[Mapping[str, Any]], env_id
                   description: str = "") -> Path:
     """Write `episodes` (as `record_episodes` returns them) as Minari dataset `dataset_id`; returns its directory.
 
-    Refuses to overwrite an existing dataset: bump the version (`-v1`) instead.
+    Refuses to overwrite an existing dataset: bump the version (`-v1`) instead. The dataset appears whole or not at
+    all (written in a hidden folder of the root, which Minari does not list, then moved into place), and Ctrl-C
+    does not stop the write.
     """
     import minari
     from minari.data_collector import EpisodeBuffer
@@ -166,11 +234,33 @@ def write_dataset(dataset_id: str, episodes: Iterable[Mapping[str, Any]], env_id
 
     # the code that recorded it (Minari warned on every recording that none was linked)
     commit = git_commit()
-    minari.create_dataset_from_buffers(
-        dataset_id, buffers, env=env_id, eval_env=env_id, observation_space=observation_space,
-        action_space=action_space, algorithm_name=algorithm_name, author=author, author_email=author_email,
-        code_permalink=f"robo-rl@{commit}" if commit else "robo-rl (installed without its git history)",
-        description=description or f"{len(buffers)} episodes of {env_id}", data_format=DATA_FORMAT)
+    root = datasets_root()
+    with _interrupts_deferred(f"writing the {len(buffers)} episodes to {path}: they are kept (Ctrl-C waits)"):
+        root.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=".robo_rl-writing-", dir=root))
+        try:
+            with _minari_root(staging):
+                minari.create_dataset_from_buffers(
+                    dataset_id, buffers, env=env_id, eval_env=env_id, observation_space=observation_space,
+                    action_space=action_space, algorithm_name=algorithm_name, author=author,
+                    author_email=author_email,
+                    code_permalink=f"robo-rl@{commit}" if commit else "robo-rl (installed without its git history)",
+                    description=description or f"{len(buffers)} episodes of {env_id}", data_format=DATA_FORMAT)
+            for made in staging.rglob("namespace_metadata.json"):  # a namespace Minari made for it
+                kept = root / made.relative_to(staging)
+                if not kept.exists():
+                    kept.parent.mkdir(parents=True, exist_ok=True)
+                    shutil.copyfile(made, kept)
+            path.parent.mkdir(parents=True, exist_ok=True)
+        except BaseException:
+            shutil.rmtree(staging, ignore_errors=True)
+            raise
+        try:
+            os.rename(staging / dataset_id, path)  # fails where another command wrote this id meanwhile
+        except OSError:
+            raise DatasetError(f"dataset {dataset_id!r} appeared at {path} while these episodes were written; they "
+                               f"are kept at {staging / dataset_id}") from None
+        shutil.rmtree(staging, ignore_errors=True)
     return path
 
 
@@ -181,8 +271,7 @@ def dataset_path(dataset: str | os.PathLike) -> Path:
         return candidate
     # the root as minari.storage.datasets_root_dir.get_dataset_path finds it; that function also creates it, which
     # a look before recording (record checks that the dataset is new) or a refused load must not
-    root = os.environ.get("MINARI_DATASETS_PATH")
-    return Path(root if root is not None else Path.home() / ".minari" / "datasets", str(dataset))
+    return datasets_root() / str(dataset)
 
 
 def require_dataset(dataset: str | os.PathLike, option: str | None = None) -> Path:

@@ -226,3 +226,99 @@ def test_recording_gives_up_on_an_expert_that_never_succeeds_and_keeps_what_was_
     with pytest.raises(KeyboardInterrupt):
         record_episodes(pick_env, interrupted_expert, episodes=50, seed=0, accepted=accepted)
     assert len(accepted) >= 1 and all(bool(e["is_success"][-1]) for e in accepted)
+
+
+def _write(pick_env, episodes, dataset_id="pick_cube/test-v0"):
+    return write_dataset(dataset_id, episodes, "robo_rl/ArmPickCube-v0", pick_env.single_observation_space,
+                         pick_env.single_action_space)
+
+
+def test_a_ctrl_c_while_the_dataset_is_written_does_not_stop_the_write(minari_root, pick_env, expert_episodes,
+                                                                       monkeypatch, capsys):
+    """A second Ctrl-C (the first kept the accepted episodes) during the write left a partial HDF5 file and a
+    metadata.json of 0 episodes: every episode lost, and the id taken."""
+    import os
+    import signal
+
+    import minari
+
+    write = minari.create_dataset_from_buffers
+
+    def interrupted_write(*args, **kwargs):
+        os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C at the start of the write
+        return write(*args, **kwargs)
+
+    monkeypatch.setattr(minari, "create_dataset_from_buffers", interrupted_write)
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)  # as in a command: Ctrl-C raises
+    try:
+        try:
+            path = _write(pick_env, expert_episodes)
+        except KeyboardInterrupt:
+            pytest.fail("Ctrl-C stopped the write")
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # restored
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    assert "they are kept (Ctrl-C waits)" in capsys.readouterr().out
+    assert minari.load_dataset("pick_cube/test-v0").total_episodes == 3 and path.is_dir()
+
+
+def test_a_write_that_fails_leaves_no_dataset_and_no_staging(minari_root, pick_env, expert_episodes, monkeypatch):
+    """The dataset appears whole or not at all: a failure part-way left a dataset with metadata of 0 episodes, which
+    blocked its id and read as empty."""
+    import minari
+
+    write = minari.create_dataset_from_buffers
+
+    def failing_write(*args, **kwargs):
+        write(*args, **kwargs)
+        raise OSError("disk full")
+
+    monkeypatch.setattr(minari, "create_dataset_from_buffers", failing_write)
+    with pytest.raises(OSError, match="disk full"):
+        _write(pick_env, expert_episodes)
+    assert not (minari_root / "pick_cube" / "test-v0").exists()
+    assert [p.name for p in minari_root.iterdir() if p.name.startswith(".")] == []
+    monkeypatch.setattr(minari, "create_dataset_from_buffers", write)
+    _write(pick_env, expert_episodes)  # the id is still free
+    assert minari.list_local_datasets().keys() == {"pick_cube/test-v0"}
+
+
+@pytest.mark.parametrize("root, message", [
+    ("a_file", r"is not a folder \(the root is MINARI_DATASETS_PATH="),
+    ("", "MINARI_DATASETS_PATH is set but empty"),
+])
+def test_a_root_the_dataset_cannot_be_written_under_is_refused_before_recording(tmp_path, monkeypatch, root,
+                                                                                  message):
+    """These were found only after a recording (an hour of teleoperation), and its episodes were lost."""
+    from robo_rl.datasets import check_new_dataset
+
+    if root:
+        (tmp_path / root).write_text("not a folder")
+        root = str(tmp_path / root)
+    monkeypatch.setenv("MINARI_DATASETS_PATH", root)
+    with pytest.raises(DatasetError, match=message):
+        check_new_dataset("pick_cube/test-v0")
+
+
+def test_a_relative_root_writes_a_whole_dataset(tmp_path, monkeypatch, pick_env, expert_episodes):
+    """Minari took a relative root relative to each file it wrote: the write failed half-way, leaving metadata of 0
+    episodes beside the data."""
+    import minari
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("MINARI_DATASETS_PATH", "relative_root")
+    path = _write(pick_env, expert_episodes)
+    assert path == tmp_path / "relative_root" / "pick_cube" / "test-v0"
+    monkeypatch.setenv("MINARI_DATASETS_PATH", str(tmp_path / "relative_root"))
+    assert minari.load_dataset("pick_cube/test-v0").total_episodes == 3
+
+
+def test_each_recorded_episode_names_the_seed_that_resets_to_its_start_or_none():
+    """Every episode stored the recording's seed, though only a one-env batch's first episode starts there."""
+    one = ArmVectorEnv("pick_cube", num_envs=1, nthread=1)
+    episodes = record_episodes(one, one.expert_actions, episodes=2, seed=7)
+    assert [e["seed"] for e in episodes] == [7, None]
+    start, _ = one.reset(seed=7)
+    np.testing.assert_array_equal(episodes[0]["observations"][0], np.asarray(start)[0])
+    four = ArmVectorEnv("pick_cube", num_envs=4, nthread=1)
+    assert {e["seed"] for e in record_episodes(four, four.expert_actions, episodes=3, seed=7)} == {None}
