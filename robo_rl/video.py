@@ -71,11 +71,11 @@ def record_rollouts(run: str | Path, out: str | Path | None = None, episodes: in
 
     import sim  # noqa: F401  (registers the ids)
     from robo_rl import observations
-    from robo_rl.checkpoint import agent_from_checkpoint, load_checkpoint, policy_file
+    from robo_rl.checkpoint import agent_from_checkpoint, load_run_policy, policy_file
 
     policy = policy_file(run, checkpoint)
     out = output_path(run, out, policy)  # before the minutes of rendering
-    state = load_checkpoint(policy)
+    state = load_run_policy(run, checkpoint)  # refuses a policy of another env than the run's, as evaluate does
     cfg = OmegaConf.create(state["config"])
     overrides: dict[str, Any] = dict(cfg.env.get("overrides") or {})
     overrides = OmegaConf.to_container(OmegaConf.create(overrides), resolve=True)

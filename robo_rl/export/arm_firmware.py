@@ -335,6 +335,23 @@ class HostArmApp:
         return self._taken()
 
 
+def check_config_folder(out: str | Path, sources: tuple[str, str]) -> None:
+    """ExportError unless `out` may take arm_config.h and arm_config.c with these contents: not a file, not a bundle
+    or run folder, and any arm_config.h/.c there already the same (a hand-calibrated one was silently replaced
+    by the builders' calibration, and a bundle that holds them is no longer one export can replace)."""
+    folder = Path(out)
+    if folder.exists() and not folder.is_dir():
+        raise ExportError(f"out={out} is a file; give a folder for arm_config.h and arm_config.c")
+    for marker, what in (("policy.json", "an exported bundle"), ("config.yaml", "a training run")):
+        if (folder / marker).exists():
+            raise ExportError(f"out={out} is {what} (it holds {marker}); give a folder of its own for the app's "
+                              "configuration")
+    for name, text in zip(("arm_config.h", "arm_config.c"), sources):
+        if (folder / name).exists() and (folder / name).read_text(errors="replace") != text:
+            raise ExportError(f"out={out} holds an {name} other than the one this writes (a calibration of your own "
+                              "would be replaced by the builders'); give a new folder, or remove it")
+
+
 def main(argv: list[str]) -> None:
     """CLI: `python -m robo_rl.export.arm_firmware bundle=<arm bundle> out=<folder>` writes the app's arm_config.h/.c
     for the bundle with the SO-ARM100 builders' calibration (`default_calibration`) and the default settings."""
@@ -351,7 +368,9 @@ def main(argv: list[str]) -> None:
     if manifest.get("robot") != "arm":
         raise ExportError(f"bundle={args['bundle']} is a {manifest.get('robot')} policy; the arm app runs arm bundles")
     check_arm_bundle(args["bundle"])
-    out = write_arm_config(args["out"], manifest, default_calibration(manifest["kinematics"]))
+    calibration = default_calibration(manifest["kinematics"])
+    check_config_folder(args["out"], arm_config_sources(manifest, calibration))
+    out = write_arm_config(args["out"], manifest, calibration)
     print(f"wrote {out / 'arm_config.h'} and {out / 'arm_config.c'} (the SO-ARM100 builders' calibration); build with "
           f"make -C firmware/arm POLICY_DIR={Path(args['bundle']).resolve() / 'c'} CONFIG_DIR={out.resolve()} BUILD=<dir>")
 

@@ -418,7 +418,6 @@ def compare(bundle: str | Path, episodes: int = 20, seed: int = 0, checkpoint: s
     }
 
 
-@command
 def check_arm_bundle(bundle: str | Path) -> None:
     """ExportError naming what of the bundle's policy.json no arm can run on (a control_hz of 0, a NaN joint range,
     no kinematics), as the ROS 2 arm node's loader refuses it: an edited bundle was a traceback from the firmware's
@@ -432,6 +431,7 @@ def check_arm_bundle(bundle: str | Path) -> None:
         raise ExportError(f"bundle={bundle}: {error}") from None
 
 
+@command
 def main(argv: list[str]) -> None:
     """CLI: key=value arguments bundle=, episodes=, seed=, checkpoint=."""
     args = key_values(argv, {"bundle": str, "episodes": (int, 1), "seed": (int, 0), "checkpoint": str},

@@ -102,6 +102,10 @@ def run_cli(args: list[str], tmp_path, timeout: float = 300) -> subprocess.Compl
     (["-m", "robo_rl.video", "run=r", "run=s"], "error: argument 'run=s': run is given twice"),
     # an unset shell variable: in_the_loop flew the current folder's bundle
     (["-m", "robo_rl.export.in_the_loop", "bundle="], "error: bundle= is empty; give a value, or leave bundle out"),
+    # every mistake was a traceback: the entry point's @command had slid onto the bundle check above main
+    (["-m", "robo_rl.export.arm_in_the_loop"], "error: bundle= is required"),
+    (["-m", "robo_rl.export.arm_in_the_loop", "bundle=/nope"], "error: "),
+    (["-m", "robo_rl.export.arm_in_the_loop", "bundle=/nope", "episodes=abc"], "error: "),
 ])
 def test_a_users_mistake_is_one_line_and_status_2(args, message, tmp_path):
     result = run_cli(args, tmp_path)

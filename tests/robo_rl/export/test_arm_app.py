@@ -345,3 +345,33 @@ def test_the_config_command_writes_the_apps_configuration_and_refuses_other_bund
         lines = refused.stderr.strip().splitlines()
         assert refused.returncode == 2 and len(lines) == 1 and message in lines[0], refused.stderr
     assert not (tmp_path / "x").exists()
+
+
+def test_the_config_command_replaces_only_its_own_configuration(reach, tmp_path):
+    """A hand-calibrated arm_config.h was silently replaced by the builders' calibration, and out=<the bundle> wrote
+    into it, so that export could no longer replace the bundle."""
+    import subprocess
+    import sys
+
+    bundle, _ = reach
+
+    def config(out):
+        return subprocess.run([sys.executable, "-m", "robo_rl.export.arm_firmware", f"bundle={bundle}", f"out={out}"],
+                              capture_output=True, text=True, timeout=120)
+
+    assert config(tmp_path / "config").returncode == 0
+    assert config(tmp_path / "config").returncode == 0  # its own files, the same again: fine
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "arm_config.h").write_text("/* my hand-calibrated config */\n")
+    (tmp_path / "a_file").write_text("x")
+    bundle_files = sorted(p.name for p in Path(bundle).iterdir())
+    for out, message in [(mine, "holds an arm_config.h other than the one this writes"),
+                         (bundle, "is an exported bundle (it holds policy.json)"),
+                         (tmp_path / "a_file", "is a file")]:
+        refused = config(out)
+        lines = refused.stderr.strip().splitlines()
+        assert refused.returncode == 2 and len(lines) == 1 and message in lines[0], refused.stderr
+    assert (mine / "arm_config.h").read_text() == "/* my hand-calibrated config */\n"
+    assert sorted(p.name for p in mine.iterdir()) == ["arm_config.h"]
+    assert sorted(p.name for p in Path(bundle).iterdir()) == bundle_files
