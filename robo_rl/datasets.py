@@ -12,12 +12,14 @@ action sizes and bounds (the Panda and the SO-ARM100, reach and pick-cube) are d
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import os
 import shutil
 import signal
 import tempfile
 import threading
+import warnings
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Mapping
 
@@ -209,8 +211,10 @@ def _minari_root(root: Path) -> Iterator[None]:
 def write_dataset(dataset_id: str, episodes: Iterable[Mapping[str, Any]], env_id: str,
                   observation_space: gym.Space, action_space: gym.Space, author: str = "robo-rl",
                   author_email: str = "robo-rl@users.noreply.github.com", algorithm_name: str = "scripted expert",
-                  description: str = "") -> Path:
+                  description: str = "", env_config: Mapping[str, Any] | None = None) -> Path:
     """Write `episodes` (as `record_episodes` returns them) as Minari dataset `dataset_id`; returns its directory.
+    `env_config`: the env's config overrides the episodes were recorded with, kept in the dataset's env spec (its
+    `config` keyword: Minari's `recover_environment` makes that env), and checked when a run loads the dataset.
 
     Refuses to overwrite an existing dataset: bump the version (`-v1`) instead. The dataset appears whole or not at
     all (written in a hidden folder of the root, which Minari does not list, then moved into place), and Ctrl-C
@@ -234,6 +238,10 @@ def write_dataset(dataset_id: str, episodes: Iterable[Mapping[str, Any]], env_id
 
     # the code that recorded it (Minari warned on every recording that none was linked)
     commit = git_commit()
+    env: Any = env_id
+    if env_config is not None:
+        registered = gym.spec(env_id)
+        env = dataclasses.replace(registered, kwargs={**registered.kwargs, "config": dict(env_config)})
     root = datasets_root()
     with _interrupts_deferred(f"writing the {len(buffers)} episodes to {path}: they are kept (Ctrl-C waits)"):
         root.mkdir(parents=True, exist_ok=True)
@@ -241,7 +249,7 @@ def write_dataset(dataset_id: str, episodes: Iterable[Mapping[str, Any]], env_id
         try:
             with _minari_root(staging):
                 minari.create_dataset_from_buffers(
-                    dataset_id, buffers, env=env_id, eval_env=env_id, observation_space=observation_space,
+                    dataset_id, buffers, env=env, eval_env=env, observation_space=observation_space,
                     action_space=action_space, algorithm_name=algorithm_name, author=author,
                     author_email=author_email,
                     code_permalink=f"robo-rl@{commit}" if commit else "robo-rl (installed without its git history)",
@@ -286,20 +294,73 @@ def require_dataset(dataset: str | os.PathLike, option: str | None = None) -> Pa
 
 def recorded_env_id(data: Any) -> str | None:
     """The id of the env a Minari dataset was recorded on (its `env_spec` metadata), or None if it names none."""
-    env_spec = data.storage.metadata.get("env_spec")
-    if isinstance(env_spec, str):
-        try:
-            env_spec = json.loads(env_spec)
-        except ValueError:
-            return None
+    env_spec = _env_spec(data)
     if isinstance(env_spec, dict):
         return env_spec.get("id") if isinstance(env_spec.get("id"), str) else None
     return getattr(env_spec, "id", None)
 
 
-def read_episodes(dataset: str | os.PathLike) -> tuple[Path, list[Any], str | None]:
-    """A dataset's folder, its episodes (Minari's EpisodeData) and the id of the env it was recorded on;
-    DatasetError if it is missing, unreadable, inconsistent or empty."""
+def recorded_env_config(data: Any) -> dict[str, Any] | None:
+    """The env config overrides a Minari dataset was recorded with (its env spec's `config` keyword, which
+    `write_dataset` records), or None where it records none."""
+    env_spec = _env_spec(data)
+    kwargs = env_spec.get("kwargs") if isinstance(env_spec, dict) else getattr(env_spec, "kwargs", None)
+    config = kwargs.get("config") if isinstance(kwargs, dict) else None
+    return config if isinstance(config, dict) else None
+
+
+def _env_spec(data: Any) -> Any:
+    env_spec = data.storage.metadata.get("env_spec")
+    if isinstance(env_spec, str):
+        try:
+            return json.loads(env_spec)
+        except ValueError:
+            return None
+    return env_spec
+
+
+# Settings of an arm env that a recorded transition does not depend on: where episodes start, when they are cut
+# off, and domain randomization (demos recorded without it feed a run with it, as README section 6 does)
+START_AND_RANDOMIZATION = ("cube_x", "cube_y", "reach_box", "episode_seconds", "randomization.",
+                           "cameras.randomization.")
+
+
+def check_recorded_config(path: Path, env_id: str, recorded: Mapping[str, Any] | None,
+                          run: Mapping[str, Any] | None) -> None:
+    """DatasetError where a dataset's episodes were recorded on an arm env config whose transitions mean something
+    else than the run's (another reward, control rate, action scale, gains or cameras); a warning where the dataset
+    records no config to check."""
+    from sim.registration import ARM_ENV_IDS
+
+    if env_id not in ARM_ENV_IDS or run is None:
+        return
+    if recorded is None:
+        warnings.warn(f"dataset at {path} records no env config (recorded before robo-rl kept it): its reward and "
+                      "control settings cannot be checked against the run's", stacklevel=3)
+        return
+    from sim.arm.env import make_arm_config
+    from sim.errors import ConfigError
+
+    from robo_rl.checkpoint import flat_config
+
+    kwargs = gym.spec(env_id).kwargs
+    try:
+        theirs = make_arm_config(kwargs["task"], kwargs.get("robot", "panda_like"), config=dict(recorded))
+    except (ConfigError, TypeError, ValueError) as error:
+        raise DatasetError(f"dataset at {path} records an env config {env_id} does not take: {error}") from None
+    mine = make_arm_config(kwargs["task"], kwargs.get("robot", "panda_like"), config=dict(run))
+    flat = [flat_config(json.loads(json.dumps(dataclasses.asdict(c), default=str))) for c in (theirs, mine)]
+    differ = sorted(key for key in flat[0].keys() | flat[1].keys()
+                    if flat[0].get(key) != flat[1].get(key) and not key.startswith(START_AND_RANDOMIZATION))
+    if differ:
+        raise DatasetError(f"dataset at {path} was recorded with env.overrides.{differ[0]}={flat[0].get(differ[0])!r}, "
+                           f"the run has {flat[1].get(differ[0])!r}: its transitions mean something else here; record "
+                           "demos with the run's env overrides")
+
+
+def read_episodes(dataset: str | os.PathLike) -> tuple[Path, list[Any], str | None, dict[str, Any] | None]:
+    """A dataset's folder, its episodes (Minari's EpisodeData), the id of the env it was recorded on and that env's
+    config overrides; DatasetError if it is missing, unreadable, inconsistent or empty."""
     import minari
 
     path = require_dataset(dataset)
@@ -309,7 +370,7 @@ def read_episodes(dataset: str | os.PathLike) -> tuple[Path, list[Any], str | No
         storage = MinariStorage.read(path / "data")
         total, stored = storage.total_episodes, _stored_episodes(path / "data", storage.metadata.get("data_format"))
     except Exception as error:  # h5py/arrow raise many types for a damaged file
-        raise DatasetError(f"cannot read the dataset at {path}: {error}") from error
+        raise DatasetError(f"cannot read the dataset at {path}: {_reason(error)}") from error
     # Minari takes metadata.json's total_episodes as it is (np.arange of it: 3e9 was a 24 GB array and a hang)
     if type(total) is not int or total != stored:
         raise DatasetError(f"dataset at {path}: metadata.json gives total_episodes {total!r}, the data holds {stored} "
@@ -317,18 +378,24 @@ def read_episodes(dataset: str | os.PathLike) -> tuple[Path, list[Any], str | No
     try:
         data = minari.MinariDataset(storage)
         episodes = list(data.iterate_episodes())
-        recorded_on = recorded_env_id(data)
+        recorded_on, recorded_config = recorded_env_id(data), recorded_env_config(data)
     except Exception as error:  # h5py/arrow raise many types for a damaged file
-        raise DatasetError(f"cannot read the dataset at {path}: {error}") from error
+        raise DatasetError(f"cannot read the dataset at {path}: {_reason(error)}") from error
     if not episodes:
         raise DatasetError(f"dataset at {path} has no episodes")
-    return path, episodes, recorded_on
+    return path, episodes, recorded_on, recorded_config
+
+
+def _reason(error: Exception) -> str:
+    """What went wrong, also where the library's message is empty (a bare assert) or only a key."""
+    text = str(error)
+    return f"{type(error).__name__} {text}".strip() if not text or isinstance(error, KeyError) else text
 
 
 def load_labelled_frames(dataset: str | os.PathLike) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray]:
     """The camera frames of a dataset recorded with cameras, each labelled by the `is_success` recorded for the
     step that led to it: frames {camera: (N, H, W, 3) uint8}, labels (N,) bool, episode index (N,)."""
-    path, episodes, _ = read_episodes(dataset)
+    path, episodes, _, _ = read_episodes(dataset)
     frames: dict[str, list[np.ndarray]] = {}
     labels, index = [], []
     for number, episode in enumerate(episodes):
@@ -357,14 +424,17 @@ def load_labelled_frames(dataset: str | os.PathLike) -> tuple[dict[str, np.ndarr
     return {k: np.concatenate(v) for k, v in frames.items()}, all_labels, np.concatenate(index)
 
 
-def load_transitions(dataset: str | os.PathLike, spec: Mapping[str, Any]) -> dict[str, torch.Tensor]:
+def load_transitions(dataset: str | os.PathLike, spec: Mapping[str, Any],
+                     env_config: Mapping[str, Any] | None = None) -> dict[str, torch.Tensor]:
     """Every transition of a dataset as tensors (obs, action, reward, next_obs, terminated), checked against
-    the env `spec` (robo_rl.envs.env_spec: observation and action sizes and bounds)."""
-    path, episodes, recorded_on = read_episodes(dataset)
+    the env `spec` (robo_rl.envs.env_spec: observation and action sizes and bounds) and, given the run's env config
+    overrides `env_config`, against the config the dataset was recorded with (`check_recorded_config`)."""
+    path, episodes, recorded_on, recorded_config = read_episodes(dataset)
     if recorded_on != spec["id"]:
         raise DatasetError(f"dataset at {path} was recorded on {recorded_on or 'an env it does not name'}; the run "
                            f"trains {spec['id']} and takes demonstrations recorded on it (python -m robo_rl.record "
                            f"env=<that env>)")
+    check_recorded_config(path, spec["id"], recorded_config, env_config)
     obs_size, act_size = int(spec["observation_size"]), int(spec["action_size"])
     images = {name: tuple(shape) for name, shape in (spec.get("observation_images") or {}).items()}
     low, high = np.asarray(spec["action_low"]), np.asarray(spec["action_high"])

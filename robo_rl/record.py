@@ -82,8 +82,9 @@ def record(cfg: DictConfig) -> str:
     dataset = free_dataset_id(str(cfg.dataset))
     if dataset != str(cfg.dataset):  # written by another command meanwhile: the episodes are a person's work, keep them
         print(f"dataset {cfg.dataset} appeared while recording; writing the episodes as {dataset} instead")
+    overrides = OmegaConf.to_container(cfg.env.get("overrides") or OmegaConf.create({}), resolve=True)
     path = write_dataset(dataset, episodes, cfg.env.id, env.single_observation_space,
-                         env.single_action_space, algorithm_name=algorithm)
+                         env.single_action_space, algorithm_name=algorithm, env_config=overrides)
     steps = sum(len(e["actions"]) for e in episodes)
     print(f"wrote {len(episodes)} episodes ({steps} transitions) to {path}")
     if failure is not None:  # after the episodes are safe: the session still failed

@@ -467,7 +467,8 @@ class Trainer:
         if self.privileged:
             raise ValueError("demos cannot feed a privileged critic (datasets hold no privileged state); "
                              "set privileged_critic=false")
-        transitions = self._rewarded(load_transitions(dataset, self.spec))
+        overrides = OmegaConf.to_container(self.cfg.env.get("overrides") or OmegaConf.create({}), resolve=True)
+        transitions = self._rewarded(load_transitions(dataset, self.spec, overrides))
         self.replay.add(Source.DEMO, **transitions)
         self.demo_transitions = len(transitions["reward"])
 

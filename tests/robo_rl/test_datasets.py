@@ -322,3 +322,25 @@ def test_each_recorded_episode_names_the_seed_that_resets_to_its_start_or_none()
     np.testing.assert_array_equal(episodes[0]["observations"][0], np.asarray(start)[0])
     four = ArmVectorEnv("pick_cube", num_envs=4, nthread=1)
     assert {e["seed"] for e in record_episodes(four, four.expert_actions, episodes=3, seed=7)} == {None}
+
+
+def test_demos_recorded_with_another_reward_or_control_are_refused(minari_root, pick_env, expert_episodes):
+    """Dense demos fed a sparse run (449 reward values where the run has 0 and 1), and 50 Hz demos a 25 Hz run, without
+    a word: the dataset recorded only the env's id."""
+    import minari
+
+    spec = env_spec(pick_env, "robo_rl/ArmPickCube-v0")
+    write_dataset("pick_cube/test-v0", expert_episodes, "robo_rl/ArmPickCube-v0", pick_env.single_observation_space,
+                  pick_env.single_action_space, env_config={})
+    assert minari.load_dataset("pick_cube/test-v0").spec.env_spec.kwargs["config"] == {}  # recover_environment's
+    for run, key in [({"dense": False}, "dense=True, the run has False"),
+                     ({"control_hz": 25.0, "substeps": 20}, "control_hz=50.0, the run has 25.0"),
+                     ({"action_scale": 0.005}, "action_scale=0.02, the run has 0.005")]:
+        with pytest.raises(DatasetError, match=f"was recorded with env.overrides.{key}"):
+            load_transitions("pick_cube/test-v0", spec, run)
+    # what does not change a transition's meaning: domain randomization, where episodes start, when they are cut off
+    load_transitions("pick_cube/test-v0", spec, {"randomization": {"enabled": True}, "episode_seconds": 5.0})
+    write_dataset("pick_cube/old-v0", expert_episodes, "robo_rl/ArmPickCube-v0", pick_env.single_observation_space,
+                  pick_env.single_action_space)  # as before env configs were recorded
+    with pytest.warns(UserWarning, match="records no env config"):
+        load_transitions("pick_cube/old-v0", spec, {"dense": False})
