@@ -48,9 +48,9 @@ def record_episodes(env: Any, act: Callable[[np.ndarray], np.ndarray], episodes:
 
     Returns episodes as dicts of arrays (observations (T+1, obs), actions, rewards, terminations,
     truncations, is_success (T,)) and the seed that resets the env to the episode's start: `seed` for the first
-    episode of a one-env batch, None for the others (they start where an autoreset left them). `accept` decides per finished episode (default: the
-    episode ended in success). Each accepted episode is appended to `accepted` as it finishes (so that a
-    caller keeps them when interrupted). NothingAccepted after `give_up_after` unaccepted episodes in a row
+    episode of a one-env batch, None for the others (they start where an autoreset left them). `accept` decides
+    per finished episode (default: the episode ended in success). Each accepted episode is appended to
+    `accepted` as it finishes (so that a caller keeps them when interrupted). NothingAccepted after `give_up_after` unaccepted episodes in a row
     (an expert too noisy to succeed recorded forever).
     """
     from tqdm import tqdm
