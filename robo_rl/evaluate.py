@@ -19,7 +19,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from robo_rl.checkpoint import agent_from_checkpoint, check_compatible, load_run_policy, write_atomically
 from robo_rl.cli import hydra_command
-from robo_rl.envs import env_spec, make_vector_env
+from robo_rl.envs import check_quadrotor_env, env_spec, make_vector_env
 from robo_rl.evaluation import evaluate_policy
 from robo_rl.train import select_device
 from sim.errors import ConfigError
@@ -74,11 +74,9 @@ def evaluate_run(run: str | Path, checkpoint: str | Path | None = "best", episod
     """
     device_ = select_device(device)
     state, run_cfg, agent = load_policy(run, checkpoint, device_)
-    from sim.registration import QUADROTOR_ENV_IDS
-
-    if (changes or {}).get("vehicle") is not None and run_cfg.env.id not in QUADROTOR_ENV_IDS:
+    if (changes or {}).get("vehicle") is not None:
         # it was the env config's "unknown option config.vehicle; valid options: task, control_hz, ..."
-        raise ConfigError(f"vehicle={changes['vehicle']} applies to quadrotor runs; {run_cfg.env.id} flies no vehicle")
+        check_quadrotor_env(run_cfg.env.id, f"vehicle={changes['vehicle']}", "a vehicle")
     env = make_vector_env(run_cfg.env, episodes, device_, overrides=changes or {}, cameras=True)
     try:
         check_latency_applies(changes or {}, env)

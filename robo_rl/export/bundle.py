@@ -40,7 +40,7 @@ from omegaconf import OmegaConf
 
 from robo_rl.checkpoint import agent_from_checkpoint, check_compatible, load_run_policy
 from robo_rl.cli import remove_made_folders
-from robo_rl.envs import env_spec, make_vector_env
+from robo_rl.envs import check_quadrotor_env, env_spec, make_vector_env
 from robo_rl.export.c_generator import check_prefix, generate_c, generate_layout_header
 from robo_rl.export.errors import ExportError
 from robo_rl.export.kinematics import arm_kinematics, arm_task_config
@@ -217,7 +217,7 @@ def _export(state: dict[str, Any], run_cfg: Any, env: Any, run: str | Path, out:
     quadrotor = env_description["robot"] == "quadrotor"
     deployment = deployment_block(env.config, vehicle) if quadrotor else None
     if deployment is None and vehicle is not None:
-        raise ExportError(f"vehicle={vehicle} applies to quadrotor runs; {run_cfg.env.id} flies no vehicle")
+        check_quadrotor_env(run_cfg.env.id, f"vehicle={vehicle}", "a vehicle")
     nominal = None if deployment is None else np.full(4, deployment["hover_command"], dtype=np.float32)
     spec = PolicySpec.from_actor(agent.policy_actor, agent.config.activation,
                                  safe_action=_safe_action(safe_action, env, nominal))

@@ -51,3 +51,17 @@ def tilt_angle(xp: Any, u: Any, max_angle: float) -> Any:
         # below 1e-4 rad the guess is exact to 1e-9 (relative) and 1 - cos has lost its digits
         angle = xp.where(angle > 1e-4, angle - step, angle)
     return angle
+
+
+def turned_about_z(yaw: float, center: Any, position: Any, quaternion: Any, velocity: Any) -> tuple[Any, Any, Any]:
+    """A rigid-body state (position, body-to-world quaternion w x y z, world-frame velocity; numpy, one state)
+    turned by `yaw` [rad] about the vertical through `center`. Body rates are the body's own and stay as they are."""
+    import numpy as np
+
+    c, s = math.cos(yaw), math.sin(yaw)
+    turn = np.array([[c, -s, 0.0], [s, c, 0.0], [0.0, 0.0, 1.0]])
+    w1, z1 = math.cos(yaw / 2), math.sin(yaw / 2)  # the turn as a quaternion, (w1, 0, 0, z1), applied on the left
+    w2, x2, y2, z2 = (float(v) for v in quaternion)
+    turned = np.array([w1 * w2 - z1 * z2, w1 * x2 - z1 * y2, w1 * y2 + z1 * x2, w1 * z2 + z1 * w2])
+    center = np.asarray(center, dtype=np.float64)
+    return center + turn @ (np.asarray(position, dtype=np.float64) - center), turned, turn @ np.asarray(velocity)

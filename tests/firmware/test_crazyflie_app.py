@@ -24,7 +24,8 @@ import sim  # noqa: F401
 from robo_rl.agents.sac import SAC
 from robo_rl.checkpoint import load_checkpoint
 from sim.quadrotor import motor
-from sim.quadrotor.observation import in_heading_frame
+from sim.quadrotor.observation import heading, in_heading_frame
+from sim.quadrotor.rotations import quat_to_matrix, turned_about_z
 
 APP = Path(__file__).resolve().parents[2] / "firmware" / "crazyflie"
 FIRMWARE_THRUST_MAX = 0.12  # the stand-in platform_defaults.h, as crazyflie-firmware's CF2 default
@@ -103,20 +104,8 @@ def heading_struct(yaw: float = 0.0) -> ctypes.Structure:
 
 
 def yaw_of(quat) -> float:
-    """The heading of a quaternion w x y z (the app's rr_heading_of, in double precision)."""
-    w, x, y, z = (float(c) for c in quat)
-    return math.atan2(2 * (w * z + x * y), 1 - 2 * (y * y + z * z))
-
-
-def turned_about(center, yaw: float, pos, quat, vel):
-    """A state turned by `yaw` about the vertical through `center`: position, attitude and velocity (body rates
-    are the body's own and stay)."""
-    c, s = math.cos(yaw), math.sin(yaw)
-    turn = np.array([[c, -s, 0.0], [s, c, 0.0], [0.0, 0.0, 1.0]])
-    w1, z1 = math.cos(yaw / 2), math.sin(yaw / 2)
-    w2, x2, y2, z2 = (float(v) for v in quat)
-    turned_quat = np.array([w1 * w2 - z1 * z2, w1 * x2 - z1 * y2, w1 * y2 + z1 * x2, w1 * z2 + z1 * w2])
-    return np.asarray(center) + turn @ (np.asarray(pos) - center), turned_quat, turn @ np.asarray(vel)
+    """The heading of a quaternion w x y z (the app's rr_heading_of), as the simulator defines it."""
+    return float(heading(quat_to_matrix(np, np.asarray(quat, dtype=np.float64))))
 
 
 def state_history_struct(steps: int) -> ctypes.Structure:
@@ -823,7 +812,7 @@ def test_a_vehicle_facing_any_way_is_flown_as_the_simulators_facing_plus_x(expor
     for step in range(40):
         action = agent.act(torch.as_tensor(obs[None]), deterministic=True).numpy()[0]
         pos, quat, vel, angvel = true_state(env)
-        turned = turned_about(center, yaw, pos, quat, vel)
+        turned = turned_about_z(yaw, center, pos, quat, vel)
         ticks += [tick(10 * step + sub, state_values(*turned, angvel, center)) for sub in range(10)]
         expected.append(motor_forces(action, thrust_max))
         obs, _, terminated, _, _ = env.step(action)

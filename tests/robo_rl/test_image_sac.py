@@ -152,8 +152,8 @@ def test_training_on_the_arms_cameras_checkpoints_resumes_and_evaluates(pixel_ru
     assert Trainer(more, run, overrides=["total_env_steps=720", f"resume={run}"]).run()["env_steps"] >= 720
     assert evaluate_run(run, episodes=2)["episodes"] == 2
     # the env config's "unknown option config.vehicle; valid options: task, control_hz, ..."
-    with pytest.raises(ConfigError, match=r"vehicle=crazyflie_rltools applies to quadrotor runs; robo_rl/\S+ flies "
-                                          "no vehicle"):
+    with pytest.raises(ConfigError, match=r"vehicle=crazyflie_rltools: a vehicle flies quadrotors \(.*\); this run's "
+                                          r"env is robo_rl/\S+"):
         evaluate_run(run, episodes=2, changes={"vehicle": "crazyflie_rltools"})
 
 

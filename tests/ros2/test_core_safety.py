@@ -268,16 +268,6 @@ def test_a_geofence_wider_than_the_training_box_is_refused(hover_bundle):
     QuadrotorPolicyController(hover_bundle, QuadrotorSettings((0.0, 0.0, 1.0), geofence_half_extent=0.6))
 
 
-def _turned(state: VehicleState, center: np.ndarray, yaw: float) -> VehicleState:
-    """`state` turned by `yaw` about the vertical through `center` (body rates are the body's own)."""
-    c, s = math.cos(yaw), math.sin(yaw)
-    turn = np.array([[c, -s, 0.0], [s, c, 0.0], [0.0, 0.0, 1.0]])
-    w1, z1 = math.cos(yaw / 2), math.sin(yaw / 2)
-    w2, x2, y2, z2 = state.quaternion
-    quat = np.array([w1 * w2 - z1 * z2, w1 * x2 - z1 * y2, w1 * y2 + z1 * x2, w1 * z2 + z1 * w2])
-    return VehicleState(center + turn @ (state.position - center), quat, turn @ state.velocity, state.angular_velocity)
-
-
 @pytest.mark.parametrize("degrees", [180.0, -135.0, 100.0, 20.0])
 def test_a_vehicle_facing_any_way_is_flown_as_one_facing_plus_x(hover_bundle, degrees):
     """Training starts face within 90 degrees of +x: make train's policy flew 0% of level, still starts turned 180
@@ -286,6 +276,7 @@ def test_a_vehicle_facing_any_way_is_flown_as_one_facing_plus_x(hover_bundle, de
     commands of one facing +x, tick for tick, along a simulated flight."""
     from sim.quadrotor.config import make_config
     from sim.quadrotor.core import QuadrotorBatch
+    from sim.quadrotor.rotations import turned_about_z
 
     config = make_config(hover_bundle.env_config["task"], dict(hover_bundle.env_config, randomization={"enabled": False}))
     sim = QuadrotorBatch(config, 1, "mujoco")
@@ -299,7 +290,8 @@ def test_a_vehicle_facing_any_way_is_flown_as_one_facing_plus_x(hover_bundle, de
         now = 0.01 * tick
         state = VehicleState(*(x[:, 0].copy() for x in sim.physics.state()))
         plus_x.update_state(now, state)
-        turned.update_state(now, _turned(state, center, yaw))
+        turned.update_state(now, VehicleState(*turned_about_z(yaw, center, state.position, state.quaternion,
+                                                              state.velocity), state.angular_velocity))
         if tick < 0:
             continue
         ours, theirs = plus_x.tick(now), turned.tick(now)

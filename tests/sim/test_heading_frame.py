@@ -14,24 +14,9 @@ import torch
 from sim.quadrotor.config import make_config
 from sim.quadrotor.core import QuadrotorBatch
 from sim.quadrotor.observation import heading, in_heading_frame, quadrotor_layout
+from sim.quadrotor.rotations import turned_about_z
 
 ACTION_HISTORY, STATE_HISTORY = 8, 2
-
-
-def _quaternion_about_z(yaw: float) -> np.ndarray:
-    return np.array([math.cos(yaw / 2), 0.0, 0.0, math.sin(yaw / 2)])
-
-
-def _multiply(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    w1, x1, y1, z1 = a
-    w2, x2, y2, z2 = b
-    return np.array([w1 * w2 - x1 * x2 - y1 * y2 - z1 * z2, w1 * x2 + x1 * w2 + y1 * z2 - z1 * y2,
-                     w1 * y2 - x1 * z2 + y1 * w2 + z1 * x2, w1 * z2 + x1 * y2 - y1 * x2 + z1 * w2])
-
-
-def _turn(vector: np.ndarray, yaw: float) -> np.ndarray:
-    c, s = math.cos(yaw), math.sin(yaw)
-    return np.array([c * vector[0] - s * vector[1], s * vector[0] + c * vector[1], vector[2]])
 
 
 @pytest.mark.parametrize("backend", ["mujoco_batch", "torch"])
@@ -47,9 +32,9 @@ def test_a_turned_vehicle_observed_in_its_heading_frame_flies_as_the_unturned_on
     quaternion = np.array([0.95, 0.2, -0.15, 0.1])
     quaternion /= np.linalg.norm(quaternion)
     rates = np.array([1.5, -1.0, 0.5])
-    start = {"position": np.stack([center + offset, center + _turn(offset, yaw)]),
-             "quaternion": np.stack([quaternion, _multiply(_quaternion_about_z(yaw), quaternion)]),
-             "velocity": np.stack([velocity, _turn(velocity, yaw)]), "angular_velocity": np.stack([rates, rates])}
+    turned = turned_about_z(yaw, center, center + offset, quaternion, velocity)
+    start = {"position": np.stack([center + offset, turned[0]]), "quaternion": np.stack([quaternion, turned[1]]),
+             "velocity": np.stack([velocity, turned[2]]), "angular_velocity": np.stack([rates, rates])}
     obs = np.asarray(batch.reset(options={"initial_state": start}), dtype=np.float64)
     layout = quadrotor_layout(ACTION_HISTORY, STATE_HISTORY)
     rotation = layout.slices()["rotation_matrix"]
