@@ -251,7 +251,7 @@ def test_controller_flies_the_policy_with_heartbeat_and_falls_back_when_it_lapse
         assert not terminated
     rows = np.array(run_driver(driver, driver_lines(ticks)))
     assert (rows[:, 1] == 1).all() and (rows[:, 2] == 0).all() and (rows[:, 3] == 2).all()  # active, no fault, Force mode
-    assert rows[-1, 8] == 0  # the stock controller never ran
+    assert rows[-1, 8] == 0  # the stock controller never flew
     commanded = rows[::10, 4:8]  # right after each policy step
     np.testing.assert_allclose(commanded, np.array(expected), atol=1e-5, rtol=0)
     np.testing.assert_array_equal(rows[9::10, 4:8], commanded)  # held between policy steps
@@ -439,6 +439,32 @@ def test_hand_over_to_the_pid_starts_it_afresh_with_every_field_written(driver, 
     # integrator, no float bits in roll/pitch/yaw)
     expected = fresh_pid_output(driver, after[-1])
     np.testing.assert_array_equal(handed[:, 4:8], np.tile(expected, (len(handed), 1)))
+
+
+def test_a_controller_switch_in_flight_hands_the_pid_the_current_state_and_the_log_says_so(driver):
+    """stabilizer.controller set to the PID while the policy flew: the firmware calls only the PID's init, which
+    resets its position loop but not its thrust (nor, in the real one, its attitude loop), so the PID started from
+    the wound-up thrust of its flight before the policy took over, and log robo_rl.active kept reading 1."""
+    climbing = [tick(t, hover_values([0, 0, 0.5], [0, 0, 1.0]), enable=0) for t in range(100)]
+    at_target = hover_values([0, 0, 1.0], [0, 0, 1.0], (3.0, -2.0, 1.0))
+    policy = [tick(t, at_target) for t in range(101, 151)]
+    # the switch comes before an odd tick that is no position-loop tick: neither of the PID's loops runs there
+    switched = ["controller pid", *[tick(t, at_target) for t in range(151, 171)]]
+    rows = np.array(run_driver(driver, driver_lines(climbing + policy + switched)))
+    first = len(climbing) + len(policy)
+    assert rows[first - 1, 1] == 1 and rows[first - 1, 3] == 2  # the policy flew until here
+    handed = rows[first:]
+    assert not handed[:, 1].any() and (handed[:, 3] == 0).all()
+    expected = fresh_pid_output(driver, switched[-1])
+    assert handed[0, 7] == expected[3]  # the thrust of a PID started from this state, not the climb's
+    # From the next tick, where its attitude loop runs, every field is a fresh PID's. (The first tick's legacy
+    # roll/pitch/yaw still hold the policy's forces: control_t is the stabilizer's, and the switch tells the app
+    # nothing.)
+    np.testing.assert_array_equal(handed[1:, 4:8], np.tile(expected, (len(handed) - 1, 1)))
+    # selected again, the app takes over again only on a fresh heartbeat, from the state it finds
+    back = ["controller oot", *[tick(t, at_target) for t in range(171, 181)]]
+    rows = np.array(run_driver(driver, driver_lines(climbing + policy + switched + back)))
+    assert rows[-1, 1] == 1 and rows[-1, 2] == 0 and rows[-1, 3] == 2
 
 
 def test_policy_takes_over_only_from_a_vehicle_the_supervisor_reports_armed_and_flying(driver):

@@ -9,22 +9,30 @@
  *   param <name> <value>                      set a robo_rl parameter
  *   supervisor <canFly 0|1> <armed 0|1> <flying 0|1>
  *   init                                      controllerOutOfTreeInit (the firmware switching to it)
+ *   controller <oot|pid>                      stabilizer.controller set in flight: as stabilizer.c, the new
+ *                                             controller's init, then its update each tick (oot = init)
  *   selftest
- * Lines out: "<tick> <active> <fault> <controlMode> <v1> <v2> <v3> <v4> <stock calls>", v = the four
- * normalizedForces in force mode, roll pitch yaw thrust in legacy mode; or "selftest <0|1>". */
+ * Lines out: "<tick> <active> <fault> <controlMode> <v1> <v2> <v3> <v4> <stock calls>" (calls of the stock PID
+ * into the stabilizer's control struct, not the app's restarts of it into its own), v = the four
+ * normalizedForces in force mode, roll pitch yaw thrust in legacy mode, active as log robo_rl.active reads;
+ * or "selftest <0|1>". */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "autoconf.h"
 #include "controller.h"
+#include "controller_pid.h"
 #include "host_registry.h"
+#include "log.h"
 #include "param.h"
 
 extern const host_entry_t *host_params;
 extern const host_entry_t *host_logs;
 extern unsigned long stock_controller_calls;
+extern const control_t *host_stabilizer_control;
 extern bool host_supervisor_can_fly, host_supervisor_armed, host_supervisor_flying;
 
 static const host_entry_t *entry(const host_entry_t *table, const char *name)
@@ -50,6 +58,20 @@ static void set_param(const char *name, double value)
     }
 }
 
+static ControllerType selected = ControllerTypeOot;
+
+ControllerType controllerGetType(void) { return selected; }
+
+/* A log variable's value, read as the log subsystem does (through its getter where it is logged by function). */
+static uint8_t log_uint8(const host_entry_t *log, uint32_t tick)
+{
+    if (log->size & LOG_BY_FUNCTION) {
+        const logByFunction_t *by = log->address;
+        return by->acquireUInt8(tick, by->data);
+    }
+    return *(const uint8_t *)log->address;
+}
+
 /* The estimator's Euler angles [deg] from the quaternion; pitch in the firmware's legacy sign (nose up). */
 static attitude_t euler_degrees(const quaternion_t q)
 {
@@ -66,17 +88,24 @@ static attitude_t euler_degrees(const quaternion_t q)
 int main(void)
 {
     controllerOutOfTreeInit();
-    const uint8_t *active = entry(host_logs, "active")->address;
+    const host_entry_t *active = entry(host_logs, "active");
     const uint8_t *fault = entry(host_logs, "fault")->address;
     static control_t control; /* stabilizer.c's is static too: fields not written keep their bits */
+    host_stabilizer_control = &control;
     char line[1024];
     while (fgets(line, sizeof line, stdin)) {
         if (strncmp(line, "selftest", 8) == 0) {
             printf("selftest %d\n", controllerOutOfTreeTest() ? 1 : 0);
             continue;
         }
-        if (strncmp(line, "init", 4) == 0) {
+        if (strncmp(line, "init", 4) == 0 || strncmp(line, "controller oot", 14) == 0) {
+            selected = ControllerTypeOot;
             controllerOutOfTreeInit();
+            continue;
+        }
+        if (strncmp(line, "controller pid", 14) == 0) {
+            selected = ControllerTypePID;
+            controllerPidInit();
             continue;
         }
         char name[64];
@@ -124,12 +153,16 @@ int main(void)
             fprintf(stderr, "bad setpoint mode %u: %s", kind, line);
             return 2;
         }
-        controllerOutOfTree(&control, &setpoint, &sensors, &state, tick);
-        if (control.controlMode == controlModeLegacy) {
-            printf("%u %u %u %d %d %d %d %.9g %lu\n", tick, *active, *fault, (int)control.controlMode, control.roll,
-                   control.pitch, control.yaw, control.thrust, stock_controller_calls);
+        if (selected == ControllerTypeOot) {
+            controllerOutOfTree(&control, &setpoint, &sensors, &state, tick);
         } else {
-            printf("%u %u %u %d %.9g %.9g %.9g %.9g %lu\n", tick, *active, *fault, (int)control.controlMode,
+            controllerPid(&control, &setpoint, &sensors, &state, tick);
+        }
+        if (control.controlMode == controlModeLegacy) {
+            printf("%u %u %u %d %d %d %d %.9g %lu\n", tick, log_uint8(active, tick), *fault, (int)control.controlMode,
+                   control.roll, control.pitch, control.yaw, control.thrust, stock_controller_calls);
+        } else {
+            printf("%u %u %u %d %.9g %.9g %.9g %.9g %lu\n", tick, log_uint8(active, tick), *fault, (int)control.controlMode,
                    control.normalizedForces[0], control.normalizedForces[1], control.normalizedForces[2],
                    control.normalizedForces[3], stock_controller_calls);
         }

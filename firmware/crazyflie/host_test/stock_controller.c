@@ -7,7 +7,11 @@
  *    and yaw from the body rates;
  *  - every tick: thrust = actuator thrust; thrust 0 -> roll, pitch, yaw 0 and reinitialise.
  * As in the real one, on ticks without the attitude loop it writes only the mode and the thrust (control_t
- * is a union), and its integrator keeps its value from its last flight until something reinitialises it. */
+ * is a union), and its integrator keeps its value from its last flight until something reinitialises it.
+ * controllerPidInit, which the firmware calls when stabilizer.controller selects the PID, resets the position
+ * loop (positionControllerInit) and nothing else: the real attitude loop initialises once per boot
+ * (attitudeControllerInit), and the actuator thrust, desired attitude and last setpoint mode are kept. Here the
+ * integrator belongs to the position loop, so it is reset; the actuator thrust is kept. */
 #include <string.h>
 
 #include "controller_pid.h"
@@ -18,7 +22,9 @@
 #define STOCK_KI_Z 2000.0f          /* per m of altitude error and position-loop step */
 #define STOCK_KP_RATE 100.0f        /* per deg/s of body rate */
 
+/* calls that wrote the stabilizer's control struct (host_stabilizer_control, the driver's): the PID flew */
 unsigned long stock_controller_calls;
+const control_t *host_stabilizer_control;
 bool host_supervisor_can_fly = true, host_supervisor_armed = true, host_supervisor_flying = true;
 
 static setpoint_mode_t previous_mode; /* zero: the first call reinitialises, as in the real one */
@@ -29,7 +35,7 @@ bool supervisorCanFly(void) { return host_supervisor_can_fly; }
 bool supervisorIsArmed(void) { return host_supervisor_armed; }
 bool supervisorIsFlying(void) { return host_supervisor_flying; }
 
-void controllerPidInit(void) {}
+void controllerPidInit(void) { z_integral = 0.0f; }
 
 bool controllerPidTest(void) { return true; }
 
@@ -38,7 +44,7 @@ static void reinitialize(void) { z_integral = 0.0f; }
 void controllerPid(control_t *control, const setpoint_t *setpoint, const sensorData_t *sensors,
                    const state_t *state, const stabilizerStep_t stabilizerStep)
 {
-    ++stock_controller_calls;
+    stock_controller_calls += control == host_stabilizer_control;
     control->controlMode = controlModeLegacy;
     if (memcmp(&setpoint->mode, &previous_mode, sizeof previous_mode) != 0) {
         reinitialize();

@@ -13,6 +13,10 @@
  *    is the PID's, without a fault: the policy takes over again when target positions come back;
  *  - otherwise, and after any fault, the stock PID controller flies (it needs the usual setpoints); on
  *    every hand-over the PID restarts from the current state and the control struct is cleared;
+ *  - while the policy flies, the PID is restarted from the current state on its attitude-loop ticks (500 Hz,
+ *    into a scratch struct): the firmware switches stabilizer.controller without telling the controller it
+ *    leaves, so a switch to the PID in flight starts it from the state of 1-2 ms before, not from the one it
+ *    had before the policy took over; log robo_rl.active reads 0 once another controller is selected;
  *  - it observes in the frame of the heading it took over at (world turned about z), so a vehicle facing any
  *    way starts as a training episode does, and it holds that heading (not the setpoint's yaw);
  *  - faults latch until robo_rl.enable is cleared: non-finite observation or action (policy status),
@@ -29,6 +33,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "autoconf.h" /* CONFIG_CONTROLLER_OOT (app-config), which declares ControllerTypeOot in controller.h */
 #include "controller.h"
 #include "controller_pid.h"
 #include "log.h"
@@ -181,23 +186,29 @@ static bool supervisor_allows(void)
     return supervisorIsArmed() && supervisorCanFly() && supervisorIsFlying();
 }
 
+/* Restarts the stock PID from the current state and setpoint and writes every field of control. The PID keeps
+ * static state (integrators, filters, derivative memory, desired attitude, thrust) from its last flight, and
+ * control_t is a union: on ticks where its 500 Hz attitude loop does not run it writes only the mode and
+ * thrust, leaving whatever was there (the policy's float forces) in the legacy roll/pitch/yaw. First a stop
+ * setpoint takes the PID through its own zero-thrust path (controllerPidReinitialize from the current state,
+ * desired yaw = current yaw, thrust 0); then it runs on the real setpoint as at step 0, where every loop
+ * executes, into the cleared struct. */
+static void pid_restart(control_t *control, const setpoint_t *setpoint, const sensorData_t *sensors,
+                        const state_t *state)
+{
+    static const setpoint_t stop = {0};
+    static control_t scratch;
+    controllerPid(&scratch, &stop, sensors, state, 0);
+    memset(control, 0, sizeof *control);
+    controllerPid(control, setpoint, sensors, state, 0);
+}
+
 static void fly_stock(control_t *control, const setpoint_t *setpoint, const sensorData_t *sensors,
                       const state_t *state, const stabilizerStep_t tick)
 {
-    if (active) {
-        /* Hand-over. The PID keeps static state (integrators, filters, desired attitude, thrust) from its last
-         * flight, and control_t is a union: on ticks where its 500 Hz attitude loop does not run it writes
-         * only the mode and thrust, leaving the policy's float forces in the legacy roll/pitch/yaw. First
-         * the PID restarts itself: a stop setpoint takes it through its own zero-thrust path
-         * (controllerPidReinitialize from the current state, desired yaw = current yaw, thrust 0). Then it
-         * runs on the real setpoint as at step 0, where every loop executes, so each field of the cleared
-         * control struct is written from the current state. */
-        static const setpoint_t stop = {0};
-        static control_t scratch;
-        controllerPid(&scratch, &stop, sensors, state, 0);
-        memset(control, 0, sizeof *control);
+    if (active) { /* hand-over */
         active = 0;
-        controllerPid(control, setpoint, sensors, state, 0);
+        pid_restart(control, setpoint, sensors, state);
         return;
     }
     controllerPid(control, setpoint, sensors, state, tick);
@@ -365,7 +376,26 @@ void controllerOutOfTree(control_t *control, const setpoint_t *setpoint, const s
     for (int motor = 0; motor < POLICY_ACTION_SIZE; ++motor) {
         control->normalizedForces[motor] = forces[motor];
     }
+    /* stabilizer.c switches stabilizer.controller between two ticks and calls only the new controller's init,
+     * which resets neither the PID's attitude loop nor its thrust (it would start from its flight before the
+     * take-over: full thrust after a climb, on crazyflie-firmware's own PID). Restarted here on each of its
+     * attitude-loop ticks, the PID a switch in flight hands the vehicle to starts from the state of 1-2 ms
+     * before, as after one of its own loop periods. (A switch before an odd tick still leaves this tick's
+     * forces in the legacy roll/pitch/yaw for that 1 ms: control_t is the stabilizer's.) */
+    if (RATE_DO_EXECUTE(ATTITUDE_RATE, tick)) {
+        static control_t shadow;
+        pid_restart(&shadow, setpoint, sensors, state);
+    }
 }
+
+/* log robo_rl.active: whether the policy flies, which it cannot while another controller is selected (the
+ * firmware does not call this one then, so `active` keeps the value of the last tick it was) */
+static uint8_t active_now(uint32_t timestamp, void *data)
+{
+    (void)timestamp, (void)data;
+    return active && controllerGetType() == ControllerTypeOot;
+}
+static const logByFunction_t active_log = {.acquireUInt8 = active_now, .data = 0};
 
 PARAM_GROUP_START(robo_rl)
 PARAM_ADD(PARAM_UINT8, enable, &enable)
@@ -380,7 +410,7 @@ PARAM_ADD(PARAM_FLOAT, arenaZMax, &arena_max[2])
 PARAM_GROUP_STOP(robo_rl)
 
 LOG_GROUP_START(robo_rl)
-LOG_ADD(LOG_UINT8, active, &active)
+LOG_ADD_BY_FUNCTION(LOG_UINT8, active, &active_log)
 LOG_ADD(LOG_UINT8, fault, &fault)
 LOG_ADD(LOG_UINT8, status, &last_status)
 LOG_ADD(LOG_UINT8, setpoint, &setpoint_log)
