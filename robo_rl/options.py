@@ -146,11 +146,11 @@ CONFIG_DIR = Path(__file__).resolve().parents[1] / "configs"
 TORCH_DEVICE_COMMANDS = ("train", "evaluate", "robustness", "distill")  # where `device` is a torch device (record's is a teleop device)
 
 
-def check_options(cfg: DictConfig, command: str, require_all: bool = True) -> None:
+def check_options(cfg: DictConfig, command: str, require_all: bool = True, resumed: bool = False) -> None:
     """Raise ConfigError naming the first option of `command` (a key of OPTIONS) that is missing (removed with
     `~option`; `require_all=False` for an older run's recorded config), of the wrong type or outside its range,
     an env id or intervention kind that does not exist, train's `demos` where no dataset is, or an `agent` group
-    that SACConfig refuses."""
+    that SACConfig refuses. `resumed`: `cfg` is a resumed run's, whose budget the resume checks against the run."""
     # an env group's training budget (configs/README.md) first: train's total_env_steps defaults to it
     budget = OmegaConf.select(cfg, "env.total_env_steps", default=None)
     if command == "train" and budget is not None:
@@ -191,7 +191,7 @@ def check_options(cfg: DictConfig, command: str, require_all: bool = True) -> No
                               "this env")
     if command == "train" and "agent" in cfg:
         check_agent(OmegaConf.to_container(cfg.agent, resolve=True))
-        check_budget(cfg)
+        check_budget(cfg, warn_idle=not resumed)
     if command == "train" and "runner" in cfg:
         from robo_rl.distributed.cluster import check_runner
 
@@ -424,11 +424,11 @@ def check_agent(agent: Mapping[str, Any]) -> None:
     SACConfig(**coerce_fields(SACConfig, agent, "agent")).validate()
 
 
-def check_budget(cfg: DictConfig) -> None:
+def check_budget(cfg: DictConfig, warn_idle: bool = True) -> None:
     """ConfigError where train's budget cannot train: total_env_steps below one step of every env (0 made a run
     without a policy), or a replay buffer smaller than one minibatch (agent.batch_size: every sample repeated
-    transitions). A learning_starts beyond the run's last env step is warned about: no update runs, which a
-    smoke test of the run's machinery may want."""
+    transitions). With `warn_idle`, a new run's learning_starts beyond its last env step is warned about: no
+    update runs, which a smoke test of the run's machinery may want."""
     import warnings
 
     total, envs = int(cfg.total_env_steps), int(cfg.num_envs)
@@ -440,7 +440,7 @@ def check_budget(cfg: DictConfig) -> None:
         raise ConfigError(f"buffer.capacity={capacity} holds less than one minibatch (agent.batch_size={batch}); "
                           f"give at least {batch}")
     last = -(-total // envs) * envs  # the env steps the run ends at: whole steps of every env
-    if int(cfg.learning_starts) > last and not cfg.get("resume"):
+    if warn_idle and int(cfg.learning_starts) > last and not cfg.get("resume"):
         warnings.warn(f"learning_starts={int(cfg.learning_starts)} lies beyond the run's last env step ({last}, "
                       f"total_env_steps={total} with num_envs={envs}): no update will run, and the run's policy stays "
                       "its untrained initial one", stacklevel=2)

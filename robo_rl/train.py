@@ -284,7 +284,9 @@ class Trainer:
             restart = resume_state is None
             given_total = "total_env_steps" in override_keys(overrides)
             cfg = resumed_config(saved, cfg, overrides, cfg.resume)
-            check_options(cfg, "train", require_all=False)  # an older run's config.yaml, perhaps edited since
+            # an older run's config.yaml, perhaps edited since; the learning_starts warning is for new runs (before
+            # the error that refuses a resume to fewer env steps, it announced an untrained policy)
+            check_options(cfg, "train", require_all=False, resumed=True)
         self.cfg = cfg
         torch.set_num_threads(int(cfg.torch_threads))
         self.device = select_device(cfg.device)

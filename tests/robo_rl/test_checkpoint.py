@@ -204,6 +204,13 @@ def test_resume_refuses_changed_options_and_training_nothing(three_checkpoints, 
         with pytest.raises(ResumeError, match=match):
             Trainer(quick_config(f"resume={run}", *overrides), run, overrides=[f"resume={run}", *overrides])
     assert {p: p.read_bytes() for p in run.rglob("*") if p.is_file()} == before  # nothing touched
+    # fewer env steps than the run's learning_starts: the refusal alone (a warning that the run's policy would stay
+    # untrained, which it would not, came first)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(ResumeError, match=r"total_env_steps=300, but the run is at 1200"):
+            Trainer(quick_config(f"resume={run}", "total_env_steps=300"), run,
+                    overrides=[f"resume={run}", "total_env_steps=300"])
     # a hand edit of the run's config.yaml was silently ignored (the checkpoint's config trains on), and the edited
     # file stayed as the run's record
     recorded = (run / "config.yaml").read_text()
