@@ -39,6 +39,7 @@ def main() -> None:
     env = {**os.environ, "MINARI_DATASETS_PATH": str(RESULTS / "minari"), "OMP_NUM_THREADS": "1"}
     python = sys.executable
     if not (RESULTS / "minari" / "pick_cube" / "scripted-v0").exists():
+        shutil.rmtree(RESULTS / "record", ignore_errors=True)  # a failed recording's record: record refuses it
         subprocess.run([python, "-m", "robo_rl.record", "env=pick_cube", "episodes=20", "seed=0",
                         f"hydra.run.dir={RESULTS / 'record'}"], check=True, env=env, cwd=ROOT.parent)
     runs = {label: RESULTS / "arm_learning" / f"{label.replace(' ', '_').replace('+', 'and')}_seed{args.seed}"

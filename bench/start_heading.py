@@ -13,17 +13,24 @@ axes in both.
 
 from __future__ import annotations
 
-import argparse
 import math
+import sys
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 
-from robo_rl.envs import make_vector_env
-from robo_rl.evaluate import load_policy
-from robo_rl.evaluation import evaluate_policy
-from sim.quadrotor.observation import in_heading_frame
+ROOT = Path(__file__).resolve().parent
+sys.path.insert(0, str(ROOT))
+
+from peers import BenchArgumentParser, NonNegative, Positive, Seed  # noqa: E402
+from teacher_pool import run_reporting_errors  # noqa: E402
+
+from robo_rl.envs import check_quadrotor_env, make_vector_env  # noqa: E402
+from robo_rl.evaluate import load_policy  # noqa: E402
+from robo_rl.evaluation import evaluate_policy  # noqa: E402
+from sim.quadrotor.observation import in_heading_frame  # noqa: E402
 
 HEADINGS_DEG = (0, 45, 90, 120, 150, 180)
 
@@ -33,6 +40,7 @@ def heading_success(run: str, episodes: int, latency: int, seed: int, frame: str
     observing in the `frame` "world" or "take-over" (its start's heading)."""
     device = torch.device("cpu")
     _, cfg, agent = load_policy(run, "best", device)
+    check_quadrotor_env(cfg.env.get("id"), f"run={run}", "start_heading")
     env = make_vector_env(cfg.env, episodes, device,
                           overrides={"randomization": {"latency_steps": [latency, latency]}})
     rng = np.random.default_rng(seed)
@@ -59,20 +67,24 @@ def heading_success(run: str, episodes: int, latency: int, seed: int, frame: str
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    """Print the table of success by heading, frame and latency."""
+    parser = BenchArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("run")
-    parser.add_argument("--episodes", type=int, default=100)
-    parser.add_argument("--latencies", type=int, nargs="+", default=[0, 2])
-    parser.add_argument("--seed", type=int, default=777)
+    parser.add_argument("--episodes", type=int, action=Positive, default=100)
+    parser.add_argument("--latencies", type=int, nargs="+", action=NonNegative, default=[0, 2])
+    parser.add_argument("--seed", type=int, action=Seed, default=777)
     args = parser.parse_args()
+    # the first row's measurement checks the run and the latency before the table's header is printed
+    rows = {("world", args.latencies[0]): heading_success(args.run, args.episodes, args.latencies[0], args.seed,
+                                                          "world")}
     print("| observed in | latency | " + " | ".join(f"{d} deg" for d in HEADINGS_DEG) + " |")
     print("|---|---|" + "---|" * len(HEADINGS_DEG))
     for frame in ("world", "take-over"):
         for latency in args.latencies:
-            rates = heading_success(args.run, args.episodes, latency, args.seed, frame)
+            rates = rows.get((frame, latency)) or heading_success(args.run, args.episodes, latency, args.seed, frame)
             print(f"| {frame} frame | {latency} steps | " + " | ".join(f"{100 * rates[d]:.0f}%" for d in HEADINGS_DEG)
                   + " |", flush=True)
 
 
 if __name__ == "__main__":
-    main()
+    run_reporting_errors(main)

@@ -87,6 +87,28 @@ def run_files(folder: Any) -> list[str]:
     return [name for name in names if (folder / name).exists()]
 
 
+def run_holding(path: str | Path) -> Path | None:
+    """The nearest folder at or above `path` that holds a run (`run_files`), or None: a command's output there
+    lies in that run's folder, which only that run's own commands may write."""
+    folder = Path(os.path.abspath(path))
+    for candidate in (folder, *folder.parents):
+        if candidate.is_dir() and run_files(candidate):
+            return candidate
+    return None
+
+
+def check_not_in_another_run(path: str | Path, run: str | Path, option: str, command: str) -> None:
+    """ConfigError if `path` (the option `option` of `command`, for run `run`) lies in the folder of a run other
+    than `run`: that run's own records (its bundle, its video) would be replaced by `run`'s."""
+    from sim.errors import ConfigError
+
+    holder = run_holding(path)
+    if holder is not None and holder.resolve() != Path(run).resolve():
+        raise ConfigError(f"{option}={path} lies in the folder of another run ({holder}), whose records {command} "
+                          f"of run={run} would replace; give a path outside other runs' folders, or omit {option}= "
+                          "(the default lies inside run=)")
+
+
 def check_trained_with(run: str | Path, overrides: list[str], option: str = "ARGS") -> None:
     """CheckpointError unless the run in `run` was started with these `robo_rl.train` command-line `overrides` (Hydra's
     record, .hydra/overrides.yaml): `make specialists` keeps or resumes a specialist it finds, which must then be

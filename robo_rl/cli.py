@@ -174,7 +174,8 @@ def key_values(argv: list[str], options: dict[str, type | tuple[type, int] | tup
         kind, minimum, maximum = (*options[key], 2**31 - 1)[:3] if isinstance(options[key], tuple) \
             else (options[key], 0, 2**31 - 1)
         if text == "":  # what an unset shell variable gives: `bundle=` read the current folder's policy.json
-            raise ConfigError(f"{key}= is empty; give a value, or leave {key} out; {usage}")
+            optional = "" if key == next(iter(options)) else f", or omit {key}="  # the first key is required
+            raise ConfigError(f"{key}= is empty; give a value{optional}; {usage}")
         try:
             if kind is bool:
                 if text.lower() not in ("true", "false"):
@@ -527,15 +528,20 @@ def check_new_run_dir(run_dir: str, command: str) -> None:
 
 
 def check_not_a_run_or_bundle(run_dir: str, command: str) -> None:
-    """ConfigError if `run_dir` (hydra.run.dir) is a training run's folder or an exported bundle: `command` would
-    write Hydra's record of itself (.hydra/config.yaml, ...) over the run's, and its log and results beside them."""
+    """ConfigError if `run_dir` (hydra.run.dir) is a training run's folder, an exported bundle or an earlier
+    command's output folder: `command` would write Hydra's record of itself (.hydra/config.yaml, ...) over theirs,
+    and its log and results over theirs (an earlier suite's robustness.json)."""
     from robo_rl.checkpoint import run_files
     from sim.errors import ConfigError
 
     found = run_files(run_dir) + [name for name in ("policy.json",) if (Path(run_dir) / name).exists()]
     if found:
         raise ConfigError(f"hydra.run.dir={run_dir} holds a run or a bundle ({', '.join(found)}), whose records "
-                          f"{command} would overwrite; give a new folder, or leave hydra.run.dir out (a new folder "
+                          f"{command} would overwrite; give a new folder, or omit hydra.run.dir= (a new folder "
+                          "inside the run)")
+    if (Path(run_dir) / ".hydra").exists():
+        raise ConfigError(f"hydra.run.dir={run_dir} holds an earlier command's record and results (.hydra), which "
+                          f"{command} would overwrite; give a new folder, or omit hydra.run.dir= (a new folder "
                           "inside the run)")
 
 

@@ -165,7 +165,7 @@ def check_options(cfg: DictConfig, command: str, require_all: bool = True, resum
         raw = OmegaConf.select(cfg, path, throw_on_missing=True)
         value = coerce(OmegaConf.to_container(raw, resolve=True) if OmegaConf.is_config(raw) else raw, annotation, path)
         if value == "" and path in EMPTY_REFUSED.get(command, {}):
-            raise ConfigError(f"{path}= is empty; give {EMPTY_REFUSED[command][path]}, or leave {path} out")
+            raise ConfigError(f"{path}= is empty; give {EMPTY_REFUSED[command][path]}, or omit {path}=")
         if allowed is not None:
             check_range(value, allowed, path)
     if command in TORCH_DEVICE_COMMANDS and "device" in cfg:

@@ -19,6 +19,7 @@ from typing import Any  # noqa: E402
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
+from robo_rl.checkpoint import check_not_in_another_run  # noqa: E402
 from robo_rl.cli import command, key_values  # noqa: E402
 from sim.errors import ConfigError  # noqa: E402
 
@@ -43,13 +44,14 @@ def output_path(run: str | Path, out: str | Path | None, policy: str | Path | No
         return default
     path = Path(out)
     if str(out) == "":
-        raise ConfigError(f"out= is empty; give a new file ending {VIDEO_SUFFIX}, or leave out= out for {default}")
+        raise ConfigError(f"out= is empty; give a new file ending {VIDEO_SUFFIX}, or omit out= for {default}")
     if path.suffix.lower() != VIDEO_SUFFIX:
         raise ConfigError(f"out={out}: the video is an animated GIF; give a file name ending {VIDEO_SUFFIX}")
     if path.is_dir():
         raise ConfigError(f"out={out} is a folder; give a new file ending {VIDEO_SUFFIX}")
     if not path.parent.is_dir():
         raise ConfigError(f"out={out}: there is no folder {path.parent}; give a file in an existing folder")
+    check_not_in_another_run(path, run, "out", "video")  # it was taken as that run's own video
     if path.exists() and path.resolve() != default.resolve():
         raise ConfigError(f"out={out} already exists and is not this run's video ({default}, which is rewritten); "
                           "give a new file, or delete that one first")

@@ -38,7 +38,7 @@ import numpy as np
 import torch
 from omegaconf import OmegaConf
 
-from robo_rl.checkpoint import agent_from_checkpoint, check_compatible, load_run_policy
+from robo_rl.checkpoint import agent_from_checkpoint, check_compatible, check_not_in_another_run, load_run_policy
 from robo_rl.cli import remove_made_folders
 from robo_rl.envs import check_quadrotor_env, env_spec, make_vector_env
 from robo_rl.export.c_generator import check_prefix, generate_c, generate_layout_header
@@ -97,14 +97,32 @@ def onnx_actions(path: Path, observations: Any) -> np.ndarray:
     """Actions from ONNX Runtime (CPU) for a batch of observations (an array, or a dict of the states and the
     cameras' uint8 images)."""
     import onnxruntime
+    from onnxruntime.capi import onnxruntime_pybind11_state as runtime_errors
 
-    session = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    # ONNX Runtime's errors (InvalidProtobuf, InvalidArgument, ...) derive from Exception alone
+    errors = tuple(kind for kind in vars(runtime_errors).values()
+                   if isinstance(kind, type) and issubclass(kind, Exception))
+    try:
+        session = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    except errors as error:  # a damaged or truncated file: a traceback said "a bug in robo-rl"
+        raise ExportError(f"{path} is not an ONNX model that ONNX Runtime can load ({_first_line(error)}); export "
+                          "the bundle again") from None
     if isinstance(observations, Mapping):
         feed = {key: np.asarray(value, dtype=np.float32 if key == STATE else np.uint8)
                 for key, value in observations.items()}
     else:
         feed = {"observation": np.asarray(observations, dtype=np.float32)}
-    return session.run(["action"], feed)[0]
+    try:
+        return session.run(["action"], feed)[0]
+    except errors as error:  # another policy's model copied into the bundle
+        raise ExportError(f"{path} does not take this bundle's observations ({_first_line(error)}); it is not the "
+                          "policy of this bundle's policy.json: export the bundle again") from None
+
+
+def _first_line(error: BaseException) -> str:
+    """An error's message up to its first line break (ONNX Runtime's carry the whole graph position)."""
+    text = str(error).strip()
+    return text.splitlines()[0] if text else type(error).__name__
 
 
 def check_vehicle_name(vehicle: str | None, default: str = "the run's training vehicle") -> None:
@@ -188,6 +206,7 @@ def export_bundle(run: str | Path, checkpoint: str | None = "best", out: str | P
     check_vehicle_name(vehicle)
     out = Path(out) if out else Path(run) / "export"
     check_out_folder(out)  # before any work: a folder that cannot be replaced is refused at once
+    check_not_in_another_run(out, run, "out", "export")  # another run's own export/ was replaced without a word
     out = Path(os.path.abspath(out))  # the staging folder goes beside it: "sub/.." has a parent "sub", "." none
     state = load_run_policy(run, checkpoint)
     run_cfg = OmegaConf.create(state["config"])

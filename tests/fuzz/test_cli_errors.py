@@ -101,7 +101,7 @@ def run_cli(args: list[str], tmp_path, timeout: float = 300) -> subprocess.Compl
     (["-m", "robo_rl.video", "run=r", "episodes=1000"], "error: episodes=1000: episodes must lie in [1, 20]"),
     (["-m", "robo_rl.video", "run=r", "run=s"], "error: argument 'run=s': run is given twice"),
     # an unset shell variable: in_the_loop flew the current folder's bundle
-    (["-m", "robo_rl.export.in_the_loop", "bundle="], "error: bundle= is empty; give a value, or leave bundle out"),
+    (["-m", "robo_rl.export.in_the_loop", "bundle="], "error: bundle= is empty; give a value; usage: "),
     # every mistake was a traceback: the entry point's @command had slid onto the bundle check above main
     (["-m", "robo_rl.export.arm_in_the_loop"], "error: bundle= is required"),
     (["-m", "robo_rl.export.arm_in_the_loop", "bundle=/nope"], "error: "),
@@ -179,7 +179,7 @@ def test_a_replay_buffer_larger_than_the_free_memory_is_refused_before_the_run_g
     # refused only after rendering
     ("missing/x.gif", "error: out=missing/x.gif: there is no folder missing; give a file in an existing folder"),
     ("clips.gif", "error: out=clips.gif is a folder; give a new file ending .gif"),
-    ("", "error: out= is empty; give a value, or leave out out; usage: python -m robo_rl.video run=<run dir> "
+    ("", "error: out= is empty; give a value, or omit out=; usage: python -m robo_rl.video run=<run dir> "
          "[out=<file.gif>] [episodes=1] [seed=0] [checkpoint=best]"),
 ])
 def test_a_video_written_where_it_cannot_or_must_not_be_is_refused_before_rendering(out, message, tmp_path):
@@ -317,6 +317,41 @@ def test_an_evaluation_written_into_a_run_or_a_bundle_is_refused_and_leaves_them
     result = run_cli(["-m", command, "run=run", f"hydra.run.dir={output}"], tmp_path)
     assert result.returncode == USER_ERROR_STATUS and len(result.stderr.strip().splitlines()) == 1, result.stderr
     assert result.stderr.startswith(f"error: hydra.run.dir={output} holds a run or a bundle ("), result.stderr
+    assert changed(before, snapshot(tmp_path / "work")) == []
+
+
+@pytest.mark.parametrize("command", ["robo_rl.evaluate", "robo_rl.robustness", "robo_rl.export"])
+def test_an_earlier_commands_output_folder_is_not_written_over(command, trained_run, tmp_path):
+    """hydra.run.dir=<an earlier suite's folder> replaced its robustness.json, robustness.png and Hydra's record
+    with a smaller suite's, without a word."""
+    import shutil
+
+    run = tmp_path / "work" / "run"
+    shutil.copytree(trained_run, run)
+    earlier = tmp_path / "work" / "earlier"
+    (earlier / ".hydra").mkdir(parents=True)
+    (earlier / ".hydra" / "overrides.yaml").write_text("- episodes=100\n")
+    (earlier / "robustness.json").write_text("{}\n")
+    before = snapshot(tmp_path / "work")
+    result = run_cli(["-m", command, "run=run", "hydra.run.dir=earlier"], tmp_path)
+    assert result.returncode == USER_ERROR_STATUS and len(result.stderr.strip().splitlines()) == 1, result.stderr
+    assert result.stderr.startswith("error: hydra.run.dir=earlier holds an earlier command's record and results "
+                                    "(.hydra)"), result.stderr
+    assert changed(before, snapshot(tmp_path / "work")) == []
+
+
+@pytest.mark.parametrize("command, out", [("robo_rl.export", "other/export"), ("robo_rl.video", "other/rollout.gif")])
+def test_an_output_in_another_runs_folder_is_refused(command, out, trained_run, tmp_path):
+    """export run=a out=b/export replaced run b's own bundle with a's (its policy.json then named run a); video
+    run=a out=b/rollout.gif wrote a's video as b's own."""
+    import shutil
+
+    for name in ("run", "other"):
+        shutil.copytree(trained_run, tmp_path / "work" / name)
+    before = snapshot(tmp_path / "work")
+    result = run_cli(["-m", command, "run=run", f"out={out}"], tmp_path)
+    assert result.returncode == USER_ERROR_STATUS and len(result.stderr.strip().splitlines()) == 1, result.stderr
+    assert result.stderr.startswith(f"error: out={out} lies in the folder of another run ("), result.stderr
     assert changed(before, snapshot(tmp_path / "work")) == []
 
 
@@ -523,8 +558,8 @@ def test_one_line_folds_multiline_messages():
      "privileged observation for the critic .*; give privileged_critic=false or auto"),
     (["env=pick_cube", "env.privileged_observation=true"], "env.privileged_observation=true with privileged_critic=auto"),
     # an empty value is no null: `resume=` silently started a new 500k-step run, `demos=` trained without demos
-    (["resume="], "resume= is empty; give the run folder to continue, or leave resume out"),
-    (["demos="], "demos= is empty; give a Minari dataset id or folder, or leave demos out"),
+    (["resume="], "resume= is empty; give the run folder to continue, or omit resume="),
+    (["demos="], "demos= is empty; give a Minari dataset id or folder, or omit demos="),
     # trained on the simulator's reward, as if reward_classifier had not been given
     (["reward_classifier="], "reward_classifier= is empty; give the success classifier's file"),
     # a budget that cannot train: total_env_steps=0 made a run without a policy; a buffer below one minibatch
@@ -610,7 +645,7 @@ def test_what_an_inbox_may_be_named():
     ("teacher_pool", ["run=r", "out=p", "stop_at_success=0"], r"stop_at_success must lie in \(0, 1\], got 0"),
     # an empty value is no null: `out=` exported into <run>/export, `teacher_pool=` distilled without the pool,
     # `device_path=` opened the first gamepad, each without a word
-    ("export", ["run=r", "out="], "out= is empty; give the bundle's folder, or leave out out"),
+    ("export", ["run=r", "out="], "out= is empty; give the bundle's folder, or omit out="),
     ("distill", ["teacher=r", "teacher_pool="], "teacher_pool= is empty; give the teacher pool's folder"),
     ("distill", ["teacher=r", "fast_rotor_teacher="], "fast_rotor_teacher= is empty; give the fast-rotor teacher's run"),
     ("robustness", ["run=r", "specialists_dir="], "specialists_dir= is empty; give the folder of specialist runs"),
@@ -745,3 +780,33 @@ def test_a_file_as_the_teacher_pools_folder_is_named_as_out(tmp_path):
     assert result.returncode == 2 and result.stderr.strip() == (
         "error: out=afile is a file; give a folder for the command's output (a new one is made)"), result.stderr
     assert (tmp_path / "work" / "afile").read_text() == "mine"
+
+
+@pytest.mark.parametrize("damage", ["truncated", "another policy"])
+def test_in_the_loop_names_a_policy_onnx_that_onnx_runtime_cannot_run(damage, exported_bundle, tmp_path):
+    """A truncated policy.onnx, or another policy's model copied into the bundle: a 29-line traceback that called
+    itself a bug in robo-rl."""
+    import shutil
+
+    import numpy as np
+    import onnx
+
+    bundle = tmp_path / "work" / "bundle"
+    shutil.copytree(exported_bundle, bundle)
+    model = bundle / "policy.onnx"
+    if damage == "truncated":
+        model.write_bytes(model.read_bytes()[:100])
+    else:  # a policy of 7 observations (as the arm bundle's of 16 was)
+        from onnx import TensorProto, helper, numpy_helper
+
+        weights = numpy_helper.from_array(np.zeros((7, 4), np.float32), "weights")
+        graph = helper.make_graph([helper.make_node("MatMul", ["observation", "weights"], ["action"])], "other",
+                                  [helper.make_tensor_value_info("observation", TensorProto.FLOAT, ["batch", 7])],
+                                  [helper.make_tensor_value_info("action", TensorProto.FLOAT, ["batch", 4])], [weights])
+        onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8), model)
+    result = run_cli(["-m", "robo_rl.export.in_the_loop", "bundle=bundle", "steps=5", "cortex_m4=false"], tmp_path)
+    assert result.returncode == USER_ERROR_STATUS, result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1 and "Traceback" not in result.stderr, result.stderr
+    expected = "is not an ONNX model that ONNX Runtime can load" if damage == "truncated" else \
+        "does not take this bundle's observations"
+    assert result.stderr.startswith(f"error: bundle/policy.onnx {expected} ("), result.stderr
