@@ -416,6 +416,9 @@ def torch_actor(manifest: Mapping[str, Any], checkpoint: str | Path | None = Non
     from robo_rl.checkpoint import load_checkpoint
 
     path = checkpoint or bundle_checkpoint(manifest)
+    if checkpoint is None and not Path(path).exists():  # said only that the file does not exist
+        raise ExportError(f"the bundle's training checkpoint {path} is gone (its run moved or deleted); the "
+                          "PyTorch reference flies from it: give checkpoint=<that file where it is now>")
     agent = agent_from_checkpoint(load_checkpoint(path))
 
     def act(obs: np.ndarray) -> np.ndarray:

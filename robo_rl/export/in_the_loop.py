@@ -13,7 +13,7 @@ C and the C running on the emulated STM32F405 (over its serial port) and reports
 strays from PyTorch's.
 
     python -m robo_rl.export.in_the_loop bundle=<run>/export [vehicle=<name>] [latency_steps=2] [wind=0.01]
-        [steps=500] [seed=0]
+        [steps=500] [seed=0] [checkpoint=<the bundle's training checkpoint, where its run has moved>]
 """
 
 from __future__ import annotations
@@ -198,11 +198,12 @@ def compare_targets(bundle: str | Path, seed: int = 0, steps: int = 500, cortex_
 
 @command
 def main(argv: list[str]) -> None:
-    """CLI: key=value arguments bundle=, vehicle=, latency_steps=, wind=, seed=, steps=, cortex_m4=."""
+    """CLI: key=value arguments bundle=, vehicle=, latency_steps=, wind=, seed=, steps=, cortex_m4=, checkpoint=."""
     args = key_values(argv, {"bundle": str, "vehicle": str, "latency_steps": (int, 0, MAX_LATENCY_STEPS), "wind": float, "seed": int,
-                             "steps": (int, 1), "cortex_m4": bool},
+                             "steps": (int, 1), "cortex_m4": bool, "checkpoint": str},
                       "usage: python -m robo_rl.export.in_the_loop bundle=<bundle dir> [vehicle=<name>] "
-                      "[latency_steps=0] [wind=0] [seed=0] [steps=500] [cortex_m4=true]")
+                      "[latency_steps=0] [wind=0] [seed=0] [steps=500] [cortex_m4=true] [checkpoint=<the bundle's "
+                      "training checkpoint, if moved>]")
     torch.set_num_threads(1)
     manifest = read_manifest(args["bundle"])
     plant = plant_config(manifest, args.get("vehicle"), args.get("latency_steps", 0), args.get("wind", 0.0))
@@ -211,7 +212,7 @@ def main(argv: list[str]) -> None:
           f"{plant['randomization']['disturbance_force']:g} N per axis, firmware THRUST_MAX "
           f"{plant['firmware_thrust_max']:g} N, THRUST_MIN {plant['firmware_thrust_min']:g} N")
     report = compare_targets(args["bundle"], args.get("seed", 0), args.get("steps", 500), args.get("cortex_m4", True),
-                             vehicle=args.get("vehicle"), latency_steps=args.get("latency_steps", 0),
+                             checkpoint=args.get("checkpoint"), vehicle=args.get("vehicle"), latency_steps=args.get("latency_steps", 0),
                              wind=args.get("wind", 0.0))
     print(f"{'target':18s} {'steps':>5s} {'max dev from torch [m]':>23s} {'final dist [m]':>15s} {'return':>8s} "
           f"{'success':>8s}")

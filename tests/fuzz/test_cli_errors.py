@@ -810,3 +810,20 @@ def test_in_the_loop_names_a_policy_onnx_that_onnx_runtime_cannot_run(damage, ex
     expected = "is not an ONNX model that ONNX Runtime can load" if damage == "truncated" else \
         "does not take this bundle's observations"
     assert result.stderr.startswith(f"error: bundle/policy.onnx {expected} ("), result.stderr
+
+
+def test_in_the_loop_names_a_bundles_training_checkpoint_that_is_gone(trained_run, tmp_path):
+    """A bundle whose run was moved: 'checkpoint .../best_policy.pt does not exist', and no way to say where it is."""
+    import shutil
+
+    from robo_rl.export.bundle import export_bundle
+
+    run = tmp_path / "work" / "run"
+    shutil.copytree(trained_run, run)
+    export_bundle(run, out=tmp_path / "work" / "bundle", pairs=8)
+    shutil.rmtree(run)
+    result = run_cli(["-m", "robo_rl.export.in_the_loop", "bundle=bundle", "steps=5", "cortex_m4=false"], tmp_path)
+    assert result.returncode == USER_ERROR_STATUS and len(result.stderr.strip().splitlines()) == 1, result.stderr
+    assert result.stderr.startswith(f"error: the bundle's training checkpoint {run / 'best_policy.pt'} is gone"), \
+        result.stderr
+    assert "give checkpoint=<that file where it is now>" in result.stderr
