@@ -151,7 +151,14 @@ def task_env(env_cfg: DictConfig, task: str | None) -> DictConfig:
     vehicle = OmegaConf.select(env_cfg, "overrides.vehicle", default=None) or \
         default_config(QUADROTOR_ENV_IDS[env_cfg.id]).vehicle
     plain = OmegaConf.create(OmegaConf.to_container(env_cfg, resolve=True))
-    return OmegaConf.merge(plain, {"id": new.env_id, "overrides": {"vehicle": vehicle}})
+    flown = OmegaConf.merge(plain, {"id": new.env_id, "overrides": {"vehicle": vehicle}})
+    from sim.registration import make_env_config
+
+    try:  # the run's own overrides (its starts, its randomization) may not suit the task: takeoff_land starts on the floor
+        make_env_config(flown.id, OmegaConf.to_container(flown.get("overrides") or {}, resolve=True))
+    except ConfigError as error:
+        raise ConfigError(f"task={task} with this run's env overrides: {error}") from None
+    return flown
 
 
 def check_quadrotor_env(env_id: Any, option: str, who: str) -> None:

@@ -280,8 +280,13 @@ def evaluate_cells(state: Mapping[str, Any], run_cfg: DictConfig, policy: Callab
         env = make_vector_env(run_cfg.env, n * len(batch), device, overrides=_vehicle_overrides(vehicle, suite))
         try:
             check_compatible(dict(state), env_spec(env, run_cfg.env.id), same_env=suite.task is None)
-            starts = {name: start_states(env.config, suite.start_sets[name], n, suite.seed)
-                      for name in {cell.start_set for cell in batch}}
+            starts = {}
+            for name in sorted({cell.start_set for cell in batch}):
+                try:
+                    starts[name] = start_states(env.config, suite.start_sets[name], n, suite.seed)
+                except ConfigError as error:  # e.g. takeoff_land's ground starts: named neither the set nor the task
+                    flown = f"task={suite.task}" if suite.task else f"the run's task {env.config.task}"
+                    raise ConfigError(f"start_sets.{name} cannot start {flown}: {error}") from None
             result = evaluate_policy(policy, env, suite.seed, device, _reset_options(batch, starts, winds))
         finally:
             env.close()

@@ -193,13 +193,18 @@ def test_held_out_vehicles_report_their_drawn_parameters_and_group_by_each():
 
 def test_the_suite_flies_a_runs_policy_on_another_task_and_refuses_an_unknown_one(trained_run, tmp_path):
     """task=figure_eight: the hover run's policy flies the figure-eight's env on the same vehicles; the table
-    names the task; an unknown task is one line."""
+    names the task; an unknown task is one line, and so is a task the run's starts cannot start (takeoff_land's
+    ground starts: an error that named neither the task nor what was wrong with it)."""
     run = _copy_run(trained_run, tmp_path / "run")
     result = _commands([[f"run={run}", "vehicles=[crazyflie_rltools]", "latency_steps=[0]", "episodes=5",
-                         "held_out.episodes=5", "task=figure_eight"], [f"run={run}", "task=backflip"]])
+                         "held_out.episodes=5", "task=figure_eight"], [f"run={run}", "task=backflip"],
+                        [f"run={run}", "vehicles=[crazyflie_rltools]", "latency_steps=[0]", "episodes=3",
+                         "held_out.episodes=0", "task=takeoff_land"]])
     statuses = [line for line in result.stderr.splitlines() if line.startswith("status")]
-    assert statuses == ["status 0", "status 2"], result.stderr[-3000:]
+    assert statuses == ["status 0", "status 2", "status 2"], result.stderr[-3000:]
     assert "unknown quadrotor task 'backflip'; known tasks: hover, reach, figure_eight" in result.stderr
+    # this run starts within +-0.05 m of its target (tests/robo_rl/quick.py): its own env refuses takeoff_land
+    assert "error: task=takeoff_land with this run's env overrides: config: starts reach down to" in result.stderr
     assert result.stdout.startswith("figure_eight: success [%]")
     folders = list((run / "robustness").iterdir())
     assert len(folders) == 1
