@@ -51,6 +51,9 @@ def output_path(run: str | Path, out: str | Path | None, policy: str | Path | No
         raise ConfigError(f"out={out} is a folder; give a new file ending {VIDEO_SUFFIX}")
     if not path.parent.is_dir():
         raise ConfigError(f"out={out}: there is no folder {path.parent}; give a file in an existing folder")
+    if not os.access(path.parent, os.W_OK | os.X_OK):  # found only when the rendered GIF was written
+        raise ConfigError(f"out={out}: the folder {path.parent} cannot be written; give a file in a folder you can "
+                          "write to")
     check_not_in_another_run(path, run, "out", "video")  # it was taken as that run's own video
     if path.exists() and path.resolve() != default.resolve():
         raise ConfigError(f"out={out} already exists and is not this run's video ({default}, which is rewritten); "

@@ -492,11 +492,15 @@ def _replace_folder(staging: Path, out: Path) -> None:
     """Rename the finished bundle `staging` to `out`, replacing an empty folder or an earlier bundle (checked
     again here); the earlier bundle is moved aside first and deleted only once the new one is in place."""
     check_out_folder(out)
-    if not out.exists() or not any(out.iterdir()):
-        os.replace(staging, out)  # rename(2) replaces an empty folder
-        return
-    previous = out.with_name(f".{out.name}-replaced-{uuid.uuid4().hex[:8]}")
-    os.rename(out, previous)
+    try:
+        if not out.exists() or not any(out.iterdir()):
+            os.replace(staging, out)  # rename(2) replaces an empty folder
+            return
+        previous = out.with_name(f".{out.name}-replaced-{uuid.uuid4().hex[:8]}")
+        os.rename(out, previous)
+    except OSError as error:  # it named the hidden staging folder, as if the user had given that
+        raise ExportError(f"out={out}: the bundle cannot replace that folder ({error.strerror}); give a folder you "
+                          "can write to") from None
     try:
         os.rename(staging, out)
     except OSError:
