@@ -9,64 +9,27 @@
 #include POLICY_HEADER
 #include "test_vectors.h"
 
-void semihost_write(const char *text);
+#include "instruction_clock.h"
+
+void semihost_print_uint(const char *key, uint64_t value);
 uint32_t stack_high_water(void);
 
-#define SYST_CSR (*(volatile uint32_t *)0xE000E010u)
-#define SYST_RVR (*(volatile uint32_t *)0xE000E014u)
-#define SYST_CVR (*(volatile uint32_t *)0xE000E018u)
-#define CALIBRATION_LOOPS 200000u
 #define TIMED_INFERENCES 20u
-
-static void print_uint(const char *key, uint64_t value)
-{
-    char text[64];
-    int n = 0;
-    while (key[n] != '\0' && n < 40) {
-        text[n] = key[n];
-        ++n;
-    }
-    text[n++] = '=';
-    char digits[21];
-    int d = 0;
-    do {
-        digits[d++] = (char)('0' + value % 10u);
-        value /= 10u;
-    } while (value != 0u);
-    while (d > 0) {
-        text[n++] = digits[--d];
-    }
-    text[n++] = '\n';
-    text[n] = '\0';
-    semihost_write(text);
-}
-
-static uint32_t ticks(void) { return SYST_CVR; }
-
-static uint32_t elapsed(uint32_t start, uint32_t end) { return (start - end) & 0xFFFFFFu; } /* counts down */
 
 int main(void)
 {
-    SYST_RVR = 0xFFFFFFu;
-    SYST_CVR = 0u;
-    SYST_CSR = 5u; /* processor clock, enabled, no interrupt */
-
-    /* With QEMU -icount, SysTick advances with executed instructions: a loop of known length calibrates it. */
-    uint32_t loops = CALIBRATION_LOOPS;
-    uint32_t start = ticks();
-    __asm volatile("1: subs %0, %0, #1\n bne 1b\n" : "+r"(loops));
-    const uint32_t calibration = elapsed(start, ticks());
+    const uint32_t calibration = clock_start_and_calibrate();
 
     float action[POLICY_ACTION_SIZE];
-    start = ticks();
+    uint32_t start = clock_ticks();
     policy_step(test_obs[0], action); /* the first call: the constants' checksum, then an inference */
-    const uint32_t first_step = elapsed(start, ticks());
-    print_uint("first_step_instructions", (uint64_t)first_step * (2u * CALIBRATION_LOOPS) / calibration);
+    const uint32_t first_step = clock_elapsed(start);
+    semihost_print_uint("first_step_instructions", clock_instructions(first_step, calibration));
 
     float worst = 0.0f;
     const int self_test_failures = policy_self_test(&worst);
-    print_uint("self_test_failures", (uint64_t)self_test_failures);
-    print_uint("self_test_max_error_e12", (uint64_t)(worst * 1e12f));
+    semihost_print_uint("self_test_failures", (uint64_t)self_test_failures);
+    semihost_print_uint("self_test_max_error_e12", (uint64_t)(worst * 1e12f));
 
     float vector_worst = 0.0f;
     int vector_failures = 0;
@@ -80,19 +43,18 @@ int main(void)
         }
         vector_failures += bad;
     }
-    print_uint("test_vectors", (uint64_t)TEST_VECTOR_COUNT);
-    print_uint("test_vector_failures", (uint64_t)vector_failures);
-    print_uint("test_vector_max_error_e12", (uint64_t)(vector_worst * 1e12f));
+    semihost_print_uint("test_vectors", (uint64_t)TEST_VECTOR_COUNT);
+    semihost_print_uint("test_vector_failures", (uint64_t)vector_failures);
+    semihost_print_uint("test_vector_max_error_e12", (uint64_t)(vector_worst * 1e12f));
 
-    start = ticks();
+    start = clock_ticks();
     for (uint32_t i = 0; i < TIMED_INFERENCES; ++i) {
         policy_step(test_obs[i % TEST_VECTOR_COUNT], action);
     }
-    const uint32_t inference = elapsed(start, ticks());
-    print_uint("calibration_ticks", calibration);
-    print_uint("inference_ticks", inference);
-    print_uint("instructions_per_inference",
-               (uint64_t)inference * (2u * CALIBRATION_LOOPS) / calibration / TIMED_INFERENCES);
-    print_uint("stack_high_water_bytes", stack_high_water());
+    const uint32_t inference = clock_elapsed(start);
+    semihost_print_uint("calibration_ticks", calibration);
+    semihost_print_uint("inference_ticks", inference);
+    semihost_print_uint("instructions_per_inference", clock_instructions(inference, calibration) / TIMED_INFERENCES);
+    semihost_print_uint("stack_high_water_bytes", stack_high_water());
     return (self_test_failures == 0 && vector_failures == 0) ? 0 : 1;
 }

@@ -5,53 +5,18 @@
  * lines over semihosting. */
 #include APP_SOURCE
 
-void semihost_write(const char *text);
+#include "../../../cortex_m4/instruction_clock.h"
 
-#define SYST_CSR (*(volatile uint32_t *)0xE000E010u)
-#define SYST_RVR (*(volatile uint32_t *)0xE000E014u)
-#define SYST_CVR (*(volatile uint32_t *)0xE000E018u)
-#define CALIBRATION_LOOPS 200000u
+void semihost_print_uint(const char *key, uint64_t value); /* firmware/cortex_m4/semihost.c */
 
 ControllerType controllerGetType(void) { return ControllerTypeOot; }
 bool supervisorIsArmed(void) { return true; }
 bool supervisorCanFly(void) { return true; }
 bool supervisorIsFlying(void) { return true; }
 
-static void print_uint(const char *key, uint32_t value)
-{
-    char text[64];
-    int n = 0;
-    while (key[n] != '\0' && n < 40) {
-        text[n] = key[n];
-        ++n;
-    }
-    text[n++] = '=';
-    char digits[12];
-    int d = 0;
-    do {
-        digits[d++] = (char)('0' + value % 10u);
-        value /= 10u;
-    } while (value != 0u);
-    while (d > 0) {
-        text[n++] = digits[--d];
-    }
-    text[n++] = '\n';
-    text[n] = '\0';
-    semihost_write(text);
-}
-
-static uint32_t now(void) { return SYST_CVR; }
-static uint32_t since(uint32_t start) { return (start - now()) & 0xFFFFFFu; } /* SysTick counts down */
-
 int main(void)
 {
-    SYST_RVR = 0xFFFFFFu;
-    SYST_CVR = 0u;
-    SYST_CSR = 5u; /* processor clock, enabled, no interrupt */
-    uint32_t loops = CALIBRATION_LOOPS;
-    uint32_t start = now();
-    __asm volatile("1: subs %0, %0, #1\n bne 1b\n" : "+r"(loops)); /* two instructions a loop */
-    const uint64_t calibration = since(start);
+    const uint32_t calibration = clock_start_and_calibrate();
 
     static control_t control;
     static state_t state;
@@ -70,9 +35,9 @@ int main(void)
     for (uint32_t tick = 1; tick <= 200u; ++tick) {
         ++heartbeat;
         const uint32_t due = next_policy_tick;
-        start = now();
+        const uint32_t start = clock_ticks();
         controllerOutOfTree(&control, &setpoint, &sensors, &state, tick);
-        const uint32_t spent = since(start);
+        const uint32_t spent = clock_elapsed(start);
         if (tick <= 100u) {
             continue;
         }
@@ -84,10 +49,9 @@ int main(void)
             other_odd += spent, ++odd_count;
         }
     }
-    const uint64_t scale = 2u * CALIBRATION_LOOPS;
-    print_uint("policy_flying", active && fault == 0u);
-    print_uint("policy_tick_instructions", (uint32_t)(policy_ticks * scale / calibration / policy_count));
-    print_uint("even_tick_instructions", (uint32_t)(other_even * scale / calibration / even_count));
-    print_uint("odd_tick_instructions", (uint32_t)(other_odd * scale / calibration / odd_count));
+    semihost_print_uint("policy_flying", active && fault == 0u);
+    semihost_print_uint("policy_tick_instructions", clock_instructions(policy_ticks, calibration) / policy_count);
+    semihost_print_uint("even_tick_instructions", clock_instructions(other_even, calibration) / even_count);
+    semihost_print_uint("odd_tick_instructions", clock_instructions(other_odd, calibration) / odd_count);
     return 0;
 }
