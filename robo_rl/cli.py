@@ -576,6 +576,7 @@ def hydra_command(config_path: str, config_name: str, version_base: str = "1.3")
 
         @functools.wraps(composed)
         def entry(*args: Any, **kwargs: Any) -> Any:
+            check_hydra_arguments(sys.argv[1:])
             try:
                 return composed(*args, **kwargs)
             except Exception as error:  # noqa: BLE001 (re-raised, or as the user's one line)
@@ -587,6 +588,30 @@ def hydra_command(config_path: str, config_name: str, version_base: str = "1.3")
         return command(entry)
 
     return decorate
+
+
+def check_hydra_arguments(argv: list[str]) -> None:
+    """ConfigError for command-line arguments Hydra's own parser refuses (an unknown --flag, a flag after the
+    key=value options with more of them after it, a bad --cfg): its usage block of 8-9 lines instead of one."""
+    from hydra._internal.utils import get_args_parser
+
+    from sim.errors import ConfigError
+
+    if any(arg.split("=")[0] in ("-h", "--help", "--hydra-help", "--version", "-i", "--info", "-sc",
+                                 "--shell-completion") for arg in argv):
+        return  # Hydra prints what they ask for, and exits
+
+    def refuse(message: str) -> None:
+        rest = message.partition("unrecognized arguments:")[2].split()
+        if rest and not any(arg.startswith("-") for arg in rest):  # key=value options after a flag
+            hint = "Hydra's flags (-m, --cfg, ...) go before the key=value options, e.g. -m vehicle=a,b run=<run dir>"
+        else:
+            hint = "this command's options are key=value; --hydra-help lists Hydra's flags"
+        raise ConfigError(f"{message}; {hint}")
+
+    parser = get_args_parser()
+    parser.error = refuse  # type: ignore[method-assign]
+    parser.parse_args(argv)
 
 
 def unquoted_item(error: BaseException) -> Exception | None:

@@ -106,6 +106,13 @@ def run_cli(args: list[str], tmp_path, timeout: float = 300) -> subprocess.Compl
     (["-m", "robo_rl.export.arm_in_the_loop"], "error: bundle= is required"),
     (["-m", "robo_rl.export.arm_in_the_loop", "bundle=/nope"], "error: "),
     (["-m", "robo_rl.export.arm_in_the_loop", "bundle=/nope", "episodes=abc"], "error: "),
+    # Hydra's flags: its argparse usage block of 8-9 lines
+    (["-m", "robo_rl.evaluate", "run=r", "episodes=2", "-m", "latency_steps=[0,0],[2,2]"],
+     "error: unrecognized arguments: latency_steps=[0,0],[2,2]; Hydra's flags (-m, --cfg, ...) go before the "
+     "key=value options"),
+    (["-m", "robo_rl.robustness", "run=r", "--bogus"],
+     "error: unrecognized arguments: --bogus; this command's options are key=value; --hydra-help lists Hydra's flags"),
+    (["-m", "robo_rl.export", "run=r", "--cfg", "bogus"], "error: argument --cfg/-c: invalid choice: 'bogus'"),
 ])
 def test_a_users_mistake_is_one_line_and_status_2(args, message, tmp_path):
     result = run_cli(args, tmp_path)
