@@ -143,7 +143,7 @@ def task_env(env_cfg: DictConfig, task: str | None) -> DictConfig:
         return env_cfg
     from sim.quadrotor.config import default_config
     from sim.quadrotor.tasks import task_named
-    from sim.registration import QUADROTOR_ENV_IDS
+    from sim.registration import QUADROTOR_ENV_IDS, make_env_config
 
     new = task_named(task)
     if env_cfg.id not in QUADROTOR_ENV_IDS:
@@ -152,8 +152,6 @@ def task_env(env_cfg: DictConfig, task: str | None) -> DictConfig:
         default_config(QUADROTOR_ENV_IDS[env_cfg.id]).vehicle
     plain = OmegaConf.create(OmegaConf.to_container(env_cfg, resolve=True))
     flown = OmegaConf.merge(plain, {"id": new.env_id, "overrides": {"vehicle": vehicle}})
-    from sim.registration import make_env_config
-
     try:  # the run's own overrides (its starts, its randomization) may not suit the task: takeoff_land starts on the floor
         make_env_config(flown.id, OmegaConf.to_container(flown.get("overrides") or {}, resolve=True))
     except ConfigError as error:
