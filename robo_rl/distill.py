@@ -1,6 +1,9 @@
-"""Distill a teacher into a deployable student: `python -m robo_rl.distill teacher=<run dir>`.
+"""Distill a teacher into a deployable student: `python -m robo_rl.distill teacher=<run dir>|expert`.
 
-The teacher is a run, typically trained with `env.privileged_actor=true` (its policy reads the drawn vehicle's
+`teacher=expert` needs no trained teacher: the model-based expert (sim/quadrotor/expert.py), which reads each
+simulated vehicle's true state, parameters and queued commands, labels every rollout, and the student takes
+the env and agent settings of the train experiment `expert_experiment` (configs/experiment/<name>.yaml). Otherwise
+the teacher is a run, typically trained with `env.privileged_actor=true` (its policy reads the drawn vehicle's
 parameters; any other run's policy reads the student's own observation). Two more teachers may label a share of
 the vehicles: `fast_rotor_teacher=<run>` those whose rotors respond faster than `fast_rotor_tau`, and
 `latency_teacher=<run>` those whose commands act `latency_from` or more control steps late. A pool of
@@ -26,6 +29,7 @@ started again rather than resumed.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 import time
@@ -51,7 +55,47 @@ from robo_rl.plotting import plot_learning_curve
 from robo_rl.teacher_pool import check_reads_histories, error_limit, kept_members, member_env, teacher_input
 from robo_rl.train import curriculum_levels, policy_state, seed_everything, select_device
 from sim.errors import ConfigError
+from sim.quadrotor.expert import ModelExpert
 from sim.quadrotor.observation import unread_past_states
+
+EXPERT = "expert"  # teacher=expert: the model-based expert labels every rollout
+CONFIG_DIR = Path(__file__).resolve().parents[1] / "configs"
+
+
+def expert_run_config(experiment: str) -> DictConfig:
+    """The train config of `+experiment=<experiment>` (whose env and agent a student of the model-based expert
+    takes); ConfigError naming `expert_experiment=` where there is no such experiment."""
+    from hydra import compose, initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+
+    known = sorted(path.stem for path in (CONFIG_DIR / "experiment").glob("*.yaml"))
+    if experiment not in known:
+        raise ConfigError(f"expert_experiment={experiment}: with teacher={EXPERT}, one of {', '.join(known)} "
+                          "(configs/experiment/)")
+    overrides = [f"+experiment={experiment}"]
+    if GlobalHydra.instance().is_initialized():  # inside a Hydra command: its search path holds configs/
+        cfg = compose(config_name="train", overrides=overrides)
+    else:
+        with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
+            cfg = compose(config_name="train", overrides=overrides)
+    check_quadrotor_env(cfg.env.id, f"expert_experiment={experiment}", f"teacher={EXPERT}")
+    return OmegaConf.create(OmegaConf.to_container(cfg, resolve=True))  # a run's config as train records it
+
+
+def teacher_config(teacher: Any, experiment: str | None = None) -> DictConfig:
+    """The run config a student's env and agent come from: teacher run `teacher`'s own, or with
+    teacher=expert the train experiment `experiment`'s. A config given as `teacher` is returned as it is."""
+    if OmegaConf.is_config(teacher):
+        return teacher
+    if str(teacher) == EXPERT:
+        return expert_run_config(str(experiment))
+    return OmegaConf.load(Path(str(teacher)) / "config.yaml")
+
+
+def expert_labels(env: Any) -> Callable[[Any], torch.Tensor]:
+    """The model-based expert's commands for vector env `env`'s current state (whatever the observation)."""
+    expert = ModelExpert(env.unwrapped.batch)
+    return lambda _obs: expert()
 
 
 def check_teacher(run: Any, checkpoint: str | None = "last", role: str = "teacher") -> str:
@@ -130,10 +174,10 @@ def env_at(env_cfg: DictConfig, difficulty: float | None, privileged_actor: bool
 
 def check_env_overrides(teacher: Any, overrides: Any, task: str | None = None) -> Any:
     """The student's env config: the teacher run's env (flying `task`) with `overrides`; ConfigError unless
-    they make a valid one."""
+    they make a valid one. `teacher` is a run folder or its config (`teacher_config`)."""
     from robo_rl.envs import check_env_config
 
-    env_cfg = env_at(task_env(OmegaConf.load(Path(str(teacher)) / "config.yaml").env, task), None, False, overrides)
+    env_cfg = env_at(task_env(teacher_config(teacher).env, task), None, False, overrides)
     return check_env_config(OmegaConf.to_container(env_cfg, resolve=True))
 
 
@@ -189,7 +233,7 @@ def check_teacher_pool(cfg: DictConfig, student_env: Any) -> None:
     if not 0.0 < share < 1.0:
         raise ConfigError(f"teacher_pool_share must be in (0, 1): the share of num_envs that fly the pool's vehicles, "
                           f"the rest the teacher's; got {share}")
-    env_id = task_env(OmegaConf.load(Path(str(cfg.teacher)) / "config.yaml").env, cfg.task).id
+    env_id = task_env(teacher_config(cfg.teacher, cfg.expert_experiment).env, cfg.task).id
     kept_members(cfg.teacher_pool, float(cfg.teacher_pool_min_success), env_id, student_env,
                  cfg.teacher_pool_latency_from)
     latency_from = cfg.teacher_pool_latency_from
@@ -226,7 +270,8 @@ def check_rollout_overrides(cfg: DictConfig, student_env: Any) -> None:
             continue
         alone = OmegaConf.merge(cfg, {other: None for other in options if other != option})
         try:
-            check_env_overrides(cfg.teacher, family_rollout_overrides(alone, student_env, False), cfg.task)
+            check_env_overrides(teacher_config(cfg.teacher, cfg.expert_experiment),
+                                family_rollout_overrides(alone, student_env, False), cfg.task)
         except ConfigError as error:
             value = cfg[option]
             shown = OmegaConf.to_container(value, resolve=True) if OmegaConf.is_config(value) else value
@@ -256,10 +301,17 @@ class Distiller:
         seed_everything(int(cfg.seed))
         self.settings = DistillationConfig(**OmegaConf.to_container(cfg.distillation, resolve=True))
         self.settings.validate()
-        state, teacher_cfg, self.teacher = load_policy(check_teacher(cfg.teacher, cfg.checkpoint), cfg.checkpoint,
-                                                         self.device)
-        self.teacher_path = state["path"]
-        level = int(state["counters"].get("curriculum_level", 0))
+        self.expert = str(cfg.teacher) == EXPERT
+        if self.expert:  # the experiment's whole distribution, its student network
+            teacher_cfg, self.teacher, self.teacher_path = expert_run_config(str(cfg.expert_experiment)), None, None
+            level = len(curriculum_levels(teacher_cfg)) - 1
+            agent_config = dataclasses.asdict(SACConfig(**OmegaConf.to_container(teacher_cfg.agent, resolve=True)))
+        else:
+            state, teacher_cfg, self.teacher = load_policy(check_teacher(cfg.teacher, cfg.checkpoint), cfg.checkpoint,
+                                                             self.device)
+            self.teacher_path = state["path"]
+            level = int(state["counters"].get("curriculum_level", 0))
+            agent_config = state["agent_config"]
         self.difficulty = (float(cfg.difficulty) if cfg.difficulty is not None
                            else teacher_difficulty(teacher_cfg, level))
         # a privileged teacher reads the privileged observation, any other policy the student's own
@@ -278,6 +330,9 @@ class Distiller:
         shares = np.array_split(np.arange(int(cfg.num_envs) - pool_envs), len(env_cfgs))
         self.rollouts = [Rollout(make_vector_env(env_cfg, len(share), self.device, threads=int(cfg.torch_threads),
                                                  privileged=privileged)) for env_cfg, share in zip(env_cfgs, shares)]
+        if self.expert:
+            for rollout in self.rollouts:
+                rollout.label = expert_labels(rollout.env)
         student_size = self.rollouts[0].env.single_observation_space.shape[0]
         for member in members:
             _, _, policy = load_policy(member.run, "best", self.device)
@@ -290,15 +345,16 @@ class Distiller:
         self.pool_runs = [str(member.run) for member in members]
         self.env = self.rollouts[0].env
         teacher_inputs = self.env.privileged_size if self.privileged_teacher else self.env.single_observation_space.shape[0]
-        view = own_view(self.teacher.obs_dim, teacher_cfg.env, self.student_env, teacher_inputs, f"teacher={cfg.teacher}")
+        # what each teacher reads of the student's observation (own_view)
+        self.views: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {} if self.teacher is None else {
+            "teacher": own_view(self.teacher.obs_dim, teacher_cfg.env, self.student_env, teacher_inputs,
+                                f"teacher={cfg.teacher}")}
         self.eval_env = make_vector_env(self.student_env_cfg, int(cfg.eval.episodes), self.device)
         self.teacher_eval_env = make_vector_env(teacher_env_cfg, int(cfg.eval.episodes), self.device)
         self.spec = env_spec(self.env, flown.id)
-        # what each teacher reads of the student's observation (own_view)
-        self.views: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {"teacher": view}
         self.fast_teacher, self.fast_teacher_path = self._load_labelling_teacher("fast_rotor_teacher", "fast_rotor_checkpoint")
         self.latency_teacher, self.latency_teacher_path = self._load_labelling_teacher("latency_teacher", "latency_checkpoint")
-        agent_cfg = dict(state["agent_config"], actor_average_rate=0.0, compile=False)
+        agent_cfg = dict(agent_config, actor_average_rate=0.0, compile=False)
         if cfg.student.actor_hidden is not None:
             agent_cfg["actor_hidden"] = list(cfg.student.actor_hidden)
         space = self.env.single_action_space
@@ -329,7 +385,7 @@ class Distiller:
     def _pool_members(self, teacher_cfg: DictConfig) -> list[Any]:
         """The kept runs of `teacher_pool` (robo_rl.teacher_pool), [] without one."""
         cfg = self.cfg
-        self.student_env = check_env_overrides(cfg.teacher, cfg.env_overrides, cfg.task)
+        self.student_env = check_env_overrides(teacher_cfg, cfg.env_overrides, cfg.task)
         if cfg.teacher_pool is None:
             return []
         return kept_members(cfg.teacher_pool, float(cfg.teacher_pool_min_success), task_env(teacher_cfg.env, cfg.task).id,
@@ -354,8 +410,9 @@ class Distiller:
         (self.run_dir / "config.yaml").write_text(OmegaConf.to_yaml(self.run_cfg))
         start = time.perf_counter()
         views = self.views
-        self.teacher_result = evaluate_policy(lambda o: self.teacher.act(views["teacher"](o), deterministic=True),
-                                              self.teacher_eval_env, int(cfg.eval.seed), self.device)
+        teacher = (expert_labels(self.teacher_eval_env) if self.expert
+                   else lambda o: self.teacher.act(views["teacher"](o), deterministic=True))
+        self.teacher_result = evaluate_policy(teacher, self.teacher_eval_env, int(cfg.eval.seed), self.device)
         self.fast_teacher_result = None
         if self.fast_teacher is not None:
             self.fast_teacher_result = evaluate_policy(
@@ -488,7 +545,9 @@ def main(cfg: DictConfig) -> None:
     best = max(summary["history"], key=lambda e: e["success_rate"])
     print(f"student {run_dir}: {summary['env_steps']:,} env steps, {summary['updates']:,} updates, "
           f"{summary['wall_seconds']:.1f} s; evaluation success {100 * summary['final']['success_rate']:.0f}% "
-          f"(kept; best evaluation {100 * best['success_rate']:.0f}%), teacher {100 * summary['teacher_success_rate']:.0f}% on the "
+          f"(kept; best evaluation {100 * best['success_rate']:.0f}%), "
+          f"{'the model-based expert' if summary['teacher'] == EXPERT else 'teacher'} "
+          f"{100 * summary['teacher_success_rate']:.0f}% on the "
           f"same episodes at difficulty {summary['difficulty']}"
           + (f", fast-rotor teacher {100 * summary['history'][0]['fast_rotor_teacher_success_rate']:.0f}%"
              if summary["fast_rotor_teacher"] else ""))

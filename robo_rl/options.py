@@ -70,7 +70,8 @@ OPTIONS: dict[str, dict[str, tuple[Any, Interval | None]]] = {
         "targets.held_out": (float, Interval(0.0, 1.0)), "task": (str | None, None),
     },
     "distill": {
-        "teacher": (str, None), "checkpoint": (str, None), "device": (str, None), "torch_threads": (int, Interval(1, 4096)),
+        "teacher": (str, None), "expert_experiment": (str, None), "checkpoint": (str, None), "device": (str, None),
+        "torch_threads": (int, Interval(1, 4096)),
         "fast_rotor_teacher": (str | None, None), "fast_rotor_checkpoint": (str, None),
         "fast_rotor_tau": (float, Interval(0.0, 10.0)), "env_overrides": (dict[str, Any] | None, None),
         "teacher_pool": (str | None, None), "teacher_pool_share": (float, Interval(0.0, 1.0)),
@@ -237,25 +238,35 @@ def check_options(cfg: DictConfig, command: str, require_all: bool = True, resum
         suite_from_config(cfg)
     if command == "distill":
         from robo_rl.checkpoint import CheckpointError
-        from robo_rl.distill import (check_also_tasks, check_env_overrides, check_labelling_teacher,
+        from robo_rl.distill import (EXPERT, check_also_tasks, check_env_overrides, check_labelling_teacher,
                                      check_latency_teacher_labels, check_rollout_overrides,
-                                     check_reads_student_observation, check_teacher, check_teacher_pool)
+                                     check_reads_student_observation, check_teacher, check_teacher_pool,
+                                     expert_run_config)
         from robo_rl.envs import check_quadrotor_run
 
-        try:
-            check_teacher(cfg.teacher, cfg.checkpoint)
-            for option, checkpoint in (("fast_rotor_teacher", "fast_rotor_checkpoint"),
-                                       ("latency_teacher", "latency_checkpoint")):
+        expert = str(cfg.teacher) == EXPERT
+        if expert:  # it labels every vehicle itself
+            for option in ("fast_rotor_teacher", "latency_teacher", "teacher_pool"):
                 if cfg[option] is not None:
-                    check_labelling_teacher(cfg[option], cfg[checkpoint], cfg.teacher, option)
-        except CheckpointError as error:
-            raise ConfigError(str(error)) from None
-        check_quadrotor_run(cfg.teacher, "teacher", "distillation")
-        student_env = check_env_overrides(cfg.teacher, cfg.env_overrides, cfg.task)
-        check_also_tasks(cfg.teacher, cfg.env_overrides, list(cfg.also_tasks), int(cfg.num_envs))
+                    raise ConfigError(f"{option}={cfg[option]}: teacher={EXPERT} labels every vehicle itself; omit {option}=")
+            source = expert_run_config(str(cfg.expert_experiment))
+        else:
+            try:
+                check_teacher(cfg.teacher, cfg.checkpoint)
+                for option, checkpoint in (("fast_rotor_teacher", "fast_rotor_checkpoint"),
+                                           ("latency_teacher", "latency_checkpoint")):
+                    if cfg[option] is not None:
+                        check_labelling_teacher(cfg[option], cfg[checkpoint], cfg.teacher, option)
+            except CheckpointError as error:
+                raise ConfigError(str(error)) from None
+            check_quadrotor_run(cfg.teacher, "teacher", "distillation")
+            source = cfg.teacher
+        student_env = check_env_overrides(source, cfg.env_overrides, cfg.task)
+        check_also_tasks(source, cfg.env_overrides, list(cfg.also_tasks), int(cfg.num_envs))
         if not isinstance(cfg.latency_from, int) or isinstance(cfg.latency_from, bool) or cfg.latency_from < 1:
             raise ConfigError(f"latency_from must be a whole number of control steps >= 1, got {cfg.latency_from!r}")
-        for option in ("teacher", "fast_rotor_teacher", "latency_teacher"):
+        for option in ("fast_rotor_teacher", "latency_teacher") if expert else ("teacher", "fast_rotor_teacher",
+                                                                               "latency_teacher"):
             if cfg[option] is not None:
                 check_reads_student_observation(student_env, cfg[option], cfg.task, option)
         if cfg.latency_teacher is not None:

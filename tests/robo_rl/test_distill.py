@@ -129,6 +129,41 @@ def test_a_student_learns_the_teachers_flying_from_its_own_observations_and_eval
     assert evaluated.returncode == 0, evaluated.stderr[-2000:]
 
 
+MODERATE_STARTS = ("'env_overrides={initial_state: {position_range: 0.2, max_tilt_deg: 30.0, velocity_range: 0.5, "
+                   "angular_velocity_range: 0.5, hover_fraction: 0.0}}'")
+
+
+def test_a_student_of_the_model_based_expert_needs_no_teacher_run_learns_to_fly_and_evaluates_like_any_run(tmp_path):
+    out = tmp_path / "student"
+    done = _distill("expert", out, "difficulty=0.2", MODERATE_STARTS.strip("'"))
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "the model-based expert 100% on the same episodes" in done.stdout, done.stdout
+    summary = json.loads((out / "summary.json").read_text())
+    rates = [entry["success_rate"] for entry in summary["history"]]
+    assert summary["teacher"] == "expert" and rates[0] <= 0.1 and rates[-1] >= 0.3, rates
+    state = load_checkpoint(policy_file(out, "last"))
+    recorded = OmegaConf.create(state["config"])
+    # hover_family's vehicles, observation and student network, at the difficulty asked for
+    assert recorded.env.overrides.state_history == 8 and recorded.env.overrides.randomization.difficulty == 0.2
+    assert recorded.distill.teacher == "expert" and recorded.distill.teacher_checkpoint is None
+    assert state["agent_config"]["actor_hidden"] == [64, 64]
+    evaluated = subprocess.run([PYTHON, "-m", "robo_rl.evaluate", f"run={out}", "episodes=10"],
+                               capture_output=True, text=True, timeout=600)
+    assert evaluated.returncode == 0, evaluated.stderr[-2000:]
+
+
+@pytest.mark.parametrize("option, message", [
+    ("fast_rotor_teacher=runs/fast", "fast_rotor_teacher=runs/fast: teacher=expert labels every vehicle itself; omit "
+                                     "fast_rotor_teacher="),
+    ("expert_experiment=pick_cube_hil", "expert_experiment=pick_cube_hil: teacher=expert flies quadrotors"),
+    ("expert_experiment=hover", "expert_experiment=hover: with teacher=expert, one of hover_family, "),
+])
+def test_what_the_model_based_expert_cannot_label_is_one_line_before_any_folder(option, message, tmp_path):
+    done = _distill("expert", tmp_path / "student", option)
+    assert done.returncode == 2 and done.stderr.startswith(f"error: {message}"), done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1 and not (tmp_path / "student").exists()
+
+
 def test_a_teacher_is_refused_by_export_and_a_folder_without_a_run_by_distill_with_one_line(teacher_run, tmp_path):
     exported = subprocess.run([PYTHON, "-m", "robo_rl.export", f"run={teacher_run}", f"out={tmp_path / 'bundle'}"],
                               capture_output=True, text=True, timeout=600)

@@ -1,0 +1,98 @@
+"""The model-based expert (sim/quadrotor/expert.py): its prediction is where the vehicle is when its command acts,
+and with it the expert flies the Crazyflie family at every latency; without the prediction it does not."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+from omegaconf import OmegaConf
+
+from sim.quadrotor.env import QuadrotorVectorEnv
+from sim.quadrotor.expert import ModelExpert
+
+ROOT = Path(__file__).resolve().parents[2]
+MODERATE = {"position_range": 0.2, "max_tilt_deg": 30.0, "velocity_range": 0.5, "angular_velocity_range": 0.5,
+            "hover_fraction": 0.0}
+
+
+def family(**randomization: Any) -> dict[str, Any]:
+    """make train's vehicle family (configs/experiment/hover_family.yaml with rotor constants from 0, as the
+    student's) with `randomization` changed."""
+    overrides = OmegaConf.to_container(OmegaConf.load(ROOT / "configs/experiment/hover_family.yaml").env.overrides)
+    overrides["randomization"].update({"motor_tau_scale": [0.0, 1.0], **randomization})
+    return overrides
+
+
+def fly(expert: Any, env: QuadrotorVectorEnv, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """One episode per env flown by `expert`: successes and each env's latency [control steps]."""
+    _, info = env.reset(seed=seed)
+    latency = np.asarray(info["params"]["latency_steps"]).reshape(-1).astype(int)
+    running = np.ones(env.num_envs, dtype=bool)
+    success = np.zeros(env.num_envs, dtype=bool)
+    while running.any():
+        _, _, terminated, truncated, info = env.step(expert())
+        done = np.asarray(terminated) | np.asarray(truncated)
+        success[running & done] = np.asarray(info["is_success"])[running & done]
+        running &= ~done
+    return success, latency
+
+
+class WithoutPrediction(ModelExpert):
+    """The same expert acting on the current state, as if its commands acted at once."""
+
+    def predicted_state(self):
+        return tuple(self.batch.physics.buffer.unbind(0)), self.batch.rotor_speed.clone()
+
+
+@pytest.mark.parametrize("compile", [False, "native"])
+def test_the_predicted_state_is_where_each_vehicle_is_when_the_command_sent_now_acts(compile):
+    env = QuadrotorVectorEnv("hover", num_envs=48, backend="torch", device="cpu", compile=compile,
+                             config={**family(), "initial_state": MODERATE})
+    _, info = env.reset(seed=3)
+    latency = np.asarray(info["params"]["latency_steps"]).reshape(-1).astype(int)
+    assert set(latency) == {0, 1, 2, 3}
+    rng = np.random.default_rng(0)
+    hover = float(env.nominal_action[0])
+    for _ in range(5):  # queue commands of its own in every env
+        env.step(np.clip(hover + 0.2 * rng.standard_normal((48, 4)), 0.0, 1.0).astype(np.float32))
+    expert = ModelExpert(env.batch)
+    predicted, speed = expert.predicted_state()
+    predicted = torch.stack(predicted).numpy().copy()
+    speed = speed.numpy().copy()
+    states = [env.batch.physics.buffer.numpy().copy()]
+    speeds = [env.batch.rotor_speed.numpy().copy()]
+    for _ in range(3):  # whatever is sent now acts only after each env's latency
+        _, _, terminated, truncated, _ = env.step(np.clip(rng.random((48, 4)), 0.0, 1.0).astype(np.float32))
+        assert not (np.asarray(terminated) | np.asarray(truncated)).any()
+        states.append(env.batch.physics.buffer.numpy().copy())
+        speeds.append(env.batch.rotor_speed.numpy().copy())
+    envs = np.arange(48)
+    actual = np.stack(states)[latency, :, envs]  # (48, 13): each env's state after its own latency
+    np.testing.assert_allclose(predicted.T, actual, atol=2e-5)
+    np.testing.assert_allclose(speed.T, np.stack(speeds)[latency, :, envs], atol=2e-5)
+    # at latency 0 the prediction is the state itself; the prediction moved every other env
+    assert np.abs(predicted.T - states[0][:, envs].T)[latency > 0].max() > 1e-3
+
+
+def test_the_expert_flies_the_family_at_every_latency_and_its_prediction_is_what_flies_30_ms():
+    env = QuadrotorVectorEnv("hover", num_envs=96, backend="torch", device="cpu", compile="native",
+                             config={**family(), "initial_state": MODERATE})
+    success, latency = fly(ModelExpert(env.batch), env, seed=11)
+    for steps in range(4):
+        assert success[latency == steps].mean() >= 0.9, (steps, success[latency == steps].mean())
+    late = QuadrotorVectorEnv("hover", num_envs=96, backend="torch", device="cpu", compile="native",
+                              config={**family(latency_steps=[3, 3]), "initial_state": MODERATE})
+    with_prediction, _ = fly(ModelExpert(late.batch), late, seed=11)
+    without, _ = fly(WithoutPrediction(late.batch), late, seed=11)
+    assert with_prediction.mean() >= 0.9 and without.mean() <= with_prediction.mean() - 0.3, \
+        (with_prediction.mean(), without.mean())
+
+
+def test_the_expert_refuses_a_batch_it_cannot_read():
+    env = QuadrotorVectorEnv("hover", num_envs=2, backend="mujoco_batch")
+    with pytest.raises(ValueError, match="torch backend"):
+        ModelExpert(env.batch)
