@@ -47,16 +47,20 @@ $(STAMP): pyproject.toml Makefile
 	@touch $(STAMP)
 
 # Main job: the Crazyflie-family hover policy (README, section 3) into
-# outputs/train-<date>_<time>/, exported to <run>/export/ (policy.onnx, policy.json, c/):
-#   1. two teachers side by side, one core each, in <run>/teachers/: the family (+experiment=hover_family, 2.5M env steps:
-#      vehicles around crazyflie_l2f_paper, rotor lag up to 165/300 ms, 0-3 steps of latency, wind) and the same
-#      family without rotor lag (+experiment=hover_family_fast_rotors), which the first cannot fly;
-#   2. their student (python -m robo_rl.distill) in <run> itself (checkpoints, best_policy.pt, TensorBoard logs,
-#      learning_curve.png, summary.json), on vehicles whose rotor constants are scaled from 0: the vehicles with
-#      rotors under 20 ms are labelled by the fast-rotor teacher, the others by the family teacher.
-# SEED=1 for another training seed. TASK=reach or TASK=figure_eight distills the same family teachers (trained on
-# hover: they track any reference) into a student of that task; TEACHERS=<run>/teachers reuses the teachers of an
-# earlier run instead of training them (a student in 1-2 min). The single-vehicle recipe (2-3 min): .venv/bin/python -m robo_rl.train
+# outputs/train-<date>_<time>/, exported to <run>/export/ (policy.onnx, policy.json, c/): a student
+# (python -m robo_rl.distill teacher=expert) of the model-based expert (sim/quadrotor/expert.py, which reads each
+# simulated vehicle's true state, parameters and queued commands and needs no training) on make train's vehicle
+# family (+experiment=hover_family: vehicles around crazyflie_l2f_paper, rotor lag up to 165/300 ms scaled from 0,
+# 0-3 steps of latency, wind), in <run> itself (checkpoints, best_policy.pt, TensorBoard logs, learning_curve.png,
+# summary.json): 2-3 min here.
+# SEED=1 for another training seed. TASK=reach or TASK=figure_eight distills a student of that task.
+# TEACHER=rl takes the earlier recipe of trained teachers instead (13-15 min; bench/RESULTS.md, sessions 14-41):
+#   1. two teachers side by side, one core each, in <run>/teachers/: the family (+experiment=hover_family, 2.5M env
+#      steps) and the same family without rotor lag (+experiment=hover_family_fast_rotors), which the first cannot fly;
+#   2. their student in <run>: the vehicles with rotors under 20 ms are labelled by the fast-rotor teacher, the others
+#      by the family teacher. TEACHERS=<run>/teachers reuses the teachers of an earlier run instead of training them
+#      (a student in 1-2 min), and POOL below adds per-vehicle teachers; both imply TEACHER=rl.
+# The single-vehicle recipe (2-3 min): .venv/bin/python -m robo_rl.train
 TIMESTAMP := $(shell date +%Y-%m-%d_%H-%M-%S)
 # SEED is checked before anything is written: a bad one used to leave a teacher's log behind
 check_seed = case "$(SEED)" in ''|*[!0-9]*|???????????*) false;; *) [ "$(SEED)" -le 4294967295 ];; esac || { \
@@ -64,6 +68,7 @@ check_seed = case "$(SEED)" in ''|*[!0-9]*|???????????*) false;; *) [ "$(SEED)" 
 RUN ?= outputs/train-$(TIMESTAMP)
 SEED ?= 0
 TASK ?= hover
+TEACHER ?= expert
 TEACHERS ?=
 TEACHER_DIR := $(if $(TEACHERS),$(TEACHERS),$(RUN)/teachers)
 # each teacher keeps its latest checkpoint only (replay buffer included, 0.86 GB each; resume=<teacher run> goes on
@@ -89,10 +94,17 @@ POOL_DIR := $(if $(filter 1,$(POOL)),$(TEACHER_DIR)/pool,$(filter-out 0,$(POOL))
 FAMILY_STARTS := 'family_starts={position_range: 0.2, max_tilt_deg: 30.0, velocity_range: 0.5, angular_velocity_range: 0.5, hover_fraction: 0.0}'
 POOL_STUDENT := $(if $(POOL_DIR),teacher_pool=$(POOL_DIR) teacher_pool_latency_from=2 num_envs=1600 \
   distillation.updates_per_iteration=400 $(FAMILY_STARTS))
+# the expert's student takes 60 DAgger iterations (6.1M env steps) instead of distill's 40: held-out 94% against 91%,
+# the light Crazyflies at 30 ms from moderate starts 81-84% against 26-37% (bench/RESULTS.md, session 42)
+EXPERT_STUDENT := iterations=60
+# the trained-teacher recipe where asked for or implied by TEACHERS= or POOL=
+RECIPE := $(if $(or $(TEACHERS),$(POOL_DIR),$(filter rl,$(TEACHER))),rl,expert)
 train: $(STAMP)
 	@$(PY) -c "import sys; from sim.quadrotor.tasks import TASKS; known = '$(TASK)' in TASKS; \
 	  known or print('TASK=$(TASK) is not a quadrotor task; known: ' + ', '.join(TASKS), file=sys.stderr); sys.exit(0 if known else 2)"
 	@$(call check_seed)
+	@case "$(TEACHER)" in expert|rl) ;; *) \
+	  echo "TEACHER=$(TEACHER): give TEACHER=expert (the model-based expert, the default) or TEACHER=rl (trained teachers)" >&2; exit 2;; esac
 	@$(call check_folder,RUN,give the run's folder or leave RUN out for outputs/train-<date>_<time>)
 	@# make splits a path at its spaces: `mkdir -p $(RUN)/teachers` made folders beside the run and a teacher started
 	@for given in "TEACHERS=$(TEACHERS)" "POOL=$(POOL)"; do case "$$given" in *" "*) \
@@ -106,7 +118,7 @@ train: $(STAMP)
 	@for t in $(if $(TEACHERS),family fast_rotors); do [ -f "$(TEACHERS)/$$t/config.yaml" ] || { \
 	  echo "TEACHERS=$(TEACHERS) holds no $$t teacher run ($(TEACHERS)/$$t/config.yaml): give the teachers folder of a make train run" >&2; exit 2; }; done
 	@$(MAKE) --no-print-directory system-deps STRICT=0  # without them the export skips its STM32F405 check
-	@if [ -z "$(TEACHERS)" ]; then \
+	@if [ "$(RECIPE)" = rl ] && [ -z "$(TEACHERS)" ]; then \
 	  mkdir -p $(RUN)/teachers; \
 	  echo "training the fast-rotor teacher in the background: $(RUN)/teachers/fast_rotors.log"; \
 	  $(PY) -m robo_rl.train +experiment=hover_family_fast_rotors seed=$(SEED) torch_threads=1 $(TEACHER_CHECKPOINTS) \
@@ -121,8 +133,9 @@ train: $(STAMP)
 	  echo "training the per-vehicle teacher pool: $(POOL_DIR)"; \
 	  $(PY) -m robo_rl.teacher_pool run=$(TEACHER_DIR)/family $(STUDENT_VEHICLES) out=$(POOL_DIR) $(POOL_FOCUS) $(POOL_ARGS) || exit 1; \
 	fi
-	$(PY) -m robo_rl.distill teacher=$(TEACHER_DIR)/family checkpoint=best fast_rotor_teacher=$(TEACHER_DIR)/fast_rotors \
-	  $(STUDENT_VEHICLES) $(POOL_STUDENT) task=$(TASK) difficulty=1.0 seed=$(SEED) hydra.run.dir=$(RUN)
+	$(PY) -m robo_rl.distill $(if $(filter rl,$(RECIPE)),teacher=$(TEACHER_DIR)/family checkpoint=best \
+	  fast_rotor_teacher=$(TEACHER_DIR)/fast_rotors $(POOL_STUDENT),teacher=expert $(EXPERT_STUDENT)) \
+	  $(STUDENT_VEHICLES) task=$(TASK) difficulty=1.0 seed=$(SEED) hydra.run.dir=$(RUN)
 	$(PY) -m robo_rl.export run=$(RUN)
 
 # The ceilings the robustness suite prints (python -m robo_rl.robustness run=<run> specialists_dir=outputs/specialists):

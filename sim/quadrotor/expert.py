@@ -6,8 +6,8 @@ latency queue. With those it
 
 1. predicts the state at which the command it gives now starts to act, by stepping the vehicle's own model
    through the queued commands (the latency disappears from the control problem);
-2. asks for an acceleration towards the task's reference at that time (a damped position loop, the wind's
-   force cancelled, tilt and thrust limited) and for the attitude that gives it (a geometric attitude loop on
+2. asks for an acceleration towards the task's reference at that time (the reference's own acceleration and a
+   damped position loop, the wind's force cancelled, tilt and thrust limited) and for the attitude that gives it (a geometric attitude loop on
    SO(3), the heading left free: the tasks do not score it);
 3. allocates thrust and torques to the four rotors through the vehicle's own mixer and inverts each rotor's
    first-order lag over one control step, so that the rotor speeds reach what is asked where the lag allows.
@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
+from sim.kernel_expr import ArrayMath
 from sim.quadrotor import motor
 from sim.quadrotor.physics import SubstepConstants, free_body_substep
 from sim.quadrotor.rotations import quat_to_matrix
@@ -80,7 +81,8 @@ class ModelExpert:
         most = g.max_thrust_fraction * rotor_max.sum(0) * min(1.0, float(b.constants.command_max))
 
         w_p, z_p = g.position_frequency, g.position_damping
-        accel = -(w_p * w_p) * position_error - (2.0 * z_p * w_p) * velocity_error - physics.force / mass
+        accel = (self._reference_acceleration(at) - (w_p * w_p) * position_error - (2.0 * z_p * w_p) * velocity_error
+                 - physics.force / mass)
         vertical = torch.minimum((accel[2] + gravity).clamp_min(g.min_vertical_acceleration * gravity), most / mass)
         horizontal = torch.sqrt(accel[0] ** 2 + accel[1] ** 2)
         allowed = vertical * math.tan(math.radians(g.max_tilt_deg))
@@ -111,6 +113,16 @@ class ModelExpert:
         rotor_thrust = torch.linalg.solve(mixer, wrench[:, :, None])[:, :, 0]
         rotor_thrust = torch.minimum(rotor_thrust.clamp_min(0.0), rotor_max.T)
         return self._command_for(rotor_thrust, speed).nan_to_num(0.0)
+
+    def _reference_acceleration(self, at: torch.Tensor) -> torch.Tensor:
+        """The task reference's acceleration (3, N) at control step `at` (N,): its velocity's change over the step
+        around it (zero for a fixed target)."""
+        b = self.batch
+        dt = b.config.control_dt
+        targets = [b.targets[k] for k in range(3)]
+        _, ahead = b.task.reference(ArrayMath(torch), b.config, targets, (at + 0.5) * dt)
+        _, behind = b.task.reference(ArrayMath(torch), b.config, targets, (at - 0.5) * dt)
+        return (torch.stack(ahead) - torch.stack(behind)) / dt
 
     def predicted_state(self) -> tuple[State, torch.Tensor]:
         """Each env's rigid-body state and rotor speeds (4, N) when the command sent now starts to act: its model

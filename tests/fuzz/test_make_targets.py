@@ -1,4 +1,4 @@
-"""The Makefile's own variables (SEED, RUN, TEACHERS, TASK, SPECIALIST_LATENCIES): a mistake is refused in one
+"""The Makefile's own variables (SEED, RUN, TEACHER, TEACHERS, TASK, SPECIALIST_LATENCIES): a mistake is refused in one
 line before anything is trained or written. The Python commands are replaced by a recorder, so nothing trains."""
 
 from __future__ import annotations
@@ -52,8 +52,15 @@ def test_run_that_holds_an_earlier_run_is_refused_without_teachers_and_nothing_i
     (tmp_path / "empty").mkdir()  # an empty folder is a new one
     result, calls = _make(tmp_path, "train", f"RUN={tmp_path / 'empty'}")
     assert result.returncode == 0, result.stderr
+    assert [call.split()[:3] for call in calls] == [["-m", "robo_rl.distill", "teacher=expert"],
+                                                    ["-m", "robo_rl.export", f"run={tmp_path / 'empty'}"]]
+    (tmp_path / "calls").unlink()
+    (tmp_path / "teachers").mkdir()  # the trained-teacher recipe: two teachers, then their student
+    result, calls = _make(tmp_path, "train", f"RUN={tmp_path / 'teachers'}", "TEACHER=rl")
+    assert result.returncode == 0, result.stderr
     assert [call.split()[:2] for call in calls] == [["-m", "robo_rl.train"]] * 2 + [["-m", "robo_rl.distill"],
                                                                                   ["-m", "robo_rl.export"]]
+    assert calls[2].split()[2] == f"teacher={tmp_path / 'teachers'}/teachers/family"
 
 
 @pytest.mark.parametrize("variable, message", [
@@ -65,6 +72,7 @@ def test_run_that_holds_an_earlier_run_is_refused_without_teachers_and_nothing_i
     ("RUN={nothing}/my run", "RUN={nothing}/my run holds a space, which make splits into several paths"),
     # a folder named yes in the repository got the 2 h pool
     ("POOL=yes", "POOL=yes: give POOL=1 (the pool in <teachers>/pool), POOL=0 or nothing (none), or POOL=<folder>"),
+    ("TEACHER=ppo", "TEACHER=ppo: give TEACHER=expert (the model-based expert, the default) or TEACHER=rl"),
 ])
 def test_teachers_or_task_that_do_not_exist_are_refused_before_anything_runs(tmp_path, variable, message):
     nothing = tmp_path / "nothing"
