@@ -432,8 +432,9 @@ class Distiller:
                 self.writer.add_scalar("distill/loss", loss, self.env_steps)
             if (iteration + 1) % int(cfg.eval.interval_iterations) == 0 or iteration + 1 == iterations:
                 entry = self._evaluate(start)
-                bar.set_postfix(student=f"{100 * entry['success_rate']:.0f}%",
-                                teacher=f"{100 * self.teacher_result['success_rate']:.0f}%", loss=f"{loss:.4f}")
+                bar.set_postfix({"student": f"{100 * entry['success_rate']:.0f}%",
+                                 EXPERT if self.expert else "teacher": f"{100 * self.teacher_result['success_rate']:.0f}%",
+                                 "loss": f"{loss:.4f}"})
         bar.close()
         self.wall_seconds = time.perf_counter() - start
         save_checkpoint(self.run_dir, self.env_steps, {**self._policy_state(), "history": self.history},
