@@ -59,7 +59,6 @@ from sim.quadrotor.expert import ModelExpert
 from sim.quadrotor.observation import unread_past_states
 
 EXPERT = "expert"  # teacher=expert: the model-based expert labels every rollout
-CONFIG_DIR = Path(__file__).resolve().parents[1] / "configs"
 
 
 def expert_run_config(experiment: str) -> DictConfig:
@@ -67,6 +66,8 @@ def expert_run_config(experiment: str) -> DictConfig:
     takes); ConfigError naming `expert_experiment=` where there is no such experiment."""
     from hydra import compose, initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
+
+    from robo_rl.options import CONFIG_DIR
 
     known = sorted(path.stem for path in (CONFIG_DIR / "experiment").glob("*.yaml"))
     if experiment not in known:

@@ -414,7 +414,7 @@ class QuadrotorBatch(InStepRestart, PrivilegedObservation):
         xp, config, task, m = self.xp, self.config, self.task, ArrayMath(self.xp)
         pos, quat, vel, angvel = self.physics.state()
         rotation = quat_to_matrix(xp, quat)
-        pos_err, vel_err = self._errors(pos, vel, self.targets, self.steps)
+        pos_err, vel_err = self.reference_errors(pos, vel, self.targets, self.steps)
         values = StepValues(pos, vel, angvel, pos_err, vel_err, rotation[8], command, self.previous_action,
                             self._hover_commands(m))
         finite = xp.isfinite(pos).all(0) & xp.isfinite(vel).all(0) & xp.isfinite(angvel).all(0)
@@ -444,10 +444,11 @@ class QuadrotorBatch(InStepRestart, PrivilegedObservation):
         """Position and velocity errors (3, N) of the current state to the task's reference (the hover target, the
         reach target, the figure-eight's moving point), unlimited and without observation noise."""
         pos, _, vel, _ = self.physics.state()
-        return self._errors(pos, vel, self.targets, self.steps)
+        return self.reference_errors(pos, vel, self.targets, self.steps)
 
-    def _errors(self, pos: Any, vel: Any, targets: Any, steps: Any) -> tuple[Any, Any]:
-        """Position and velocity errors (3, n) to the task's reference at the episodes' times."""
+    def reference_errors(self, pos: Any, vel: Any, targets: Any, steps: Any) -> tuple[Any, Any]:
+        """Position and velocity errors (3, n) of `pos` and `vel` to the task's reference at control step `steps` of
+        each episode."""
         xp = self.xp
         ref_pos, ref_vel = self.task.reference(ArrayMath(xp), self.config, [targets[k] for k in range(3)],
                                                steps * self.config.control_dt)
@@ -479,7 +480,7 @@ class QuadrotorBatch(InStepRestart, PrivilegedObservation):
         if rows is not None:
             pos, quat, vel, angvel, targets = (x[:, rows] for x in (pos, quat, vel, angvel, targets))
             steps = steps[rows]
-        pos_err, vel_err = self._errors(pos, vel, targets, steps)
+        pos_err, vel_err = self.reference_errors(pos, vel, targets, steps)
         return pos_err, quat_to_matrix(xp, quat), vel_err, angvel
 
     def _observed_state(self, pos_err: Any, rotation: Any, vel_err: Any, angvel: Any, noise: Any) -> Any:

@@ -7,8 +7,8 @@ latency queue. With those it
 1. predicts the state at which the command it gives now starts to act, by stepping the vehicle's own model
    through the queued commands (the latency disappears from the control problem);
 2. asks for an acceleration towards the task's reference at that time (the reference's own acceleration and a
-   damped position loop, the wind's force cancelled, tilt and thrust limited) and for the attitude that gives it (a geometric attitude loop on
-   SO(3), the heading left free: the tasks do not score it);
+   damped position loop, the wind's force cancelled, tilt and thrust limited) and for the attitude that gives
+   it (a geometric attitude loop on SO(3), the heading left free: the tasks do not score it);
 3. allocates thrust and torques to the four rotors through the vehicle's own mixer and inverts each rotor's
    first-order lag over one control step, so that the rotor speeds reach what is asked where the lag allows.
 
@@ -57,7 +57,8 @@ class ModelExpert:
 
     def __init__(self, batch: QuadrotorBatch, gains: ExpertGains | None = None):
         if batch.xp is not torch:
-            raise ValueError("the model expert reads the torch backend's state (backend='torch'); this batch steps MuJoCo")
+            raise ValueError("the model expert reads the torch backend's state (backend='torch'); "
+                             "this batch steps MuJoCo")
         self.batch = batch
         self.gains = gains or ExpertGains()
         physics = batch.physics
@@ -74,7 +75,8 @@ class ModelExpert:
         state, speed = self.predicted_state()
         px, py, pz, qw, qx, qy, qz, vx, vy, vz, wx, wy, wz = state
         at = b.steps + b.latency.to(b.steps.dtype)  # when the command given now starts to act
-        position_error, velocity_error = b._errors(torch.stack([px, py, pz]), torch.stack([vx, vy, vz]), b.targets, at)
+        position_error, velocity_error = b.reference_errors(torch.stack([px, py, pz]), torch.stack([vx, vy, vz]),
+                                                            b.targets, at)
         mass, gravity = physics.mass, physics.gravity
         curve = b.thrust_curve
         rotor_max = b.thrust_scale * (curve[0] + curve[1] + curve[2])  # (4, N) [N] at full speed
@@ -104,7 +106,8 @@ class ModelExpert:
         damping = attitude_error.new_tensor([2.0 * z_a * w_a, 2.0 * z_a * w_a, 2.0 * w_y])
         rate = torch.stack([wx, wy, wz], 1)
         inertia = physics.inertia.T
-        torque = inertia * (-stiffness * attitude_error - damping * rate) + torch.linalg.cross(rate, inertia * rate, dim=1)
+        torque = (inertia * (-stiffness * attitude_error - damping * rate)
+                  + torch.linalg.cross(rate, inertia * rate, dim=1))
 
         arm = physics.arm_scale[:, None]
         mixer = torch.stack([torch.ones_like(physics.yaw_coefficients.T), self._rotor_y * arm, -self._rotor_x * arm,
@@ -149,9 +152,9 @@ class ModelExpert:
         constants = SubstepConstants.of(physics.mass, tuple(physics.inertia.unbind(0)), tuple(physics.force.unbind(0)),
                                         physics.gravity, physics.timestep)
         for substep in thrust.unbind(0):
-            state = free_body_substep(state, tuple(substep.unbind(0)), constants, tuple(physics.yaw_coefficients.unbind(0)),
-                                      physics.rotor_x, physics.rotor_y, physics.arm_scale, tuple(physics.torque.unbind(0)),
-                                      physics.timestep)
+            state = free_body_substep(state, tuple(substep.unbind(0)), constants,
+                                      tuple(physics.yaw_coefficients.unbind(0)), physics.rotor_x, physics.rotor_y,
+                                      physics.arm_scale, tuple(physics.torque.unbind(0)), physics.timestep)
         return state, speed
 
     def _command_for(self, rotor_thrust: torch.Tensor, speed: torch.Tensor) -> torch.Tensor:
@@ -161,7 +164,8 @@ class ModelExpert:
         c0, c1, c2 = (row[:, None] for row in b.thrust_curve)
         lift = (rotor_thrust / b.thrust_scale.T - c0).clamp_min(0.0)
         # the root of c2 w^2 + c1 w - lift in the form that also holds for a linear or a purely quadratic curve
-        target = (2.0 * lift / (c1 + torch.sqrt((c1 * c1 + 4.0 * c2 * lift).clamp_min(0.0))).clamp_min(1e-9)).clamp(0.0, 1.0)
+        root = c1 + torch.sqrt((c1 * c1 + 4.0 * c2 * lift).clamp_min(0.0))
+        target = (2.0 * lift / root.clamp_min(1e-9)).clamp(0.0, 1.0)
         now = speed.T
         rising = target >= now
         remaining = torch.where(rising, (b.decay_rise ** b.substeps)[:, None], (b.decay_fall ** b.substeps)[:, None])
