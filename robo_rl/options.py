@@ -245,10 +245,17 @@ def check_options(cfg: DictConfig, command: str, require_all: bool = True, resum
         from robo_rl.envs import check_quadrotor_run
 
         expert = str(cfg.teacher) == EXPERT
+        if expert and (Path(EXPERT) / "config.yaml").is_file():  # a run folder named expert here is not taken silently
+            raise ConfigError(f"teacher={EXPERT} names the model-based expert, and ./{EXPERT} is also a run here; give "
+                              f"teacher=./{EXPERT} for that run, or run from another folder for the expert")
         if expert:  # it labels every vehicle itself
             for option in ("fast_rotor_teacher", "latency_teacher", "teacher_pool"):
                 if cfg[option] is not None:
                     raise ConfigError(f"{option}={cfg[option]}: teacher={EXPERT} labels every vehicle itself; omit {option}=")
+            landing = [task for task in [cfg.task, *cfg.also_tasks] if task == "takeoff_land"]
+            if landing:  # its collective thrust never falls below 90% of the weight: it flies 0% of them
+                raise ConfigError(f"task={landing[0]}: teacher={EXPERT} does not land (its thrust stays near the "
+                                  "weight); give a run as teacher= for take-off and landing")
             source = expert_run_config(str(cfg.expert_experiment))
         else:
             try:

@@ -5,9 +5,11 @@ respond fast, a latency teacher the late ones; a privileged teacher is never exp
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -18,6 +20,7 @@ from robo_rl.checkpoint import CheckpointError, load_checkpoint, policy_file
 from robo_rl.distill import check_teacher
 
 PYTHON = sys.executable
+ROOT = Path(__file__).resolve().parents[2]
 # one pytest-xdist worker runs this module (make test: --dist loadgroup): the teacher is trained once, not per worker
 pytestmark = pytest.mark.xdist_group("distill_teacher")
 
@@ -157,11 +160,24 @@ def test_a_student_of_the_model_based_expert_needs_no_teacher_run_learns_to_fly_
                                      "fast_rotor_teacher="),
     ("expert_experiment=pick_cube_hil", "expert_experiment=pick_cube_hil: teacher=expert flies quadrotors"),
     ("expert_experiment=hover", "expert_experiment=hover: with teacher=expert, one of hover_family, "),
+    # its collective thrust stays near the weight: it flew 0% of take-off-and-landing episodes
+    ("task=takeoff_land", "task=takeoff_land: teacher=expert does not land"),
 ])
 def test_what_the_model_based_expert_cannot_label_is_one_line_before_any_folder(option, message, tmp_path):
     done = _distill("expert", tmp_path / "student", option)
     assert done.returncode == 2 and done.stderr.startswith(f"error: {message}"), done.stderr
     assert len(done.stderr.strip().splitlines()) == 1 and not (tmp_path / "student").exists()
+
+
+def test_a_run_folder_named_expert_is_not_silently_taken_for_the_model_based_expert(tmp_path):
+    (tmp_path / "expert").mkdir()
+    (tmp_path / "expert" / "config.yaml").write_text("env: {}\n")
+    done = subprocess.run([PYTHON, "-m", "robo_rl.distill", "teacher=expert", f"hydra.run.dir={tmp_path / 'student'}"],
+                          capture_output=True, text=True, timeout=600, cwd=tmp_path,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert done.returncode == 2 and done.stderr.startswith(
+        "error: teacher=expert names the model-based expert, and ./expert is also a run here"), done.stderr
+    assert not (tmp_path / "student").exists()
 
 
 def test_a_teacher_is_refused_by_export_and_a_folder_without_a_run_by_distill_with_one_line(teacher_run, tmp_path):

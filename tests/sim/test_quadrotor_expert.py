@@ -11,6 +11,7 @@ import pytest
 import torch
 from omegaconf import OmegaConf
 
+from robo_rl.evaluation import evaluate_policy
 from sim.quadrotor.env import QuadrotorVectorEnv
 from sim.quadrotor.expert import ModelExpert
 
@@ -29,16 +30,8 @@ def family(**randomization: Any) -> dict[str, Any]:
 
 def fly(expert: Any, env: QuadrotorVectorEnv, seed: int) -> tuple[np.ndarray, np.ndarray]:
     """One episode per env flown by `expert`: successes and each env's latency [control steps]."""
-    _, info = env.reset(seed=seed)
-    latency = np.asarray(info["params"]["latency_steps"]).reshape(-1).astype(int)
-    running = np.ones(env.num_envs, dtype=bool)
-    success = np.zeros(env.num_envs, dtype=bool)
-    while running.any():
-        _, _, terminated, truncated, info = env.step(expert())
-        done = np.asarray(terminated) | np.asarray(truncated)
-        success[running & done] = np.asarray(info["is_success"])[running & done]
-        running &= ~done
-    return success, latency
+    result = evaluate_policy(lambda _obs: expert(), env, seed, torch.device("cpu"))
+    return np.asarray(result["successes"], dtype=bool), np.asarray(result["params"]["latency_steps"]).reshape(-1)
 
 
 class WithoutPrediction(ModelExpert):
