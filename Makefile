@@ -99,12 +99,18 @@ POOL_STUDENT := $(if $(POOL_DIR),teacher_pool=$(POOL_DIR) teacher_pool_latency_f
 # held-out 96 / 94% against 94 / 92%, the light Crazyflies at 30 ms from moderate starts 75-92% against 22-86%
 # (bench/RESULTS.md, session 42)
 EXPERT_STUDENT := iterations=60 'student.actor_hidden=[96,96]'
+# more robo_rl.distill options for the student, after the recipe's (an option given twice: the later wins), e.g.
+# DISTILL_ARGS='checkpoint_every_evaluation=true checkpoint_keep=1000' (bench/time_to_suite.py: the time to the
+# first student that meets the robustness suite); the run's folder is RUN's, not a hydra. option's
+DISTILL_ARGS ?=
 # the trained-teacher recipe where asked for or implied by TEACHERS= or POOL=
 RECIPE := $(if $(or $(TEACHERS),$(POOL_DIR),$(filter rl,$(TEACHER))),rl,expert)
 train: $(STAMP)
 	@$(PY) -c "import sys; from sim.quadrotor.tasks import TASKS; known = '$(TASK)' in TASKS; \
 	  known or print('TASK=$(TASK) is not a quadrotor task; known: ' + ', '.join(TASKS), file=sys.stderr); sys.exit(0 if known else 2)"
 	@$(call check_seed)
+	@case " $(DISTILL_ARGS)" in *" hydra."*|*" +hydra."*|*" ++hydra."*) \
+	  echo "DISTILL_ARGS=$(DISTILL_ARGS): give the run's folder as RUN=<folder>, not as a hydra. option" >&2; exit 2;; esac
 	@case "$(TEACHER)" in expert|rl) ;; *) \
 	  echo "TEACHER=$(TEACHER): give TEACHER=expert (the model-based expert, the default) or TEACHER=rl (trained teachers)" >&2; exit 2;; esac
 	@$(call check_folder,RUN,give the run's folder or leave RUN out for outputs/train-<date>_<time>)
@@ -137,7 +143,7 @@ train: $(STAMP)
 	fi
 	$(PY) -m robo_rl.distill $(if $(filter rl,$(RECIPE)),teacher=$(TEACHER_DIR)/family checkpoint=best \
 	  fast_rotor_teacher=$(TEACHER_DIR)/fast_rotors $(POOL_STUDENT),teacher=expert $(EXPERT_STUDENT)) \
-	  $(STUDENT_VEHICLES) task=$(TASK) difficulty=1.0 seed=$(SEED) hydra.run.dir=$(RUN)
+	  $(STUDENT_VEHICLES) task=$(TASK) difficulty=1.0 seed=$(SEED) hydra.run.dir=$(RUN) $(DISTILL_ARGS)
 	$(PY) -m robo_rl.export run=$(RUN)
 
 # The ceilings the robustness suite prints (python -m robo_rl.robustness run=<run> specialists_dir=outputs/specialists):

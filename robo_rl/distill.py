@@ -433,13 +433,14 @@ class Distiller:
                 self.writer.add_scalar("distill/loss", loss, self.env_steps)
             if (iteration + 1) % int(cfg.eval.interval_iterations) == 0 or iteration + 1 == iterations:
                 entry = self._evaluate(start)
+                if cfg.checkpoint_every_evaluation and iteration + 1 < iterations:
+                    self._save_checkpoint()
                 bar.set_postfix({"student": f"{100 * entry['success_rate']:.0f}%",
                                  EXPERT if self.expert else "teacher": f"{100 * self.teacher_result['success_rate']:.0f}%",
                                  "loss": f"{loss:.4f}"})
         bar.close()
         self.wall_seconds = time.perf_counter() - start
-        save_checkpoint(self.run_dir, self.env_steps, {**self._policy_state(), "history": self.history},
-                        keep=int(cfg.checkpoint_keep))
+        self._save_checkpoint()
         save_best_policy(self.run_dir, {**self._policy_state(), "evaluation": self.history[-1]})
         return self._finish()
 
@@ -514,6 +515,11 @@ class Distiller:
             for key in ("success_rate", "mean_return", "mean_length", "teacher_success_rate"):
                 self.writer.add_scalar(f"eval/{key}", entry[key], self.env_steps)
         return entry
+
+    def _save_checkpoint(self) -> None:
+        """The student and the evaluation history as the checkpoint of the env steps so far."""
+        save_checkpoint(self.run_dir, self.env_steps, {**self._policy_state(), "history": self.history},
+                        keep=int(self.cfg.checkpoint_keep))
 
     def _policy_state(self) -> dict[str, Any]:
         """What evaluation and export read from a checkpoint (as `robo_rl.train` writes it)."""

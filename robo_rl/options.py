@@ -90,8 +90,8 @@ OPTIONS: dict[str, dict[str, tuple[Any, Interval | None]]] = {
         "distillation.final_lr_fraction": (float, Interval(1e-6, 1.0)),
         "distillation.pre_squash_weight": (float, Interval(0.0, 100.0)),
         "eval.interval_iterations": (int, Interval(1, 10**6)), "eval.episodes": (int, Interval(1, 10**6)),
-        "eval.seed": (int, SEED), "checkpoint_keep": (int, COUNT), "logging.progress_bar": (bool, None),
-        "logging.tensorboard": (bool, None),
+        "eval.seed": (int, SEED), "checkpoint_keep": (int, COUNT), "checkpoint_every_evaluation": (bool, None),
+        "logging.progress_bar": (bool, None), "logging.tensorboard": (bool, None),
     },
     "teacher_pool": {
         "run": (str, None), "out": (str, None), "size": (int, Interval(1, 10**5)), "seed": (int, SEED),

@@ -55,6 +55,9 @@ def test_run_that_holds_an_earlier_run_is_refused_without_teachers_and_nothing_i
     assert [call.split()[:3] for call in calls] == [["-m", "robo_rl.distill", "teacher=expert"],
                                                     ["-m", "robo_rl.export", f"run={tmp_path / 'empty'}"]]
     (tmp_path / "calls").unlink()
+    result, calls = _make(tmp_path, "train", f"RUN={tmp_path / 'empty'}", "DISTILL_ARGS=checkpoint_every_evaluation=true")
+    assert result.returncode == 0 and calls[0].split()[-1] == "checkpoint_every_evaluation=true", calls
+    (tmp_path / "calls").unlink()
     (tmp_path / "teachers").mkdir()  # the trained-teacher recipe: two teachers, then their student
     result, calls = _make(tmp_path, "train", f"RUN={tmp_path / 'teachers'}", "TEACHER=rl")
     assert result.returncode == 0, result.stderr
@@ -73,6 +76,9 @@ def test_run_that_holds_an_earlier_run_is_refused_without_teachers_and_nothing_i
     # a folder named yes in the repository got the 2 h pool
     ("POOL=yes", "POOL=yes: give POOL=1 (the pool in <teachers>/pool), POOL=0 or nothing (none), or POOL=<folder>"),
     ("TEACHER=ppo", "TEACHER=ppo: give TEACHER=expert (the model-based expert, the default) or TEACHER=rl"),
+    # the student's options after the recipe's: a hydra.run.dir there wrote the student past RUN's checks
+    ("DISTILL_ARGS=iterations=2 hydra.run.dir={nothing}",
+     "DISTILL_ARGS=iterations=2 hydra.run.dir={nothing}: give the run's folder as RUN=<folder>, not as a hydra. option"),
 ])
 def test_teachers_or_task_that_do_not_exist_are_refused_before_anything_runs(tmp_path, variable, message):
     nothing = tmp_path / "nothing"

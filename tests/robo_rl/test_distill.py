@@ -20,6 +20,7 @@ from robo_rl.checkpoint import CheckpointError, load_checkpoint, policy_file
 from robo_rl.distill import check_teacher
 
 PYTHON = sys.executable
+REPO = Path(__file__).resolve().parents[2]
 ROOT = Path(__file__).resolve().parents[2]
 # one pytest-xdist worker runs this module (make test: --dist loadgroup): the teacher is trained once, not per worker
 pytestmark = pytest.mark.xdist_group("distill_teacher")
@@ -869,3 +870,30 @@ def test_make_train_pools_family_starts_are_the_robustness_suites_moderate_start
     assert given, "the Makefile no longer sets FAMILY_STARTS as 'family_starts={...}'"
     moderate = OmegaConf.load(Path(CONFIGS) / "robustness.yaml").start_sets.moderate
     assert OmegaConf.to_container(OmegaConf.create(given[1])) == OmegaConf.to_container(moderate)
+
+
+def test_a_checkpoint_at_every_evaluation_gives_the_time_to_the_first_student_that_meets_the_suite(tmp_path):
+    """checkpoint_every_evaluation keeps each evaluated student (the default keeps only the final one), and
+    bench/time_to_suite.py flies the robustness suite on each of them in order."""
+    plain, every = tmp_path / "plain", tmp_path / "every"
+    for out, extra in ((plain, ()), (every, ("checkpoint_every_evaluation=true", "checkpoint_keep=10"))):
+        done = _distill("expert", out, "difficulty=0.2", MODERATE_STARTS.strip("'"), *extra)
+        assert done.returncode == 0, done.stderr[-3000:]
+    assert len(list((plain / "checkpoints").glob("*.pt"))) == 1
+    kept = sorted((every / "checkpoints").glob("*.pt"))
+    assert [path.name for path in kept] == ["checkpoint_000000012800.pt", "checkpoint_000000025600.pt"]
+    histories = [load_checkpoint(path)["history"] for path in kept]
+    assert len(histories[0]) == 2 and histories[1] == json.loads((every / "summary.json").read_text())["history"]
+    results = tmp_path / "time.json"
+    timed = subprocess.run([PYTHON, "bench/time_to_suite.py", "--run", str(every), "--json", str(results)],
+                           cwd=REPO, capture_output=True, text=True, timeout=600)
+    assert timed.returncode == 0, timed.stderr[-3000:]
+    students = json.loads(results.read_text())["students"]
+    assert [s["checkpoint"] for s in students] == [path.name for path in kept]
+    assert students[0]["env_steps"] < students[1]["env_steps"] and students[0]["seconds"] <= students[1]["seconds"]
+    # 11 checks: moderate starts and specialist per vehicle, held-out; no specialists here, so 5 are n/a
+    assert all(s["passed"] + s["failed"] == 6 and s["not_checked"] == 5 for s in students), students
+    refused = subprocess.run([PYTHON, "bench/time_to_suite.py", "--run", str(plain), "--json", str(tmp_path / "x.json")],
+                             cwd=REPO, capture_output=True, text=True, timeout=600)
+    assert refused.returncode == 2 and refused.stderr.strip().startswith("error: --run") and "1 checkpoint" in refused.stderr
+    assert not (tmp_path / "x.json").exists()
