@@ -897,3 +897,38 @@ def test_a_checkpoint_at_every_evaluation_gives_the_time_to_the_first_student_th
                              cwd=REPO, capture_output=True, text=True, timeout=600)
     assert refused.returncode == 2 and refused.stderr.strip().startswith("error: --run") and "1 checkpoint" in refused.stderr
     assert not (tmp_path / "x.json").exists()
+
+
+def _make_train_distill_options(tmp_path: Path) -> list[str]:
+    """robo_rl.distill's options as `make train` passes them (its PY replaced by a recorder of the commands)."""
+    calls, recorder = tmp_path / "calls", tmp_path / "py"
+    recorder.write_text(f"#!{PYTHON}\nimport json, os, sys\nif sys.argv[1] == '-c':\n"
+                        f"    os.execv({PYTHON!r}, [{PYTHON!r}, *sys.argv[1:]])\n"
+                        f"open({str(calls)!r}, 'a').write(json.dumps(sys.argv[1:]) + '\\n')\n")
+    recorder.chmod(0o755)
+    env = {key: value for key, value in os.environ.items() if not key.startswith("MAKE")}
+    done = subprocess.run(["make", "--no-print-directory", "-C", str(REPO), "train", f"RUN={tmp_path / 'planned'}",
+                           f"PY={recorder}", "STAMP="], capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    recorded = [json.loads(line) for line in calls.read_text().splitlines()]
+    return next(args[2:] for args in recorded if args[:2] == ["-m", "robo_rl.distill"])
+
+
+def test_make_trains_student_fits_the_stm32f405s_budget(tmp_path):
+    """The network and observation of `make train`'s recipe (its distill options, one short iteration) export
+    to at most 60k instructions per inference and 100 KB of policy flash on the emulated STM32F405 (issue 31):
+    a wider actor or a longer history that breaks the budget fails here, not on the robot."""
+    options = [o for o in _make_train_distill_options(tmp_path) if not o.startswith("hydra.run.dir=")]
+    student = tmp_path / "student"
+    done = subprocess.run([PYTHON, "-m", "robo_rl.distill", *options, f"hydra.run.dir={student}", "num_envs=16",
+                           "rollout_steps=2", "iterations=1", "eval.episodes=2", "torch_threads=1",
+                           "distillation.batch_size=16", "distillation.updates_per_iteration=1",
+                           "logging.progress_bar=false", "logging.tensorboard=false"],
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    exported = subprocess.run([PYTHON, "-m", "robo_rl.export", f"run={student}"], capture_output=True, text=True,
+                              timeout=900)
+    assert exported.returncode == 0, exported.stderr[-3000:]
+    m4 = json.loads((student / "export" / "policy.json").read_text())["verification"]["cortex_m4"]
+    assert m4["checked"], m4
+    assert m4["instructions_per_inference"] <= 60_000 and m4["policy_flash_bytes"] <= 100 * 1024, m4
