@@ -899,8 +899,9 @@ def test_a_checkpoint_at_every_evaluation_gives_the_time_to_the_first_student_th
     assert not (tmp_path / "x.json").exists()
 
 
-def _make_train_distill_options(tmp_path: Path) -> list[str]:
-    """robo_rl.distill's options as `make train` passes them (its PY replaced by a recorder of the commands)."""
+def _make_train_distill_options(tmp_path: Path, task: str = "hover") -> list[str]:
+    """robo_rl.distill's options as `make train TASK=<task>` passes them (its PY replaced by a recorder of the
+    commands), without its hydra.run.dir."""
     calls, recorder = tmp_path / "calls", tmp_path / "py"
     recorder.write_text(f"#!{PYTHON}\nimport json, os, sys\nif sys.argv[1] == '-c':\n"
                         f"    os.execv({PYTHON!r}, [{PYTHON!r}, *sys.argv[1:]])\n"
@@ -908,23 +909,37 @@ def _make_train_distill_options(tmp_path: Path) -> list[str]:
     recorder.chmod(0o755)
     env = {key: value for key, value in os.environ.items() if not key.startswith("MAKE")}
     done = subprocess.run(["make", "--no-print-directory", "-C", str(REPO), "train", f"RUN={tmp_path / 'planned'}",
-                           f"PY={recorder}", "STAMP="], capture_output=True, text=True, env=env, timeout=300)
+                           f"TASK={task}", f"PY={recorder}", "STAMP="], capture_output=True, text=True, env=env,
+                          timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     recorded = [json.loads(line) for line in calls.read_text().splitlines()]
-    return next(args[2:] for args in recorded if args[:2] == ["-m", "robo_rl.distill"])
+    options = next(args[2:] for args in recorded if args[:2] == ["-m", "robo_rl.distill"])
+    return [option for option in options if not option.startswith("hydra.run.dir=")]
+
+
+def _short_distill(options: list[str], out: Path) -> subprocess.CompletedProcess:
+    """`options` distilled for one short iteration into `out`."""
+    return subprocess.run([PYTHON, "-m", "robo_rl.distill", *options, f"hydra.run.dir={out}", "num_envs=16",
+                           "rollout_steps=2", "iterations=1", "eval.episodes=2", "torch_threads=1",
+                           "distillation.batch_size=16", "distillation.updates_per_iteration=1",
+                           "logging.progress_bar=false", "logging.tensorboard=false"],
+                          capture_output=True, text=True, timeout=600)
+
+
+@pytest.mark.parametrize("task", ["reach", "figure_eight"])
+def test_make_trains_recipe_distills_every_quadrotor_task_it_offers(tmp_path, task):
+    # TASK=figure_eight once stopped at its first line: 2.5 s rollout episodes end before its 6 s success window
+    done = _short_distill(_make_train_distill_options(tmp_path, task), tmp_path / "student")
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert OmegaConf.load(tmp_path / "student" / "config.yaml").distill.task == task
 
 
 def test_make_trains_student_fits_the_stm32f405s_budget(tmp_path):
     """The network and observation of `make train`'s recipe (its distill options, one short iteration) export
     to at most 60k instructions per inference and 100 KB of policy flash on the emulated STM32F405 (issue 31):
     a wider actor or a longer history that breaks the budget fails here, not on the robot."""
-    options = [o for o in _make_train_distill_options(tmp_path) if not o.startswith("hydra.run.dir=")]
     student = tmp_path / "student"
-    done = subprocess.run([PYTHON, "-m", "robo_rl.distill", *options, f"hydra.run.dir={student}", "num_envs=16",
-                           "rollout_steps=2", "iterations=1", "eval.episodes=2", "torch_threads=1",
-                           "distillation.batch_size=16", "distillation.updates_per_iteration=1",
-                           "logging.progress_bar=false", "logging.tensorboard=false"],
-                          capture_output=True, text=True, timeout=600)
+    done = _short_distill(_make_train_distill_options(tmp_path), student)
     assert done.returncode == 0, done.stderr[-3000:]
     exported = subprocess.run([PYTHON, "-m", "robo_rl.export", f"run={student}"], capture_output=True, text=True,
                               timeout=900)
