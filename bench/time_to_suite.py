@@ -32,8 +32,8 @@ sys.path.insert(0, str(ROOT))
 from peers import BenchArgumentParser, machine_line, results_file, write_results  # noqa: E402
 from teacher_pool import run_reporting_errors  # noqa: E402
 
-from robo_rl.checkpoint import list_checkpoints  # noqa: E402
-from robo_rl.robustness import run_suite, suite_from_config, target_checks  # noqa: E402
+from robo_rl.checkpoint import list_checkpoints, load_checkpoint  # noqa: E402
+from robo_rl.robustness import Suite, run_suite, suite_from_config, target_checks  # noqa: E402
 
 DISTILL_ARGS = "checkpoint_every_evaluation=true checkpoint_keep=1000"
 
@@ -43,13 +43,15 @@ def train(run: Path, seed: int) -> float:
     if run.exists():
         sys.exit(f"--run {run} exists: give a new folder, or --run of a finished one to time it again")
     started = time.time()
-    subprocess.run(["make", "-C", str(ROOT), "train", f"RUN={run.resolve()}", f"SEED={seed}",
-                    f"DISTILL_ARGS={DISTILL_ARGS}"], check=True)
+    done = subprocess.run(["make", "-C", str(ROOT), "train", f"RUN={run.resolve()}", f"SEED={seed}",
+                           f"DISTILL_ARGS={DISTILL_ARGS}"])
+    if done.returncode != 0:
+        sys.exit(f"make train stopped with status {done.returncode} (its output above)")
     print(f"make train: {time.time() - started:.0f} s")
     return started
 
 
-def with_ceilings(report: dict, ceilings: dict, suite) -> dict:
+def with_ceilings(report: dict, ceilings: dict, suite: Suite) -> dict:
     """`report` with the specialists' success rates of `ceilings` (cell key -> row) and its checks redone."""
     for row in report["cells"]:
         found = ceilings.get((row["vehicle"], row["start_set"], row["latency_steps"], row["wind"]))
@@ -95,8 +97,7 @@ def main() -> None:
             ceilings = {(r["vehicle"], r["start_set"], r["latency_steps"], r["wind"]): r for r in report["cells"]
                         if r["specialist_success_rate"] is not None}
         report = with_ceilings(report, ceilings, suite)
-        state = torch.load(path, map_location="cpu", weights_only=False)
-        counters = state["counters"]
+        counters = load_checkpoint(path)["counters"]
         statuses = [c["status"] for c in report["checks"]]
         row = {"checkpoint": path.name, "seconds": path.stat().st_mtime - origin,
                "distill_seconds": counters["wall_seconds"], "env_steps": counters["env_steps"],
