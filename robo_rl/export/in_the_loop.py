@@ -86,16 +86,17 @@ def plant_config(manifest: dict[str, Any], vehicle: str | None = None, latency_s
     config["randomization"] = {**config.get("randomization", {}), "enabled": True, "vehicle_parameters": False,
                                "latency_steps": [latency_steps, latency_steps], "disturbance_force": float(wind),
                                "disturbance_torque": 0.0}
+    task = str(config.get("task", "hover"))
+    calm = {**config, "randomization": {**config["randomization"], "disturbance_force": 0.0}}
     try:  # an edited policy.json (control_hz 0, say) was a ZeroDivisionError or the simulator's traceback
-        make_config(str(config.get("task", "hover")), config)
-    except ConfigError as error:
-        if "disturbance_force" in str(error):  # the wind asked for here, beyond what this vehicle can hold
-            raise ExportError(f"wind={wind:g}: {error}") from None
+        make_config(task, calm)
+    except (ConfigError, TypeError, ValueError) as error:
         raise ExportError(f"the bundle's policy.json training.env_config does not make a quadrotor env ({error}); "
                           "export the run again") from error
-    except (TypeError, ValueError) as error:
-        raise ExportError(f"the bundle's policy.json training.env_config does not make a quadrotor env ({error}); "
-                          "export the run again") from error
+    try:
+        make_config(task, config)
+    except ConfigError as error:  # the plant holds without wind: this wind is beyond what the vehicle can hold
+        raise ExportError(f"wind={wind:g}: {error}") from None
     return config
 
 

@@ -99,6 +99,12 @@ def test_the_plant_is_the_named_vehicle_with_latency_and_its_firmware_limits(exp
                                          r"hold against more than 0.\d+ N per axis")):
         with pytest.raises(ExportError, match=message):
             plant_config(manifest, **bad)
+    # a bundle whose own env config is broken names the bundle, whatever the wind asked for (the wind was named
+    # by matching the simulator's error text)
+    edited = json.loads(json.dumps(manifest))
+    edited["training"]["env_config"]["control_hz"] = 0
+    with pytest.raises(ExportError, match="the bundle's policy.json training.env_config does not make a quadrotor env"):
+        plant_config(edited, wind=0.004)
 
 
 def test_latency_reaches_the_plant(exported_bundle, trained_run):
