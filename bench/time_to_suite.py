@@ -77,15 +77,19 @@ def main() -> None:
     config.specialists_dir = None if args.specialists is None else str(args.specialists)
     suite = suite_from_config(config)  # a bad --specialists fails before the training
     if args.run is not None and args.run.exists():
+        if not args.run.is_dir():
+            sys.exit(f"--run {args.run} is not a folder: give a make train run's folder")
         run, started = args.run, None
     else:
         run = args.run or ROOT / "outputs" / f"time_to_suite-{args.seed}-{time.strftime('%Y%m%d_%H%M%S')}"
         started = train(run, args.seed)
     checkpoints = list_checkpoints(run)
-    if len(checkpoints) < 2:
-        sys.exit(f"--run {run} keeps {len(checkpoints)} checkpoint(s): give a make train run made with "
-                 f"DISTILL_ARGS='{DISTILL_ARGS}'")
+    if len(checkpoints) < 2 or not (run / "config.yaml").is_file():
+        sys.exit(f"--run {run} holds {len(checkpoints)} checkpoint(s)"
+                 f"{'' if (run / 'config.yaml').is_file() else ' and no config.yaml'}: give a make train run made "
+                 f"with DISTILL_ARGS='{DISTILL_ARGS}'")
     origin = started if started is not None else (run / "config.yaml").stat().st_mtime
+    seed = args.seed if started is not None else int(OmegaConf.load(run / "config.yaml").seed)  # the run's own
     student_suite = suite_from_config({**OmegaConf.to_container(config), "specialists_dir": None})
     print(machine_line())
     print(f"{run}: {len(checkpoints)} students; seconds since {'make train started' if started else 'config.yaml'}")
@@ -117,7 +121,7 @@ def main() -> None:
         print(f"first student meeting every check that can be made ({first['not_checked']} n/a): {first['checkpoint']}, "
               f"{first['seconds']:.0f} s since {'make train started' if started else 'config.yaml'}")
     write_results(args.json,
-                  {"run": str(run), "seed": args.seed, "specialists": config.specialists_dir, "students": rows,
+                  {"run": str(run), "seed": seed, "specialists": config.specialists_dir, "students": rows,
                    "first_meeting_suite": first})
 
 
