@@ -109,14 +109,19 @@ FIGURE_EIGHT_STUDENT := iterations=60 'student.actor_hidden=[96,96]' $(STUDENT_V
 # DISTILL_ARGS='checkpoint_every_evaluation=true checkpoint_keep=1000' (bench/time_to_suite.py: the time to the
 # first student that meets the robustness suite); the run's folder is RUN's, not a hydra. option's
 DISTILL_ARGS ?=
+export DISTILL_ARGS
 # the trained-teacher recipe where asked for or implied by TEACHERS= or POOL=
 RECIPE := $(if $(or $(TEACHERS),$(POOL_DIR),$(filter rl,$(TEACHER))),rl,expert)
 train: $(STAMP)
 	@$(PY) -c "import sys; from sim.quadrotor.tasks import TASKS; known = '$(TASK)' in TASKS; \
 	  known or print('TASK=$(TASK) is not a quadrotor task; known: ' + ', '.join(TASKS), file=sys.stderr); sys.exit(0 if known else 2)"
 	@$(call check_seed)
-	@case " $(DISTILL_ARGS)" in *" hydra."*|*" +hydra."*|*" ++hydra."*) \
-	  echo "DISTILL_ARGS=$(DISTILL_ARGS): give the run's folder as RUN=<folder>, not as a hydra. option" >&2; exit 2;; esac
+	@# read from the environment, not pasted into these lines, whose own shell a quote in it would break; parsed (-n:
+	@# not run) as the distill line below will paste it
+	@sh -n -c ": $$DISTILL_ARGS" 2>/dev/null || { echo "DISTILL_ARGS=$$DISTILL_ARGS: the shell cannot read it" \
+	  "(a quote not closed?); quote each option whole, e.g. DISTILL_ARGS=\"'student.actor_hidden=[64,64]'\"" >&2; exit 2; }
+	@case " $$DISTILL_ARGS" in *" hydra."*|*" +hydra."*|*" ++hydra."*|*[\"\']hydra.*|*[\"\']+hydra.*) \
+	  echo "DISTILL_ARGS=$$DISTILL_ARGS: give the run's folder as RUN=<folder>, not as a hydra. option" >&2; exit 2;; esac
 	@case "$(TEACHER)" in expert|rl) ;; *) \
 	  echo "TEACHER=$(TEACHER): give TEACHER=expert (the model-based expert, the default) or TEACHER=rl (trained teachers)" >&2; exit 2;; esac
 	@$(call check_folder,RUN,give the run's folder or leave RUN out for outputs/train-<date>_<time>)

@@ -79,6 +79,13 @@ def test_run_that_holds_an_earlier_run_is_refused_without_teachers_and_nothing_i
     # the student's options after the recipe's: a hydra.run.dir there wrote the student past RUN's checks
     ("DISTILL_ARGS=iterations=2 hydra.run.dir={nothing}",
      "DISTILL_ARGS=iterations=2 hydra.run.dir={nothing}: give the run's folder as RUN=<folder>, not as a hydra. option"),
+    ("DISTILL_ARGS='hydra.run.dir={nothing}'",
+     "DISTILL_ARGS='hydra.run.dir={nothing}': give the run's folder as RUN=<folder>, not as a hydra. option"),
+    # pasted into the recipe's lines, a lone quote stopped make with the shell's "Unterminated quoted string"
+    ("DISTILL_ARGS=eval.episodes=20 it's",
+     "DISTILL_ARGS=eval.episodes=20 it's: the shell cannot read it (a quote not closed?); quote each option whole"),
+    ('DISTILL_ARGS=x="a b',
+     'DISTILL_ARGS=x="a b: the shell cannot read it (a quote not closed?); quote each option whole'),
 ])
 def test_teachers_or_task_that_do_not_exist_are_refused_before_anything_runs(tmp_path, variable, message):
     nothing = tmp_path / "nothing"
