@@ -17,7 +17,8 @@ camera's mount in the training scene; its recorded pairs' images are in `recorde
 generator takes policies on state vectors only, so such a bundle has no C and the firmware tools refuse it.
 
 Export never deletes what it did not create: the bundle is built in a fresh hidden folder beside `out` and
-then renamed to `out`. An existing `out` is replaced only if it is empty or a bundle that export wrote
+then takes the place of `out` (in one step where the file system can swap two folders, so that a stop there
+leaves the earlier bundle or the new one at `out`, never neither). An existing `out` is replaced only if it is empty or a bundle that export wrote
 (every file in it listed in its BUNDLE_MARKER, or for bundles from before the marker: policy.json of this
 format, policy.onnx and generated C); any other folder (a run, a folder of runs, a mount point) is refused
 with one ExportError before anything is written.
@@ -25,6 +26,8 @@ with one ExportError before anything is written.
 
 from __future__ import annotations
 
+import ctypes
+import errno
 import json
 import os
 import shutil
@@ -489,12 +492,17 @@ def _not_from_export(folder: Path) -> list[Path]:
 
 
 def _replace_folder(staging: Path, out: Path) -> None:
-    """Rename the finished bundle `staging` to `out`, replacing an empty folder or an earlier bundle (checked
-    again here); the earlier bundle is moved aside first and deleted only once the new one is in place."""
+    """Put the finished bundle `staging` at `out`, replacing an empty folder or an earlier bundle (checked again
+    here). Where the file system can, the two folders swap names in one step, so that `out` always holds a whole
+    bundle, the earlier one or the new one, even if export is stopped there; the earlier bundle is left in
+    `staging` for the caller to delete. Elsewhere it is moved aside first and deleted only once the new one is in
+    place."""
     check_out_folder(out)
     try:
         if not out.exists() or not any(out.iterdir()):
             os.replace(staging, out)  # rename(2) replaces an empty folder
+            return
+        if _exchange(staging, out):
             return
         previous = out.with_name(f".{out.name}-replaced-{uuid.uuid4().hex[:8]}")
         os.rename(out, previous)
@@ -507,6 +515,27 @@ def _replace_folder(staging: Path, out: Path) -> None:
         os.rename(previous, out)
         raise
     shutil.rmtree(previous)
+
+
+_AT_FDCWD = -100  # <fcntl.h>: paths relative to the working directory
+_RENAME_EXCHANGE = 2  # <linux/fs.h>
+_NO_EXCHANGE = {errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP, errno.ENOTSUP, errno.EXDEV}
+
+
+def _exchange(first: Path, second: Path) -> bool:
+    """Swap the names of two existing paths in one step (Linux renameat2 with RENAME_EXCHANGE); False where the
+    C library, kernel or file system cannot, so the caller falls back to two renames."""
+    try:
+        renameat2 = ctypes.CDLL(None, use_errno=True).renameat2
+    except (AttributeError, OSError):  # not glibc >= 2.28 (macOS, musl before 1.2.3)
+        return False
+    renameat2.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
+    if renameat2(_AT_FDCWD, os.fsencode(first), _AT_FDCWD, os.fsencode(second), _RENAME_EXCHANGE) == 0:
+        return True
+    code = ctypes.get_errno()
+    if code in _NO_EXCHANGE:
+        return False
+    raise OSError(code, os.strerror(code), str(second))
 
 
 def _safe_action(choice: str | Sequence[float], env: Any, nominal: np.ndarray | None = None) -> np.ndarray | None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -17,6 +18,7 @@ import torch
 
 from robo_rl.agents.sac import SAC
 from robo_rl.checkpoint import CheckpointError, load_checkpoint, policy_file, seal
+from robo_rl.export import bundle as bundle_module
 from robo_rl.export.bundle import BUNDLE_MARKER, check_out_folder, export_bundle, onnx_actions
 from robo_rl.export.errors import ExportError
 from robo_rl.export.c_runtime import CompiledPolicy
@@ -253,6 +255,46 @@ def test_a_state_history_bundle_passes_every_check_and_its_layout_header_names_t
     header = (exported_bundle / "c" / "policy_layout.h").read_text()
     assert "#define POLICY_STATE_HISTORY 0\n" in header and "STATE_HISTORY_OFFSET" not in header
     assert "#define POLICY_OBS_LAYOUT_SIZE 50\n" in header
+
+
+def _whole_bundle(out: Path) -> list[str]:
+    """The files of the bundle at `out`, after checking that every one its marker lists is there."""
+    listed = json.loads((out / BUNDLE_MARKER).read_text())["files"]
+    assert all((out / name).is_file() for name in listed)
+    return listed
+
+
+def test_a_stop_while_an_earlier_bundle_is_replaced_leaves_a_whole_bundle_at_out(trained_run, tmp_path,
+                                                                                  monkeypatch):
+    """Ctrl-C after export had moved the earlier bundle aside and before it renamed the new one to `out` left
+    no bundle at `out` (the earlier one hidden beside it, the new one deleted)."""
+    out = export_bundle(trained_run, out=tmp_path / "bundle", pairs=8, c="false")
+    rename = os.rename
+
+    def rename_then_stop(source, target):
+        rename(source, target)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(bundle_module.os, "rename", rename_then_stop)
+    with pytest.raises(KeyboardInterrupt):
+        monkeypatch.setattr(bundle_module.shutil, "rmtree", lambda *args, **kwargs: (_ for _ in ()).throw(
+            KeyboardInterrupt()))  # and a stop as soon as the new bundle is in place
+        export_bundle(trained_run, out=out, pairs=8, seed=1, c="false")
+    monkeypatch.undo()
+    assert json.loads((out / "policy.json").read_text())["recorded_pairs"]
+    _whole_bundle(out)
+
+
+def test_an_earlier_bundle_is_replaced_where_two_folders_cannot_swap(trained_run, tmp_path, monkeypatch):
+    """Where renameat2 cannot exchange (not Linux, or a file system without it), two renames replace the bundle
+    and leave nothing beside it."""
+    monkeypatch.setattr(bundle_module, "_exchange", lambda first, second: False)
+    out = export_bundle(trained_run, out=tmp_path / "bundle", pairs=8, c="false")
+    first = json.loads((out / "policy.json").read_text())["recorded_pairs"]
+    export_bundle(trained_run, out=out, pairs=8, seed=1, c="false")
+    assert json.loads((out / "policy.json").read_text())["recorded_pairs"] != first
+    _whole_bundle(out)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bundle"]
 
 
 def test_an_out_where_nothing_can_be_written_names_out(trained_run, tmp_path):
