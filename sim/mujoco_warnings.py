@@ -2,7 +2,7 @@
 
 By default MuJoCo prints each warning (a diverging simulation: "Nan, Inf or huge value in QVEL ...") and appends
 it to MUJOCO_LOG.TXT in the process's working directory, a file no robo-rl command owns. The envs report what
-those warnings mean themselves (the arm's `info["diverged"]`); the text goes to the "mujoco" logger, which a
+those warnings mean themselves (the arm's `info["diverged"]`, the quadrotor's termination); the text goes to the "mujoco" logger, which a
 Hydra command writes to its run's log.
 """
 
@@ -13,6 +13,10 @@ import logging
 import mujoco
 
 LOGGER = logging.getLogger("mujoco")
+# the warnings with which MuJoCo resets a simulation whose positions, velocities or accelerations became
+# non-finite or huge: the state read afterwards is the model's initial one, not where the simulation diverged
+UNSTABLE_WARNINGS = [int(mujoco.mjtWarning.mjWARN_BADQPOS), int(mujoco.mjtWarning.mjWARN_BADQVEL),
+                     int(mujoco.mjtWarning.mjWARN_BADQACC)]
 
 
 def _log_warning(message: str) -> None:

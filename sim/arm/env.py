@@ -35,6 +35,7 @@ from sim.arm.controller import BatchedImpedanceController, ImpedanceGains, load_
 from sim.arm.tasks import arm_task_named
 from sim.arm.robot import PANDA_LIKE, SO_ARM100_LIKE, ArmSpec, load_arm
 from sim.errors import ConfigError
+from sim.mujoco_warnings import UNSTABLE_WARNINGS
 from sim.observation import (ObservationField, ObservationLayout, copy_observation, observation_row,
                              set_observation_rows)
 from sim.validation import Interval, at_least_zero, check_batch_size, check_ranges, coerce, merge, positive
@@ -78,8 +79,6 @@ class ArmRandomization:
                 raise ConfigError(f"randomization.{f.name} must be a range 0 < low <= high, got {(low, high)}")
 
 
-UNSTABLE_WARNINGS = [int(mujoco.mjtWarning.mjWARN_BADQPOS), int(mujoco.mjtWarning.mjWARN_BADQVEL),
-                     int(mujoco.mjtWarning.mjWARN_BADQACC)]
 PARAM_NAMES = ("friction_scale", "cube_half_size", "cube_mass", "stiffness_scale", "latency_steps")
 
 

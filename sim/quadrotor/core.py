@@ -418,6 +418,8 @@ class QuadrotorBatch(InStepRestart, PrivilegedObservation):
         values = StepValues(pos, vel, angvel, pos_err, vel_err, rotation[8], command, self.previous_action,
                             self._hover_commands(m))
         finite = xp.isfinite(pos).all(0) & xp.isfinite(vel).all(0) & xp.isfinite(angvel).all(0)
+        if self.physics.diverged is not None:  # MuJoCo put a diverged simulation back at its initial state
+            finite = finite & ~self.physics.diverged
         terminated = ~finite | task.terminated(m, values, config)
         terms = task.reward_terms(m, values, terminated, config)
         reward = xp.zeros_like(terms["alive"])

@@ -8,6 +8,10 @@ same equations as MuJoCo's semi-implicit Euler for a free body whose inertial fr
 so the paths agree to rounding (see tests/sim/test_quadrotor_paths.py); instead of contacts it has at most a
 floor (`floor_contact`, for tasks that stand on the ground; the flying tasks terminate below `min_altitude`,
 before contact).
+
+`diverged` (N,) marks the simulations that became non-finite or huge during the last `advance`: MuJoCo resets
+such a simulation to its initial state (hovering at the origin) and goes on, so its state alone does not show it.
+The torch backend keeps a non-finite state as it is, and its `diverged` is None.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ import mujoco.batch
 import numpy as np
 import torch
 
+from sim.mujoco_warnings import UNSTABLE_WARNINGS
 from sim.quadrotor.model import BODY_NAME, MOTOR_NAMES, ROTOR_SITES, QuadrotorParams
 from sim.quadrotor.randomization import EpisodeParams
 
@@ -37,6 +42,7 @@ class MujocoSinglePhysics:
         self._motors = [mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_ACTUATOR, n) for n in MOTOR_NAMES]
         self._rotors = [mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_SITE, s) for s in ROTOR_SITES]
         self._rotor_positions = model.site_pos[self._rotors].copy()  # the nominal vehicle's
+        self.diverged = np.zeros(1, dtype=bool)
 
     def set_params(self, ids: np.ndarray, params: EpisodeParams) -> None:
         """Write episode parameters (one row) into the model and the applied wrench."""
@@ -57,9 +63,14 @@ class MujocoSinglePhysics:
 
     def advance(self, thrust: np.ndarray) -> None:
         """Run K physics substeps with thrust[k, :, 0] as actuator controls."""
+        before = self._unstable_count()
         for k in range(thrust.shape[0]):
             self.data.ctrl[:] = thrust[k, :, 0]
             mujoco.mj_step(self.model, self.data)
+        self.diverged = np.array([self._unstable_count() > before])
+
+    def _unstable_count(self) -> int:
+        return sum(self.data.warning[w].number for w in UNSTABLE_WARNINGS)
 
     def state(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """(pos, quat, vel, angvel) as (k, 1) views of the MjData."""
@@ -100,6 +111,7 @@ class MujocoBatchPhysics:
         self._rotor_positions = model.site_pos[self._rotors].copy()
         self._site_pos = self.batch.expand("site_pos")
         self._ctrl_spec = int(mujoco.mjtState.mjSTATE_CTRL)
+        self.diverged = np.zeros(num_envs, dtype=bool)
 
     def set_params(self, ids: np.ndarray, params: EpisodeParams) -> None:
         """Write episode parameters of simulations `ids` (per-simulation model fields and wrench)."""
@@ -122,7 +134,12 @@ class MujocoBatchPhysics:
     def advance(self, thrust: np.ndarray) -> None:
         """Run K substeps of every simulation in C, thrust[k] applied as controls before substep k."""
         control = np.ascontiguousarray(thrust.transpose(2, 0, 1))  # the batch wants (N, K, nu)
+        before = self._unstable_counts()
         self.batch.rollout(thrust.shape[0], control=control, control_spec=self._ctrl_spec, record=())
+        self.diverged = self._unstable_counts() > before
+
+    def _unstable_counts(self) -> np.ndarray:
+        return self.batch.warning[:, UNSTABLE_WARNINGS, 1].sum(axis=1)
 
     def state(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """(pos, quat, vel, angvel): (k, N) feature-major copies of the batch's state (read them again
@@ -167,6 +184,7 @@ class TorchPhysics:
     """
 
     xp = torch
+    diverged = None  # a non-finite state stays in the state, where the batch finds it
 
     def __init__(self, params: QuadrotorParams, num_envs: int, device: str | torch.device = "cpu",
                  dtype: torch.dtype = torch.float32, allocate_rows: Callable[..., torch.Tensor] | None = None,

@@ -378,6 +378,24 @@ def test_bad_actions_raise_clear_errors():
         QuadrotorVectorEnv("hover", num_envs=2, backend="jax")
 
 
+@pytest.mark.parametrize("backend, num_envs", [("mujoco", 1), ("mujoco_batch", 3)])
+def test_a_simulation_that_mujoco_resets_after_diverging_ends_its_episode_as_a_failure(backend, num_envs):
+    """MuJoCo puts a simulation whose state became huge back at its initial state, hovering at the origin: the
+    episode went on as if nothing had happened, and could end in success."""
+    batch = QuadrotorBatch(make_config("hover"), num_envs, backend=backend)
+    batch.reset()
+    pos, quat, vel, angvel = (np.array(a) for a in batch.physics.state())
+    angvel[:, 0] = 1e11  # beyond what MuJoCo accepts (mjMAXVAL): it warns and resets the first simulation
+    ids = np.arange(num_envs)
+    batch.physics.set_state(ids, pos.T, quat.T, vel.T, angvel.T)
+    result = batch.step(np.full((num_envs, 4), 0.5, dtype=np.float32))
+    assert np.isfinite(batch.physics.state()[0]).all()  # what made the divergence invisible
+    assert list(result.terminated) == [True] + [False] * (num_envs - 1)
+    assert not result.is_success[0]
+    result = batch.step(np.full((num_envs, 4), 0.5, dtype=np.float32))
+    assert not result.terminated.any()  # the flag is about one step, not the simulation's history
+
+
 @pytest.mark.parametrize("compile", [False, "native"])
 def test_a_non_finite_action_raises_and_leaves_the_batch_as_it_was(compile):
     env = QuadrotorVectorEnv("hover", num_envs=37, backend="torch", device="cpu", compile=compile)
