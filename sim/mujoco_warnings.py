@@ -2,8 +2,8 @@
 
 By default MuJoCo prints each warning (a diverging simulation: "Nan, Inf or huge value in QVEL ...") and appends
 it to MUJOCO_LOG.TXT in the process's working directory, a file no robo-rl command owns. The envs report what
-those warnings mean themselves (the arm's `info["diverged"]`, the quadrotor's termination); the text goes to the "mujoco" logger, which a
-Hydra command writes to its run's log.
+those warnings mean themselves (the arm's `info["diverged"]`, the quadrotor's termination); the text goes to the
+"mujoco" logger, which a Hydra command writes to its run's log.
 """
 
 from __future__ import annotations
