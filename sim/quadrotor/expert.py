@@ -8,7 +8,10 @@ latency queue. With those it
    through the queued commands (the latency disappears from the control problem);
 2. asks for an acceleration towards the task's reference at that time (the reference's own acceleration and a
    damped position loop, the wind's force cancelled, tilt and thrust limited) and for the attitude that gives
-   it (a geometric attitude loop on SO(3), the heading left free: the tasks do not score it);
+   it (a geometric attitude loop on SO(3), the heading left free: the tasks do not score it). Both loops run
+   faster on a vehicle whose rotors follow a command within `attitude_lag_limit` (30 ms): a 20 rad/s attitude
+   loop let a lag-free Crazyflie drift out of the box while it righted itself from a steep start, and a faster
+   one flies the slow-rotor Crazyflies worse (bench/RESULTS.md, session 46);
 3. allocates thrust and torques to the four rotors through the vehicle's own mixer and inverts each rotor's
    first-order lag over one control step, so that the rotor speeds reach what is asked where the lag allows.
 
@@ -39,11 +42,16 @@ State = tuple[torch.Tensor, ...]  # (px, py, pz, qw, qx, qy, qz, vx, vy, vz, wx,
 
 @dataclass(frozen=True)
 class ExpertGains:
-    """The expert's loop settings (measured on the family distribution: bench/RESULTS.md, session 42)."""
+    """The expert's loop settings (measured on the family distribution and the named vehicles: bench/RESULTS.md,
+    sessions 42 and 46)."""
 
-    position_frequency: float = 2.0  # [rad/s] natural frequency of the position loop
+    position_frequency: float = 2.0  # [rad/s] natural frequency of the position loop at `attitude_frequency`
     position_damping: float = 0.9
-    attitude_frequency: float = 20.0  # [rad/s] roll and pitch loop
+    attitude_frequency: float = 20.0  # [rad/s] roll and pitch loop of a vehicle with slow rotors
+    fast_attitude_frequency: float = 40.0  # [rad/s] the same for rotors without lag
+    attitude_lag_limit: float = 0.03  # [s] rotors this slow or slower (the slower of rise and fall) get
+    # `attitude_frequency`; faster ones linearly more, up to `fast_attitude_frequency` without lag
+    max_position_frequency: float = 3.0  # [rad/s] the position loop follows the attitude loop's, up to this
     attitude_damping: float = 0.9
     yaw_rate_frequency: float = 5.0  # [rad/s] the yaw rate is damped at 2x this; the heading is not held
     max_tilt_deg: float = 40.0  # the horizontal acceleration asked for is limited to this tilt
@@ -82,7 +90,10 @@ class ModelExpert:
         rotor_max = b.thrust_scale * (curve[0] + curve[1] + curve[2])  # (4, N) [N] at full speed
         most = g.max_thrust_fraction * rotor_max.sum(0) * min(1.0, float(b.constants.command_max))
 
-        w_p, z_p = g.position_frequency, g.position_damping
+        w_a = self._attitude_frequency()
+        w_p = (g.position_frequency * w_a / g.attitude_frequency).clamp_max(max(g.max_position_frequency,
+                                                                                g.position_frequency))
+        z_p = g.position_damping
         accel = (self._reference_acceleration(at) - (w_p * w_p) * position_error - (2.0 * z_p * w_p) * velocity_error
                  - physics.force / mass)
         vertical = torch.minimum((accel[2] + gravity).clamp_min(g.min_vertical_acceleration * gravity), most / mass)
@@ -101,9 +112,10 @@ class ModelExpert:
         collective = (wanted * rotation[:, :, 2]).sum(1) * mass
         collective = torch.minimum(torch.maximum(collective, g.min_collective * mass * gravity), most)
 
-        w_a, z_a, w_y = g.attitude_frequency, g.attitude_damping, g.yaw_rate_frequency
-        stiffness = attitude_error.new_tensor([w_a * w_a, w_a * w_a, 0.0])
-        damping = attitude_error.new_tensor([2.0 * z_a * w_a, 2.0 * z_a * w_a, 2.0 * w_y])
+        z_a, w_y = g.attitude_damping, g.yaw_rate_frequency
+        zero = torch.zeros_like(w_a)
+        stiffness = torch.stack([w_a * w_a, w_a * w_a, zero], 1)
+        damping = torch.stack([2.0 * z_a * w_a, 2.0 * z_a * w_a, zero + 2.0 * w_y], 1)
         rate = torch.stack([wx, wy, wz], 1)
         inertia = physics.inertia.T
         torque = (inertia * (-stiffness * attitude_error - damping * rate)
@@ -116,6 +128,16 @@ class ModelExpert:
         rotor_thrust = torch.linalg.solve(mixer, wrench[:, :, None])[:, :, 0]
         rotor_thrust = torch.minimum(rotor_thrust.clamp_min(0.0), rotor_max.T)
         return self._command_for(rotor_thrust, speed).nan_to_num(0.0)
+
+    def _attitude_frequency(self) -> torch.Tensor:
+        """Each env's roll and pitch loop frequency (N,): the faster its rotors follow a command (the slower of
+        their rise and fall constants), the faster the loop, from `attitude_frequency` up to
+        `fast_attitude_frequency`."""
+        b, g = self.batch, self.gains
+        slowest = torch.maximum(b.decay_rise, b.decay_fall).clamp_min(1e-30)  # left after a physics step
+        lag = -b.physics.timestep / torch.log(slowest).clamp_max(-1e-9)  # [s], finite for rotors without decay
+        fast_share = (1.0 - lag / g.attitude_lag_limit).clamp(0.0, 1.0)
+        return g.attitude_frequency + (g.fast_attitude_frequency - g.attitude_frequency) * fast_share
 
     def _reference_acceleration(self, at: torch.Tensor) -> torch.Tensor:
         """The task reference's acceleration (3, N) at control step `at` (N,): its velocity's change over the step

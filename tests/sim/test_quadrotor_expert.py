@@ -13,7 +13,7 @@ from omegaconf import OmegaConf
 
 from robo_rl.evaluation import evaluate_policy
 from sim.quadrotor.env import QuadrotorVectorEnv
-from sim.quadrotor.expert import ModelExpert
+from sim.quadrotor.expert import ExpertGains, ModelExpert
 
 ROOT = Path(__file__).resolve().parents[2]
 MODERATE = {"position_range": 0.2, "max_tilt_deg": 30.0, "velocity_range": 0.5, "angular_velocity_range": 0.5,
@@ -83,6 +83,22 @@ def test_the_expert_flies_the_family_at_every_latency_and_its_prediction_is_what
     without, _ = fly(WithoutPrediction(late.batch), late, seed=11)
     assert with_prediction.mean() >= 0.9 and without.mean() <= with_prediction.mean() - 0.3, \
         (with_prediction.mean(), without.mean())
+
+
+def test_the_attitude_loop_is_faster_only_for_rotors_faster_than_its_lag_limit():
+    """From learning-to-fly's steep starts the 20 rad/s loop let a lag-free Crazyflie (gym-pybullet-drones') leave
+    the box where its specialists do not; a slow-rotor one flies the same commands as before."""
+    fixed = ExpertGains(fast_attitude_frequency=ExpertGains().attitude_frequency)
+    rates = {}
+    for gains in (ExpertGains(), fixed):
+        env = QuadrotorVectorEnv("hover", num_envs=400, backend="torch", device="cpu", compile="native",
+                                 config={"vehicle": "crazyflie_pybullet_drones", "randomization": {"enabled": False}})
+        rates[gains] = fly(ModelExpert(env.batch, gains), env, seed=5)[0].mean()
+    assert rates[ExpertGains()] >= rates[fixed] + 0.01, rates
+    slow = QuadrotorVectorEnv("hover", num_envs=64, backend="torch", device="cpu",
+                              config={"vehicle": "crazyflie_l2f_paper", "initial_state": MODERATE})
+    slow.reset(seed=0)
+    torch.testing.assert_close(ModelExpert(slow.batch)(), ModelExpert(slow.batch, fixed)(), rtol=0, atol=0)
 
 
 def test_the_expert_refuses_a_batch_it_cannot_read():
