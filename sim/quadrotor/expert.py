@@ -17,8 +17,11 @@ latency queue. With those it
 
 The collective thrust never asks for less than `min_collective` of the weight: rotors that spin down with a
 300 ms fall constant cannot come back in time to catch the vehicle, and cut to zero during a recovery from a
-steep start they lost it. It needs no training and flies every vehicle of the family distribution
-(bench/RESULTS.md, session 42), so `robo_rl.distill teacher=expert` fits a deployable student to its labels.
+steep start they lost it. On rotors slower than `lead_lag_from` (50 ms) it also asks for at least
+`collective_lead` of the thrust the wanted acceleration needs, not only its share along the tilted thrust axis:
+while the vehicle rights itself from a steep, falling start, those rotors spin up for the thrust it needs once
+upright (the light Crazyflies with 150 ms rotors fell through the floor of the box before). It needs no training
+and flies every vehicle of the family distribution (bench/RESULTS.md, session 42), so `robo_rl.distill teacher=expert` fits a deployable student to its labels.
 """
 
 from __future__ import annotations
@@ -42,8 +45,8 @@ State = tuple[torch.Tensor, ...]  # (px, py, pz, qw, qx, qy, qz, vx, vy, vz, wx,
 
 @dataclass(frozen=True)
 class ExpertGains:
-    """The expert's loop settings (measured on the family distribution and the named vehicles: bench/RESULTS.md,
-    sessions 42 and 46)."""
+    """The expert's loop and thrust settings (measured on the family distribution and the named vehicles:
+    bench/RESULTS.md, sessions 42 and 46)."""
 
     position_frequency: float = 2.0  # [rad/s] natural frequency of the position loop at `attitude_frequency`
     position_damping: float = 0.9
@@ -57,6 +60,9 @@ class ExpertGains:
     max_tilt_deg: float = 40.0  # the horizontal acceleration asked for is limited to this tilt
     min_vertical_acceleration: float = 0.3  # [g] the least upward acceleration asked for (falling is not recovery)
     min_collective: float = 0.9  # the least collective thrust asked for, as a fraction of the weight
+    collective_lead: float = 0.8  # on slow rotors, the least collective as a share of the whole thrust asked for
+    lead_lag_from: float = 0.05  # [s] rotors faster than this get no lead; from `lead_lag_full` on, all of it
+    lead_lag_full: float = 0.1
     max_thrust_fraction: float = 0.95  # of the most the rotors (and the firmware limit) give: room for torque
 
 
@@ -90,7 +96,8 @@ class ModelExpert:
         rotor_max = b.thrust_scale * (curve[0] + curve[1] + curve[2])  # (4, N) [N] at full speed
         most = g.max_thrust_fraction * rotor_max.sum(0) * min(1.0, float(b.constants.command_max))
 
-        w_a = self._attitude_frequency()
+        lag = self._rotor_lag()
+        w_a = self._attitude_frequency(lag)
         w_p = (g.position_frequency * w_a / g.attitude_frequency).clamp_max(max(g.max_position_frequency,
                                                                                 g.position_frequency))
         z_p = g.position_damping
@@ -110,6 +117,8 @@ class ModelExpert:
         mismatch = 0.5 * (desired.transpose(1, 2) @ rotation - rotation.transpose(1, 2) @ desired)
         attitude_error = torch.stack([mismatch[:, 2, 1], mismatch[:, 0, 2], mismatch[:, 1, 0]], 1)
         collective = (wanted * rotation[:, :, 2]).sum(1) * mass
+        lead = g.collective_lead * ((lag - g.lead_lag_from) / (g.lead_lag_full - g.lead_lag_from)).clamp(0.0, 1.0)
+        collective = torch.maximum(collective, lead * wanted.norm(dim=1) * mass)
         collective = torch.minimum(torch.maximum(collective, g.min_collective * mass * gravity), most)
 
         z_a, w_y = g.attitude_damping, g.yaw_rate_frequency
@@ -129,13 +138,16 @@ class ModelExpert:
         rotor_thrust = torch.minimum(rotor_thrust.clamp_min(0.0), rotor_max.T)
         return self._command_for(rotor_thrust, speed).nan_to_num(0.0)
 
-    def _attitude_frequency(self) -> torch.Tensor:
-        """Each env's roll and pitch loop frequency (N,): the faster its rotors follow a command (the slower of
-        their rise and fall constants), the faster the loop, from `attitude_frequency` up to
-        `fast_attitude_frequency`."""
-        b, g = self.batch, self.gains
+    def _rotor_lag(self) -> torch.Tensor:
+        """Each env's slower rotor time constant (N,) [s]: of rising and falling speed, the one that takes longer."""
+        b = self.batch
         slowest = torch.maximum(b.decay_rise, b.decay_fall).clamp_min(1e-30)  # left after a physics step
-        lag = -b.physics.timestep / torch.log(slowest).clamp_max(-1e-9)  # [s], finite for rotors without decay
+        return -b.physics.timestep / torch.log(slowest).clamp_max(-1e-9)  # finite for rotors without decay
+
+    def _attitude_frequency(self, lag: torch.Tensor) -> torch.Tensor:
+        """Each env's roll and pitch loop frequency (N,) for rotor lag `lag` (N,) [s]: `attitude_frequency` from
+        `attitude_lag_limit` on, linearly faster below, up to `fast_attitude_frequency` without lag."""
+        g = self.gains
         fast_share = (1.0 - lag / g.attitude_lag_limit).clamp(0.0, 1.0)
         return g.attitude_frequency + (g.fast_attitude_frequency - g.attitude_frequency) * fast_share
 
