@@ -18,10 +18,10 @@ generator takes policies on state vectors only, so such a bundle has no C and th
 
 Export never deletes what it did not create: the bundle is built in a fresh hidden folder beside `out` and
 then takes the place of `out` (in one step where the file system can swap two folders, so that a stop there
-leaves the earlier bundle or the new one at `out`, never neither). An existing `out` is replaced only if it is empty or a bundle that export wrote
-(every file in it listed in its BUNDLE_MARKER, or for bundles from before the marker: policy.json of this
-format, policy.onnx and generated C); any other folder (a run, a folder of runs, a mount point) is refused
-with one ExportError before anything is written.
+leaves the earlier bundle or the new one at `out`, never neither). An existing `out` is replaced only if it is
+empty or a bundle that export wrote (every file in it listed in its BUNDLE_MARKER, or for bundles from before the
+marker: policy.json of this format, policy.onnx and generated C); any other folder (a run, a folder of runs, a
+mount point) is refused with one ExportError before anything is written.
 """
 
 from __future__ import annotations

@@ -21,7 +21,8 @@ steep start they lost it. On rotors slower than `lead_lag_from` (50 ms) it also 
 `collective_lead` of the thrust the wanted acceleration needs, not only its share along the tilted thrust axis:
 while the vehicle rights itself from a steep, falling start, those rotors spin up for the thrust it needs once
 upright (the light Crazyflies with 150 ms rotors fell through the floor of the box before). It needs no training
-and flies every vehicle of the family distribution (bench/RESULTS.md, session 42), so `robo_rl.distill teacher=expert` fits a deployable student to its labels.
+and flies every vehicle of the family distribution (bench/RESULTS.md, session 42), so `robo_rl.distill
+teacher=expert` fits a deployable student to its labels.
 """
 
 from __future__ import annotations
