@@ -66,6 +66,11 @@ class ExpertGains:
     lead_lag_full: float = 0.1
     max_thrust_fraction: float = 0.95  # of the most the rotors (and the firmware limit) give: room for torque
 
+    def __post_init__(self) -> None:
+        if not self.attitude_lag_limit > 0 or not self.lead_lag_full > self.lead_lag_from:
+            raise ValueError(f"ExpertGains: attitude_lag_limit must be > 0 (got {self.attitude_lag_limit}) and "
+                             f"lead_lag_full > lead_lag_from (got {self.lead_lag_full} <= {self.lead_lag_from})")
+
 
 class ModelExpert:
     """The expert's commands for every env of a torch-backend `QuadrotorBatch` (its own device and dtype)."""
@@ -142,8 +147,7 @@ class ModelExpert:
     def _rotor_lag(self) -> torch.Tensor:
         """Each env's slower rotor time constant (N,) [s]: of rising and falling speed, the one that takes longer."""
         b = self.batch
-        slowest = torch.maximum(b.decay_rise, b.decay_fall).clamp_min(1e-30)  # left after a physics step
-        return -b.physics.timestep / torch.log(slowest).clamp_max(-1e-9)  # finite for rotors without decay
+        return motor.lag_time_constant(torch, b.physics.timestep, torch.maximum(b.decay_rise, b.decay_fall))
 
     def _attitude_frequency(self, lag: torch.Tensor) -> torch.Tensor:
         """Each env's roll and pitch loop frequency (N,) for rotor lag `lag` (N,) [s]: `attitude_frequency` from

@@ -85,6 +85,12 @@ def lag_factors(xp: Any, timestep: float, tau_rise: Any, tau_fall: Any) -> tuple
     return rise, fall
 
 
+def lag_time_constant(xp: Any, timestep: float, decay: Any) -> Any:
+    """The time constant tau [s] whose per-substep decay factor (`lag_factors`) is `decay`: about 0 for no lag,
+    finite (very long) for a factor of 1."""
+    return -timestep / xp.clip(xp.log(xp.clip(decay, 1e-30, None)), None, -1e-9)
+
+
 def rotor_speed_substeps(
     xp: Any, speed: Any, setpoint: Any, decay_rise: Any, decay_fall: Any, substeps: int
 ) -> tuple[Any, Any]:

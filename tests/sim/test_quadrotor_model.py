@@ -66,6 +66,15 @@ def test_motor_lag_has_separate_rise_and_fall_time_constants():
     assert np.all(np.diff(up[0, :, 0]) > 0) and np.all(np.diff(down[0, :, 0]) < 0)
 
 
+def test_the_time_constant_is_read_back_from_its_decay_factor():
+    """What the expert reads a vehicle's rotor lag from: the batch keeps only the decay factors."""
+    tau = np.array([0.0, 0.001, 0.05, 0.15, 0.3])
+    rise, _ = motor.lag_factors(np, 0.002, tau, tau)
+    np.testing.assert_allclose(motor.lag_time_constant(np, 0.002, rise)[1:], tau[1:], rtol=1e-9)
+    assert motor.lag_time_constant(np, 0.002, rise)[0] < 1e-3  # no lag
+    assert np.isfinite(motor.lag_time_constant(np, 0.002, np.ones(1))).all()
+
+
 def test_substep_thrusts_are_the_thrust_curve_at_the_lagged_speeds():
     """The simulators' expanded evaluation (motor.rotor_thrust_substeps) against the definitions."""
     params = QuadrotorParams.from_model(load_model())
