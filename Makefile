@@ -94,13 +94,13 @@ POOL_DIR := $(if $(filter 1,$(POOL)),$(TEACHER_DIR)/pool,$(filter-out 0,$(POOL))
 FAMILY_STARTS := 'family_starts={position_range: 0.2, max_tilt_deg: 30.0, velocity_range: 0.5, angular_velocity_range: 0.5, hover_fraction: 0.0}'
 POOL_STUDENT := $(if $(POOL_DIR),teacher_pool=$(POOL_DIR) teacher_pool_latency_from=2 num_envs=1600 \
   distillation.updates_per_iteration=400 $(FAMILY_STARTS))
-# the expert's student (bench/RESULTS.md, sessions 42-43 and 46): 60 DAgger iterations (6.1M env steps) instead of
-# distill's 40; an 88-88 actor that observes its last 16 velocities and body rates instead of the experiment's 64-64
-# and 8, within the STM32F405's budget (59k instructions per inference, 92 KB of policy flash); rollout episodes of
-# 2.5 s, so that the steps after a start weigh more in the dataset. With session 43's expert, on seeds 0 / 1 / 2 the
-# light Crazyflies at 30 ms from moderate starts 84-100% against 75-92% with 8 past states and a 96-96 actor,
-# held-out 93-95% against 94-96%
-EXPERT_STUDENT := iterations=60 'student.actor_hidden=[88,88]' rollout_episode_seconds=2.5 \
+# the expert's student (bench/RESULTS.md, sessions 42-43, 46 and 47): 100 DAgger iterations (10.2M env steps) instead
+# of distill's 40; an 88-88 actor that observes its last 16 velocities and body rates instead of the experiment's
+# 64-64 and 8, within the STM32F405's budget (59k instructions per inference, 92 KB of policy flash); rollout
+# episodes of 2.5 s, so that the steps after a start weigh more in the dataset. On seeds 0 / 1 / 2 the AI deck at
+# 30 ms from learning-to-fly starts (1,000 episodes) 33 / 40 / 34% against 28 / 24 / 27% with 60 iterations (its
+# specialist 35%), held-out 97 / 96 / 95% against 95 / 93 / 95%
+EXPERT_STUDENT := iterations=100 'student.actor_hidden=[88,88]' rollout_episode_seconds=2.5 \
   'env_overrides={randomization: {motor_tau_scale: [0.0, 1.0]}, state_history: 16}'
 # TASK=figure_eight keeps session 42's student (8 past states, a 96-96 actor, its task's own episodes): its success
 # is judged over a 6 s window that 2.5 s rollout episodes never reach, and with 16 past states and an 88-88 actor
