@@ -52,7 +52,7 @@ $(STAMP): pyproject.toml Makefile
 # simulated vehicle's true state, parameters and queued commands and needs no training) on make train's vehicle
 # family (+experiment=hover_family: vehicles around crazyflie_l2f_paper, rotor lag up to 165/300 ms scaled from 0,
 # 0-3 steps of latency, wind), in <run> itself (checkpoints, best_policy.pt, TensorBoard logs, learning_curve.png,
-# summary.json): about 3 min here, 4-5 min with the environment's setup from a fresh clone.
+# summary.json): about 4-6 min here with the environment's setup from a fresh clone.
 # SEED=1 for another training seed. TASK=reach or TASK=figure_eight distills a student of that task.
 # TEACHER=rl takes the earlier recipe of trained teachers instead (13-15 min; bench/RESULTS.md, sessions 14-41):
 #   1. two teachers side by side, one core each, in <run>/teachers/: the family (+experiment=hover_family, 2.5M env
