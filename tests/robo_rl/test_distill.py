@@ -893,10 +893,27 @@ def test_a_checkpoint_at_every_evaluation_gives_the_time_to_the_first_student_th
     assert students[0]["env_steps"] < students[1]["env_steps"] and students[0]["seconds"] <= students[1]["seconds"]
     # 11 checks: moderate starts and specialist per vehicle, held-out; no specialists here, so 5 are n/a
     assert all(s["passed"] + s["failed"] == 6 and s["not_checked"] == 5 for s in students), students
+    steady = json.loads(results.read_text())["meeting_suite_from_then_on"]
+    if students[-1]["failed"]:
+        assert steady is None
+    else:
+        since = [s["checkpoint"] for s in students].index(steady["checkpoint"])
+        assert all(s["failed"] == 0 for s in students[since:]) and (since == 0 or students[since - 1]["failed"])
     refused = subprocess.run([PYTHON, "bench/time_to_suite.py", "--run", str(plain), "--json", str(tmp_path / "x.json")],
                              cwd=REPO, capture_output=True, text=True, timeout=600)
     assert refused.returncode == 2 and refused.stderr.strip().startswith("error: --run") and "1 checkpoint" in refused.stderr
     assert not (tmp_path / "x.json").exists()
+
+
+def test_time_to_suite_names_the_student_from_which_every_later_one_meets_the_suite(monkeypatch):
+    """On 100 starts per cell a student can meet the suite and the next ones fail it by a point: the first that meets
+    it is not where training can stop."""
+    monkeypatch.syspath_prepend(str(REPO / "bench"))
+    import importlib
+    steady_from = importlib.import_module("time_to_suite").steady_from
+    rows = [{"checkpoint": str(index), "failed": failed} for index, failed in enumerate([2, 0, 1, 0, 0])]
+    assert steady_from(rows)["checkpoint"] == "3"
+    assert steady_from(rows[:3]) is None and steady_from(rows[1:2])["checkpoint"] == "1"
 
 
 def _make_train_distill_options(tmp_path: Path, task: str = "hover") -> list[str]:
