@@ -4,6 +4,7 @@ respond fast, a latency teacher the late ones; a privileged teacher is never exp
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import shutil
@@ -909,7 +910,6 @@ def test_time_to_suite_names_the_student_from_which_every_later_one_meets_the_su
     """On 100 starts per cell a student can meet the suite and the next ones fail it by a point: the first that meets
     it is not where training can stop."""
     monkeypatch.syspath_prepend(str(REPO / "bench"))
-    import importlib
     steady_from = importlib.import_module("time_to_suite").steady_from
     rows = [{"checkpoint": str(index), "failed": failed} for index, failed in enumerate([2, 0, 1, 0, 0])]
     assert steady_from(rows)["checkpoint"] == "3"
