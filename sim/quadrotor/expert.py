@@ -168,8 +168,12 @@ class ModelExpert:
 
     def predicted_state(self) -> tuple[State, torch.Tensor]:
         """Each env's rigid-body state and rotor speeds (4, N) when the command sent now starts to act: its model
-        stepped through the commands its latency still holds back (the current state at no latency)."""
+        stepped through the commands its latency still holds back (the current state at no latency); in the
+        batch's native kernel where it steps with one (NativeStep.predict, the same steps in one pass)."""
         b = self.batch
+        if b.native is not None:  # the same steps in the batch's own kernel
+            state, speed = b.native.predict()
+            return tuple(state.unbind(0)), speed
         state = tuple(b.physics.buffer.unbind(0))
         speed = b.rotor_speed.clone()
         latency = b.latency

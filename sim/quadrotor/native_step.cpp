@@ -401,8 +401,13 @@ inline void write_privileged(const Block& b, const Arrays& a, const Rows& array,
   b.store(array, row + 21, fall_per_step);
 }
 
-// Commands of the block's vehicles, rows of the (N, 4) action array, as the motors get them
-// (motor.motor_command): clamped to [0, COMMAND_MAX], 0 below COMMAND_CUTOFF.
+// A command as the motors get it (motor.motor_command): clamped to [0, COMMAND_MAX], 0 below COMMAND_CUTOFF.
+inline V motor_command(V command) {
+  command = clamp(command, 0.0f, COMMAND_MAX);
+  return COMMAND_CUTOFF > 0.0f ? select(command < COMMAND_CUTOFF, splat(0.0f), command) : command;
+}
+
+// Commands of the block's vehicles, rows of the (N, 4) action array, as the motors get them.
 inline void load_commands(const Block& b, const float* action, V command[4]) {
   if (b.count == LANES) {
     const U* rows = (const U*)(action + 4 * b.first);
@@ -417,10 +422,7 @@ inline void load_commands(const Block& b, const float* action, V command[4]) {
       for (int64_t l = 0; l < b.count; ++l) command[r][l] = action[4 * (b.first + l) + r];
     }
   }
-  for (int r = 0; r < 4; ++r) {
-    command[r] = clamp(command[r], 0.0f, COMMAND_MAX);
-    if (COMMAND_CUTOFF > 0.0f) command[r] = select(command[r] < COMMAND_CUTOFF, splat(0.0f), command[r]);
-  }
+  for (int r = 0; r < 4; ++r) command[r] = motor_command(command[r]);
 }
 
 // The next episode's start of each env is drawn ahead, DRAWS envs at a time, so that a restart copies it
@@ -465,6 +467,8 @@ struct Outcome {
 
 #define ALWAYS_INLINE inline __attribute__((always_inline))
 
+ALWAYS_INLINE void expand_rotors(const Block& b, const Arrays& a, const V applied[4], const V speed[4], Rotors& rt);
+
 // The commands of a block through the action latency and into the rotor model.
 ALWAYS_INLINE void rotor_model(const Block& b, const Arrays& a, Rotors& rt) {
   V applied[4];
@@ -482,15 +486,22 @@ ALWAYS_INLINE void rotor_model(const Block& b, const Arrays& a, Rotors& rt) {
       b.store(a.pending, r, command[r]);
     }
   }
+  V speed[4];
+  for (int r = 0; r < 4; ++r) speed[r] = b.load(a.rotor_speed, r);
+  expand_rotors(b, a, applied, speed, rt);
+}
+
+// The block's rotors over one control step in which the commands `applied` act on rotors at `speed`.
+ALWAYS_INLINE void expand_rotors(const Block& b, const Arrays& a, const V applied[4], const V speed[4], Rotors& rt) {
   const V rise = b.load(a.decay_rise, 0), fall = b.load(a.decay_fall, 0);
   // the thrust curve expanded around the setpoint: thrust = lift0 + e (lift1 + lift2 e) for the speed's
   // offset e from it (motor.rotor_thrust_substeps)
   const V c0 = b.load(a.thrust_curve, 0), c1 = b.load(a.thrust_curve, 1), c2 = b.load(a.thrust_curve, 2);
   for (int r = 0; r < 4; ++r) {
     rt.setpoint[r] = speed_setpoint(applied[r]);
-    const V speed = b.load(a.rotor_speed, r), scale = b.load(a.thrust_scale, r);
-    rt.decay[r] = select(rt.setpoint[r] >= speed, rise, fall);
-    rt.offset[r] = speed - rt.setpoint[r];
+    const V scale = b.load(a.thrust_scale, r);
+    rt.decay[r] = select(rt.setpoint[r] >= speed[r], rise, fall);
+    rt.offset[r] = speed[r] - rt.setpoint[r];
     rt.lift0[r] = scale * (c0 + rt.setpoint[r] * (c1 + c2 * rt.setpoint[r]));
     rt.lift1[r] = scale * (c1 + (2.0f * c2) * rt.setpoint[r]);
     rt.lift2[r] = scale * c2;
@@ -498,13 +509,19 @@ ALWAYS_INLINE void rotor_model(const Block& b, const Arrays& a, Rotors& rt) {
   }
 }
 
+// The block's rigid-body state, rows 0-12 of `state` (position, quaternion, velocity, body rates).
+ALWAYS_INLINE Body load_body(const Block& b, const Rows& state) {
+  return Body{b.load(state, 0), b.load(state, 1), b.load(state, 2), b.load(state, 3), b.load(state, 4),
+              b.load(state, 5), b.load(state, 6), b.load(state, 7), b.load(state, 8), b.load(state, 9),
+              b.load(state, 10), b.load(state, 11), b.load(state, 12)};
+}
+
 // SUBSTEPS of MuJoCo's Euler step (physics.free_body_substep, in its order of operations; its factors fixed
-// over the control step are physics.SubstepConstants), with the floor where there is one.
+// over the control step are physics.SubstepConstants) from `body`, with the floor where `floor` holds.
+template <bool floor>
 ALWAYS_INLINE void advance_body(const Block& b, const Arrays& a, Rotors& rt, Body& body) {
-  V px = b.load(a.state, 0), py = b.load(a.state, 1), pz = b.load(a.state, 2);
-  V qw = b.load(a.state, 3), qx = b.load(a.state, 4), qy = b.load(a.state, 5), qz = b.load(a.state, 6);
-  V vx = b.load(a.state, 7), vy = b.load(a.state, 8), vz = b.load(a.state, 9);
-  V wx = b.load(a.state, 10), wy = b.load(a.state, 11), wz = b.load(a.state, 12);
+  V px = body.px, py = body.py, pz = body.pz, qw = body.qw, qx = body.qx, qy = body.qy, qz = body.qz;
+  V vx = body.vx, vy = body.vy, vz = body.vz, wx = body.wx, wy = body.wy, wz = body.wz;
   // (an unused lane of the last block divides by zero, harmlessly)
   const V h_over_mass = TIMESTEP / b.load(a.mass, 0);
   const V ix = b.load(a.inertia, 0), iy = b.load(a.inertia, 1), iz = b.load(a.inertia, 2);
@@ -546,7 +563,7 @@ ALWAYS_INLINE void advance_body(const Block& b, const Arrays& a, Rotors& rt, Bod
     const V n2 = qw * ey - qx * ez + qy * c + qz * ex;
     qz = qw * ez + qx * ey - qy * ex + qz * c;
     qw = nw; qx = n1; qy = n2;
-    if (FLOOR) {  // physics.floor_contact: held at the floor height, not moving down, sliding or turning
+    if (floor) {  // physics.floor_contact: held at the floor height, not moving down, sliding or turning
       const M below = pz < FLOOR_HEIGHT;
       if (any(below)) {
         pz = select(below, splat(FLOOR_HEIGHT), pz);
@@ -749,8 +766,8 @@ ALWAYS_INLINE void restart_block(const Block& b, const Arrays& a, const Rotors& 
 bool step_block(const Block& b, const Arrays& a, NextStarts& restarted) {
   Rotors rt;
   rotor_model(b, a, rt);
-  Body body;
-  advance_body(b, a, rt, body);
+  Body body = load_body(b, a.state);
+  advance_body<FLOOR != 0>(b, a, rt, body);
   for (int r = 0; r < 4; ++r) b.store(a.rotor_speed, r, rt.setpoint[r] + rt.offset[r]);
   const Outcome o = evaluate_block(b, a, rt, body);
   const bool ended = any(o.done);
@@ -762,7 +779,54 @@ bool step_block(const Block& b, const Arrays& a, NextStarts& restarted) {
   return true;
 }
 
+// Each vehicle of a block where the command sent now starts to act: its state and rotor speeds stepped through
+// the commands its latency still holds back, without the floor (sim.quadrotor.expert.ModelExpert's
+// predicted_state, which this reproduces), into `predicted_state` (rows 0-12) and `predicted_speed` (0-3).
+void predict_block(const Block& b, const Arrays& a) {
+  Body body = load_body(b, a.state);
+  V speed[4];
+  for (int r = 0; r < 4; ++r) speed[r] = b.load(a.rotor_speed, r);
+  const V lag = b.load_latency(a.latency);
+  for (int step = 0; step < MAX_LATENCY; ++step) {
+    const M waiting = (float)step < lag;
+    if (!any(waiting)) break;
+    // the command acting in this step was sent lag - 1 - step steps ago: pending's row of that age
+    const V age = lag - (float)(1 + step);
+    V applied[4];
+    for (int r = 0; r < 4; ++r) {
+      applied[r] = b.load(a.pending, r);
+      for (int k = 1; k < MAX_LATENCY; ++k) applied[r] = select(age == (float)k, b.load(a.pending, k * 4 + r), applied[r]);
+      applied[r] = motor_command(applied[r]);
+    }
+    Rotors rt;
+    expand_rotors(b, a, applied, speed, rt);
+    Body next = body;
+    advance_body<false>(b, a, rt, next);
+    body = Body{select(waiting, next.px, body.px), select(waiting, next.py, body.py), select(waiting, next.pz, body.pz),
+                select(waiting, next.qw, body.qw), select(waiting, next.qx, body.qx), select(waiting, next.qy, body.qy),
+                select(waiting, next.qz, body.qz), select(waiting, next.vx, body.vx), select(waiting, next.vy, body.vy),
+                select(waiting, next.vz, body.vz), select(waiting, next.wx, body.wx), select(waiting, next.wy, body.wy),
+                select(waiting, next.wz, body.wz)};
+    for (int r = 0; r < 4; ++r) speed[r] = select(waiting, rt.setpoint[r] + rt.offset[r], speed[r]);
+  }
+  const V values[13] = {body.px, body.py, body.pz, body.qw, body.qx, body.qy, body.qz,
+                        body.vx, body.vy, body.vz, body.wx, body.wy, body.wz};
+  for (int j = 0; j < 13; ++j) b.store(a.predicted_state, j, values[j]);
+  for (int r = 0; r < 4; ++r) b.store(a.predicted_speed, r, speed[r]);
+}
+
 }  // namespace
+
+// The prediction of predict_block for all n vehicles; reads the batch's arrays and changes none of them.
+extern "C" void quadrotor_predict(void* const* pointers, const int64_t* strides, int64_t n, int threads) {
+  const Arrays a = unpack(pointers, strides);
+  const int64_t blocks = (n + LANES - 1) / LANES;
+#pragma omp parallel for num_threads(threads) schedule(static)
+  for (int64_t block = 0; block < blocks; ++block) {
+    const int64_t first = block * LANES;
+    predict_block(Block{first, n - first < LANES ? n - first : LANES}, a);
+  }
+}
 
 // `pointers` holds the arrays in the order of native_step.ARGS (ARG_<name>; absent ones are null) and
 // `strides` their row strides in elements. Returns 0, or 2 if some episode ended (so that the caller

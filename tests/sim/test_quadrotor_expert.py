@@ -72,6 +72,26 @@ def test_the_predicted_state_is_where_each_vehicle_is_when_the_command_sent_now_
     assert np.abs(predicted.T - states[0][:, envs].T)[latency > 0].max() > 1e-3
 
 
+def test_the_native_kernel_predicts_what_the_torch_steps_predict_and_leaves_the_batch_as_it_was(monkeypatch):
+    env = QuadrotorVectorEnv("hover", num_envs=40, backend="torch", device="cpu", compile="native",
+                             config={**family(), "initial_state": MODERATE})
+    env.reset(seed=4)
+    rng = np.random.default_rng(1)
+    for _ in range(4):
+        env.step(np.clip(0.5 + 0.3 * rng.standard_normal((40, 4)), 0.0, 1.0).astype(np.float32))
+    batch = env.batch
+    kept = [value.clone() for value in (batch.physics.buffer, batch.rotor_speed, batch.pending, batch.latency)]
+    expert = ModelExpert(batch)
+    native_state, native_speed = expert.predicted_state()
+    for before, after in zip(kept, (batch.physics.buffer, batch.rotor_speed, batch.pending, batch.latency)):
+        assert torch.equal(before, after)
+    monkeypatch.setattr(batch, "native", None)  # the torch steps on the same batch
+    torch_state, torch_speed = expert.predicted_state()
+    torch.testing.assert_close(torch.stack(native_state), torch.stack(torch_state), rtol=2e-5, atol=2e-6)
+    torch.testing.assert_close(native_speed, torch_speed, rtol=2e-5, atol=1e-6)
+    assert (torch.stack(native_state) - batch.physics.buffer).abs().amax(0)[batch.latency > 0].min() > 0
+
+
 def test_the_expert_flies_the_family_at_every_latency_and_its_prediction_is_what_flies_30_ms():
     env = QuadrotorVectorEnv("hover", num_envs=96, backend="torch", device="cpu", compile="native",
                              config={**family(), "initial_state": MODERATE})
