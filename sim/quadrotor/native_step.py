@@ -360,9 +360,9 @@ class NativeStep:
         self._function = library.quadrotor_step
         self._function.argtypes = arguments
         self._function.restype = ctypes.c_int
-        self._predict = library.quadrotor_predict
-        self._predict.argtypes = arguments
-        self._predict.restype = None
+        self._library, self._arguments = library, arguments
+        self._predict: Callable[..., None] | None = None  # looked up when first asked for (kernels of earlier
+        # sources, which bench/native_kernel.py --sources builds, have the step only)
         self._pointers = (ctypes.c_void_p * len(ARGS))()
         self._strides = (ctypes.c_int64 * len(ARGS))()
         # (owner, attribute, argument): the arrays the kernel keeps across steps, updated in place (the
@@ -450,6 +450,10 @@ class NativeStep:
         """Each env's rigid-body state (13, N) and rotor speeds (4, N) when the command sent now starts to act:
         `ModelExpert.predicted_state` in one pass over the vehicles (its torch form costs ~100 small tensor
         operations per physics substep); the batch is left as it is."""
+        if self._predict is None:
+            self._predict = self._library.quadrotor_predict
+            self._predict.argtypes = self._arguments
+            self._predict.restype = None
         n, device = self.batch.num_envs, self.batch.physics.device
         state = padded_rows(13, n, device=device, dtype=torch.float32)
         speed = padded_rows(4, n, device=device, dtype=torch.float32)
