@@ -75,7 +75,8 @@ class AggregatedDataset:
     def sample(self, batch_size: int, generator: torch.Generator | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         """`batch_size` rows drawn uniformly with replacement."""
         index = torch.randint(self.size, (batch_size,), device=self.obs.device, generator=generator)
-        return self.obs[index], self.action[index]
+        # index_select copies whole rows: the same rows as obs[index] in about half the time on a CPU
+        return self.obs.index_select(0, index), self.action.index_select(0, index)
 
 
 # targets nearer the action bounds than this fraction of the half range are taken at it before the atanh:
