@@ -8,7 +8,8 @@ latency queue. With those it
    through the queued commands (the latency disappears from the control problem);
 2. asks for an acceleration towards the task's reference at that time (the reference's own acceleration and a
    damped position loop, the wind's force cancelled, tilt and thrust limited) and for the attitude that gives
-   it (a geometric attitude loop on SO(3), the heading left free: the tasks do not score it). Both loops run
+   it (a tilt loop that turns the thrust axis onto the wanted one the shortest way, the heading left free: the
+   tasks do not score it). Both loops run
    faster on a vehicle whose rotors follow a command within `attitude_lag_limit` (30 ms): a 20 rad/s attitude
    loop let a lag-free Crazyflie drift out of the box while it righted itself from a steep start, and a faster
    one flies the slow-rotor Crazyflies worse (bench/RESULTS.md, session 46);
@@ -117,11 +118,7 @@ class ModelExpert:
 
         rotation = quat_to_matrix(torch, torch.stack([qw, qx, qy, qz])).T.reshape(-1, 3, 3)  # body to world
         thrust_axis = wanted / wanted.norm(dim=1, keepdim=True)
-        side = torch.linalg.cross(thrust_axis, rotation[:, :, 0], dim=1)
-        side = side / side.norm(dim=1, keepdim=True).clamp_min(1e-9)
-        desired = torch.stack([torch.linalg.cross(side, thrust_axis, dim=1), side, thrust_axis], 2)
-        mismatch = 0.5 * (desired.transpose(1, 2) @ rotation - rotation.transpose(1, 2) @ desired)
-        attitude_error = torch.stack([mismatch[:, 2, 1], mismatch[:, 0, 2], mismatch[:, 1, 0]], 1)
+        attitude_error = self._tilt_error(rotation, thrust_axis)
         collective = (wanted * rotation[:, :, 2]).sum(1) * mass
         lead = g.collective_lead * ((lag - g.lead_lag_from) / (g.lead_lag_full - g.lead_lag_from)).clamp(0.0, 1.0)
         collective = torch.maximum(collective, lead * wanted.norm(dim=1) * mass)
@@ -143,6 +140,23 @@ class ModelExpert:
         rotor_thrust = torch.linalg.solve(mixer, wrench[:, :, None])[:, :, 0]
         rotor_thrust = torch.minimum(rotor_thrust.clamp_min(0.0), rotor_max.T)
         return self._command_for(rotor_thrust, speed).nan_to_num(0.0)
+
+    @staticmethod
+    def _tilt_error(rotation: torch.Tensor, thrust_axis: torch.Tensor) -> torch.Tensor:
+        """Each env's roll and pitch error (N, 3), body frame, zero about the body's z axis: the rotation that turns
+        its thrust axis (the third column of `rotation`, (N, 3, 3) body to world) onto `thrust_axis` (N, 3, unit)
+        the shortest way, its length the sine of the angle between them up to 90 degrees and 1 beyond.
+
+        A whole attitude for the error (the wanted thrust axis with the heading of the body's x axis) is 180 degrees
+        from the body's when a steep vehicle's x axis lies in the plane of its tilt and the wanted thrust axis leans
+        the other way (on its side, nose up or down, braking), and the vee map's error is zero there: the loop held
+        such a Crazyflie on its side until it left the box (bench/RESULTS.md, session 50)."""
+        body_z = rotation[:, :, 2]
+        axis = torch.linalg.cross(body_z, thrust_axis, dim=1)  # world frame; its length is the angle's sine
+        sine = axis.norm(dim=1)
+        within_right_angle = torch.atan2(sine, (body_z * thrust_axis).sum(1)) < 0.5 * math.pi
+        scale = torch.where(within_right_angle, sine, torch.ones_like(sine)) / sine.clamp_min(1e-9)
+        return -(rotation.transpose(1, 2) @ (axis * scale[:, None])[:, :, None])[:, :, 0]
 
     def _rotor_lag(self) -> torch.Tensor:
         """Each env's slower rotor time constant (N,) [s]: of rising and falling speed, the one that takes longer."""
