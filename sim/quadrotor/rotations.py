@@ -36,6 +36,16 @@ def tilted_quats(xp: Any, axis_u: Any, angle_u: Any, max_angle: float) -> Any:
     return xp.stack([xp.cos(half), sine * radius * xp.cos(azimuth), sine * radius * xp.sin(azimuth), sine * z], 0)
 
 
+def tilted_towards(xp: Any, direction: Any, tilt: Any, heading: Any) -> Any:
+    """Orientations (4, n): the body's z axis tilted by `tilt` (n,) [rad] towards the world azimuth `direction` (n,)
+    [rad], the body turned by `heading` (n,) [rad] about its own z axis first (heading 0: the body's x axis in the
+    plane of the tilt, pointing down the slope for a positive tilt)."""
+    half_sum, half_difference = (direction + heading) / 2.0, (heading - direction) / 2.0
+    c, s = xp.cos(tilt / 2.0), xp.sin(tilt / 2.0)
+    return xp.stack([c * xp.cos(half_sum), s * xp.sin(half_difference), s * xp.cos(half_difference),
+                     c * xp.sin(half_sum)], 0)
+
+
 NEWTON_STEPS = 3  # from the guess below: the angle to 1e-10 (relative) or better at every angle up to pi
 
 

@@ -10,7 +10,7 @@ from sim.quadrotor import episode_starts as starts
 from sim.quadrotor.config import make_config
 from sim.quadrotor.core import QuadrotorBatch
 from sim.quadrotor.model import QuadrotorParams, load_model
-from sim.quadrotor.rotations import tilt_angle
+from sim.quadrotor.rotations import quat_to_matrix, tilt_angle, tilted_towards
 
 NOMINAL = QuadrotorParams.from_model(load_model())
 
@@ -69,3 +69,20 @@ def test_restarted_episodes_continue_each_envs_sequence():
     batch.seed(3)
     batch.reset()
     np.testing.assert_array_equal(batch.episode, 0)  # reseeding starts every env's sequence again
+
+
+def test_a_tilt_towards_a_direction_leans_the_thrust_axis_there_and_turns_the_body_about_it():
+    rng = np.random.default_rng(0)
+    direction, tilt, heading = rng.uniform(-4.0, 4.0, 64), rng.uniform(0.0, 3.0, 64), rng.uniform(-4.0, 4.0, 64)
+    quat = tilted_towards(np, direction, tilt, heading)
+    np.testing.assert_allclose(np.linalg.norm(quat, axis=0), 1.0, atol=1e-12)
+    rotation = quat_to_matrix(np, quat).T.reshape(-1, 3, 3)  # body to world
+    thrust_axis = np.stack([np.sin(tilt) * np.cos(direction), np.sin(tilt) * np.sin(direction), np.cos(tilt)], 1)
+    np.testing.assert_allclose(rotation[:, :, 2], thrust_axis, atol=1e-12)
+    # heading 0: the body's x axis points down the slope, in the plane of the tilt; a heading turns it about z
+    down_slope = np.stack([np.cos(tilt) * np.cos(direction), np.cos(tilt) * np.sin(direction), -np.sin(tilt)], 1)
+    across = np.cross(thrust_axis, down_slope)
+    np.testing.assert_allclose(rotation[:, :, 0], np.cos(heading)[:, None] * down_slope
+                               + np.sin(heading)[:, None] * across, atol=1e-12)
+    np.testing.assert_allclose(tilted_towards(torch, *(torch.as_tensor(a) for a in (direction, tilt, heading))).numpy(),
+                               quat, atol=1e-12)

@@ -15,6 +15,7 @@ from robo_rl.evaluation import evaluate_policy
 from sim.quadrotor.env import QuadrotorVectorEnv
 from sim.quadrotor.expert import ExpertGains, ModelExpert
 from sim.quadrotor.model import VEHICLES
+from sim.quadrotor.rotations import tilted_towards
 
 ROOT = Path(__file__).resolve().parents[2]
 MODERATE = {"position_range": 0.2, "max_tilt_deg": 30.0, "velocity_range": 0.5, "angular_velocity_range": 0.5,
@@ -143,13 +144,6 @@ def test_slow_rotors_spin_up_for_the_thrust_needed_once_upright():
         same_commands(vehicle, ExpertGains(), no_lead)
 
 
-def quaternion_product(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Hamilton product of quaternions (w, x, y, z)."""
-    (w1, x1, y1, z1), (w2, x2, y2, z2) = a, b
-    return np.array([w1 * w2 - x1 * x2 - y1 * y2 - z1 * z2, w1 * x2 + x1 * w2 + y1 * z2 - z1 * y2,
-                     w1 * y2 - x1 * z2 + y1 * w2 + z1 * x2, w1 * z2 + x1 * y2 - y1 * x2 + z1 * w2])
-
-
 def test_a_vehicle_on_its_side_is_righted_whatever_its_heading():
     """A Crazyflie at the target tilted 84 degrees and sliding at 0.9 m/s towards its tilt, every tilt direction x
     every heading: the expert brakes, so the thrust axis it wants leans the other way. The attitude loop that built
@@ -162,11 +156,7 @@ def test_a_vehicle_on_its_side_is_righted_whatever_its_heading():
                              config={"vehicle": "crazyflie_l2f_paper", "randomization": {"enabled": False}})
     env.reset(seed=0)
     state = env.batch.physics.buffer
-    half_tilt = np.radians(84.0) / 2
-    for i, (direction, heading) in enumerate(zip(directions, headings)):
-        turn = quaternion_product([np.cos(direction / 2), 0, 0, np.sin(direction / 2)],
-                                  [np.cos(half_tilt), 0, np.sin(half_tilt), 0])
-        state[3:7, i] = torch.as_tensor(quaternion_product(turn, [np.cos(heading / 2), 0, 0, np.sin(heading / 2)]))
+    state[3:7] = torch.as_tensor(tilted_towards(np, directions, np.full(len(directions), np.radians(84.0)), headings))
     state[0:3] = env.batch.targets
     state[7:10] = torch.as_tensor(np.stack([0.9 * np.cos(directions), 0.9 * np.sin(directions), 0 * directions]))
     state[10:13] = 0.0
