@@ -17,6 +17,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from omegaconf import OmegaConf
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -27,12 +28,13 @@ from teacher_pool import run_reporting_errors  # noqa: E402
 from robo_rl.distill import expert_run_config  # noqa: E402
 from robo_rl.envs import make_vector_env  # noqa: E402
 from robo_rl.evaluation import evaluate_policy  # noqa: E402
-from robo_rl.robustness import check_run, load_flying  # noqa: E402
+from robo_rl.robustness import check_run, load_flying, suite_from_config, vehicle_overrides  # noqa: E402
 from sim.quadrotor.expert import ModelExpert  # noqa: E402
 from sim.quadrotor.model import VEHICLES  # noqa: E402
 from sim.quadrotor.rotations import tilted_towards  # noqa: E402
 
 DEVICE = torch.device("cpu")
+SUITE = suite_from_config(OmegaConf.merge(OmegaConf.load(ROOT / "configs" / "robustness.yaml"), {"run": "unused"}))
 STEPS = 12  # tilt directions, and headings, 30 degrees apart
 
 
@@ -49,14 +51,9 @@ def side_starts(tilt_deg: float, speed: float, start: np.ndarray) -> tuple[dict[
 
 
 def fly(env_cfg, vehicle: str, act, tilt_deg: float, speed: float, expert: bool) -> np.ndarray:
-    """Successes (STEPS, STEPS), tilt direction x heading, of `act` (or of the expert) on a named vehicle."""
-    published = VEHICLES[vehicle]
-    overrides = {"vehicle": vehicle, "vehicle_overrides": {},
-                 "firmware_thrust_max": published.firmware_thrust_max or 0.0,
-                 "firmware_thrust_min": published.firmware_thrust_min or 0.0,
-                 "randomization": {"enabled": True, "vehicle_parameters": False, "difficulty": 1.0,
-                                   "latency_steps": [0, 0], "disturbance_force": 0.0, "disturbance_torque": 0.0}}
-    env = make_vector_env(env_cfg, STEPS * STEPS, DEVICE, overrides=overrides)
+    """Successes (STEPS, STEPS), tilt direction x heading, of `act` (or of the expert) on a named vehicle as the
+    robustness suite builds it (published physics, firmware thrust limits), at no latency and no wind."""
+    env = make_vector_env(env_cfg, STEPS * STEPS, DEVICE, overrides=vehicle_overrides(vehicle, SUITE))
     try:
         starts, _ = side_starts(tilt_deg, speed, np.asarray(env.config.center, dtype=float))
         if expert:

@@ -231,7 +231,7 @@ def wind_forces(n: int, magnitude: float, seed: int) -> np.ndarray:
     return np.random.default_rng([seed, 1]).uniform(-magnitude, magnitude, (n, 3))
 
 
-def _vehicle_overrides(vehicle: str, suite: Suite) -> dict[str, Any]:
+def vehicle_overrides(vehicle: str, suite: Suite) -> dict[str, Any]:
     """Env config overrides for a named vehicle's cells: its nominal physics as published (the run's own
     vehicle_overrides dropped), observation noise the run's; latency and wind are set per env at reset, the
     latency range only sizes the latency buffer. With `suite.firmware_limits`, the motors get commands as the
@@ -277,7 +277,7 @@ def evaluate_cells(state: Mapping[str, Any], run_cfg: DictConfig, policy: Callab
     for cell in cells:
         by_vehicle.setdefault(cell.vehicle, []).append(cell)
     for vehicle, batch in by_vehicle.items():
-        env = make_vector_env(run_cfg.env, n * len(batch), device, overrides=_vehicle_overrides(vehicle, suite))
+        env = make_vector_env(run_cfg.env, n * len(batch), device, overrides=vehicle_overrides(vehicle, suite))
         try:
             check_compatible(dict(state), env_spec(env, run_cfg.env.id), same_env=suite.task is None)
             starts = {}

@@ -275,18 +275,18 @@ def test_specialists_dir_finds_one_run_per_vehicle_and_given_specialists_win(tra
 
 
 def test_named_vehicles_fly_with_their_firmware_limits_and_held_out_starts_can_be_chosen():
-    from robo_rl.robustness import _vehicle_overrides
+    from robo_rl.robustness import vehicle_overrides
     from sim.quadrotor.model import VEHICLES
 
     cfg = OmegaConf.load(CONFIG)
     cfg.run = "unused"
     suite = suite_from_config(cfg)
-    brushless = _vehicle_overrides("crazyflie_brushless", suite)
+    brushless = vehicle_overrides("crazyflie_brushless", suite)
     assert brushless["firmware_thrust_max"] == VEHICLES["crazyflie_brushless"].firmware_thrust_max == 0.2
     config = make_config("hover", {k: v for k, v in brushless.items()})  # a valid env config
     assert config.firmware_thrust_min == VEHICLES["crazyflie_brushless"].firmware_thrust_min
     cfg.firmware_limits = False
-    assert "firmware_thrust_max" not in _vehicle_overrides("crazyflie_brushless", suite_from_config(cfg))
+    assert "firmware_thrust_max" not in vehicle_overrides("crazyflie_brushless", suite_from_config(cfg))
     cfg.held_out.start_set = "moderate"
     assert suite_from_config(cfg).held_out_start_set == "moderate"
     cfg.held_out.start_set = "gentle"
@@ -297,7 +297,7 @@ def test_named_vehicles_fly_with_their_firmware_limits_and_held_out_starts_can_b
 def test_named_vehicle_cells_fly_full_latency_and_wind_for_a_run_trained_at_a_lower_difficulty():
     """A run whose env config records difficulty 0.5 (a distilled student's) still gets latency-3 cells and the
     suite's whole wind: the suite's overrides set difficulty 1 over the run's."""
-    from robo_rl.robustness import _vehicle_overrides
+    from robo_rl.robustness import vehicle_overrides
     from sim.quadrotor.env import QuadrotorVectorEnv
     from sim.registration import make_env_config
 
@@ -307,7 +307,7 @@ def test_named_vehicle_cells_fly_full_latency_and_wind_for_a_run_trained_at_a_lo
     run_overrides = {"randomization": {"difficulty": 0.5, "latency_steps": [0, 3]}}
     env = QuadrotorVectorEnv("hover", 1, "mujoco_batch",
                              config=make_env_config("robo_rl/CrazyflieHover-v0", run_overrides,
-                                                    _vehicle_overrides("crazyflie_rltools", suite)))
+                                                    vehicle_overrides("crazyflie_rltools", suite)))
     flown = env.batch.config.randomization  # the ranges as drawn
     assert tuple(flown.latency_steps) == (0, 3)
     assert flown.disturbance_force == suite.wind
@@ -318,7 +318,7 @@ def test_named_vehicles_fly_their_published_physics_even_where_the_run_overrode_
     (the suite's cells, evaluate's vehicle=): crazyflie_rltools keeps its identified rotor constants; the run's
     own vehicle keeps them."""
     from robo_rl.envs import make_vector_env
-    from robo_rl.robustness import _vehicle_overrides
+    from robo_rl.robustness import vehicle_overrides
 
     cfg = OmegaConf.load(CONFIG)
     cfg.run = "unused"
@@ -329,7 +329,7 @@ def test_named_vehicles_fly_their_published_physics_even_where_the_run_overrode_
     cpu = torch.device("cpu")
     published = make_vector_env(OmegaConf.create({"id": "robo_rl/CrazyflieHover-v0", "backend": "mujoco_batch"}), 1,
                                 cpu, overrides={"vehicle": "crazyflie_rltools"}).batch.params
-    for given in (_vehicle_overrides("crazyflie_rltools", suite), {"vehicle": "crazyflie_rltools"}):
+    for given in (vehicle_overrides("crazyflie_rltools", suite), {"vehicle": "crazyflie_rltools"}):
         params = make_vector_env(run_env, 1, cpu, overrides=given).batch.params
         assert params.motor_tau_rise == published.motor_tau_rise > 0.05
         assert params.motor_tau_fall == published.motor_tau_fall > 0.2

@@ -152,14 +152,14 @@ def test_a_vehicle_on_its_side_is_righted_whatever_its_heading():
     the box; the tilt loop rights every one within 0.3 s."""
     directions, headings = np.meshgrid(np.arange(12) * np.pi / 6, np.arange(12) * np.pi / 6, indexing="ij")
     directions, headings = directions.ravel(), headings.ravel()
-    env = QuadrotorVectorEnv("hover", num_envs=len(directions), backend="torch", device="cpu",
+    n = len(directions)
+    env = QuadrotorVectorEnv("hover", num_envs=n, backend="torch", device="cpu",
                              config={"vehicle": "crazyflie_l2f_paper", "randomization": {"enabled": False}})
-    env.reset(seed=0)
-    state = env.batch.physics.buffer
-    state[3:7] = torch.as_tensor(tilted_towards(np, directions, np.full(len(directions), np.radians(84.0)), headings))
-    state[0:3] = env.batch.targets
-    state[7:10] = torch.as_tensor(np.stack([0.9 * np.cos(directions), 0.9 * np.sin(directions), 0 * directions]))
-    state[10:13] = 0.0
+    env.reset(seed=0, options={"initial_state": {
+        "position": np.tile(env.config.center, (n, 1)),
+        "quaternion": tilted_towards(np, directions, np.full(n, np.radians(84.0)), headings).T,
+        "velocity": np.stack([0.9 * np.cos(directions), 0.9 * np.sin(directions), np.zeros(n)], 1),
+        "angular_velocity": np.zeros((n, 3))}})
     expert = ModelExpert(env.batch)
     least_tilt = np.full(len(directions), 180.0)
     flying = np.ones(len(directions), dtype=bool)
