@@ -63,7 +63,8 @@ def test_hover_within_5cm_for_10s_through_ros(workspace, probe, state_source, co
                               crazyswarm2_backend=backend, odom_convention=odom_convention)) as node:
             # starting three Python processes took 15 s of a 60 s budget on a loaded CI machine, which then
             # ran the simulation at a third of real time: the start and the flight get a budget each
-            spin_until(probe, lambda: bool(odom), timeout=60.0)
+            assert spin_until(probe, lambda: bool(odom), timeout=60.0), \
+                f"no odometry within 60 s of starting the nodes\n{bridge.output()}\n{node.output()}"
             done = spin_until(probe, lambda: bool(odom) and odom[-1][0] >= SETTLE_S + HOVER_S,
                               timeout=4 * (SETTLE_S + HOVER_S) + 30.0)
             assert done, (f"sim time reached {odom[-1][0] if odom else None}\n{bridge.output()}\n{node.output()}"
