@@ -364,7 +364,7 @@ class Distiller:
                            critic_obs_dim=self.env.privileged_size if privileged else None, device=self.device)
         self.regression = StudentRegression(
             self.student.actor, self.settings.lr, int(cfg.iterations) * int(self.settings.updates_per_iteration),
-            self.settings.final_lr_fraction, self.settings.pre_squash_weight)
+            self.settings.final_lr_fraction, self.settings.pre_squash_weight, bool(self.settings.compile))
         self.dataset = AggregatedDataset(int(self.settings.dataset_capacity), self.spec["observation_size"],
                                          self.spec["action_size"], self.device)
         self.run_cfg = OmegaConf.merge(teacher_cfg, {

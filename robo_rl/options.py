@@ -88,7 +88,7 @@ OPTIONS: dict[str, dict[str, tuple[Any, Interval | None]]] = {
         "distillation.dataset_capacity": (int, Interval(1, 10**9)),
         "distillation.teacher_iterations": (int, Interval(0, 10**6)),
         "distillation.final_lr_fraction": (float, Interval(1e-6, 1.0)),
-        "distillation.pre_squash_weight": (float, Interval(0.0, 100.0)),
+        "distillation.pre_squash_weight": (float, Interval(0.0, 100.0)), "distillation.compile": (bool, None),
         "eval.interval_iterations": (int, Interval(1, 10**6)), "eval.episodes": (int, Interval(1, 10**6)),
         "eval.seed": (int, SEED), "checkpoint_keep": (int, COUNT), "checkpoint_every_evaluation": (bool, None),
         "logging.progress_bar": (bool, None), "logging.tensorboard": (bool, None),

@@ -13,13 +13,13 @@ from __future__ import annotations
 import copy
 import dataclasses
 import warnings
-from typing import Any, Callable, Iterable, Mapping, NamedTuple, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import torch
 from torch import nn
 from torch.func import functional_call, grad
-from torch.optim.adam import adam
 
+from robo_rl.agents.adam import AdamSlots, adam_step, allocated_adam
 from robo_rl.agents.encoders import ENCODER_RANGES, EncoderConfig, ImageEncoder
 from robo_rl.agents.networks import CriticEnsemble, TanhGaussianActor
 from robo_rl.buffers import Batch, Source
@@ -144,11 +144,11 @@ class SAC(nn.Module):
                               else None)
         self.log_temperature = nn.Parameter(torch.tensor(float(config.init_temperature)).log())
         self.to(device)
-        self.actor_optimizer = _adam(self.actor.parameters(), config.actor_lr)
+        self.actor_optimizer = allocated_adam(self.actor.parameters(), config.actor_lr)
         # the critic's loss trains the encoder (its frozen convolutions excepted)
-        self.critic_optimizer = _adam([*self.critic.parameters(), *self._encoder_parameters().values()],
+        self.critic_optimizer = allocated_adam([*self.critic.parameters(), *self._encoder_parameters().values()],
                                       config.critic_lr)
-        self.temperature_optimizer = _adam([self.log_temperature], config.temperature_lr)
+        self.temperature_optimizer = allocated_adam([self.log_temperature], config.temperature_lr)
         self._adam_slots: dict[str, AdamSlots] = {}
         for name in ("actor_optimizer", "critic_optimizer", "temperature_optimizer"):
             optimizer = getattr(self, name)
@@ -299,7 +299,7 @@ class SAC(nn.Module):
 
         params = {"critic": dict(self.critic.named_parameters()), "encoder": self._encoder_parameters()}
         grads, (critic_loss, q, features) = grad(critic_loss_fn, has_aux=True)(params)
-        _adam_step(self._adam_slots["critic_optimizer"], [*grads["critic"].values(), *grads["encoder"].values()])
+        adam_step(self._adam_slots["critic_optimizer"], [*grads["critic"].values(), *grads["encoder"].values()])
         torch._foreach_lerp_(list(self.target_critic.parameters()), list(params["critic"].values()), config.tau)
         metrics = {"critic_loss": critic_loss / config.num_critics, "q_mean": q.mean()}
         return metrics if self.encoder is None else metrics | {"features": features}
@@ -334,7 +334,7 @@ class SAC(nn.Module):
 
         actor_params = dict(self.actor.named_parameters())
         actor_grads, (actor_loss, log_prob, bc_loss) = grad(actor_loss_fn, has_aux=True)(actor_params)
-        _adam_step(self._adam_slots["actor_optimizer"], actor_grads.values())
+        adam_step(self._adam_slots["actor_optimizer"], actor_grads.values())
         if self.actor_average is not None:
             rate: float | torch.Tensor = config.actor_average_rate
             if config.actor_average_span > 0:
@@ -345,7 +345,7 @@ class SAC(nn.Module):
         # Temperature: drive the policy's entropy towards the target.
         entropy = -log_prob.mean()
         temperature_grad = grad(lambda log_t: log_t.exp() * (entropy - self.target_entropy))(self.log_temperature)
-        _adam_step(self._adam_slots["temperature_optimizer"], [temperature_grad])
+        adam_step(self._adam_slots["temperature_optimizer"], [temperature_grad])
         return {"actor_loss": actor_loss, "entropy": entropy, "temperature": alpha, "bc_loss": bc_loss}
 
     def _filtered_bc_loss(self, mb: Batch, critic_obs: torch.Tensor, policy_q: torch.Tensor,
@@ -386,50 +386,3 @@ class SAC(nn.Module):
         self.actor_optimizer.load_state_dict(state["actor_optimizer"])
         self.critic_optimizer.load_state_dict(state["critic_optimizer"])
         self.temperature_optimizer.load_state_dict(state["temperature_optimizer"])
-
-
-class AdamSlots(NamedTuple):
-    """A torch.optim.Adam's parameters, state tensors and hyperparameters as plain data. The compiled steps
-    read these, never the optimizer: torch.compile pins an optimizer object by identity, which would
-    recompile the update for every new agent in a process (and fail after eight)."""
-
-    params: list[torch.Tensor]
-    exp_avgs: list[torch.Tensor]
-    exp_avg_sqs: list[torch.Tensor]
-    steps: list[torch.Tensor]
-    lr: float
-    betas: tuple[float, float]
-    eps: float
-    weight_decay: float
-    capturable: bool
-
-    @classmethod
-    def of(cls, optimizer: torch.optim.Adam) -> "AdamSlots":
-        """The current tensors of `optimizer` (its single parameter group)."""
-        group = optimizer.param_groups[0]
-        states = [optimizer.state[p] for p in group["params"]]
-        return cls(list(group["params"]), [s["exp_avg"] for s in states], [s["exp_avg_sq"] for s in states],
-                   [s["step"] for s in states], float(group["lr"]), tuple(group["betas"]), float(group["eps"]),
-                   float(group["weight_decay"]),
-                   # a CUDA run's optimizer state loaded on a CPU keeps its capturable flag, which CPUs refuse
-                   bool(group["capturable"]) and group["params"][0].device.type == "cuda")
-
-
-def _adam_step(slots: AdamSlots, grads: Iterable[torch.Tensor]) -> None:
-    """torch.optim.Adam's step with the given gradients (one per parameter, in order) on the optimizer's own
-    state, so that its state_dict, and checkpoints, are those of the plain optimizer."""
-    adam(slots.params, list(grads), slots.exp_avgs, slots.exp_avg_sqs, [], slots.steps, foreach=False,
-         capturable=slots.capturable, amsgrad=False, beta1=slots.betas[0], beta2=slots.betas[1], lr=slots.lr,
-         weight_decay=slots.weight_decay, eps=slots.eps, maximize=False)
-
-
-def _adam(params: Iterable[nn.Parameter], lr: float) -> torch.optim.Adam:
-    """An Adam optimizer with its state allocated now (`_adam_step` updates it in place)."""
-    params = list(params)
-    capturable = params[0].device.type == "cuda"  # step counts stay on the GPU: no host sync per step
-    optimizer = torch.optim.Adam(params, lr=lr, capturable=capturable)
-    for p in params:
-        optimizer.state[p] = {"step": torch.zeros((), dtype=torch.float32, device=p.device if capturable else "cpu"),
-                              "exp_avg": torch.zeros_like(p, memory_format=torch.preserve_format),
-                              "exp_avg_sq": torch.zeros_like(p, memory_format=torch.preserve_format)}
-    return optimizer
