@@ -109,6 +109,9 @@ class StudentRegression:
         self.fitted = {name: p for name, p in actor.named_parameters() if not name.startswith("log_std.")}
         self.optimizer = allocated_adam(self.fitted.values(), lr)
         self._slots = AdamSlots.of(self.optimizer)
+        # load_state_dict replaces the state tensors that the compiled step updates: follow them (as SAC does)
+        self.optimizer.register_load_state_dict_post_hook(
+            lambda optimizer: setattr(self, "_slots", AdamSlots.of(optimizer)))
         self._compiled: Callable[..., torch.Tensor] | None = None
         device = next(actor.parameters()).device
         self._lr = torch.tensor(float(lr), device=device)  # the compiled step's rate: an input, not a constant

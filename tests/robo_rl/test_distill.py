@@ -107,6 +107,14 @@ def test_the_compiled_regression_step_fits_as_the_eager_one_does():
     assert compiled.optimizer.param_groups[0]["lr"] == eager.optimizer.param_groups[0]["lr"] == pytest.approx(1e-3)
     assert [float(s["step"]) for s in compiled.optimizer.state.values()] == [40.0] * len(compiled.fitted)
     assert eager.optimizer.state_dict()["state"].keys() == compiled.optimizer.state_dict()["state"].keys()
+    # a restored optimizer state is the one the compiled step goes on from, not the tensors it replaced
+    compiled_actor.load_state_dict(eager_actor.state_dict())
+    compiled.optimizer.load_state_dict(copy.deepcopy(eager.optimizer.state_dict()))  # as from a checkpoint
+    obs, target = torch.randn(64, 20, generator=data), torch.rand(64, 4, generator=data) * 2 - 1
+    assert compiled.update(obs, target) == pytest.approx(eager.update(obs, target), rel=1e-5)
+    for (name, a), b in zip(eager_actor.named_parameters(), compiled_actor.parameters()):
+        assert torch.allclose(a, b, atol=1e-6), name
+    assert [float(s["step"]) for s in compiled.optimizer.state.values()] == [41.0] * len(compiled.fitted)
 
 
 def test_the_pre_squash_term_fits_saturated_commands_that_the_squashed_error_leaves_short():
