@@ -4,8 +4,8 @@ PyTorch sends CPU fp32 matmuls to MKL, which runs its AVX2 kernels on AMD proces
 same wheel, picks its kernels by instruction set and runs AVX-512 where the CPU has it. On a 2-core Zen 5 EPYC
 a 256x256x256 product took 85 us in oneDNN against 166 us in MKL (same fp32 arithmetic). oneDNN costs about
 10 us more per call, so only products of at least `MIN_MULTIPLY_ADDS` move; the hover recipe's (128 rows,
-128 units) stay with MKL. On Intel CPUs MKL runs AVX-512 itself and is the faster of the two, so SAC uses the
-pass only where `faster_than_mkl` says so.
+128 units) stay with MKL. On Intel CPUs MKL runs AVX-512 itself and is the faster of the two, and on CPUs
+without AVX-512 oneDNN has nothing faster to run, so SAC uses the pass only where `faster_than_mkl` says so.
 
 `OneDNNMatmulPass` rewrites the graph that torch.compile builds after autograd, so forward and backward
 products alike move, and the eager update is unchanged.
@@ -51,21 +51,32 @@ def available(device: torch.device) -> bool:
             and platform.machine().lower() in ("x86_64", "amd64"))
 
 
-def _cpu_vendor() -> str:
+def _cpuinfo_field(name: str) -> str | None:
+    """The first `name` field of /proc/cpuinfo (None where there is none, as off Linux)."""
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("vendor_id"):
+            if line.split(":", 1)[0].strip() == name:
                 return line.split(":", 1)[1].strip()
     except OSError:
         pass
-    return platform.processor()
+    return None
+
+
+def _cpu_vendor() -> str:
+    return _cpuinfo_field("vendor_id") or platform.processor()
+
+
+def _has_avx512() -> bool:
+    return "avx512f" in (_cpuinfo_field("flags") or "").split()
 
 
 def faster_than_mkl(device: torch.device) -> bool:
-    """Whether oneDNN's products beat MKL's on `device`: x86 CPUs other than Intel's, where MKL runs its
-    AVX2 code. On Intel CPUs MKL runs AVX-512 itself (an Intel Xeon, 2 threads: 97 us per 256x256x256
-    product against oneDNN's 109 us, and the compiled 256-unit update 1.7x faster without the pass)."""
-    return available(device) and _cpu_vendor() != "GenuineIntel"
+    """Whether oneDNN's products beat MKL's on `device`: x86 CPUs other than Intel's with AVX-512, which MKL
+    leaves to its AVX2 code there. On Intel CPUs MKL runs AVX-512 itself (an Intel Xeon, 2 threads: 97 us per
+    256x256x256 product against oneDNN's 109 us, and the compiled 256-unit update 1.7x faster without the pass);
+    on AMD CPUs without AVX-512 both run AVX2 and MKL is the faster (a 2-core Zen 3 EPYC: 248 against 285 us per
+    256x256x256 product, 662 against 817 us at 4096x146x88)."""
+    return available(device) and _cpu_vendor() != "GenuineIntel" and _has_avx512()
 
 
 class OneDNNMatmulPass(CustomGraphPass):

@@ -67,7 +67,7 @@ class SACConfig:
     # Run the update as torch.compile'd graphs (about 2x faster on a CPU at the hover sizes; the first update
     # compiles, for 20-30 s). False: the same update, eagerly.
     compile: bool = False
-    # In the compiled update on a non-Intel x86 CPU, matrix products of 256x128x128 and up run in oneDNN, which
+    # In the compiled update on a non-Intel x86 CPU with AVX-512, products of 256x128x128 and up run in oneDNN, which
     # uses AVX-512 where MKL does not: 1.9x faster products at 256 units on Zen 5 (robo_rl/agents/onednn_matmul.py).
     onednn_matmul: bool = True
     # camera observations only: the image encoder that the critic trains and the actor reads (DrQ, SERL)
