@@ -5,7 +5,8 @@ Runs `make train` (RUN=<folder> SEED=<seed>) with a checkpoint of the student at
 (configs/robustness.yaml, held-out vehicles from moderate starts, as the README's table) on every checkpoint.
 Prints, per checkpoint, the seconds since `make train` started (when the checkpoint was written), the
 distillation's own seconds, and what the suite's checks say; then the first checkpoint at which all the checks
-that can be made hold (a vehicle without a specialist has no ceiling to be near: n/a), and the first from which
+that can be made hold (a vehicle without a specialist has no ceiling to be near: n/a; an UNSURE, a miss within the
+noise of the suite's starts, is not held), and the first from which
 every later one holds them too. The specialists fly once, with the first checkpoint; their ceilings hold for every
 checkpoint. Writes bench/results/time_to_suite.json.
 
@@ -58,6 +59,7 @@ def with_ceilings(report: dict, ceilings: dict, suite: Suite) -> dict:
         found = ceilings.get((row["vehicle"], row["start_set"], row["latency_steps"], row["wind"]))
         if found is not None:
             row["specialist_success_rate"], row["specialist"] = found["specialist_success_rate"], found["specialist"]
+            row["specialist_successes"] = found.get("specialist_successes")
     report["checks"] = target_checks(report, suite)
     return report
 
@@ -68,7 +70,7 @@ def steady_from(rows: list[dict]) -> dict | None:
     can be followed by some that do not."""
     steady = None
     for row in rows:
-        steady = (steady or row) if row["failed"] == 0 else None
+        steady = (steady or row) if row["failed"] == row.get("unsure", 0) == 0 else None
     return steady
 
 
@@ -117,15 +119,16 @@ def main() -> None:
         row = {"checkpoint": path.name, "seconds": path.stat().st_mtime - origin,
                "distill_seconds": counters["wall_seconds"], "env_steps": counters["env_steps"],
                "held_out": report["held_out"]["success_rate"], "passed": statuses.count("PASS"),
-               "failed": statuses.count("FAIL"), "not_checked": statuses.count("n/a"),
+               "failed": statuses.count("FAIL"), "unsure": statuses.count("UNSURE"),
+               "not_checked": statuses.count("n/a"),
                "failing": [f"{c['check'].split(':')[0]}: {c['detail']}" for c in report["checks"]
-                           if c["status"] == "FAIL"]}
+                           if c["status"] in ("FAIL", "UNSURE")]}
         rows.append(row)
-        if first is None and row["failed"] == 0:
+        if first is None and row["failed"] == row["unsure"] == 0:
             first = row
         print(f"  {row['seconds']:6.0f} s (distill {row['distill_seconds']:5.0f} s, {row['env_steps']:>9,} env steps): "
               f"held-out {100 * row['held_out']:3.0f}%, {row['passed']} PASS, {row['failed']} FAIL, "
-              f"{row['not_checked']} n/a" + (f" ({'; '.join(row['failing'])})" if row["failing"] else ""), flush=True)
+              f"{row['unsure']} UNSURE, {row['not_checked']} n/a" + (f" ({'; '.join(row['failing'])})" if row["failing"] else ""), flush=True)
     since = 'make train started' if started else 'config.yaml'
     steady = steady_from(rows)
     if first is None:

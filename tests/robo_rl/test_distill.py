@@ -933,13 +933,14 @@ def test_a_checkpoint_at_every_evaluation_gives_the_time_to_the_first_student_th
     assert [s["checkpoint"] for s in students] == [path.name for path in kept]
     assert students[0]["env_steps"] < students[1]["env_steps"] and students[0]["seconds"] <= students[1]["seconds"]
     # 11 checks: moderate starts and specialist per vehicle, held-out; no specialists here, so 5 are n/a
-    assert all(s["passed"] + s["failed"] == 6 and s["not_checked"] == 5 for s in students), students
+    assert all(s["passed"] + s["failed"] + s["unsure"] == 6 and s["not_checked"] == 5 for s in students), students
     steady = json.loads(results.read_text())["meeting_suite_from_then_on"]
-    if students[-1]["failed"]:
+    missed = [s["failed"] + s["unsure"] for s in students]
+    if missed[-1]:
         assert steady is None
     else:
         since = [s["checkpoint"] for s in students].index(steady["checkpoint"])
-        assert all(s["failed"] == 0 for s in students[since:]) and (since == 0 or students[since - 1]["failed"])
+        assert not any(missed[since:]) and (since == 0 or missed[since - 1])
     refused = subprocess.run([PYTHON, "bench/time_to_suite.py", "--run", str(plain), "--json", str(tmp_path / "x.json")],
                              cwd=REPO, capture_output=True, text=True, timeout=600)
     assert refused.returncode == 2 and refused.stderr.strip().startswith("error: --run") and "1 checkpoint" in refused.stderr
@@ -953,6 +954,8 @@ def test_time_to_suite_names_the_student_from_which_every_later_one_meets_the_su
     steady_from = importlib.import_module("time_to_suite").steady_from
     rows = [{"checkpoint": str(index), "failed": failed} for index, failed in enumerate([2, 0, 1, 0, 0])]
     assert steady_from(rows)["checkpoint"] == "3"
+    rows[3]["unsure"] = 1  # a miss within the noise of the starts is no proof that the student meets the suite
+    assert steady_from(rows)["checkpoint"] == "4"
     assert steady_from(rows[:3]) is None and steady_from(rows[1:2])["checkpoint"] == "1"
 
 
