@@ -5,8 +5,18 @@
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
+# make train and make specialists install what training and export need (CORE_STAMP), make venv, make test and
+# make bench every extra of pyproject.toml besides (Ray, Minari, pytest: STAMP), 27 s more here
+CORE_STAMP := $(VENV)/.robo-rl-core-installed
 STAMP := $(VENV)/.robo-rl-installed
 TORCH ?= torch==2.13.0
+# Python's bytecode cache for every command run from here, in the environment's folder: where the environment
+# sets PYTHONDONTWRITEBYTECODE (this VM does) every process compiled the sources it imports again, about
+# 3 s of torch and Hydra for each command and for each command a test starts; kept under .venv, the cache writes
+# nothing into the checkout's own folders, which that setting keeps clean
+PYTHONPYCACHEPREFIX ?= $(abspath $(VENV))/pycache
+export PYTHONPYCACHEPREFIX
+unexport PYTHONDONTWRITEBYTECODE
 
 # ROS 2: a second environment with Jazzy's rclpy and message wheels from PyPI (they install a
 # .pth that re-executes every Python started there, so they stay out of .venv), colcon, cyclonedds and
@@ -40,9 +50,13 @@ make_venv = [ "$$("$(PYTHON)" -c 'import sys; print(sys.version_info >= (3, 10))
 
 venv: $(STAMP)
 
-$(STAMP): pyproject.toml Makefile
+$(CORE_STAMP): pyproject.toml Makefile
 	@$(call make_venv,$(VENV))
 	$(PY) -m pip install --quiet --disable-pip-version-check --no-compile "$(TORCH)"
+	$(PY) -m pip install --quiet --disable-pip-version-check --no-compile -e .
+	@touch $(CORE_STAMP)
+
+$(STAMP): $(CORE_STAMP)
 	$(PY) -m pip install --quiet --disable-pip-version-check --no-compile -e ".[dev]"
 	@touch $(STAMP)
 
@@ -114,7 +128,7 @@ DISTILL_ARGS ?=
 export DISTILL_ARGS
 # the trained-teacher recipe where asked for or implied by TEACHERS= or POOL=
 RECIPE := $(if $(or $(TEACHERS),$(POOL_DIR),$(filter rl,$(TEACHER))),rl,expert)
-train: $(STAMP)
+train: $(CORE_STAMP)
 	@$(PY) -c "import sys; from sim.quadrotor.tasks import TASKS; known = '$(TASK)' in TASKS; \
 	  known or print('TASK=$(TASK) is not a quadrotor task; known: ' + ', '.join(TASKS), file=sys.stderr); sys.exit(0 if known else 2)"
 	@$(call check_seed)
@@ -170,7 +184,7 @@ train: $(STAMP)
 # trains them there instead.
 SPECIALIST_LATENCIES ?= 0 1 2 3
 SPECIALISTS ?= outputs/specialists
-specialists: $(STAMP)
+specialists: $(CORE_STAMP)
 	@$(call check_folder,SPECIALISTS,give the folder to train the specialists into or leave SPECIALISTS out for outputs/specialists)
 	@for latency in $(SPECIALIST_LATENCIES); do case "$$latency" in 0|1|2|3) ;; *) \
 	  echo "SPECIALIST_LATENCIES=$(SPECIALIST_LATENCIES): each must be one of the suite's latencies 0 1 2 3, got $$latency" >&2; \

@@ -17,6 +17,8 @@ every loader to it):
   `load_state_dict`'s size mismatch, int('abc')) are not: they mean that robo-rl let bad input through,
   which is a bug;
 - an OSError naming a file (missing, unreadable, unwritable, a directory where a file was expected);
+- a missing module of one of pyproject.toml's extras (`OPTIONAL_MODULES`: Ray, Minari), which make train
+  leaves out: the line says how to install it;
 - Hydra's and OmegaConf's configuration errors: an unknown key, bad override syntax, a missing mandatory
   value (`run=???`), an unknown config group option, and a ValueError that their own code raises about
   the command line (Hydra refuses `+=1` that way).
@@ -33,6 +35,7 @@ unchanged and nothing else is printed.
 from __future__ import annotations
 
 import functools
+import importlib.util
 import linecache
 import os
 import re
@@ -51,6 +54,9 @@ PROJECT_ROOTS = (_REPO / "robo_rl", _REPO / "sim", _REPO / "ros2_ws" / "src" / "
 PROJECT_MODULES = ("robo_rl", "sim", "robo_rl_ros")
 
 F = TypeVar("F", bound=Callable[..., Any])
+# the packages of pyproject.toml's extras by the top-level module a command imports: make train installs robo-rl
+# without them, so that a command needing one is a setup to finish, not a bug
+OPTIONAL_MODULES = {"ray": "ray", "hydra_plugins": "ray", "minari": "datasets"}
 
 
 def _config_error_types() -> tuple[type[BaseException], ...]:
@@ -107,15 +113,38 @@ def is_user_error(error: BaseException) -> bool:
         return True
     if _defined_by_project(error):  # ConfigError, CheckpointError, DatasetError, BundleError, ...
         return True
+    if missing_extra(error) is not None:
+        return True
     if isinstance(error, ValueError) and _raised_in(error, _config_library_roots()):
         return True  # Hydra refuses some malformed overrides (`+=1`) with a plain ValueError of its own
     deliberate = isinstance(error, (ValueError, RuntimeError)) and not isinstance(error, NotImplementedError)
     return deliberate and _raised_in(error, PROJECT_ROOTS)
 
 
+def missing_extra(error: BaseException) -> tuple[str, str] | None:
+    """The module and the extra of pyproject.toml (`ray`, `datasets`) whose import failed, if `error` or an
+    exception behind it (Hydra's error about a launcher it could not import) is such a missing module; None for
+    anything else."""
+    for _ in range(20):
+        if isinstance(error, ModuleNotFoundError) and error.name:
+            extra = OPTIONAL_MODULES.get(error.name.split(".")[0])
+            return None if extra is None else (error.name, extra)
+        behind = error.__cause__ or error.__context__
+        if behind is None:
+            return None
+        error = behind
+    return None
+
+
 def one_line(error: BaseException) -> str:
     """The message of `error` as one line: a file error as `<file>: <reason>`; Hydra's composition errors
-    with the OmegaConf error behind them; any newlines folded."""
+    with the OmegaConf error behind them; a missing optional dependency with how to install it; any newlines
+    folded."""
+    missing = missing_extra(error)
+    if missing is not None:
+        module, extra = missing
+        return (f"{module} is not installed: this needs robo-rl's {extra} extra, which make train leaves out; "
+                f"make venv installs every extra (or .venv/bin/pip install -e '.[{extra}]')")
     if isinstance(error, OSError) and error.filename is not None:
         text = f"{error.filename}: {error.strerror or error}"
     else:
@@ -577,6 +606,7 @@ def hydra_command(config_path: str, config_name: str, version_base: str = "1.3")
         @functools.wraps(composed)
         def entry(*args: Any, **kwargs: Any) -> Any:
             check_hydra_arguments(sys.argv[1:])
+            check_launcher_installed(sys.argv[1:])
             try:
                 return composed(*args, **kwargs)
             except Exception as error:  # noqa: BLE001 (re-raised, or as the user's one line)
@@ -612,6 +642,27 @@ def check_hydra_arguments(argv: list[str]) -> None:
     parser = get_args_parser()
     parser.error = refuse  # type: ignore[method-assign]
     parser.parse_args(argv)
+
+
+RAY_LAUNCHER = "hydra_plugins.hydra_ray_launcher"
+
+
+def require_module(name: str) -> None:
+    """ModuleNotFoundError for `name` (which `one_line` turns into how to install its extra) where it cannot be
+    imported; nothing is imported."""
+    try:
+        found = importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError):  # a parent package missing, or the module blocked in sys.modules
+        found = False
+    if not found:
+        raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+
+
+def check_launcher_installed(argv: list[str]) -> None:
+    """ModuleNotFoundError for a sweep on the Ray launcher (`hydra/launcher=ray_cluster`) where its plugin, of the
+    ray extra, is not installed: Hydra says only that it could not load the config 'hydra/launcher/ray'."""
+    if any(arg.lstrip("+") == "hydra/launcher=ray_cluster" for arg in argv):
+        require_module(RAY_LAUNCHER)
 
 
 def unquoted_item(error: BaseException) -> Exception | None:

@@ -321,6 +321,10 @@ def check_options(cfg: DictConfig, command: str, require_all: bool = True, resum
 
         # too few vehicles at min_latency or in a focus region: refused before the folder is made
         check_member_overrides(drawn_pool(cfg)[1][0], list(cfg.overrides or []), int(cfg.steps))
+        if cfg.ray_address is not None:
+            from robo_rl.cli import require_module
+
+            require_module("ray")  # make train installs robo-rl without Ray
         if cfg.ray_address not in (None, "local"):
             from robo_rl.distributed.cluster import ClusterError, check_reachable, joined_cluster
 

@@ -9,6 +9,7 @@ import re
 import socket
 from typing import Any, Iterator, Mapping
 
+from robo_rl.cli import require_module
 from robo_rl_ros.core.learner_link import first_line
 from sim.errors import ConfigError
 from sim.validation import Interval, coerce, number
@@ -41,6 +42,7 @@ def check_runner(runner: Mapping[str, Any]) -> None:
         raise ConfigError(f"runner.kind must be one of {', '.join(RUNNER_KINDS)}, got {kind!r}")
     if kind != "ray":
         return
+    require_module("ray")  # before the run folder is made: make train installs robo-rl without Ray
     for name, (annotation, allowed) in RAY_OPTIONS.items():
         if name not in runner:
             raise ConfigError(f"option runner.{name} of runner=ray is missing; it must be given")

@@ -4,6 +4,7 @@ subprocesses prove the whole path (Hydra included); the rule itself is tested in
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -26,7 +27,9 @@ def run_cli(args: list[str], tmp_path, timeout: float = 300) -> subprocess.Compl
     (tmp_path / "work").mkdir(exist_ok=True)
     return subprocess.run([sys.executable, *args], capture_output=True, text=True, cwd=tmp_path / "work", timeout=timeout,
                           env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path / "home"), "OMP_NUM_THREADS": "1",
-                               "PYTHONPATH": str(ROOT), "MINARI_DATASETS_PATH": str(tmp_path / "minari")})
+                               "PYTHONPATH": str(ROOT), "MINARI_DATASETS_PATH": str(tmp_path / "minari"),
+                               # the Makefile's bytecode cache, which spares each command compiling torch again
+                               **{key: os.environ[key] for key in ("PYTHONPYCACHEPREFIX",) if key in os.environ}})
 
 
 @pytest.mark.parametrize("args, message", [
@@ -509,6 +512,31 @@ def test_what_counts_as_a_users_mistake():
         np.zeros(3)[:] = np.zeros(4)  # a ValueError from NumPy's C code: a bug wherever it happens
     except ValueError as error:
         assert not is_user_error(error)
+
+
+def test_a_missing_optional_dependency_is_one_line_naming_its_extra():
+    # make train installs robo-rl without its extras: a command that needs one is a setup to finish, not a bug
+    for module, extra in (("ray", "ray"), ("minari.data_collector", "datasets"), ("hydra_plugins.x", "ray")):
+        error = _raise(ModuleNotFoundError(f"No module named {module!r}", name=module))
+        assert is_user_error(error)
+        assert f"'.[{extra}]'" in one_line(error) and "make venv" in one_line(error)
+    assert not is_user_error(_raise(ModuleNotFoundError("No module named 'numpy'", name="numpy")))  # a core one
+
+
+@pytest.mark.parametrize("blocked, args", [
+    ("ray", ["runner=ray", "total_env_steps=1000", "learning_starts=100"]),
+    ("hydra_plugins.hydra_ray_launcher", ["-m", "seed=0,1", "hydra/launcher=ray_cluster"]),
+])
+def test_a_run_on_ray_where_the_ray_extra_is_not_installed_is_one_line_and_status_2(blocked, args, tmp_path):
+    # the import fails as it does without the extra: a None in sys.modules stops it
+    program = (f"import runpy, sys; sys.modules[{blocked!r}] = None; sys.argv = ['robo_rl.train', *{args!r}]; "
+               "runpy.run_module('robo_rl.train', run_name='__main__', alter_sys=True)")
+    before = snapshot(tmp_path / "work")
+    result = run_cli(["-c", program], tmp_path, timeout=120)
+    assert result.returncode == USER_ERROR_STATUS, result.stderr[-2000:]
+    assert len(result.stderr.strip().splitlines()) == 1, result.stderr[-2000:]
+    assert result.stderr.startswith(f"error: {blocked} is not installed") and "'.[ray]'" in result.stderr
+    assert changed(before, snapshot(tmp_path / "work")) == []
 
 
 def test_ctrl_c_while_a_command_still_imports_is_one_line(tmp_path):

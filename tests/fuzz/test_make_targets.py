@@ -20,8 +20,8 @@ def _make(tmp_path: Path, *args: str) -> tuple[subprocess.CompletedProcess, list
     recorder.write_text(f'#!/bin/sh\nif [ "$1" = "-c" ]; then exec {sys.executable} "$@"; fi\necho "$@" >> {calls}\n')
     recorder.chmod(0o755)
     env = {key: value for key, value in os.environ.items() if not key.startswith("MAKE")}
-    result = subprocess.run(["make", "--no-print-directory", "-C", str(ROOT), *args, f"PY={recorder}", "STAMP="],
-                            capture_output=True, text=True, env=env, timeout=120)
+    result = subprocess.run(["make", "--no-print-directory", "-C", str(ROOT), *args, f"PY={recorder}", "STAMP=",
+                             "CORE_STAMP="], capture_output=True, text=True, env=env, timeout=120)
     return result, calls.read_text().splitlines() if calls.exists() else []
 
 

@@ -969,8 +969,8 @@ def _make_train_distill_options(tmp_path: Path, task: str = "hover") -> list[str
     recorder.chmod(0o755)
     env = {key: value for key, value in os.environ.items() if not key.startswith("MAKE")}
     done = subprocess.run(["make", "--no-print-directory", "-C", str(REPO), "train", f"RUN={tmp_path / 'planned'}",
-                           f"TASK={task}", f"PY={recorder}", "STAMP="], capture_output=True, text=True, env=env,
-                          timeout=300)
+                           f"TASK={task}", f"PY={recorder}", "STAMP=", "CORE_STAMP="], capture_output=True, text=True,
+                          env=env, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     recorded = [json.loads(line) for line in calls.read_text().splitlines()]
     options = next(args[2:] for args in recorded if args[:2] == ["-m", "robo_rl.distill"])
