@@ -77,13 +77,23 @@ def wilson_upper(rate: float, n: int, z: float = Z_95) -> float:
     return min(1.0, (centre + spread) / (1.0 + z * z / n))
 
 
+def outcome_text(successes: np.ndarray) -> str:
+    """Per-episode outcomes as robustness.json keeps them: one character per episode, 1 a success, 0 not."""
+    return "".join("1" if success else "0" for success in np.asarray(successes, dtype=bool))
+
+
+def outcomes(text: str) -> np.ndarray:
+    """The per-episode outcomes (0.0 or 1.0 each) of `outcome_text`'s string."""
+    return np.frombuffer(text.encode("ascii"), dtype=np.uint8).astype(float) - ord("0")
+
+
 def gap_margin(row: Mapping[str, Any], z: float = Z_95) -> float:
     """Half the 95% interval of a cell's gap to its specialist: both flew the same starts and wind, so the standard
     error is that of the paired differences of their per-episode outcomes (0 where the row does not hold them)."""
     mine, theirs = row.get("successes"), row.get("specialist_successes")
     if not mine or not theirs or len(mine) != len(theirs) or len(mine) < 2:
         return 0.0
-    differences = np.asarray(theirs, dtype=float) - np.asarray(mine, dtype=float)
+    differences = outcomes(theirs) - outcomes(mine)
     return z * float(differences.std(ddof=1)) / math.sqrt(len(differences))
 
 
@@ -379,10 +389,10 @@ def run_suite(run: str | Path, suite: Suite, checkpoint: str | None = "best", de
                      "mean_length": r["mean_length"],
                      "specialist_success_rate": None if s is None else s["success_rate"],
                      "specialist": None if s is None else s["specialist"],
-                     # per episode (1: success), the policy's and its specialist's on the same starts: the checks'
+                     # per episode (outcome_text), the policy's and its specialist's on the same starts: the checks'
                      # sampling noise
-                     "successes": r["successes"].astype(int).tolist(),
-                     "specialist_successes": None if s is None else s["successes"].astype(int).tolist()})
+                     "successes": outcome_text(r["successes"]),
+                     "specialist_successes": None if s is None else outcome_text(s["successes"])})
     report = {
         "run": str(run), "checkpoint": str(state["path"]), "env_id": str(run_cfg.env.id), "task": suite.task,
         "trained_env_steps": int(state["counters"]["env_steps"]),

@@ -14,7 +14,7 @@ import torch
 from omegaconf import OmegaConf
 
 
-from robo_rl.robustness import start_states, suite_from_config, wilson_upper
+from robo_rl.robustness import outcome_text, outcomes, start_states, suite_from_config, wilson_upper
 from sim.errors import ConfigError
 from sim.quadrotor.config import make_config
 
@@ -123,9 +123,9 @@ def test_the_suite_prints_its_table_and_writes_json_and_a_heatmap(trained_run, t
     for check in report["checks"]:
         assert f"{check['status']:6s} {check['check']}: {check['detail']}" in out
     # each cell's per-episode outcomes, the policy's and its specialist's, on which the checks weigh the noise
-    assert all(len(c["successes"]) == 10 and np.mean(c["successes"]) == pytest.approx(c["success_rate"])
+    assert all(len(c["successes"]) == 10 and outcomes(c["successes"]).mean() == pytest.approx(c["success_rate"])
                for c in cells)
-    assert all(c["specialist_successes"] is None or np.mean(c["specialist_successes"]) == pytest.approx(
+    assert all(c["specialist_successes"] is None or outcomes(c["specialist_successes"]).mean() == pytest.approx(
         c["specialist_success_rate"]) for c in cells)
 
 
@@ -431,15 +431,16 @@ def test_a_miss_within_the_noise_of_the_starts_is_unsure_and_one_beyond_it_a_fai
         theirs, mine = np.repeat([1, 1, 0, 0], counts), np.repeat([1, 0, 1, 0], counts)
         return [{"vehicle": "crazyflie_rltools", "start_set": start_set, "latency_steps": latency, "wind": wind,
                  "success_rate": mine.mean(), "specialist_success_rate": theirs.mean(),
-                 "specialist": "crazyflie_rltools", "successes": mine[order].tolist(),
-                 "specialist_successes": theirs[order].tolist()}
+                 "specialist": "crazyflie_rltools", "successes": outcome_text(mine[order]),
+                 "specialist_successes": outcome_text(theirs[order])}
                 for start_set in suite.start_sets for latency in suite.latency_steps for wind in (False, True)]
 
     def gap_check(rows: list[dict]) -> dict:
         return next(c for c in target_checks({"cells": rows, "held_out": None}, suite) if "specialist" in c["check"])
 
     near = cells(79, 7, 2)  # 81 vs 86%: 5 points apart, 9 of the starts flown by one of the two only
-    differences = np.subtract(near[0]["specialist_successes"], near[0]["successes"])
+    differences = outcomes(near[0]["specialist_successes"]) - outcomes(near[0]["successes"])
+    assert set(near[0]["successes"]) == {"0", "1"} and len(near[0]["successes"]) == 100  # one character per start
     assert gap_margin(near[0]) == pytest.approx(1.959964 * differences.std(ddof=1) / 10) and gap_margin(near[0]) > 0.02
     check = gap_check(near)
     assert check["status"] == "UNSURE" and "largest gap +5 +- 6 points: 81% vs 86%" in check["detail"]
