@@ -54,9 +54,10 @@ PROJECT_ROOTS = (_REPO / "robo_rl", _REPO / "sim", _REPO / "ros2_ws" / "src" / "
 PROJECT_MODULES = ("robo_rl", "sim", "robo_rl_ros")
 
 F = TypeVar("F", bound=Callable[..., Any])
-# the packages of pyproject.toml's extras by the top-level module a command imports: make train installs robo-rl
-# without them, so that a command needing one is a setup to finish, not a bug
-OPTIONAL_MODULES = {"ray": "ray", "hydra_plugins": "ray", "minari": "datasets"}
+# pyproject.toml's extras by the top-level module a command imports: (extra, its package that holds the module).
+# make train installs robo-rl without them, so that a command needing one is a setup to finish, not a bug
+OPTIONAL_MODULES = {"ray": ("ray", "ray"), "hydra_plugins": ("ray", "hydra-ray-launcher"),
+                    "minari": ("datasets", "minari")}
 
 
 def _config_error_types() -> tuple[type[BaseException], ...]:
@@ -122,13 +123,12 @@ def is_user_error(error: BaseException) -> bool:
 
 
 def missing_extra(error: BaseException) -> tuple[str, str] | None:
-    """The module and the extra of pyproject.toml (`ray`, `datasets`) whose import failed, if `error` or an
-    exception behind it (Hydra's error about a launcher it could not import) is such a missing module; None for
-    anything else."""
+    """The package and the extra of pyproject.toml (`ray`, `datasets`) whose import failed, if `error` or an
+    exception behind it is such a missing module; None for anything else."""
     for _ in range(20):
         if isinstance(error, ModuleNotFoundError) and error.name:
-            extra = OPTIONAL_MODULES.get(error.name.split(".")[0])
-            return None if extra is None else (error.name, extra)
+            found = OPTIONAL_MODULES.get(error.name.split(".")[0])
+            return None if found is None else (found[1], found[0])
         behind = error.__cause__ or error.__context__
         if behind is None:
             return None
@@ -142,8 +142,8 @@ def one_line(error: BaseException) -> str:
     folded."""
     missing = missing_extra(error)
     if missing is not None:
-        module, extra = missing
-        return (f"{module} is not installed: this needs robo-rl's {extra} extra, which make train leaves out; "
+        package, extra = missing
+        return (f"{package} is not installed: this needs robo-rl's {extra} extra, which make train leaves out; "
                 f"make venv installs every extra (or .venv/bin/pip install -e '.[{extra}]')")
     if isinstance(error, OSError) and error.filename is not None:
         text = f"{error.filename}: {error.strerror or error}"

@@ -516,18 +516,20 @@ def test_what_counts_as_a_users_mistake():
 
 def test_a_missing_optional_dependency_is_one_line_naming_its_extra():
     # make train installs robo-rl without its extras: a command that needs one is a setup to finish, not a bug
-    for module, extra in (("ray", "ray"), ("minari.data_collector", "datasets"), ("hydra_plugins.x", "ray")):
+    for module, package, extra in (("ray", "ray", "ray"), ("minari.data_collector", "minari", "datasets"),
+                                   ("hydra_plugins.hydra_ray_launcher", "hydra-ray-launcher", "ray")):
         error = _raise(ModuleNotFoundError(f"No module named {module!r}", name=module))
         assert is_user_error(error)
+        assert one_line(error).startswith(f"{package} is not installed: this needs robo-rl's {extra} extra")
         assert f"'.[{extra}]'" in one_line(error) and "make venv" in one_line(error)
     assert not is_user_error(_raise(ModuleNotFoundError("No module named 'numpy'", name="numpy")))  # a core one
 
 
-@pytest.mark.parametrize("blocked, args", [
-    ("ray", ["runner=ray", "total_env_steps=1000", "learning_starts=100"]),
-    ("hydra_plugins.hydra_ray_launcher", ["-m", "seed=0,1", "hydra/launcher=ray_cluster"]),
+@pytest.mark.parametrize("blocked, package, args", [
+    ("ray", "ray", ["runner=ray", "total_env_steps=1000", "learning_starts=100"]),
+    ("hydra_plugins.hydra_ray_launcher", "hydra-ray-launcher", ["-m", "seed=0,1", "hydra/launcher=ray_cluster"]),
 ])
-def test_a_run_on_ray_where_the_ray_extra_is_not_installed_is_one_line_and_status_2(blocked, args, tmp_path):
+def test_a_run_on_ray_where_the_ray_extra_is_not_installed_is_one_line_and_status_2(blocked, package, args, tmp_path):
     # the import fails as it does without the extra: a None in sys.modules stops it
     program = (f"import runpy, sys; sys.modules[{blocked!r}] = None; sys.argv = ['robo_rl.train', *{args!r}]; "
                "runpy.run_module('robo_rl.train', run_name='__main__', alter_sys=True)")
@@ -535,7 +537,7 @@ def test_a_run_on_ray_where_the_ray_extra_is_not_installed_is_one_line_and_statu
     result = run_cli(["-c", program], tmp_path, timeout=120)
     assert result.returncode == USER_ERROR_STATUS, result.stderr[-2000:]
     assert len(result.stderr.strip().splitlines()) == 1, result.stderr[-2000:]
-    assert result.stderr.startswith(f"error: {blocked} is not installed") and "'.[ray]'" in result.stderr
+    assert result.stderr.startswith(f"error: {package} is not installed") and "'.[ray]'" in result.stderr
     assert changed(before, snapshot(tmp_path / "work")) == []
 
 
