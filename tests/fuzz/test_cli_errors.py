@@ -525,19 +525,21 @@ def test_a_missing_optional_dependency_is_one_line_naming_its_extra():
     assert not is_user_error(_raise(ModuleNotFoundError("No module named 'numpy'", name="numpy")))  # a core one
 
 
-@pytest.mark.parametrize("blocked, package, args", [
-    ("ray", "ray", ["runner=ray", "total_env_steps=1000", "learning_starts=100"]),
-    ("hydra_plugins.hydra_ray_launcher", "hydra-ray-launcher", ["-m", "seed=0,1", "hydra/launcher=ray_cluster"]),
+@pytest.mark.parametrize("blocked, package, extra, command", [
+    ("ray", "ray", "ray", ["robo_rl.train", "runner=ray", "total_env_steps=1000", "learning_starts=100"]),
+    ("hydra_plugins.hydra_ray_launcher", "hydra-ray-launcher", "ray",
+     ["robo_rl.train", "-m", "seed=0,1", "hydra/launcher=ray_cluster"]),
+    ("minari", "minari", "datasets", ["robo_rl.record", "env=so_arm100_pick_cube", "episodes=2"]),
 ])
-def test_a_run_on_ray_where_the_ray_extra_is_not_installed_is_one_line_and_status_2(blocked, package, args, tmp_path):
+def test_a_command_whose_extra_is_not_installed_is_one_line_and_status_2(blocked, package, extra, command, tmp_path):
     # the import fails as it does without the extra: a None in sys.modules stops it
-    program = (f"import runpy, sys; sys.modules[{blocked!r}] = None; sys.argv = ['robo_rl.train', *{args!r}]; "
-               "runpy.run_module('robo_rl.train', run_name='__main__', alter_sys=True)")
+    program = (f"import runpy, sys; sys.modules[{blocked!r}] = None; sys.argv = {command!r}; "
+               f"runpy.run_module({command[0]!r}, run_name='__main__', alter_sys=True)")
     before = snapshot(tmp_path / "work")
     result = run_cli(["-c", program], tmp_path, timeout=120)
     assert result.returncode == USER_ERROR_STATUS, result.stderr[-2000:]
     assert len(result.stderr.strip().splitlines()) == 1, result.stderr[-2000:]
-    assert result.stderr.startswith(f"error: {package} is not installed") and "'.[ray]'" in result.stderr
+    assert result.stderr.startswith(f"error: {package} is not installed") and f"'.[{extra}]'" in result.stderr
     assert changed(before, snapshot(tmp_path / "work")) == []
 
 
