@@ -935,6 +935,8 @@ def test_a_checkpoint_at_every_evaluation_gives_the_time_to_the_first_student_th
     # 11 checks: moderate starts and specialist per vehicle, held-out; no specialists here, so 5 are n/a
     assert all(s["passed"] + s["failed"] + s["unsure"] == 6 and s["not_checked"] == 5 for s in students), students
     steady = json.loads(results.read_text())["meeting_suite_from_then_on"]
+    unrefuted = json.loads(results.read_text())["first_not_refuted"]
+    assert unrefuted == next((s for s in students if s["failed"] == 0), None)
     missed = [s["failed"] + s["unsure"] for s in students]
     if missed[-1]:
         assert steady is None
