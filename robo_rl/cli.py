@@ -123,16 +123,16 @@ def is_user_error(error: BaseException) -> bool:
 
 
 def missing_extra(error: BaseException) -> tuple[str, str] | None:
-    """The package and the extra of pyproject.toml (`ray`, `datasets`) whose import failed, if `error` or an
-    exception behind it is such a missing module; None for anything else."""
+    """The package and the extra of pyproject.toml (`ray`, `datasets`) whose import failed, if `error` or the
+    error it was raised from (`raise ... from`, as Hydra wraps a failed import) is such a missing module; None for
+    anything else, also for a bug raised while an optional import's failure was being handled."""
     for _ in range(20):
         if isinstance(error, ModuleNotFoundError) and error.name:
             found = OPTIONAL_MODULES.get(error.name.split(".")[0])
             return None if found is None else (found[1], found[0])
-        behind = error.__cause__ or error.__context__
-        if behind is None:
+        if error.__cause__ is None:
             return None
-        error = behind
+        error = error.__cause__
     return None
 
 
@@ -659,10 +659,13 @@ def require_module(name: str) -> None:
 
 
 def check_launcher_installed(argv: list[str]) -> None:
-    """ModuleNotFoundError for a sweep on the Ray launcher (`hydra/launcher=ray_cluster`) where its plugin, of the
-    ray extra, is not installed: Hydra says only that it could not load the config 'hydra/launcher/ray'."""
-    if any(arg.lstrip("+") == "hydra/launcher=ray_cluster" for arg in argv):
-        require_module(RAY_LAUNCHER)
+    """ModuleNotFoundError for a sweep on a Ray launcher (`hydra/launcher=ray_cluster`, or the plugin's own `ray`)
+    where its plugin, of the ray extra, is not installed: Hydra says only that it could not load or find the config
+    'hydra/launcher/ray'."""
+    for arg in argv:
+        key, _, value = arg.lstrip("+").partition("=")
+        if key == "hydra/launcher" and value.startswith("ray"):
+            require_module(RAY_LAUNCHER)
 
 
 def unquoted_item(error: BaseException) -> Exception | None:

@@ -474,9 +474,9 @@ def _gap(row: Mapping[str, Any]) -> float:
     return row["specialist_success_rate"] - row["success_rate"]
 
 
-def _noise(status: str, n: int) -> str:
-    """What a check's detail adds where the sampling noise leaves its verdict open."""
-    return f"; within the noise of {n} episodes (episodes= more tell)" if status == UNSURE else ""
+def _noise(status: str, n: int, option: str = "episodes") -> str:
+    """What a check's detail adds where the sampling noise leaves its verdict open (`option`: what sets `n`)."""
+    return f"; within the noise of {n} episodes ({option}= more tell)" if status == UNSURE else ""
 
 
 def target_checks(report: Mapping[str, Any], suite: Suite) -> list[dict[str, Any]]:
@@ -533,7 +533,8 @@ def target_checks(report: Mapping[str, Any], suite: Suite) -> list[dict[str, Any
         status = _below(held_out["success_rate"], int(held_out["episodes"]), t.held_out)
         checks.append({"check": name, "status": status,
                        "detail": f"{100 * held_out['success_rate']:.0f}% over {held_out['episodes']} vehicles "
-                                 f"(seed {held_out['seed']})" + _noise(status, int(held_out["episodes"]))})
+                                 f"(seed {held_out['seed']})"
+                                 + _noise(status, int(held_out["episodes"]), "held_out.episodes")})
     return checks
 
 

@@ -456,6 +456,8 @@ def test_a_miss_within_the_noise_of_the_starts_is_unsure_and_one_beyond_it_a_fai
     held = {"success_rate": 0.87, "episodes": 100, "seed": 1}
     status = {c["check"].split(":")[0]: c["status"] for c in target_checks({"cells": near, "held_out": held}, suite)}
     assert status["held-out vehicles from the training distribution"] == "UNSURE"
+    held_check = next(c for c in target_checks({"cells": near, "held_out": held}, suite) if "held-out" in c["check"])
+    assert "held_out.episodes= more tell" in held_check["detail"]  # the option that sets its episodes
     held["success_rate"] = 0.82
     status = {c["check"].split(":")[0]: c["status"] for c in target_checks({"cells": near, "held_out": held}, suite)}
     assert status["held-out vehicles from the training distribution"] == "FAIL"
