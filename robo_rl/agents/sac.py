@@ -120,11 +120,13 @@ class SAC(nn.Module):
             critic that sees privileged simulator state); None: the critic sees the actor's observation.
         images: camera images of dict observations by name, (height, width, 3) each; obs_dim is then the size
             of their "state" vector. An `ImageEncoder` turns them into the features that actor and critics read.
+        trainable: False for an agent that only acts (`from_checkpoint`): no optimizers and no compiled update,
+            whose first construction imports torch._dynamo (about 1 s of every evaluation and export).
     """
 
     def __init__(self, obs_dim: int, action_low: Any, action_high: Any, config: SACConfig | None = None,
                  critic_obs_dim: int | None = None, device: str | torch.device = "cpu",
-                 images: Mapping[str, Sequence[int]] | None = None):
+                 images: Mapping[str, Sequence[int]] | None = None, trainable: bool = True):
         super().__init__()
         self.config = config = config or SACConfig()
         config.validate()
@@ -144,12 +146,16 @@ class SAC(nn.Module):
                               else None)
         self.log_temperature = nn.Parameter(torch.tensor(float(config.init_temperature)).log())
         self.to(device)
+        self.trainable = trainable
+        self._adam_slots: dict[str, AdamSlots] = {}
+        self._compiled_steps: dict[str, Callable[..., dict[str, torch.Tensor]]] | None = None
+        if not trainable:
+            return
         self.actor_optimizer = allocated_adam(self.actor.parameters(), config.actor_lr)
         # the critic's loss trains the encoder (its frozen convolutions excepted)
         self.critic_optimizer = allocated_adam([*self.critic.parameters(), *self._encoder_parameters().values()],
                                       config.critic_lr)
         self.temperature_optimizer = allocated_adam([self.log_temperature], config.temperature_lr)
-        self._adam_slots: dict[str, AdamSlots] = {}
         for name in ("actor_optimizer", "critic_optimizer", "temperature_optimizer"):
             optimizer = getattr(self, name)
             self._adam_slots[name] = AdamSlots.of(optimizer)
@@ -162,7 +168,6 @@ class SAC(nn.Module):
         # 1.37 ms per update call, and no longer to compile). With more (SERL's 8), one graph for a critic step
         # and one for the last critic step with the actor and temperature steps, so that compile time does not
         # grow with critic_updates_per_actor_update. Each graph compiles on first use.
-        self._compiled_steps: dict[str, Callable[..., dict[str, torch.Tensor]]] | None = None
         if config.compile and self.images:
             raise ValueError("agent.compile=true is for state observations: an agent on camera images runs eagerly "
                              "(agent.compile=false)")
@@ -221,6 +226,9 @@ class SAC(nn.Module):
         critic_obs/next_critic_obs for an asymmetric critic). Time-limit truncations are not terminations:
         their targets bootstrap. Returns detached scalar metrics.
         """
+        if not self.trainable:
+            raise RuntimeError("this agent only acts (SAC.from_checkpoint): build SAC(...) and load_training_state "
+                               "to train on")
         config = self.config
         steps, size = config.critic_updates_per_actor_update, batch.rows
         if size % steps:
@@ -363,12 +371,13 @@ class SAC(nn.Module):
 
     @classmethod
     def from_checkpoint(cls, state: Mapping[str, Any], device: str | torch.device = "cpu") -> "SAC":
-        """The agent stored in a checkpoint dict (robo_rl.checkpoint.load_checkpoint), in eval mode."""
+        """The networks stored in a checkpoint dict (robo_rl.checkpoint.load_checkpoint), in eval mode, to act
+        with (no optimizers: resuming loads `load_training_state` into a trainable agent)."""
         spec = state["env_spec"]
         agent = cls(spec["observation_size"], spec["action_low"], spec["action_high"],
                     SACConfig(**state["agent_config"]), critic_obs_dim=state.get("critic_obs_dim"), device=device,
-                    images=spec.get("observation_images"))
-        agent.load_training_state(state["agent"])
+                    images=spec.get("observation_images"), trainable=False)
+        agent.load_state_dict(state["agent"]["model"])
         return agent.eval()
 
     def training_state(self) -> dict[str, Any]:

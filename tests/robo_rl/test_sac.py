@@ -2,6 +2,8 @@
 functional update against plain autograd, compiled against eager."""
 
 import copy
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -80,6 +82,8 @@ def test_actor_average_follows_the_actor_at_its_rate_and_is_the_policy():
              "agent_config": vars(config), "agent": agent.training_state()}
     restored = SAC.from_checkpoint(state)
     assert torch.equal(restored.act(obs, deterministic=True), agent.act(obs, deterministic=True))
+    with pytest.raises(RuntimeError, match="only acts"):  # no optimizers: it acts, resuming builds a trainable one
+        restored.update(_batch(32))
     with pytest.raises(ValueError, match="actor_average_rate"):
         SAC(6, [0], [1], SACConfig(actor_average_rate=1.5))
     with pytest.raises(ValueError, match="actor_average_span"):
@@ -276,3 +280,17 @@ def test_onednn_products_are_used_only_where_mkl_lacks_avx512(vendor, avx512, ex
     monkeypatch.setattr(onednn_matmul, "_has_avx512", lambda: avx512)
     cpu = torch.device("cpu")
     assert onednn_matmul.faster_than_mkl(cpu) == (expected and onednn_matmul.available(cpu))
+
+
+def test_an_agent_loaded_to_act_does_not_load_torchs_compiler(tmp_path):
+    # the optimizers' first construction imports torch._dynamo: about 1 s of every evaluation, export and suite
+    config = SACConfig(actor_hidden=(16,), critic_hidden=(16,), compile=True)
+    state = {"env_spec": {"observation_size": 6, "action_low": [0, 0], "action_high": [1, 1]},
+             "agent_config": vars(config),
+             "agent": {"model": SAC(6, [0, 0], [1, 1], config, trainable=False).state_dict()}}
+    torch.save(state, tmp_path / "state.pt")
+    code = ("import sys, torch; from robo_rl.agents.sac import SAC; "
+            f"agent = SAC.from_checkpoint(torch.load({str(tmp_path / 'state.pt')!r}, weights_only=False)); "
+            "agent.act(torch.zeros(1, 6), deterministic=True); print('torch._dynamo' in sys.modules)")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert result.stdout.strip() == "False", result.stderr
