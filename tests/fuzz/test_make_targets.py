@@ -199,3 +199,31 @@ def test_a_python_that_is_no_python_3_is_refused_without_apt_get(tmp_path, pytho
     assert result.returncode == 2, result.stderr
     assert f"PYTHON={python} is not a Python 3.10 or newer on PATH; give one, e.g. PYTHON=python3" in result.stderr
     assert not calls.exists() and not venv.exists()
+
+
+@pytest.mark.parametrize("uv_works", [True, False])
+def test_the_core_install_takes_uv_and_falls_back_to_pip_where_uv_fails(tmp_path, uv_works):
+    # uv cannot read pip's configuration (a proxy's certificate, a local index): pip must then install robo-rl
+    calls, venv = tmp_path / "calls", tmp_path / "venv"
+    (venv / "bin").mkdir(parents=True)
+    python = tmp_path / "python"
+    python.write_text(f'#!/bin/sh\nif [ "$1" = "-c" ]; then exec {sys.executable} "$@"; fi\necho "python $@" >> {calls}\n')
+    uv = venv / "bin" / "uv"
+    uv.write_text(f'#!/bin/sh\necho "uv $@" >> {calls}\nexit {0 if uv_works else 1}\n')
+    for script in (python, uv):
+        script.chmod(0o755)
+    env = {key: value for key, value in os.environ.items() if not key.startswith("MAKE")}
+    result = subprocess.run(["make", "--no-print-directory", "-C", str(ROOT), f"{venv}/.robo-rl-core-installed",
+                             f"VENV={venv}", f"PYTHON={python}", f"PY={python}"],
+                            capture_output=True, text=True, env=env, timeout=60)
+    assert result.returncode == 0, result.stderr
+    lines = [line.split() for line in calls.read_text().splitlines()]
+    assert lines[0][:3] == ["python", "-m", "venv"]
+    assert lines[1][:4] == ["python", "-m", "pip", "install"] and {"torch==2.13.0", "uv==0.13.9"} <= set(lines[1])
+    assert lines[2][:3] == ["uv", "pip", "install"] and lines[2][-2:] == ["-e", "."]
+    if uv_works:
+        assert len(lines) == 3
+    else:
+        assert lines[3][:4] == ["python", "-m", "pip", "install"] and lines[3][-2:] == ["-e", "."]
+        assert "uv could not install robo-rl: pip installs it" in result.stdout
+    assert (venv / ".robo-rl-core-installed").exists()
