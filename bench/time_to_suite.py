@@ -1,7 +1,8 @@
 """Time to the first student of `make train` that meets the robustness suite.
 
-Runs `make train` (RUN=<folder> SEED=<seed>) with a checkpoint of the student at every evaluation
-(DISTILL_ARGS='checkpoint_every_evaluation=true checkpoint_keep=1000'), then the robustness suite
+Runs `make train` (RUN=<folder> SEED=<seed>) with a checkpoint of the student at every evaluation, every 5
+iterations (DISTILL_ARGS='checkpoint_every_evaluation=true checkpoint_keep=1000 eval.interval_iterations=5'; make
+train evaluates every 10), then the robustness suite
 (configs/robustness.yaml, held-out vehicles from moderate starts, as the README's table) on every checkpoint.
 Prints, per checkpoint, the seconds since `make train` started (when the checkpoint was written), the
 distillation's own seconds, and what the suite's checks say; then the first checkpoint at which all the checks
@@ -37,7 +38,7 @@ from teacher_pool import run_reporting_errors  # noqa: E402
 from robo_rl.checkpoint import list_checkpoints, load_checkpoint  # noqa: E402
 from robo_rl.robustness import Suite, run_suite, suite_from_config, target_checks  # noqa: E402
 
-DISTILL_ARGS = "checkpoint_every_evaluation=true checkpoint_keep=1000"
+DISTILL_ARGS = "checkpoint_every_evaluation=true checkpoint_keep=1000 eval.interval_iterations=5"
 
 
 def train(run: Path, seed: int) -> float:
