@@ -4,8 +4,9 @@
 # is first imported, instead of every file of every package at install (torch alone: 59 s -> 23 s here).
 # pip installs torch (it alone reads this machine's pip configuration, where the local wheel is) and uv, which
 # installs what make train needs besides, fetching and unpacking in parallel: 7.5 s instead of pip's 21-24 s here
-# (uv itself adds 2 s); where uv fails (a proxy whose certificate only pip's configuration names), pip does. The
-# extras stay with pip: uv's resolver spent 42 s on hydra-ray-launcher's dependencies and settled on boto3 0.0.3.
+# (uv itself adds 2 s), and the ROS environment's pinned packages (5.5 s instead of about 40 s); where uv fails (a
+# proxy whose certificate only pip's configuration names), pip does. The extras stay with pip: uv's resolver spent
+# 42 s on hydra-ray-launcher's dependencies and settled on boto3 0.0.3.
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
@@ -53,13 +54,16 @@ make_venv = [ "$$("$(PYTHON)" -c 'import sys; print(sys.version_info >= (3, 10))
   echo "$(PYTHON) -m venv failed: installing Debian's python3-venv"; \
   apt-get update && apt-get install -y --no-install-recommends python3-venv && "$(PYTHON)" -m venv $(1); }
 
+# $(call uv_or_pip,PYTHON,REQUIREMENTS): REQUIREMENTS into PYTHON's environment by uv, by pip where uv fails
+uv_or_pip = $(VENV)/bin/uv pip install --quiet --python $(1) $(2) || { echo "uv could not install them: pip does"; \
+  $(1) -m pip install --quiet --disable-pip-version-check --no-compile $(2); }
+
 venv: $(STAMP)
 
 $(CORE_STAMP): pyproject.toml Makefile
 	@$(call make_venv,$(VENV))
 	$(PY) -m pip install --quiet --disable-pip-version-check --no-compile "$(TORCH)" $(UV)
-	$(VENV)/bin/uv pip install --quiet --python $(PY) -e . || { echo "uv could not install robo-rl: pip installs it"; \
-	  $(PY) -m pip install --quiet --disable-pip-version-check --no-compile -e .; }
+	$(call uv_or_pip,$(PY),-e .)
 	@touch $(CORE_STAMP)
 
 $(STAMP): $(CORE_STAMP)
@@ -239,9 +243,8 @@ ros-venv: $(ROS_STAMP)
 $(ROS_STAMP): pyproject.toml Makefile $(STAMP)
 	@$(call make_venv,$(ROS_VENV))
 	$(ROS_PY) -m pip install --quiet --disable-pip-version-check --no-compile "$(TORCH)"
-	$(ROS_PY) -m pip install --quiet --disable-pip-version-check --no-compile $(ROS_PACKAGES) \
-	  "ray==$$($(PY) -c 'import ray; print(ray.__version__)')"
-	$(ROS_PY) -m pip install --quiet --disable-pip-version-check --no-compile --no-deps -e .
+	$(call uv_or_pip,$(ROS_PY),$(ROS_PACKAGES) "ray==$$($(PY) -c 'import ray; print(ray.__version__)')")
+	$(call uv_or_pip,$(ROS_PY),--no-deps -e .)
 	@touch $(ROS_STAMP)
 
 # unshare (util-linux) and ip (iproute2) put the DDS tests in a loopback-only network namespace

@@ -225,5 +225,5 @@ def test_the_core_install_takes_uv_and_falls_back_to_pip_where_uv_fails(tmp_path
         assert len(lines) == 3
     else:
         assert lines[3][:4] == ["python", "-m", "pip", "install"] and lines[3][-2:] == ["-e", "."]
-        assert "uv could not install robo-rl: pip installs it" in result.stdout
+        assert "uv could not install them: pip does" in result.stdout
     assert (venv / ".robo-rl-core-installed").exists()
