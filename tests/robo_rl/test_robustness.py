@@ -441,7 +441,9 @@ def test_a_miss_within_the_noise_of_the_starts_is_unsure_and_one_beyond_it_a_fai
     near = cells(79, 7, 2)  # 81 vs 86%: 5 points apart, 9 of the starts flown by one of the two only
     differences = outcomes(near[0]["specialist_successes"]) - outcomes(near[0]["successes"])
     assert set(near[0]["successes"]) == {"0", "1"} and len(near[0]["successes"]) == 100  # one character per start
-    assert gap_margin(near[0]) == pytest.approx(1.959964 * differences.std(ddof=1) / 10) and gap_margin(near[0]) > 0.02
+    # worked by hand: differences +1 on 7 starts, -1 on 2, 0 on 91; sample variance (9 - 100 * 0.05^2) / 99
+    assert gap_margin(near[0]) == pytest.approx(1.959964 * (8.75 / 99) ** 0.5 / 10, abs=1e-9)  # 0.0583
+    assert differences.sum() == 5
     check = gap_check(near)
     assert check["status"] == "UNSURE" and "largest gap +5 +- 6 points: 81% vs 86%" in check["detail"]
     assert "episodes=" in check["detail"]
@@ -451,6 +453,9 @@ def test_a_miss_within_the_noise_of_the_starts_is_unsure_and_one_beyond_it_a_fai
     bare = [{k: v for k, v in c.items() if not k.endswith("successes")} for c in near]
     assert gap_check(bare)["status"] == "FAIL"
     # a rate against a floor: 93 of 100 does not rule out 95%, 88 of 100 does; 87 of 100 not 90%, 82 of 100 does
+    # closed forms: none of n gives z^2 / (n + z^2); 93 of 100 the textbook interval's 0.9657; all of n gives 1
+    assert wilson_upper(0.0, 10) == pytest.approx(1.959964 ** 2 / (10 + 1.959964 ** 2), abs=1e-12)
+    assert wilson_upper(0.93, 100) == pytest.approx(0.9657, abs=1e-4) and wilson_upper(1.0, 50) == pytest.approx(1.0)
     assert wilson_upper(0.93, 100) > 0.95 > wilson_upper(0.88, 100)
     assert wilson_upper(0.87, 100) > 0.90 > wilson_upper(0.82, 100)
     held = {"success_rate": 0.87, "episodes": 100, "seed": 1}
